@@ -1,0 +1,37 @@
+#pragma once
+// Training checkpoints: a directory per save,
+//   <dir>/step_00000100/model.safetensors      weights, Hugging Face GPT-2 names and layouts
+//   <dir>/step_00000100/optimizer.safetensors  optimizer state ("<param>.state0", ...)
+//   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order
+//   <dir>/latest                               the name of the newest complete save
+// A save is built in a temporary directory and renamed into place, then `latest` is replaced
+// atomically: a crash mid-save leaves every earlier checkpoint intact.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "core/model/gpt2_model.hpp"
+
+namespace strata {
+
+struct TrainerState {
+  std::int64_t step = 0;  // optimizer steps completed
+  std::uint64_t seed = 0;
+  std::string optimizer;  // plugin name
+};
+
+// Returns the directory written.
+std::filesystem::path save_checkpoint(const std::filesystem::path& directory, GPT2Model& model,
+                                      const TrainerState& state);
+
+// Weights only, from a model.safetensors file or a checkpoint directory. Accepts HF GPT-2 files:
+// an optional "transformer." prefix; attention-mask buffers and lm_head.weight (tied) are ignored.
+void load_weights(const std::filesystem::path& path, GPT2Model& model);
+
+// Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`).
+TrainerState load_checkpoint(const std::filesystem::path& path, GPT2Model& model);
+
+// `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
+std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
+
+}  // namespace strata

@@ -1,0 +1,153 @@
+#include "core/checkpoint/safetensors.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "strata/dtype.hpp"
+
+namespace strata {
+
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+std::size_t dtype_size(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;
+}
+
+float half_to_float(std::uint16_t half) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+  std::uint32_t exponent = (half >> 10) & 0x1fu;
+  std::uint32_t mantissa = half & 0x3ffu;
+  std::uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exponent = 127 - 15 + 1;
+      while ((mantissa & 0x400u) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+}  // namespace
+
+std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const TensorToWrite& tensor : tensors) {
+    const std::uint64_t bytes = tensor.data.size_bytes();
+    header[tensor.name] = {{"dtype", "F32"}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  const std::uint64_t header_size = header_text.size();
+  std::string out;
+  out.reserve(8 + header_size + offset);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((header_size >> (8 * i)) & 0xff));
+  out += header_text;
+  for (const TensorToWrite& tensor : tensors)
+    out.append(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
+  return out;
+}
+
+SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
+  const std::string where = path.string() + ": ";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(where + "cannot open (no such file?)");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
+  std::uint64_t header_size = 0;
+  for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  if (header_size > bytes.size() - 8)
+    throw CheckpointError(where + "corrupt or truncated: header length " + std::to_string(header_size) +
+                          " exceeds the file");
+  SafetensorsFile file;
+  file.path_ = path;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(where + "corrupt header: " + e.what());
+  }
+  if (!header.is_object()) throw CheckpointError(where + "corrupt header: not a JSON object");
+  file.data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size), bytes.end());
+  try {
+    for (const auto& [name, value] : header.items()) {
+      if (name == "__metadata__") {
+        for (const auto& [key, text] : value.items()) file.metadata_[key] = text.get<std::string>();
+        continue;
+      }
+      Entry entry;
+      entry.dtype = value.at("dtype").get<std::string>();
+      entry.shape = value.at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = value.at("data_offsets").get<std::vector<std::uint64_t>>();
+      if (offsets.size() != 2) throw CheckpointError(where + "tensor '" + name + "': data_offsets must have 2 entries");
+      entry.begin = offsets[0];
+      entry.end = offsets[1];
+      if (entry.begin > entry.end || entry.end > file.data_.size())
+        throw CheckpointError(where + "truncated or corrupt: tensor '" + name + "' spans bytes [" +
+                              std::to_string(entry.begin) + ", " + std::to_string(entry.end) + ") of " +
+                              std::to_string(file.data_.size()));
+      std::uint64_t elements = 1;
+      for (std::int64_t extent : entry.shape) elements *= static_cast<std::uint64_t>(extent);
+      const std::size_t size = dtype_size(entry.dtype);
+      if (size != 0 && elements * size != entry.end - entry.begin)
+        throw CheckpointError(where + "corrupt: tensor '" + name + "' has shape " + shape_text(entry.shape) +
+                              " but " + std::to_string(entry.end - entry.begin) + " bytes");
+      file.entries_.emplace(name, std::move(entry));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(where + "corrupt header: " + e.what());
+  }
+  return file;
+}
+
+const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) const {
+  auto found = entries_.find(name);
+  if (found == entries_.end()) throw CheckpointError(path_.string() + ": missing tensor '" + name + "'");
+  return found->second;
+}
+
+std::vector<float> SafetensorsFile::tensor(const std::string& name, const std::vector<std::int64_t>& expected_shape) const {
+  const Entry& e = entry(name);
+  if (e.shape != expected_shape)
+    throw CheckpointError(path_.string() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
+                          ", the model expects " + shape_text(expected_shape));
+  const std::size_t size = dtype_size(e.dtype);
+  if (size == 0) throw CheckpointError(path_.string() + ": tensor '" + name + "' has unsupported dtype " + e.dtype);
+  const std::size_t count = (e.end - e.begin) / size;
+  std::vector<float> values(count);
+  const char* source = data_.data() + e.begin;
+  if (e.dtype == "F32") {
+    std::memcpy(values.data(), source, count * 4);
+  } else {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint16_t half;
+      std::memcpy(&half, source + 2 * i, 2);
+      values[i] = e.dtype == "BF16" ? bf16_to_f32(half) : half_to_float(half);
+    }
+  }
+  return values;
+}
+
+}  // namespace strata

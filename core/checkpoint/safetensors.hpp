@@ -1,0 +1,54 @@
+#pragma once
+// The safetensors format: an 8-byte little-endian header length N, N bytes of JSON
+// ({"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}}),
+// then the raw tensor bytes. Strata writes F32; it reads F32, F16 and BF16 (converted to f32).
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TensorToWrite {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::span<const float> data;
+};
+
+std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata);
+
+class SafetensorsFile {
+ public:
+  // Reads and validates the whole file; throws CheckpointError naming the file and the problem.
+  static SafetensorsFile read(const std::filesystem::path& path);
+
+  struct Entry {
+    std::string dtype;
+    std::vector<std::int64_t> shape;
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+  };
+  bool has(const std::string& name) const { return entries_.contains(name); }
+  const Entry& entry(const std::string& name) const;
+  // The tensor as f32, checked against an expected shape.
+  std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& expected_shape) const;
+  const std::map<std::string, Entry>& entries() const noexcept { return entries_; }
+  const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::vector<char> data_;  // the bytes after the header
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace strata

@@ -1,0 +1,67 @@
+#include "core/data/dataset.hpp"
+
+#include <string>
+
+#include "core/data/data_error.hpp"
+#include "core/data/token_file.hpp"
+#include "core/util/random.hpp"
+
+namespace strata {
+
+Dataset::Dataset(const DataOptions& options) : options_(options) {
+  std::vector<std::uint16_t> all = load_tokens(options.train, options.vocab);
+  if (options.val) {
+    train_ = std::move(all);
+    val_ = load_tokens(*options.val, options.vocab);
+  } else {
+    const auto val_count = static_cast<std::size_t>(static_cast<double>(all.size()) * options.val_fraction);
+    val_.assign(all.end() - static_cast<std::ptrdiff_t>(val_count), all.end());
+    all.resize(all.size() - val_count);
+    train_ = std::move(all);
+  }
+  const std::int64_t needed = static_cast<std::int64_t>(options.batch) * options.seq_len + 1;
+  if (train_tokens() < needed)
+    throw DataError(options.train.string() + ": " + std::to_string(train_tokens()) +
+                    " training tokens, fewer than one batch needs (batch " + std::to_string(options.batch) +
+                    " x seq_len " + std::to_string(options.seq_len) + " + 1 = " + std::to_string(needed) + ")");
+  if (val_windows() < 1)
+    throw DataError((options.val ? options.val->string() : options.train.string()) + ": " +
+                    std::to_string(val_tokens()) + " validation tokens, fewer than one window of seq_len + 1 = " +
+                    std::to_string(options.seq_len + 1));
+}
+
+void Dataset::train_batch(std::uint64_t seed, std::int64_t step, int micro_batch, std::int32_t* inputs,
+                          std::int32_t* targets) const {
+  const std::int64_t T = options_.seq_len;
+  const auto starts = static_cast<std::uint64_t>(train_tokens() - T);  // a window needs T + 1 tokens
+  for (int row = 0; row < options_.batch; ++row) {
+    const std::uint64_t key = splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(step)) ^
+                                         (static_cast<std::uint64_t>(micro_batch) << 32 | static_cast<std::uint64_t>(row)));
+    const auto start = static_cast<std::size_t>(key % starts);
+    for (std::int64_t t = 0; t < T; ++t) {
+      inputs[row * T + t] = train_[start + static_cast<std::size_t>(t)];
+      targets[row * T + t] = train_[start + static_cast<std::size_t>(t) + 1];
+    }
+  }
+}
+
+std::int64_t window_count(const std::vector<std::uint16_t>& tokens, int seq_len) {
+  return static_cast<std::int64_t>(tokens.size()) / (seq_len + 1);
+}
+
+void window_at(const std::vector<std::uint16_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
+               std::int32_t* targets) {
+  const std::size_t start = static_cast<std::size_t>(window) * static_cast<std::size_t>(seq_len + 1);
+  for (int t = 0; t < seq_len; ++t) {
+    inputs[t] = tokens[start + static_cast<std::size_t>(t)];
+    targets[t] = tokens[start + static_cast<std::size_t>(t) + 1];
+  }
+}
+
+std::int64_t Dataset::val_windows() const noexcept { return window_count(val_, options_.seq_len); }
+
+void Dataset::val_window(std::int64_t window, std::int32_t* inputs, std::int32_t* targets) const {
+  window_at(val_, options_.seq_len, window, inputs, targets);
+}
+
+}  // namespace strata

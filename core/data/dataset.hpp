@@ -1,0 +1,49 @@
+#pragma once
+// Train and validation tokens and the batches drawn from them.
+//
+// Training batches are random windows chosen by a counter-based hash of (seed, step, micro batch,
+// row): no generator state to carry, so a resumed run draws exactly the batches the uninterrupted
+// run would. Evaluation uses consecutive non-overlapping windows of seq_len+1 tokens from the start.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+namespace strata {
+
+struct DataOptions {
+  std::filesystem::path train;
+  std::optional<std::filesystem::path> val;  // default: the last val_fraction of train
+  double val_fraction = 0.1;
+  int vocab = 256;
+  int seq_len = 64;
+  int batch = 8;  // micro-batch rows
+};
+
+class Dataset {
+ public:
+  explicit Dataset(const DataOptions& options);
+
+  std::int64_t train_tokens() const noexcept { return static_cast<std::int64_t>(train_.size()); }
+  std::int64_t val_tokens() const noexcept { return static_cast<std::int64_t>(val_.size()); }
+
+  // (batch, seq_len) inputs and targets for one micro batch of one step.
+  void train_batch(std::uint64_t seed, std::int64_t step, int micro_batch, std::int32_t* inputs,
+                   std::int32_t* targets) const;
+
+  // Evaluation windows of the validation tokens; window i is tokens [i(T+1), (i+1)(T+1)).
+  std::int64_t val_windows() const noexcept;
+  void val_window(std::int64_t window, std::int32_t* inputs, std::int32_t* targets) const;
+
+ private:
+  DataOptions options_;
+  std::vector<std::uint16_t> train_;
+  std::vector<std::uint16_t> val_;
+};
+
+// Windows over any token sequence, as `strata eval --data FILE` uses them.
+std::int64_t window_count(const std::vector<std::uint16_t>& tokens, int seq_len);
+void window_at(const std::vector<std::uint16_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
+               std::int32_t* targets);
+
+}  // namespace strata

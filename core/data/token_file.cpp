@@ -1,0 +1,81 @@
+#include "core/data/token_file.hpp"
+
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/data/data_error.hpp"
+#include "core/util/atomic_file.hpp"
+
+namespace strata {
+
+namespace {
+
+std::vector<char> read_all(const std::filesystem::path& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) throw DataError(path.string() + ": no such file");
+  if (std::filesystem::is_directory(path, error)) throw DataError(path.string() + ": is a directory, not a data file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path.string() + ": cannot open for reading");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw DataError(path.string() + ": read error");
+  return bytes;
+}
+
+std::vector<std::uint16_t> parse_bin(const std::filesystem::path& path, const std::vector<char>& bytes) {
+  const std::size_t header_bytes = kTokenFileHeaderInts * sizeof(std::int32_t);
+  if (bytes.size() < header_bytes)
+    throw DataError(path.string() + ": truncated token file: " + std::to_string(bytes.size()) +
+                    " bytes, shorter than the 1024-byte header");
+  std::array<std::int32_t, kTokenFileHeaderInts> header{};
+  std::memcpy(header.data(), bytes.data(), header_bytes);
+  if (header[0] != kTokenFileMagic)
+    throw DataError(path.string() + ": wrong magic number " + std::to_string(header[0]) + " (expected " +
+                    std::to_string(kTokenFileMagic) + "): not an llm.c token file");
+  if (header[1] != kTokenFileVersion)
+    throw DataError(path.string() + ": unsupported token file version " + std::to_string(header[1]) + " (expected 1)");
+  if (header[2] < 0) throw DataError(path.string() + ": negative token count " + std::to_string(header[2]));
+  const auto count = static_cast<std::size_t>(header[2]);
+  const std::size_t expected = header_bytes + count * sizeof(std::uint16_t);
+  if (bytes.size() < expected)
+    throw DataError(path.string() + ": truncated token file: the header promises " + std::to_string(count) +
+                    " tokens (" + std::to_string(expected) + " bytes) but the file has " +
+                    std::to_string(bytes.size()) + " bytes");
+  std::vector<std::uint16_t> tokens(count);
+  std::memcpy(tokens.data(), bytes.data() + header_bytes, count * sizeof(std::uint16_t));
+  return tokens;
+}
+
+}  // namespace
+
+std::vector<std::uint16_t> load_tokens(const std::filesystem::path& path, int vocab) {
+  const std::vector<char> bytes = read_all(path);
+  std::vector<std::uint16_t> tokens;
+  if (path.extension() == ".bin") {
+    tokens = parse_bin(path, bytes);
+  } else {
+    if (vocab < 256)
+      throw DataError(path.string() + ": text files use the byte tokenizer (256 tokens) but model.vocab = " +
+                      std::to_string(vocab));
+    tokens.reserve(bytes.size());
+    for (char byte : bytes) tokens.push_back(static_cast<unsigned char>(byte));
+  }
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= vocab)
+      throw DataError(path.string() + ": token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                      " is outside the model's vocabulary (model.vocab = " + std::to_string(vocab) + ")");
+  return tokens;
+}
+
+void write_token_file(const std::filesystem::path& path, const std::vector<std::uint16_t>& tokens) {
+  std::array<std::int32_t, kTokenFileHeaderInts> header{};
+  header[0] = kTokenFileMagic;
+  header[1] = kTokenFileVersion;
+  header[2] = static_cast<std::int32_t>(tokens.size());
+  std::string bytes(reinterpret_cast<const char*>(header.data()), sizeof header);
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(std::uint16_t));
+  write_file_atomically(path, bytes);
+}
+
+}  // namespace strata

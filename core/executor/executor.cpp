@@ -1,0 +1,219 @@
+#include "core/executor/executor.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/device/memory_limit_exceeded.hpp"
+#include "core/executor/hook_failed.hpp"
+
+namespace strata {
+
+// The executor's side of the SDK's HookContext: what a strategy may see and do at one hook.
+class ExecutorHookContext final : public HookContext {
+ public:
+  ExecutorHookContext(Executor& executor, int layer) : executor_(executor), layer_(layer) {}
+
+  int layer() const noexcept override { return layer_; }
+  int n_layer() const noexcept override { return executor_.model_.config().n_layer; }
+  Phase phase() const noexcept override { return executor_.phase_; }
+  std::int64_t step() const noexcept override { return executor_.step_; }
+  int micro_batch() const noexcept override { return executor_.micro_batch_; }
+
+  Status fetch(int layer, TensorGroup group) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      executor_.model_.move_group(layer, group, Home::device);
+    });
+  }
+  Status evict(int layer, TensorGroup group) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      executor_.model_.move_group(layer, group, Home::host);
+    });
+  }
+  Residence residence(int layer, TensorGroup group) const noexcept override {
+    if (layer < 0 || layer >= n_layer()) return Residence::absent;
+    return executor_.model_.residence(layer, group);
+  }
+  Status drop_activations(int layer) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      executor_.model_.free_layer_activations(layer, true);
+    });
+  }
+  Status recompute_activations(int layer) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      GPT2Model& model = executor_.model_;
+      if (model.layer_activations_present(layer)) return;
+      if (layer > 0 && !model.allocated(model.activation_row(layer - 1, LayerActivation::output)))
+        throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
+      executor_.ensure_on_device(layer, TensorGroup::weights);
+      model.allocate_layer_activations(layer);
+      model.layer_forward(layer);
+    });
+  }
+  TensorView tensor(std::string_view name) noexcept override {
+    GPT2Model& model = executor_.model_;
+    const std::optional<int> row = model.table().find(name);
+    if (!row) return {};
+    const TensorRow& r = model.table().row(*row);
+    TensorView view{r.name, r.layer, {}};
+    if (r.home == Home::device) view.data = model.data(*row);
+    return view;
+  }
+  MemorySnapshot memory() const noexcept override {
+    Device& device = executor_.model_.device();
+    const ArenaStats stats = device.device_memory().stats();
+    return MemorySnapshot{stats.live, stats.peak, stats.limit, device.host_memory().live_total()};
+  }
+
+ private:
+  void check_layer(int layer) const {
+    if (layer < 0 || layer >= n_layer())
+      throw std::out_of_range("layer " + std::to_string(layer) + " is outside [0, " + std::to_string(n_layer()) + ")");
+  }
+  Executor& executor_;
+  int layer_;
+};
+
+Executor::Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& precision,
+                   std::vector<MemoryStrategy*> strategies, ExecutorOptions options)
+    : model_(model), optimizer_(optimizer), precision_(precision), strategies_(std::move(strategies)), options_(options) {}
+
+void Executor::attach() { run_hooks(Hook::attach, -1, false); }
+
+void Executor::run_hooks(Hook hook, int layer, bool reverse) {
+  ExecutorHookContext context(*this, layer);
+  const std::size_t count = strategies_.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    MemoryStrategy& strategy = *strategies_[reverse ? count - 1 - i : i];
+    Status status;
+    switch (hook) {
+      case Hook::attach: status = strategy.on_attach(context); break;
+      case Hook::before_forward: status = strategy.before_forward(context); break;
+      case Hook::after_forward: status = strategy.after_forward(context); break;
+      case Hook::before_backward: status = strategy.before_backward(context); break;
+      case Hook::after_backward: status = strategy.after_backward(context); break;
+      case Hook::before_step: status = strategy.before_step(context); break;
+      case Hook::after_step: status = strategy.after_step(context); break;
+    }
+    if (!status) throw HookFailed("strategy hook failed at step " + std::to_string(step_) + ", layer " +
+                                  std::to_string(layer) + ": " + status.message());
+  }
+}
+
+void Executor::ensure_on_device(int layer, TensorGroup group) {
+  if (model_.residence(layer, group) == Residence::host) model_.move_group(layer, group, Home::device);
+}
+
+double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch> micro_batches, Phase phase) {
+  step_ = step;
+  phase_ = phase;
+  const int L = model_.config().n_layer;
+  const std::int64_t positions = static_cast<std::int64_t>(model_.batch()) * model_.config().seq_len;
+  // Mean over every position of every micro batch, times the precision policy's loss scale.
+  const auto dloss = static_cast<float>(precision_.loss_scale() /
+                                        (static_cast<double>(positions) * static_cast<double>(micro_batches.size())));
+  double loss_sum = 0.0;
+  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
+    micro_batch_ = static_cast<int>(m);
+    model_.begin_micro_batch(micro_batches[m].inputs, micro_batches[m].targets);
+    model_.embed_forward();
+    for (int l = 0; l < L; ++l) {
+      run_hooks(Hook::before_forward, l, false);
+      ensure_on_device(l, TensorGroup::weights);
+      model_.allocate_layer_activations(l);
+      model_.layer_forward(l);
+      run_hooks(Hook::after_forward, l, false);
+    }
+    const double loss = model_.head_forward();
+    if (!std::isfinite(loss))
+      throw std::runtime_error("training diverged: the loss is " + std::to_string(loss) + " at step " +
+                               std::to_string(step) + " (micro batch " + std::to_string(m) + ")");
+    loss_sum += loss;
+    if (phase_needs_gradients(phase)) {
+      model_.head_backward(dloss);
+      for (int l = L - 1; l >= 0; --l) {
+        run_hooks(Hook::before_backward, l, true);
+        ensure_on_device(l, TensorGroup::weights);
+        ensure_on_device(l, TensorGroup::grads);
+        if (!model_.layer_activations_present(l)) {
+          ExecutorHookContext context(*this, l);
+          if (Status status = context.recompute_activations(l); !status) throw HookFailed(status.message());
+        }
+        model_.layer_backward(l);
+        model_.free_layer_activations(l, false);
+        run_hooks(Hook::after_backward, l, true);
+      }
+      model_.embed_backward();
+    }
+    model_.end_micro_batch();
+  }
+  return loss_sum / static_cast<double>(micro_batches.size());
+}
+
+std::vector<ParamSlot> Executor::parameter_slots() {
+  std::vector<ParamSlot> slots;
+  slots.reserve(model_.parameters().size());
+  for (const ParameterRows& rows : model_.parameters()) {
+    ParamSlot slot;
+    slot.name = rows.name;
+    slot.layer = rows.layer;
+    slot.decay = rows.decay;
+    slot.param = model_.data(rows.param);
+    slot.grad = model_.data(rows.grad);
+    for (std::size_t s = 0; s < rows.state.size(); ++s)
+      if (rows.state[s] >= 0) slot.state[s] = model_.data(rows.state[s]);
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> micro_batches) {
+  StepOutcome outcome;
+  outcome.phase = Phase::full;
+  model_.zero_grads();
+  outcome.loss = forward_backward(step, micro_batches, outcome.phase);
+
+  std::vector<TensorView> grads;
+  for (const ParameterRows& rows : model_.parameters())
+    grads.push_back(TensorView{rows.name, rows.layer, model_.data(rows.grad)});
+  PrecisionDecision decision;
+  if (Status status = precision_.unscale_and_check(grads, decision); !status)
+    throw HookFailed("precision policy: " + status.message());
+  outcome.skipped = decision.skip_step;
+
+  run_hooks(Hook::before_step, -1, false);
+  if (!outcome.skipped) {
+    auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
+    std::vector<ParamSlot> slots = parameter_slots();
+    OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
+    if (Status status = optimizer_.step(info, slots, outcome.report); !status)
+      throw HookFailed("optimizer: " + status.message());
+  }
+  run_hooks(Hook::after_step, -1, true);
+  return outcome;
+}
+
+double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
+  const int L = model_.config().n_layer;
+  model_.begin_micro_batch(batch.inputs, batch.targets);
+  model_.embed_forward();
+  for (int l = 0; l < L; ++l) {
+    ensure_on_device(l, TensorGroup::weights);
+    model_.allocate_layer_activations(l);
+    model_.layer_forward(l);
+    if (l > 0) model_.free_layer_activations(l - 1, false);  // nothing goes backward here
+  }
+  model_.head_forward();
+  const std::span<const float> losses = model_.data(model_.global_activation_row(GlobalActivation::losses));
+  double sum = 0.0;
+  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(model_.config().seq_len);
+  for (std::size_t i = 0; i < count; ++i) sum += losses[i];
+  model_.end_micro_batch();
+  return sum;
+}
+
+}  // namespace strata

@@ -1,0 +1,280 @@
+#include "core/manifest/manifest.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "core/manifest/manifest_error.hpp"
+#include "core/manifest/toml_config_view.hpp"
+#include "core/util/did_you_mean.hpp"
+#include "core/util/format_bytes.hpp"
+
+namespace strata {
+
+namespace {
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
+
+const std::vector<std::string> kTopLevelKeys = {"model",  "data",      "train",     "device",     "optimizer",  "precision",
+                                                "strategy", "kernels", "telemetry", "checkpoint", "plugin_path"};
+
+std::string location(const std::filesystem::path& file, const toml::node& node) {
+  std::ostringstream text;
+  text << file.string() << ':' << node.source().begin.line << ':' << node.source().begin.column;
+  return text.str();
+}
+
+// Applies one --set key.path=value to the document.
+void apply_override(toml::table& root, const std::string& assignment, std::set<std::string>& overridden,
+                    std::vector<std::string>& problems) {
+  const std::size_t equals = assignment.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    problems.push_back("--set " + assignment + ": expected key.path=value, e.g. --set train.steps=30");
+    return;
+  }
+  const std::string key_path = assignment.substr(0, equals);
+  const std::string value_text = assignment.substr(equals + 1);
+  std::vector<std::string> parts;
+  std::stringstream stream(key_path);
+  for (std::string part; std::getline(stream, part, '.');) parts.push_back(part);
+  for (const std::string& part : parts)
+    if (part.empty()) {
+      problems.push_back("--set " + assignment + ": empty segment in key path '" + key_path + "'");
+      return;
+    }
+  toml::node* cursor = &root;
+  std::string dotted;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    dotted += (dotted.empty() ? "" : ".") + parts[i];
+    if (toml::table* table = cursor->as_table()) {
+      toml::node* next = table->get(parts[i]);
+      if (next == nullptr) {
+        table->insert(parts[i], toml::table{});
+        next = table->get(parts[i]);
+      }
+      cursor = next;
+    } else if (toml::array* array = cursor->as_array()) {
+      std::size_t index = 0;
+      const auto [end, error] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), index);
+      if (error != std::errc() || end != parts[i].data() + parts[i].size() || index >= array->size()) {
+        problems.push_back("--set " + assignment + ": '" + parts[i] + "' is not an index of " + dotted.substr(0, dotted.rfind('.')) +
+                           " (it has " + std::to_string(array->size()) + " entries)");
+        return;
+      }
+      cursor = array->get(index);
+    } else {
+      problems.push_back("--set " + assignment + ": " + dotted.substr(0, dotted.rfind('.')) + " is not a table");
+      return;
+    }
+  }
+  toml::table* target = cursor->as_table();
+  if (target == nullptr) {
+    problems.push_back("--set " + assignment + ": " + dotted + " is not a table");
+    return;
+  }
+  // The value is TOML ("30", "\"x\"", "[0.9, 0.95]"); a bare word is taken as a string.
+  try {
+    toml::table parsed = toml::parse("value = " + value_text);
+    toml::node* node = parsed.get("value");
+    if (node->is_table()) {
+      problems.push_back("--set " + assignment + ": a value cannot be a table");
+      return;
+    }
+    node->visit([&](auto&& typed) { target->insert_or_assign(parts.back(), std::move(typed)); });
+  } catch (const toml::parse_error&) {
+    target->insert_or_assign(parts.back(), value_text);
+  }
+  overridden.insert(key_path);
+}
+
+const toml::table* table_at(const toml::table& root, std::string_view key, const std::filesystem::path& file,
+                            std::vector<std::string>& problems) {
+  const toml::node* node = root.get(key);
+  if (node == nullptr) return nullptr;
+  if (!node->is_table()) {
+    problems.push_back(location(file, *node) + ": '" + std::string(key) + "' must be a table ([" + std::string(key) +
+                       "]), not " + std::string(toml_type_name(*node)));
+    return nullptr;
+  }
+  return node->as_table();
+}
+
+PluginSpec plugin_spec(const toml::table* table, std::string label, std::string dotted_path, std::string default_plugin,
+                       const std::filesystem::path& file, const std::set<std::string>& overridden,
+                       std::vector<std::string>& problems) {
+  PluginSpec spec;
+  spec.table = table;
+  spec.label = std::move(label);
+  spec.dotted_path = std::move(dotted_path);
+  spec.plugin = std::move(default_plugin);
+  if (table != nullptr) {
+    TomlConfigView view(table, {file.string(), spec.label, spec.dotted_path, &overridden}, {"plugin"});
+    spec.plugin = view.get_string("plugin", spec.plugin, {});
+    for (const std::string& problem : view.problems()) problems.push_back(problem);
+    if (spec.plugin.empty()) problems.push_back(view.where("plugin") + ": " + spec.label + " needs plugin = \"<name>\"");
+  }
+  return spec;
+}
+
+std::vector<PluginSpec> plugin_list(const toml::table& root, std::string_view key, const std::filesystem::path& file,
+                                    const std::set<std::string>& overridden, std::vector<std::string>& problems) {
+  std::vector<PluginSpec> specs;
+  const toml::node* node = root.get(key);
+  if (node == nullptr) return specs;
+  const toml::array* array = node->as_array();
+  if (array == nullptr || !array->is_array_of_tables()) {
+    problems.push_back(location(file, *node) + ": '" + std::string(key) + "' must be an array of tables ([[" +
+                       std::string(key) + "]])");
+    return specs;
+  }
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    const std::string label = "[[" + std::string(key) + "]] #" + std::to_string(i + 1);
+    specs.push_back(plugin_spec(array->get(i)->as_table(), label, std::string(key) + "." + std::to_string(i), "", file,
+                                overridden, problems));
+  }
+  return specs;
+}
+
+}  // namespace
+
+const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"model", {"arch", "n_layer", "n_head", "d_model", "vocab", "seq_len"}},
+      {"data", {"train", "val", "val_fraction"}},
+      {"train", {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads"}},
+      {"device", {"kind", "memory_limit"}},
+      {"checkpoint", {"dir", "every"}},
+      {"kernels", {"attention"}},
+  };
+  return keys;
+}
+
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
+  Manifest manifest;
+  manifest.path = path;
+  const std::string file = path.string();
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) throw ManifestError(file + ": no such manifest file");
+  try {
+    manifest.document = std::make_shared<toml::table>(toml::parse_file(file));
+  } catch (const toml::parse_error& e) {
+    std::ostringstream text;
+    text << file << ':' << e.source().begin.line << ':' << e.source().begin.column << ": malformed TOML: " << e.description();
+    throw ManifestError(text.str());
+  }
+  toml::table& root = *manifest.document;
+  std::vector<std::string> problems;
+  for (const std::string& assignment : overrides) apply_override(root, assignment, manifest.overridden, problems);
+  if (!problems.empty()) throw ManifestError(problems);
+
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    if (std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), name) != kTopLevelKeys.end()) continue;
+    std::string message = location(path, node) + ": unknown top-level key '" + name + "'; accepted: " + join_words(kTopLevelKeys);
+    if (const std::string near = closest_match(name, kTopLevelKeys); !near.empty()) message += " (did you mean '" + near + "'?)";
+    problems.push_back(message);
+  }
+
+  const auto& keys = core_manifest_keys();
+  auto view_of = [&](const std::string& table_name) {
+    return TomlConfigView(table_at(root, table_name, path, problems),
+                          {file, "[" + table_name + "]", table_name, &manifest.overridden}, keys.at(table_name));
+  };
+  auto collect = [&](TomlConfigView& view) {
+    view.check_unknown_keys();
+    problems.insert(problems.end(), view.problems().begin(), view.problems().end());
+  };
+
+  {
+    TomlConfigView model = view_of("model");
+    manifest.arch = model.get_string("arch", "gpt2", {"gpt2"});
+    manifest.model.n_layer = static_cast<int>(model.get_int("n_layer", 12, 1, 1024));
+    manifest.model.n_head = static_cast<int>(model.get_int("n_head", 12, 1, 1024));
+    manifest.model.d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
+    manifest.model.vocab = static_cast<int>(model.get_int("vocab", 50257, 2, 65536));
+    manifest.model.seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
+    if (manifest.model.d_model % manifest.model.n_head != 0)
+      model.report_error("n_head", "n_head = " + std::to_string(manifest.model.n_head) + " must divide d_model = " +
+                                       std::to_string(manifest.model.d_model));
+    collect(model);
+  }
+  {
+    TomlConfigView data = view_of("data");
+    if (!data.has("train")) data.report_error("train", "needs train = \"<path to .txt or .bin>\"");
+    manifest.data.train = data.get_string("train", "", {});
+    if (data.has("val")) manifest.data.val = data.get_string("val", "", {});
+    manifest.data.val_fraction = data.get_double("val_fraction", 0.1, 0.0001, 0.5);
+    collect(data);
+  }
+  {
+    TomlConfigView train = view_of("train");
+    TrainSpec& t = manifest.train;
+    t.steps = train.get_int("steps", 100, 1, std::numeric_limits<std::int64_t>::max());
+    t.batch = static_cast<int>(train.get_int("batch", 8, 1, kMaxInt));
+    t.micro_batches = static_cast<int>(train.get_int("micro_batches", 1, 1, kMaxInt));
+    t.lr = train.get_double("lr", 3e-4, 0.0, 10.0);
+    t.warmup_steps = train.get_int("warmup_steps", 0, 0, std::numeric_limits<std::int64_t>::max());
+    t.seed = static_cast<std::uint64_t>(train.get_int("seed", 42, 0, std::numeric_limits<std::int64_t>::max()));
+    t.eval_every = train.get_int("eval_every", 0, 0, std::numeric_limits<std::int64_t>::max());
+    t.eval_batches = train.get_int("eval_batches", 8, 0, std::numeric_limits<std::int64_t>::max());
+    t.threads = static_cast<int>(train.get_int("threads", 0, 0, 4096));
+    if (t.batch % t.micro_batches != 0)
+      train.report_error("micro_batches", "micro_batches = " + std::to_string(t.micro_batches) +
+                                              " must divide batch = " + std::to_string(t.batch));
+    collect(train);
+  }
+  {
+    TomlConfigView device = view_of("device");
+    manifest.device.kind = device.get_string("kind", "cpu", {});
+    if (manifest.device.kind != "cpu" && manifest.device.kind.rfind("cuda:", 0) != 0)
+      device.report_error("kind", "kind = \"" + manifest.device.kind + "\" must be \"cpu\" or \"cuda:N\"");
+    if (device.has("memory_limit")) {
+      const toml::node* node = table_at(root, "device", path, problems)->get("memory_limit");
+      if (node->is_integer() && *node->value<std::int64_t>() > 0) {
+        manifest.device.memory_limit = static_cast<std::uint64_t>(*node->value<std::int64_t>());
+      } else if (node->is_string()) {
+        const std::string text = *node->value<std::string>();
+        const auto bytes = parse_bytes(text);
+        if (!bytes || *bytes == 0)
+          device.report_error("memory_limit", "memory_limit = \"" + text +
+                                                  "\" is not a size; write e.g. \"512MiB\", \"4GiB\" or a byte count");
+        else
+          manifest.device.memory_limit = *bytes;
+      } else {
+        device.report_error("memory_limit", "memory_limit must be a size string (\"4GiB\") or a positive byte count");
+      }
+    }
+    collect(device);
+  }
+  {
+    TomlConfigView checkpoint = view_of("checkpoint");
+    if (checkpoint.has("dir")) manifest.checkpoint.dir = checkpoint.get_string("dir", "", {});
+    manifest.checkpoint.every = checkpoint.get_int("every", 0, 0, std::numeric_limits<std::int64_t>::max());
+    collect(checkpoint);
+  }
+  {
+    TomlConfigView kernels = view_of("kernels");
+    if (kernels.has("attention")) manifest.kernels["attention"] = kernels.get_string("attention", "fast", {});
+    collect(kernels);
+  }
+  if (const toml::node* node = root.get("plugin_path")) {
+    if (node->is_string()) {
+      manifest.plugin_path.emplace_back(*node->value<std::string>());
+    } else if (const toml::array* array = node->as_array(); array != nullptr && array->is_homogeneous(toml::node_type::string)) {
+      for (const toml::node& element : *array) manifest.plugin_path.emplace_back(*element.value<std::string>());
+    } else {
+      problems.push_back(location(path, *node) + ": plugin_path must be a string or an array of strings");
+    }
+  }
+
+  manifest.optimizer = plugin_spec(table_at(root, "optimizer", path, problems), "[optimizer]", "optimizer", "adamw", path,
+                                   manifest.overridden, problems);
+  manifest.precision = plugin_spec(table_at(root, "precision", path, problems), "[precision]", "precision", "fp32", path,
+                                   manifest.overridden, problems);
+  manifest.strategies = plugin_list(root, "strategy", path, manifest.overridden, problems);
+  manifest.telemetry = plugin_list(root, "telemetry", path, manifest.overridden, problems);
+  if (!problems.empty()) throw ManifestError(problems);
+  return manifest;
+}
+
+}  // namespace strata

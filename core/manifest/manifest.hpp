@@ -1,0 +1,82 @@
+#pragma once
+// The manifest: one TOML file that composes a run (DESIGN.md §5). Core's tables are read here,
+// strictly; each plugin table is kept as TOML and read by its plugin through a TomlConfigView
+// when the stack is built.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <toml++/toml.h>
+#include <vector>
+
+#include "core/model/gpt2_config.hpp"
+
+namespace strata {
+
+struct PluginSpec {
+  std::string plugin;            // the factory name
+  const toml::table* table = nullptr;  // the whole table, `plugin` key included (owned by the Manifest)
+  std::string label;             // "[optimizer]", "[[strategy]] #1"
+  std::string dotted_path;       // "optimizer", "strategy.0"
+};
+
+struct TrainSpec {
+  std::int64_t steps = 100;
+  int batch = 8;
+  int micro_batches = 1;
+  double lr = 3e-4;
+  std::int64_t warmup_steps = 0;
+  std::uint64_t seed = 42;
+  std::int64_t eval_every = 0;  // 0: evaluate once, at the end
+  std::int64_t eval_batches = 8;  // 0: every validation window
+  int threads = 0;  // 0: all cores
+};
+
+struct DataSpec {
+  std::filesystem::path train;
+  std::optional<std::filesystem::path> val;
+  double val_fraction = 0.1;
+};
+
+struct DeviceSpec {
+  std::string kind = "cpu";
+  std::uint64_t memory_limit = 0;  // 0: none
+};
+
+struct CheckpointSpec {
+  std::optional<std::filesystem::path> dir;
+  std::int64_t every = 0;  // 0: only when training ends
+};
+
+class Manifest {
+ public:
+  std::filesystem::path path;
+  std::string arch = "gpt2";
+  GPT2Config model;
+  DataSpec data;
+  TrainSpec train;
+  DeviceSpec device;
+  CheckpointSpec checkpoint;
+  PluginSpec optimizer;
+  PluginSpec precision;
+  std::vector<PluginSpec> strategies;
+  std::vector<PluginSpec> telemetry;
+  std::map<std::string, std::string> kernels;  // op -> implementation
+  std::vector<std::filesystem::path> plugin_path;
+  std::set<std::string> overridden;  // dotted keys set with --set
+
+  // The parsed document; PluginSpec tables point into it.
+  std::shared_ptr<toml::table> document;
+};
+
+// Parses and validates core tables; plugin tables are checked when the stack is built.
+// `overrides` are "key.path=value" strings from --set. Throws ManifestError.
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
+
+// The keys core accepts in each of its tables, for docs and tests.
+const std::map<std::string, std::vector<std::string>>& core_manifest_keys();
+
+}  // namespace strata

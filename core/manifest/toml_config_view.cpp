@@ -1,0 +1,202 @@
+#include "core/manifest/toml_config_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/util/did_you_mean.hpp"
+
+namespace strata {
+
+std::string_view toml_type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date/time";
+  }
+}
+
+TomlConfigView::TomlConfigView(const toml::table* table, TableOrigin origin, std::vector<std::string> declared_keys)
+    : table_(table), origin_(std::move(origin)), declared_keys_(std::move(declared_keys)) {}
+
+std::string TomlConfigView::where(std::string_view key) const {
+  const std::string dotted = origin_.dotted_path.empty() ? std::string(key) : origin_.dotted_path + "." + std::string(key);
+  if (origin_.overridden != nullptr && origin_.overridden->contains(dotted)) return "--set " + dotted;
+  const toml::node* node = table_ != nullptr ? table_->get(key) : nullptr;
+  const toml::source_region source = node != nullptr ? node->source() : (table_ != nullptr ? table_->source() : toml::source_region{});
+  std::ostringstream text;
+  text << origin_.file;
+  if (source.begin.line > 0) text << ':' << source.begin.line << ':' << source.begin.column;
+  return text.str();
+}
+
+void TomlConfigView::problem(std::string_view key, const std::string& message) {
+  problems_.push_back(where(key) + ": " + origin_.label + " " + message);
+}
+
+const toml::node* TomlConfigView::find(std::string_view key) {
+  if (std::find(declared_keys_.begin(), declared_keys_.end(), key) == declared_keys_.end()) {
+    problem(key, "read key '" + std::string(key) + "' that its plugin did not declare (declared: " +
+                     join_words(declared_keys_) + ")");
+    return nullptr;
+  }
+  return table_ != nullptr ? table_->get(key) : nullptr;
+}
+
+std::string TomlConfigView::type_problem(std::string_view key, std::string_view expected, const toml::node& node) const {
+  return std::string(key) + " must be " + std::string(expected) + ", not " + std::string(toml_type_name(node));
+}
+
+bool TomlConfigView::has(std::string_view key) const noexcept { return table_ != nullptr && table_->contains(key); }
+
+std::int64_t TomlConfigView::get_int(std::string_view key, std::int64_t default_value, std::int64_t min_value,
+                                     std::int64_t max_value) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return default_value;
+    const auto value = node->value<std::int64_t>();
+    if (!node->is_integer() || !value) {
+      problem(key, type_problem(key, "an integer", *node));
+      return default_value;
+    }
+    if (*value < min_value || *value > max_value) {
+      std::string range = "[" + (min_value == std::numeric_limits<std::int64_t>::min() ? std::string("-inf") : std::to_string(min_value)) +
+                          ", " + (max_value == std::numeric_limits<std::int64_t>::max() ? std::string("inf") : std::to_string(max_value)) + "]";
+      problem(key, std::string(key) + " = " + std::to_string(*value) + " is out of range " + range);
+      return default_value;
+    }
+    return *value;
+  } catch (...) {
+    return default_value;
+  }
+}
+
+double TomlConfigView::get_double(std::string_view key, double default_value, double min_value,
+                                  double max_value) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return default_value;
+    if (!node->is_number()) {
+      problem(key, type_problem(key, "a number", *node));
+      return default_value;
+    }
+    const double value = node->value<double>().value_or(default_value);
+    if (!(value >= min_value && value <= max_value)) {
+      std::ostringstream text;
+      text << key << " = " << value << " is out of range [" << min_value << ", " << max_value << "]";
+      problem(key, text.str());
+      return default_value;
+    }
+    return value;
+  } catch (...) {
+    return default_value;
+  }
+}
+
+bool TomlConfigView::get_bool(std::string_view key, bool default_value) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return default_value;
+    if (!node->is_boolean()) {
+      problem(key, type_problem(key, "a boolean", *node));
+      return default_value;
+    }
+    return *node->value<bool>();
+  } catch (...) {
+    return default_value;
+  }
+}
+
+std::string TomlConfigView::get_string(std::string_view key, std::string_view default_value,
+                                       const std::vector<std::string>& allowed) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return std::string(default_value);
+    if (!node->is_string()) {
+      problem(key, type_problem(key, "a string", *node));
+      return std::string(default_value);
+    }
+    std::string value = *node->value<std::string>();
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+      std::string message = std::string(key) + " = \"" + value + "\" is not one of: " + join_words(allowed);
+      if (const std::string near = closest_match(value, allowed); !near.empty()) message += " (did you mean \"" + near + "\"?)";
+      problem(key, message);
+      return std::string(default_value);
+    }
+    return value;
+  } catch (...) {
+    return std::string(default_value);
+  }
+}
+
+std::vector<double> TomlConfigView::get_double_list(std::string_view key, std::vector<double> default_value) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return default_value;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) {
+      problem(key, type_problem(key, "an array of numbers", *node));
+      return default_value;
+    }
+    std::vector<double> values;
+    for (const toml::node& element : *array) {
+      if (!element.is_number()) {
+        problem(key, std::string(key) + " must hold numbers, not " + std::string(toml_type_name(element)));
+        return default_value;
+      }
+      values.push_back(*element.value<double>());
+    }
+    return values;
+  } catch (...) {
+    return default_value;
+  }
+}
+
+std::vector<std::int64_t> TomlConfigView::get_int_list(std::string_view key,
+                                                       std::vector<std::int64_t> default_value) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return default_value;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) {
+      problem(key, type_problem(key, "an array of integers", *node));
+      return default_value;
+    }
+    std::vector<std::int64_t> values;
+    for (const toml::node& element : *array) {
+      if (!element.is_integer()) {
+        problem(key, std::string(key) + " must hold integers, not " + std::string(toml_type_name(element)));
+        return default_value;
+      }
+      values.push_back(*element.value<std::int64_t>());
+    }
+    return values;
+  } catch (...) {
+    return default_value;
+  }
+}
+
+void TomlConfigView::report_error(std::string_view key, std::string_view message) noexcept {
+  try {
+    problem(key, std::string(message));
+  } catch (...) {
+  }
+}
+
+void TomlConfigView::check_unknown_keys() {
+  if (table_ == nullptr) return;
+  for (const auto& [key, node] : *table_) {
+    const std::string name(key.str());
+    if (std::find(declared_keys_.begin(), declared_keys_.end(), name) != declared_keys_.end()) continue;
+    std::string message = "unknown key '" + name + "'; accepted keys: " + join_words(declared_keys_);
+    if (const std::string near = closest_match(name, declared_keys_); !near.empty())
+      message += " (did you mean '" + near + "'?)";
+    problem(name, message);
+  }
+}
+
+}  // namespace strata

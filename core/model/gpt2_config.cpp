@@ -1,0 +1,22 @@
+#include "core/model/gpt2_config.hpp"
+
+namespace strata {
+
+std::int64_t GPT2Config::parameter_count() const {
+  const std::int64_t C = d_model;
+  const std::int64_t per_layer = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
+  return static_cast<std::int64_t>(vocab) * C + static_cast<std::int64_t>(seq_len) * C + n_layer * per_layer + 2 * C;
+}
+
+std::string GPT2Config::validate() const {
+  if (n_layer < 1) return "model.n_layer must be >= 1";
+  if (n_head < 1) return "model.n_head must be >= 1";
+  if (d_model < 1) return "model.d_model must be >= 1";
+  if (d_model % n_head != 0)
+    return "model.n_head = " + std::to_string(n_head) + " must divide model.d_model = " + std::to_string(d_model);
+  if (vocab < 2 || vocab > 65536) return "model.vocab must be in [2, 65536] (tokens are stored as uint16)";
+  if (seq_len < 1) return "model.seq_len must be >= 1";
+  return {};
+}
+
+}  // namespace strata

@@ -1,0 +1,23 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+struct GPT2Config {
+  int n_layer = 12;
+  int n_head = 12;
+  int d_model = 768;
+  int vocab = 50257;
+  int seq_len = 1024;  // the longest sequence; also the number of position embeddings
+
+  // The LM head's rows are padded to a multiple of 64 for faster GEMMs; padded logits are masked
+  // out of the loss and never stored in checkpoints.
+  int padded_vocab() const { return (vocab + 63) / 64 * 64; }
+  std::int64_t parameter_count() const;  // with the real vocab, as checkpoints store it
+
+  // Empty when valid; otherwise what is wrong, naming the key.
+  std::string validate() const;
+};
+
+}  // namespace strata

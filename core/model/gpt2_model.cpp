@@ -1,0 +1,503 @@
+#include "core/model/gpt2_model.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "core/util/random.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/residual.hpp"
+
+namespace strata {
+
+namespace {
+
+constexpr std::size_t idx(auto value) { return static_cast<std::size_t>(value); }
+
+bool is_matrix(LayerParam param) {
+  return param == LayerParam::qkv_weight || param == LayerParam::attn_proj_weight || param == LayerParam::fc_weight ||
+         param == LayerParam::fc_proj_weight;
+}
+
+}  // namespace
+
+std::string_view layer_param_name(LayerParam param) noexcept {
+  switch (param) {
+    case LayerParam::ln1_weight: return "ln_1.weight";
+    case LayerParam::ln1_bias: return "ln_1.bias";
+    case LayerParam::qkv_weight: return "attn.c_attn.weight";
+    case LayerParam::qkv_bias: return "attn.c_attn.bias";
+    case LayerParam::attn_proj_weight: return "attn.c_proj.weight";
+    case LayerParam::attn_proj_bias: return "attn.c_proj.bias";
+    case LayerParam::ln2_weight: return "ln_2.weight";
+    case LayerParam::ln2_bias: return "ln_2.bias";
+    case LayerParam::fc_weight: return "mlp.c_fc.weight";
+    case LayerParam::fc_bias: return "mlp.c_fc.bias";
+    case LayerParam::fc_proj_weight: return "mlp.c_proj.weight";
+    case LayerParam::fc_proj_bias: return "mlp.c_proj.bias";
+    case LayerParam::count: break;
+  }
+  return "?";
+}
+
+std::string_view global_param_name(GlobalParam param) noexcept {
+  switch (param) {
+    case GlobalParam::wte: return "wte.weight";
+    case GlobalParam::wpe: return "wpe.weight";
+    case GlobalParam::lnf_weight: return "ln_f.weight";
+    case GlobalParam::lnf_bias: return "ln_f.bias";
+    case GlobalParam::count: break;
+  }
+  return "?";
+}
+
+std::string_view layer_activation_name(LayerActivation activation) noexcept {
+  switch (activation) {
+    case LayerActivation::ln1: return "ln1";
+    case LayerActivation::ln1_mean: return "ln1_mean";
+    case LayerActivation::ln1_rstd: return "ln1_rstd";
+    case LayerActivation::qkv: return "qkv";
+    case LayerActivation::attention_saved: return "attention_saved";
+    case LayerActivation::atty: return "atty";
+    case LayerActivation::residual2: return "residual2";
+    case LayerActivation::ln2: return "ln2";
+    case LayerActivation::ln2_mean: return "ln2_mean";
+    case LayerActivation::ln2_rstd: return "ln2_rstd";
+    case LayerActivation::fch: return "fch";
+    case LayerActivation::fch_gelu: return "fch_gelu";
+    case LayerActivation::output: return "output";
+    case LayerActivation::count: break;
+  }
+  return "?";
+}
+
+GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention,
+                     int optimizer_state_buffers)
+    : config_(config), batch_(batch), device_(device), attention_(attention) {
+  if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
+  if (optimizer_state_buffers < 0 || optimizer_state_buffers > kMaxOptimizerStateBuffers)
+    throw std::invalid_argument("optimizer asks for " + std::to_string(optimizer_state_buffers) +
+                                " state buffers per parameter; the host supports at most " +
+                                std::to_string(kMaxOptimizerStateBuffers));
+  const std::int64_t B = batch, T = config.seq_len, C = config.d_model, L = config.n_layer;
+  const std::int64_t Vp = config.padded_vocab();
+  attention_shape_ = AttentionShape{batch, config.seq_len, config.d_model, config.n_head};
+
+  // Parameters, then their gradients and optimizer state: the table's order is the print order.
+  auto add_parameter = [&](std::string name, int layer, std::vector<std::int64_t> shape, bool decay) {
+    ParameterRows rows;
+    rows.name = name;
+    rows.layer = layer;
+    rows.decay = decay;
+    rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights);
+    rows.grad = add_row(name + ".grad", layer, shape, MemoryCategory::grads, TensorGroup::grads);
+    for (int s = 0; s < optimizer_state_buffers; ++s)
+      rows.state[static_cast<std::size_t>(s)] = add_row(name + ".state" + std::to_string(s), layer, shape,
+                                                        MemoryCategory::optimizer, TensorGroup::optimizer_state);
+    parameters_.push_back(rows);
+    return rows;
+  };
+  const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};
+  for (std::size_t p = 0; p < kGlobalParamCount; ++p) {
+    const auto rows = add_parameter(std::string(global_param_name(static_cast<GlobalParam>(p))), -1,
+                                    global_shapes[p], p <= idx(GlobalParam::wpe));
+    global_param_rows_[p] = rows.param;
+    global_grad_rows_[p] = rows.grad;
+  }
+  const std::vector<std::vector<std::int64_t>> layer_shapes = {{C},     {C}, {C, 3 * C}, {3 * C}, {C, C},     {C},
+                                                               {C},     {C}, {C, 4 * C}, {4 * C}, {4 * C, C}, {C}};
+  layer_param_rows_.resize(static_cast<std::size_t>(L));
+  layer_grad_rows_.resize(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l)
+    for (std::size_t p = 0; p < kLayerParamCount; ++p) {
+      const auto param = static_cast<LayerParam>(p);
+      const auto rows = add_parameter("h." + std::to_string(l) + "." + std::string(layer_param_name(param)), l,
+                                      layer_shapes[p], is_matrix(param));
+      layer_param_rows_[static_cast<std::size_t>(l)][p] = rows.param;
+      layer_grad_rows_[static_cast<std::size_t>(l)][p] = rows.grad;
+    }
+
+  // Activations of one micro batch.
+  const auto attention_saved = static_cast<std::int64_t>(attention.saved_floats(attention_shape_));
+  const std::vector<std::vector<std::int64_t>> activation_shapes = {
+      {B, T, C}, {B, T}, {B, T}, {B, T, 3 * C}, {attention_saved}, {B, T, C}, {B, T, C},
+      {B, T, C}, {B, T}, {B, T}, {B, T, 4 * C}, {B, T, 4 * C},    {B, T, C}};
+  const std::vector<std::pair<std::vector<std::int64_t>, ElementType>> global_activation_shapes = {
+      {{B, T}, ElementType::i32}, {{B, T}, ElementType::i32}, {{B, T, C}, ElementType::f32},
+      {{B, T, C}, ElementType::f32}, {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32},
+      {{B, T, Vp}, ElementType::f32}, {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32}};
+  const std::vector<std::string_view> global_activation_names = {"tokens", "targets", "encoded", "lnf", "lnf_mean",
+                                                                 "lnf_rstd", "logits", "losses", "logsumexp"};
+  for (std::size_t a = 0; a < kGlobalActivationCount; ++a)
+    global_activation_rows_[a] =
+        add_row("act." + std::string(global_activation_names[a]), -1, global_activation_shapes[a].first,
+                MemoryCategory::activations, TensorGroup::activations, global_activation_shapes[a].second);
+  layer_activation_rows_.resize(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l)
+    for (std::size_t a = 0; a < kLayerActivationCount; ++a)
+      layer_activation_rows_[static_cast<std::size_t>(l)][a] =
+          add_row("h." + std::to_string(l) + ".act." + std::string(layer_activation_name(static_cast<LayerActivation>(a))),
+                  l, activation_shapes[a], MemoryCategory::activations, TensorGroup::activations);
+
+  // Backward scratch.
+  const auto attention_scratch = static_cast<std::int64_t>(attention.backward_scratch_floats(attention_shape_));
+  const std::vector<std::pair<std::string_view, std::vector<std::int64_t>>> workspace_rows = {
+      {"d_residual", {B, T, C}}, {"d_ln", {B, T, C}},           {"d_atty", {B, T, C}},
+      {"d_qkv", {B, T, 3 * C}},  {"d_fch", {B, T, 4 * C}},      {"d_fch_gelu", {B, T, 4 * C}},
+      {"d_attention", {std::max<std::int64_t>(attention_scratch, 1)}}};
+  for (std::size_t w = 0; w < kWorkspaceCount; ++w)
+    workspace_rows_[w] = add_row("ws." + std::string(workspace_rows[w].first), -1, workspace_rows[w].second,
+                                 MemoryCategory::workspace, TensorGroup::activations);
+
+  storage_.resize(table_.rows().size());
+  // Persistent rows are allocated now; activations are allocated per micro batch.
+  for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row) {
+    const TensorRow& r = table_.row(row);
+    if (r.category != MemoryCategory::activations) allocate_row(row, true);
+  }
+}
+
+int GPT2Model::add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
+                       TensorGroup group, ElementType element) {
+  TensorRow row;
+  row.name = std::move(name);
+  row.layer = layer;
+  row.shape = std::move(shape);
+  row.element = element;
+  row.category = category;
+  row.group = group;
+  row.home = Home::device;
+  return table_.add(std::move(row));
+}
+
+void GPT2Model::allocate_row(int row, bool zero) {
+  const TensorRow& r = table_.row(row);
+  Allocator& arena = r.home == Home::device ? device_.device_memory() : device_.host_memory();
+  storage_[static_cast<std::size_t>(row)] = arena.allocate(r.bytes(), r.category, "core", zero);
+}
+
+void GPT2Model::free_row(int row) noexcept { storage_[static_cast<std::size_t>(row)].reset(); }
+
+std::span<float> GPT2Model::data(int row) noexcept {
+  Buffer& buffer = storage_[static_cast<std::size_t>(row)];
+  if (!buffer) return {};
+  return {static_cast<float*>(buffer.data()), static_cast<std::size_t>(table_.row(row).elements())};
+}
+
+bool GPT2Model::allocated(int row) const noexcept { return static_cast<bool>(storage_[static_cast<std::size_t>(row)]); }
+
+std::span<float> GPT2Model::param(int layer, LayerParam which) noexcept {
+  return data(layer_param_rows_[static_cast<std::size_t>(layer)][idx(which)]);
+}
+
+int GPT2Model::activation_row(int layer, LayerActivation which) const {
+  return layer_activation_rows_.at(static_cast<std::size_t>(layer))[idx(which)];
+}
+
+float* GPT2Model::grad(int layer, LayerParam which) noexcept {
+  return f(layer_grad_rows_[static_cast<std::size_t>(layer)][idx(which)]);
+}
+
+float* GPT2Model::grad(GlobalParam which) noexcept { return f(global_grad_rows_[idx(which)]); }
+
+void GPT2Model::init_weights(std::uint64_t seed) {
+  // GPT-2: N(0, 0.02) for matrices and embeddings, residual projections scaled by 1/sqrt(2 L),
+  // zero biases, unit LayerNorm gains. Padded vocab rows stay zero.
+  Random random(seed);
+  const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layer);
+  for (const ParameterRows& rows : parameters_) {
+    std::span<float> values = data(rows.param);
+    const std::string& name = rows.name;
+    const bool is_gain = name.ends_with("ln_1.weight") || name.ends_with("ln_2.weight") || name == "ln_f.weight";
+    const bool is_bias = name.ends_with(".bias");
+    if (is_gain) {
+      std::fill(values.begin(), values.end(), 1.0f);
+    } else if (is_bias) {
+      std::fill(values.begin(), values.end(), 0.0f);
+    } else {
+      const double std_dev = name.ends_with("c_proj.weight") ? residual_std : 0.02;
+      std::size_t count = values.size();
+      if (name == "wte.weight") {
+        count = static_cast<std::size_t>(config_.vocab) * static_cast<std::size_t>(config_.d_model);
+        std::fill(values.begin() + static_cast<std::ptrdiff_t>(count), values.end(), 0.0f);
+      }
+      for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(random.normal() * std_dev);
+    }
+  }
+}
+
+void GPT2Model::zero(float* data, std::int64_t count) {
+  auto timer = profiler_.scope(ProfileKind::zero_fill);
+  std::memset(data, 0, static_cast<std::size_t>(count) * sizeof(float));
+}
+
+void GPT2Model::zero_grads() {
+  for (const ParameterRows& rows : parameters_) {
+    std::span<float> values = data(rows.grad);
+    zero(values.data(), static_cast<std::int64_t>(values.size()));
+  }
+}
+
+std::vector<int> GPT2Model::group_rows(int layer, TensorGroup group) const {
+  std::vector<int> rows;
+  for (const ParameterRows& parameter : parameters_) {
+    if (parameter.layer != layer) continue;
+    if (group == TensorGroup::weights) rows.push_back(parameter.param);
+    if (group == TensorGroup::grads) rows.push_back(parameter.grad);
+    if (group == TensorGroup::optimizer_state)
+      for (int state : parameter.state)
+        if (state >= 0) rows.push_back(state);
+  }
+  if (group == TensorGroup::activations)
+    for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer))) rows.push_back(row);
+  return rows;
+}
+
+Residence GPT2Model::residence(int layer, TensorGroup group) const {
+  const std::vector<int> rows = group_rows(layer, group);
+  if (rows.empty()) return Residence::absent;
+  if (group == TensorGroup::activations) return layer_activations_present(layer) ? Residence::device : Residence::absent;
+  return table_.row(rows.front()).home == Home::device ? Residence::device : Residence::host;
+}
+
+std::uint64_t GPT2Model::move_group(int layer, TensorGroup group, Home to) {
+  if (group == TensorGroup::activations)
+    throw std::invalid_argument("activations are dropped and recomputed, not moved");
+  auto timer = profiler_.scope(ProfileKind::residency_transfer);
+  std::uint64_t moved = 0;
+  for (int row : group_rows(layer, group)) {
+    TensorRow& r = table_.row(row);
+    if (r.home == to) continue;
+    Buffer& old_buffer = storage_[static_cast<std::size_t>(row)];
+    Allocator& arena = to == Home::device ? device_.device_memory() : device_.host_memory();
+    Buffer moved_buffer = arena.allocate(r.bytes(), r.category, "core");
+    device_.copy(moved_buffer.data(), old_buffer.data(), r.bytes());
+    old_buffer = std::move(moved_buffer);
+    r.home = to;
+    moved += r.bytes();
+  }
+  return moved;
+}
+
+void GPT2Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+  for (int row : global_activation_rows_) allocate_row(row, false);
+  std::memcpy(global_act(GlobalActivation::tokens), tokens.data(), tokens.size_bytes());
+  std::memcpy(global_act(GlobalActivation::targets), targets.data(), targets.size_bytes());
+}
+
+void GPT2Model::end_micro_batch() {
+  for (int l = 0; l < config_.n_layer; ++l) free_layer_activations(l, false);
+  for (int row : global_activation_rows_) free_row(row);
+}
+
+void GPT2Model::allocate_layer_activations(int layer) {
+  for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
+    if (!allocated(row)) allocate_row(row, false);
+}
+
+void GPT2Model::free_layer_activations(int layer, bool keep_output) {
+  for (std::size_t a = 0; a < kLayerActivationCount; ++a) {
+    if (keep_output && a == idx(LayerActivation::output)) continue;
+    free_row(layer_activation_rows_[static_cast<std::size_t>(layer)][a]);
+  }
+}
+
+bool GPT2Model::layer_activations_present(int layer) const {
+  for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
+    if (!allocated(row)) return false;
+  return true;
+}
+
+float* GPT2Model::layer_input(int layer) noexcept {
+  return layer == 0 ? global_act(GlobalActivation::encoded) : act(layer - 1, LayerActivation::output);
+}
+
+void GPT2Model::embed_forward() {
+  auto timer = profiler_.scope(ProfileKind::embedding_forward);
+  cpu::embedding_forward(global_act(GlobalActivation::encoded),
+                         reinterpret_cast<const std::int32_t*>(global_act(GlobalActivation::tokens)),
+                         param(GlobalParam::wte).data(), param(GlobalParam::wpe).data(), batch_, config_.seq_len,
+                         config_.d_model);
+}
+
+void GPT2Model::layer_forward(int l) {
+  using LA = LayerActivation;
+  using LP = LayerParam;
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  auto w = [&](LP p) { return param(l, p).data(); };
+  const float* x = layer_input(l);
+  {
+    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+    cpu::layernorm_forward(act(l, LA::ln1), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), x, w(LP::ln1_weight),
+                           w(LP::ln1_bias), N, C);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_forward);
+    cpu::matmul_forward(act(l, LA::qkv), act(l, LA::ln1), w(LP::qkv_weight), w(LP::qkv_bias), N, C, 3 * C,
+                        cpu::WeightLayout::in_out);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::attention_forward);
+    const int saved_row = activation_row(l, LA::attention_saved);
+    const Status status = attention_.attention_forward(
+        attention_shape_, {act(l, LA::atty), static_cast<std::size_t>(N * C)}, data(saved_row),
+        {act(l, LA::qkv), static_cast<std::size_t>(N * 3 * C)});
+    if (!status) throw std::runtime_error("attention kernel: " + status.message());
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_forward);
+    cpu::matmul_forward(act(l, LA::residual2), act(l, LA::atty), w(LP::attn_proj_weight), w(LP::attn_proj_bias), N, C,
+                        C, cpu::WeightLayout::in_out);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::residual_forward);
+    cpu::residual_forward(act(l, LA::residual2), act(l, LA::residual2), x, N * C);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+    cpu::layernorm_forward(act(l, LA::ln2), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), act(l, LA::residual2),
+                           w(LP::ln2_weight), w(LP::ln2_bias), N, C);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_forward);
+    cpu::matmul_forward(act(l, LA::fch), act(l, LA::ln2), w(LP::fc_weight), w(LP::fc_bias), N, C, 4 * C,
+                        cpu::WeightLayout::in_out);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::gelu_forward);
+    cpu::gelu_forward(act(l, LA::fch_gelu), act(l, LA::fch), N * 4 * C);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_forward);
+    cpu::matmul_forward(act(l, LA::output), act(l, LA::fch_gelu), w(LP::fc_proj_weight), w(LP::fc_proj_bias), N,
+                        4 * C, C, cpu::WeightLayout::in_out);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::residual_forward);
+    cpu::residual_forward(act(l, LA::output), act(l, LA::output), act(l, LA::residual2), N * C);
+  }
+}
+
+double GPT2Model::head_forward() {
+  using GA = GlobalActivation;
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  const std::int64_t Vp = config_.padded_vocab();
+  const float* last = act(config_.n_layer - 1, LayerActivation::output);
+  {
+    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+    cpu::layernorm_forward(global_act(GA::lnf), global_act(GA::lnf_mean), global_act(GA::lnf_rstd), last,
+                           param(GlobalParam::lnf_weight).data(), param(GlobalParam::lnf_bias).data(), N, C);
+  }
+  {
+    auto timer = profiler_.scope(ProfileKind::lm_head_forward);
+    cpu::matmul_forward(global_act(GA::logits), global_act(GA::lnf), param(GlobalParam::wte).data(), nullptr, N, C, Vp,
+                        cpu::WeightLayout::out_in);
+  }
+  auto timer = profiler_.scope(ProfileKind::cross_entropy_forward);
+  const auto* targets = reinterpret_cast<const std::int32_t*>(global_act(GA::targets));
+  cpu::cross_entropy_forward(global_act(GA::losses), global_act(GA::logsumexp), global_act(GA::logits), targets, N,
+                             config_.vocab, Vp);
+  // In order, in double: the same sum for any thread count.
+  double sum = 0.0;
+  const float* losses = global_act(GA::losses);
+  for (std::int64_t n = 0; n < N; ++n) sum += losses[n];
+  return sum / static_cast<double>(N);
+}
+
+void GPT2Model::head_backward(float dloss) {
+  using GA = GlobalActivation;
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  const std::int64_t Vp = config_.padded_vocab();
+  float* logits = global_act(GA::logits);
+  {
+    auto timer = profiler_.scope(ProfileKind::cross_entropy_backward);
+    // In place: logits become dlogits.
+    cpu::cross_entropy_backward(logits, logits, global_act(GA::logsumexp),
+                                reinterpret_cast<const std::int32_t*>(global_act(GA::targets)), dloss, N, config_.vocab,
+                                Vp);
+  }
+  zero(ws(Workspace::d_ln), N * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::lm_head_backward);
+    cpu::matmul_backward(ws(Workspace::d_ln), grad(GlobalParam::wte), nullptr, logits, global_act(GA::lnf),
+                         param(GlobalParam::wte).data(), N, C, Vp, cpu::WeightLayout::out_in);
+  }
+  zero(ws(Workspace::d_residual), N * C);
+  auto timer = profiler_.scope(ProfileKind::layernorm_backward);
+  cpu::layernorm_backward(ws(Workspace::d_residual), grad(GlobalParam::lnf_weight), grad(GlobalParam::lnf_bias),
+                          ws(Workspace::d_ln), act(config_.n_layer - 1, LayerActivation::output),
+                          param(GlobalParam::lnf_weight).data(), global_act(GA::lnf_mean), global_act(GA::lnf_rstd), N,
+                          C);
+}
+
+void GPT2Model::layer_backward(int l) {
+  using LA = LayerActivation;
+  using LP = LayerParam;
+  using W = Workspace;
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  auto w = [&](LP p) { return param(l, p).data(); };
+  auto g = [&](LP p) { return grad(l, p); };
+  float* d_residual = ws(W::d_residual);  // in: d(output); out: d(input)
+  // MLP: output = fch_gelu @ W + b + residual2
+  zero(ws(W::d_fch_gelu), N * 4 * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_backward);
+    cpu::matmul_backward(ws(W::d_fch_gelu), g(LP::fc_proj_weight), g(LP::fc_proj_bias), d_residual, act(l, LA::fch_gelu),
+                         w(LP::fc_proj_weight), N, 4 * C, C, cpu::WeightLayout::in_out);
+  }
+  zero(ws(W::d_fch), N * 4 * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::gelu_backward);
+    cpu::gelu_backward(ws(W::d_fch), act(l, LA::fch), ws(W::d_fch_gelu), N * 4 * C);
+  }
+  zero(ws(W::d_ln), N * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_backward);
+    cpu::matmul_backward(ws(W::d_ln), g(LP::fc_weight), g(LP::fc_bias), ws(W::d_fch), act(l, LA::ln2), w(LP::fc_weight),
+                         N, C, 4 * C, cpu::WeightLayout::in_out);
+  }
+  {
+    // The residual passes d(output) straight through, so LN2's input gradient adds onto it.
+    auto timer = profiler_.scope(ProfileKind::layernorm_backward);
+    cpu::layernorm_backward(d_residual, g(LP::ln2_weight), g(LP::ln2_bias), ws(W::d_ln), act(l, LA::residual2),
+                            w(LP::ln2_weight), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), N, C);
+  }
+  // Attention: residual2 = atty @ W + b + input
+  zero(ws(W::d_atty), N * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_backward);
+    cpu::matmul_backward(ws(W::d_atty), g(LP::attn_proj_weight), g(LP::attn_proj_bias), d_residual, act(l, LA::atty),
+                         w(LP::attn_proj_weight), N, C, C, cpu::WeightLayout::in_out);
+  }
+  zero(ws(W::d_qkv), N * 3 * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::attention_backward);
+    const Status status = attention_.attention_backward(
+        attention_shape_, {ws(W::d_qkv), static_cast<std::size_t>(N * 3 * C)},
+        {ws(W::d_atty), static_cast<std::size_t>(N * C)}, {act(l, LA::qkv), static_cast<std::size_t>(N * 3 * C)},
+        data(activation_row(l, LA::attention_saved)), data(workspace_rows_[idx(W::attention_scratch)]));
+    if (!status) throw std::runtime_error("attention kernel: " + status.message());
+  }
+  zero(ws(W::d_ln), N * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::matmul_backward);
+    cpu::matmul_backward(ws(W::d_ln), g(LP::qkv_weight), g(LP::qkv_bias), ws(W::d_qkv), act(l, LA::ln1),
+                         w(LP::qkv_weight), N, C, 3 * C, cpu::WeightLayout::in_out);
+  }
+  auto timer = profiler_.scope(ProfileKind::layernorm_backward);
+  cpu::layernorm_backward(d_residual, g(LP::ln1_weight), g(LP::ln1_bias), ws(W::d_ln), layer_input(l),
+                          w(LP::ln1_weight), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), N, C);
+}
+
+void GPT2Model::embed_backward() {
+  auto timer = profiler_.scope(ProfileKind::embedding_backward);
+  cpu::embedding_backward(grad(GlobalParam::wte), grad(GlobalParam::wpe), ws(Workspace::d_residual),
+                          reinterpret_cast<const std::int32_t*>(global_act(GlobalActivation::tokens)), batch_,
+                          config_.seq_len, config_.d_model);
+}
+
+}  // namespace strata

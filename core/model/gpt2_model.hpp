@@ -1,0 +1,129 @@
+#pragma once
+// GPT-2, written out: named parameter, gradient, optimizer-state, activation and workspace rows
+// in a TensorTable, and one explicit forward and backward per piece (embedding, block, head).
+// The executor (core/executor) drives these pieces and runs the hooks between them.
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/device/device.hpp"
+#include "core/model/gpt2_config.hpp"
+#include "core/tensor/tensor_table.hpp"
+#include "core/util/profiler.hpp"
+#include "strata/kernel.hpp"
+#include "strata/optimizer.hpp"
+
+namespace strata {
+
+enum class LayerParam : std::uint8_t {
+  ln1_weight, ln1_bias, qkv_weight, qkv_bias, attn_proj_weight, attn_proj_bias,
+  ln2_weight, ln2_bias, fc_weight, fc_bias, fc_proj_weight, fc_proj_bias, count
+};
+enum class GlobalParam : std::uint8_t { wte, wpe, lnf_weight, lnf_bias, count };
+// A block's saved activations; `output` is also the next block's input, so dropping a block's
+// activations keeps it.
+enum class LayerActivation : std::uint8_t {
+  ln1, ln1_mean, ln1_rstd, qkv, attention_saved, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, output, count
+};
+enum class GlobalActivation : std::uint8_t { tokens, targets, encoded, lnf, lnf_mean, lnf_rstd, logits, losses, logsumexp, count };
+// Backward scratch, shared by all blocks since they run one at a time.
+enum class Workspace : std::uint8_t { d_residual, d_ln, d_atty, d_qkv, d_fch, d_fch_gelu, attention_scratch, count };
+
+inline constexpr std::size_t kLayerParamCount = static_cast<std::size_t>(LayerParam::count);
+inline constexpr std::size_t kGlobalParamCount = static_cast<std::size_t>(GlobalParam::count);
+inline constexpr std::size_t kLayerActivationCount = static_cast<std::size_t>(LayerActivation::count);
+inline constexpr std::size_t kGlobalActivationCount = static_cast<std::size_t>(GlobalActivation::count);
+inline constexpr std::size_t kWorkspaceCount = static_cast<std::size_t>(Workspace::count);
+
+// HF GPT-2 names: "ln_1.weight" for a block param (prefixed "h.{i}."), "wte.weight" for globals.
+std::string_view layer_param_name(LayerParam param) noexcept;
+std::string_view global_param_name(GlobalParam param) noexcept;
+std::string_view layer_activation_name(LayerActivation activation) noexcept;
+
+// One trainable tensor and the rows that go with it.
+struct ParameterRows {
+  std::string name;  // HF name
+  int layer = -1;
+  bool decay = false;
+  int param = -1;
+  int grad = -1;
+  std::array<int, kMaxOptimizerStateBuffers> state{-1, -1};
+};
+
+class GPT2Model {
+ public:
+  // `batch` is the micro-batch size: activations are sized for it.
+  GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention, int optimizer_state_buffers);
+
+  const GPT2Config& config() const noexcept { return config_; }
+  int batch() const noexcept { return batch_; }
+  const TensorTable& table() const noexcept { return table_; }
+  Device& device() noexcept { return device_; }
+  Profiler& profiler() noexcept { return profiler_; }
+  const std::vector<ParameterRows>& parameters() const noexcept { return parameters_; }
+
+  // The storage of a row; empty when not allocated.
+  std::span<float> data(int row) noexcept;
+  bool allocated(int row) const noexcept;
+  Home home(int row) const { return table_.row(row).home; }
+  std::span<float> param(GlobalParam which) noexcept { return data(global_param_rows_[static_cast<std::size_t>(which)]); }
+  std::span<float> param(int layer, LayerParam which) noexcept;
+  int activation_row(int layer, LayerActivation which) const;
+  int global_activation_row(GlobalActivation which) const { return global_activation_rows_[static_cast<std::size_t>(which)]; }
+
+  void init_weights(std::uint64_t seed);
+  void zero_grads();
+
+  // Residency of a block's weights, grads or optimizer state; activations are per step.
+  Residence residence(int layer, TensorGroup group) const;
+  std::uint64_t move_group(int layer, TensorGroup group, Home to);  // returns bytes moved
+
+  // The step, piece by piece.
+  void begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+  void embed_forward();
+  void allocate_layer_activations(int layer);
+  void free_layer_activations(int layer, bool keep_output);
+  bool layer_activations_present(int layer) const;
+  void layer_forward(int layer);
+  double head_forward();  // mean cross-entropy of the micro batch
+  void head_backward(float dloss);  // dloss: gradient of the objective w.r.t. each position's loss
+  void layer_backward(int layer);
+  void embed_backward();
+  void end_micro_batch();
+
+ private:
+  int add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
+              TensorGroup group, ElementType element = ElementType::f32);
+  void allocate_row(int row, bool zero);
+  void free_row(int row) noexcept;
+  float* f(int row) noexcept { return static_cast<float*>(storage_[static_cast<std::size_t>(row)].data()); }
+  float* act(int layer, LayerActivation which) noexcept { return f(activation_row(layer, which)); }
+  float* global_act(GlobalActivation which) noexcept { return f(global_activation_row(which)); }
+  float* ws(Workspace which) noexcept { return f(workspace_rows_[static_cast<std::size_t>(which)]); }
+  float* grad(int layer, LayerParam which) noexcept;
+  float* grad(GlobalParam which) noexcept;
+  float* layer_input(int layer) noexcept;
+  void zero(float* data, std::int64_t count);
+  std::vector<int> group_rows(int layer, TensorGroup group) const;
+
+  GPT2Config config_;
+  int batch_;
+  Device& device_;
+  Kernel& attention_;
+  AttentionShape attention_shape_;
+  TensorTable table_;
+  std::vector<Buffer> storage_;  // parallel to table rows
+  std::vector<ParameterRows> parameters_;
+  std::vector<std::array<int, kLayerParamCount>> layer_param_rows_;
+  std::vector<std::array<int, kLayerParamCount>> layer_grad_rows_;
+  std::array<int, kGlobalParamCount> global_param_rows_{};
+  std::array<int, kGlobalParamCount> global_grad_rows_{};
+  std::vector<std::array<int, kLayerActivationCount>> layer_activation_rows_;
+  std::array<int, kGlobalActivationCount> global_activation_rows_{};
+  std::array<int, kWorkspaceCount> workspace_rows_{};
+  Profiler profiler_;
+};
+
+}  // namespace strata

@@ -1,0 +1,57 @@
+#pragma once
+// Finds plugin libraries on a search path, loads them with immediate binding (a missing symbol
+// fails at load, not mid-step), validates their descriptors and keeps every library loaded for as
+// long as any object it made is alive. Failures are values: the path and the reason.
+//
+// This registry is the one piece of process-wide mutable state the host owns, and it is an object,
+// not a global: `strata` makes one per run.
+#include <boost/dll/shared_library.hpp>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/plugin.hpp"
+
+namespace strata {
+
+struct LoadedPlugin {
+  std::filesystem::path path;
+  std::shared_ptr<boost::dll::shared_library> library;
+  const PluginDescriptor* descriptor = nullptr;
+};
+
+struct LoadFailure {
+  std::filesystem::path path;
+  std::string reason;
+};
+
+struct FactoryRef {
+  const LoadedPlugin* plugin = nullptr;
+  const FactoryDescriptor* factory = nullptr;
+};
+
+class PluginRegistry {
+ public:
+  // Loads every *.so in each directory, in order; a factory name seen earlier shadows a later one.
+  void scan(const std::vector<std::filesystem::path>& directories);
+  // Loads one library. Returns the reason when it is refused.
+  std::optional<std::string> load(const std::filesystem::path& path);
+
+  std::optional<FactoryRef> find(InterfaceKind kind, std::string_view name) const;
+  std::vector<std::string> names(InterfaceKind kind) const;
+  const std::vector<std::unique_ptr<LoadedPlugin>>& plugins() const noexcept { return plugins_; }
+  const std::vector<LoadFailure>& failures() const noexcept { return failures_; }
+  const std::vector<std::filesystem::path>& searched() const noexcept { return searched_; }
+
+ private:
+  std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
+  std::vector<LoadFailure> failures_;
+  std::vector<std::filesystem::path> searched_;
+};
+
+// Manifest plugin_path, then STRATA_PLUGIN_PATH (':'-separated), the build tree, the install prefix.
+std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths);
+
+}  // namespace strata

@@ -1,0 +1,146 @@
+#include "core/plugin/stack.hpp"
+
+#include "core/manifest/manifest_error.hpp"
+#include "core/manifest/toml_config_view.hpp"
+#include "core/util/did_you_mean.hpp"
+#include "kernels/cpu/attention_kernels.hpp"
+
+namespace strata {
+
+namespace {
+
+struct Resolved {
+  const PluginSpec* spec;
+  InterfaceKind kind;
+  FactoryRef factory;
+};
+
+std::string where(const Manifest& manifest, const PluginSpec& spec) {
+  TomlConfigView view(spec.table, {manifest.path.string(), spec.label, spec.dotted_path, &manifest.overridden}, {"plugin"});
+  return view.where("plugin");
+}
+
+template <typename Interface>
+std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& resolved, HostServices& host,
+                                  std::vector<std::string>& problems) {
+  const FactoryDescriptor& factory = *resolved.factory.factory;
+  std::vector<std::string> keys = {"plugin"};
+  for (const char* const* key = factory.config_keys; *key != nullptr; ++key) keys.emplace_back(*key);
+  const PluginSpec& spec = *resolved.spec;
+  const std::string label = spec.label + " (" + spec.plugin + ")";
+  TomlConfigView view(spec.table, {manifest.path.string(), label, spec.dotted_path, &manifest.overridden}, keys);
+  view.check_unknown_keys();
+  (void)view.get_string("plugin", "", {});
+  std::string error;
+  void* object = factory.create(view, host, &error);
+  for (const std::string& problem : view.problems()) problems.push_back(problem);
+  std::shared_ptr<boost::dll::shared_library> library = resolved.factory.plugin->library;
+  const DestroyFunction destroy = factory.destroy;
+  if (object == nullptr) {
+    problems.push_back(where(manifest, spec) + ": " + label + " could not be created: " +
+                       (error.empty() ? std::string("its factory returned nothing") : error));
+    return nullptr;
+  }
+  // The deleter owns a reference to the library: the code stays mapped until the object is gone.
+  std::shared_ptr<Interface> owned(static_cast<Interface*>(object),
+                                   [destroy, library](Interface* pointer) { destroy(pointer); });
+  if (!view.problems().empty()) return nullptr;
+  return owned;
+}
+
+}  // namespace
+
+std::vector<MemoryStrategy*> Stack::strategy_pointers() const {
+  std::vector<MemoryStrategy*> pointers;
+  for (const auto& strategy : strategies) pointers.push_back(strategy.get());
+  return pointers;
+}
+
+Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
+                  const std::string& default_telemetry) {
+  std::vector<std::string> problems;
+  std::vector<Resolved> resolved;
+  PluginSpec default_sink{default_telemetry, nullptr, "[[telemetry]] (default)", "telemetry"};
+  std::vector<const PluginSpec*> sinks;
+  for (const PluginSpec& spec : manifest.telemetry) sinks.push_back(&spec);
+  if (sinks.empty() && !default_telemetry.empty()) sinks.push_back(&default_sink);
+
+  auto resolve = [&](const PluginSpec& spec, InterfaceKind kind) {
+    if (spec.plugin.empty()) return;
+    if (auto factory = registry.find(kind, spec.plugin)) {
+      resolved.push_back({&spec, kind, *factory});
+      return;
+    }
+    const std::vector<std::string> available = registry.names(kind);
+    std::string message = where(manifest, spec) + ": " + spec.label + " names unknown " +
+                          std::string(interface_name(kind)) + " plugin '" + spec.plugin + "'; available: " +
+                          (available.empty() ? std::string("(none found)") : join_words(available));
+    if (const std::string near = closest_match(spec.plugin, available); !near.empty()) message += " (did you mean '" + near + "'?)";
+    for (const LoadFailure& failure : registry.failures())
+      if (failure.path.stem().string().find(spec.plugin) != std::string::npos)
+        message += "\n  note: " + failure.path.string() + " failed to load: " + failure.reason;
+    problems.push_back(message);
+  };
+  resolve(manifest.optimizer, InterfaceKind::optimizer);
+  resolve(manifest.precision, InterfaceKind::precision);
+  for (const PluginSpec& spec : manifest.strategies) resolve(spec, InterfaceKind::memory_strategy);
+  for (const PluginSpec* spec : sinks) resolve(*spec, InterfaceKind::telemetry);
+
+  // The attention kernel: built in ("fast", "reference") or a kernel plugin.
+  const std::string attention = manifest.kernels.contains("attention") ? manifest.kernels.at("attention") : "fast";
+  PluginSpec attention_spec{attention, nullptr, "[kernels] attention", "kernels"};
+  Stack stack;
+  if (attention == "fast" || attention == "reference") {
+    stack.attention = cpu::make_attention_kernel(attention == "fast" ? cpu::AttentionImpl::fast : cpu::AttentionImpl::reference);
+  } else if (auto factory = registry.find(InterfaceKind::kernel, attention)) {
+    resolved.push_back({&attention_spec, InterfaceKind::kernel, *factory});
+  } else {
+    std::vector<std::string> available = registry.names(InterfaceKind::kernel);
+    available.insert(available.begin(), {"fast", "reference"});
+    problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention +
+                       "\" is not a known implementation; available: " + join_words(available));
+  }
+  if (!problems.empty()) throw ManifestError(problems);
+
+  // Requirements and conflicts, before anything is created.
+  for (const Resolved& r : resolved) {
+    const FactoryDescriptor& factory = *r.factory.factory;
+    if (factory.requires_plugins != nullptr)
+      for (const char* const* required = factory.requires_plugins; *required != nullptr; ++required) {
+        const bool present = std::any_of(resolved.begin(), resolved.end(),
+                                         [&](const Resolved& other) { return other.spec->plugin == *required; });
+        if (!present)
+          problems.push_back(where(manifest, *r.spec) + ": " + r.spec->label + " '" + r.spec->plugin + "' requires plugin '" +
+                             *required + "', which the stack does not include");
+      }
+    if (factory.conflicts_with != nullptr)
+      for (const char* const* conflict = factory.conflicts_with; *conflict != nullptr; ++conflict)
+        for (const Resolved& other : resolved)
+          if (&other != &r && other.spec->plugin == *conflict)
+            problems.push_back(where(manifest, *r.spec) + ": incompatible stack: " + r.spec->label + " '" +
+                               r.spec->plugin + "' conflicts with " + other.spec->label + " '" + other.spec->plugin + "'");
+  }
+  if (!problems.empty()) throw ManifestError(problems);
+
+  for (const Resolved& r : resolved) {
+    switch (r.kind) {
+      case InterfaceKind::optimizer: stack.optimizer = create<Optimizer>(manifest, r, host, problems); break;
+      case InterfaceKind::precision: stack.precision = create<PrecisionPolicy>(manifest, r, host, problems); break;
+      case InterfaceKind::memory_strategy:
+        stack.strategies.push_back(create<MemoryStrategy>(manifest, r, host, problems));
+        break;
+      case InterfaceKind::telemetry: stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems)); break;
+      case InterfaceKind::kernel: stack.attention = create<Kernel>(manifest, r, host, problems); break;
+    }
+  }
+  if (stack.attention && stack.attention->op() != "attention")
+    problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention + "\" implements op '" +
+                       std::string(stack.attention->op()) + "', not 'attention'");
+  if (!problems.empty()) throw ManifestError(problems);
+  stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
+  for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;
+  if (attention != "fast") stack.description += " + attention:" + attention;
+  return stack;
+}
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+#pragma once
+// A strategy stack: the plugin objects a manifest composes. Each object is held by a shared_ptr
+// whose deleter calls the plugin's destroy function and keeps its library loaded, so no object can
+// outlive the code that implements it.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/manifest/manifest.hpp"
+#include "core/plugin/plugin_registry.hpp"
+#include "strata/plugin.hpp"
+
+namespace strata {
+
+struct Stack {
+  std::shared_ptr<Optimizer> optimizer;
+  std::shared_ptr<PrecisionPolicy> precision;
+  std::vector<std::shared_ptr<MemoryStrategy>> strategies;
+  std::vector<std::shared_ptr<TelemetrySink>> telemetry;
+  std::shared_ptr<Kernel> attention;
+  std::string description;  // "adamw + fp32 + checkpoint"
+
+  std::vector<MemoryStrategy*> strategy_pointers() const;
+};
+
+// Resolves every plugin named in the manifest, checks requirements and conflicts, and creates
+// each object with its own table. Throws ManifestError naming the file, key and plugin.
+// With no [[telemetry]] table, `default_telemetry` is used ("console").
+Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
+                  const std::string& default_telemetry = "console");
+
+}  // namespace strata

@@ -1,0 +1,98 @@
+#include "core/tensor/tensor_table.hpp"
+
+#include <iomanip>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/util/format_bytes.hpp"
+
+namespace strata {
+
+std::string_view element_name(ElementType element) noexcept {
+  switch (element) {
+    case ElementType::f32: return "f32";
+    case ElementType::bf16: return "bf16";
+    case ElementType::i32: return "i32";
+  }
+  return "f32";
+}
+
+std::int64_t TensorRow::elements() const {
+  std::int64_t count = 1;
+  for (std::int64_t extent : shape) count *= extent;
+  return count;
+}
+
+std::uint64_t TensorRow::bytes() const {
+  const std::uint64_t element_bytes = element == ElementType::bf16 ? 2 : 4;
+  const std::uint64_t raw = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(elements()) * element_bytes);
+  return (raw + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
+}
+
+int TensorTable::add(TensorRow row) {
+  if (index_by_name_.contains(row.name)) throw std::logic_error("tensor table: duplicate row '" + row.name + "'");
+  const int index = static_cast<int>(rows_.size());
+  index_by_name_.emplace(row.name, index);
+  rows_.push_back(std::move(row));
+  return index;
+}
+
+std::optional<int> TensorTable::find(std::string_view name) const {
+  auto found = index_by_name_.find(std::string(name));
+  if (found == index_by_name_.end()) return std::nullopt;
+  return found->second;
+}
+
+CategoryBytes TensorTable::totals(Home home) const {
+  CategoryBytes totals{};
+  for (const TensorRow& row : rows_)
+    if (row.home == home) totals[category_index(row.category)] += row.bytes();
+  return totals;
+}
+
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::ostringstream text;
+  text << '(';
+  for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? "," : "") << shape[i];
+  text << ')';
+  return text.str();
+}
+
+// "h.3.ln_1.weight" -> "h.*.ln_1.weight"
+std::string layer_pattern(const TensorRow& row) {
+  const std::string prefix = "h." + std::to_string(row.layer) + ".";
+  if (row.layer >= 0 && row.name.rfind(prefix, 0) == 0) return "h.*." + row.name.substr(prefix.size());
+  return row.name;
+}
+
+}  // namespace
+
+void TensorTable::print(std::ostream& out, bool summarize_layers) const {
+  int layer_count = 0;
+  for (const TensorRow& row : rows_) layer_count = std::max(layer_count, row.layer + 1);
+  out << std::left << std::setw(34) << "tensor" << std::setw(7) << "layer" << std::setw(20) << "shape" << std::setw(6)
+      << "dtype" << std::setw(13) << "category" << std::setw(8) << "home" << std::right << std::setw(12) << "MiB"
+      << '\n';
+  for (const TensorRow& row : rows_) {
+    if (summarize_layers && row.layer > 0) continue;
+    const bool folded = summarize_layers && row.layer == 0 && layer_count > 1;
+    const std::uint64_t bytes = folded ? row.bytes() * static_cast<std::uint64_t>(layer_count) : row.bytes();
+    out << std::left << std::setw(34) << (folded ? layer_pattern(row) : row.name) << std::setw(7)
+        << (row.layer < 0 ? std::string("-") : folded ? "x" + std::to_string(layer_count) : std::to_string(row.layer))
+        << std::setw(20) << shape_text(row.shape) << std::setw(6) << element_name(row.element) << std::setw(13)
+        << category_name(row.category) << std::setw(8) << (row.home == Home::device ? "device" : "host") << std::right
+        << std::setw(12) << format_mib(bytes) << '\n';
+  }
+  for (Home home : {Home::device, Home::host}) {
+    const CategoryBytes totals_by_category = totals(home);
+    if (total_bytes(totals_by_category) == 0) continue;
+    out << (home == Home::device ? "device" : "host") << " totals:";
+    for (MemoryCategory category : kAllMemoryCategories)
+      out << "  " << category_name(category) << ' ' << format_mib(totals_by_category[category_index(category)]);
+    out << "  | all " << format_mib(total_bytes(totals_by_category)) << " MiB\n";
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,216 @@
+#include "core/training/training_run.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/safetensors.hpp"
+#include "core/data/data_error.hpp"
+#include "core/data/dataset.hpp"
+#include "core/data/token_file.hpp"
+#include "core/device/device.hpp"
+#include "core/executor/executor.hpp"
+#include "core/executor/hook_failed.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/stack.hpp"
+
+namespace strata {
+
+namespace {
+
+std::unique_ptr<Device> make_device(const Manifest& manifest) {
+  if (manifest.device.kind == "cpu") return make_cpu_device(manifest.device.memory_limit);
+  throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind +
+                      "\": the training engine runs on the CPU backend only in this version; CUDA kernels are built "
+                      "and tested separately (kernels/cuda)");
+}
+
+ModelInfo model_info(const Manifest& manifest) {
+  const GPT2Config& c = manifest.model;
+  return ModelInfo{c.n_layer, c.n_head, c.d_model, c.vocab, c.seq_len, c.parameter_count()};
+}
+
+// Mean cross-entropy over windows, `rows` windows per forward pass, the last pass padded.
+double mean_window_loss(Executor& executor, std::int64_t windows, int rows, int seq_len,
+                        const std::function<void(std::int64_t, std::int32_t*, std::int32_t*)>& window_at_index) {
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(rows) * seq_len);
+  std::vector<std::int32_t> targets(inputs.size());
+  double sum = 0.0;
+  for (std::int64_t first = 0; first < windows; first += rows) {
+    const int real_rows = static_cast<int>(std::min<std::int64_t>(rows, windows - first));
+    for (int row = 0; row < rows; ++row) {
+      const std::int64_t window = first + std::min(row, real_rows - 1);  // padding repeats the last window
+      window_at_index(window, inputs.data() + static_cast<std::size_t>(row) * seq_len,
+                      targets.data() + static_cast<std::size_t>(row) * seq_len);
+    }
+    sum += executor.forward_loss_sum({inputs, targets}, real_rows);
+  }
+  return sum / (static_cast<double>(windows) * seq_len);
+}
+
+}  // namespace
+
+void configure_threads(int threads) {
+  const int count = threads > 0 ? threads : omp_get_num_procs();
+  omp_set_num_threads(count);
+  openblas_set_num_threads(count);
+}
+
+TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options) {
+  configure_threads(manifest.train.threads);
+  HostServicesImpl host(model_info(manifest));
+  Stack stack = build_stack(manifest, registry, host);
+  const TrainSpec& train = manifest.train;
+  const int micro_batch_rows = train.batch / train.micro_batches;
+
+  DataOptions data_options{manifest.data.train, manifest.data.val, manifest.data.val_fraction, manifest.model.vocab,
+                           manifest.model.seq_len, micro_batch_rows};
+  const Dataset dataset(data_options);
+
+  std::unique_ptr<Device> device = make_device(manifest);
+  GPT2Model model(manifest.model, micro_batch_rows, *device, *stack.attention, stack.optimizer->state_buffers());
+  model.init_weights(train.seed);
+  if (options.print_table) model.table().print(std::cout);
+
+  std::int64_t start_step = 0;
+  if (options.resume) {
+    const TrainerState state = load_checkpoint(*options.resume, model);
+    if (state.optimizer != manifest.optimizer.plugin)
+      throw CheckpointError(options.resume->string() + ": saved with optimizer '" + state.optimizer +
+                            "', but the manifest uses '" + manifest.optimizer.plugin + "'");
+    start_step = state.step;
+    spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
+  }
+
+  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
+                    ExecutorOptions{train.steps, train.warmup_steps, train.lr});
+  executor.attach();
+
+  const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len;
+  RunInfo info{manifest.path.string(), stack.description, train.steps, start_step, tokens_per_step,
+               manifest.model.parameter_count(), manifest.device.memory_limit};
+  for (const auto& sink : stack.telemetry)
+    if (Status status = sink->on_run_start(info); !status) throw HookFailed("telemetry: " + status.message());
+
+  const std::int64_t eval_windows =
+      train.eval_batches > 0 ? std::min<std::int64_t>(dataset.val_windows(), train.eval_batches * micro_batch_rows)
+                             : dataset.val_windows();
+  auto validation_loss = [&] {
+    return mean_window_loss(executor, eval_windows, micro_batch_rows, manifest.model.seq_len,
+                            [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
+  };
+
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(train.micro_batches) * micro_batch_rows * manifest.model.seq_len);
+  std::vector<std::int32_t> targets(inputs.size());
+  const std::size_t micro_size = inputs.size() / static_cast<std::size_t>(train.micro_batches);
+  std::vector<MicroBatch> micro_batches;
+  for (int m = 0; m < train.micro_batches; ++m)
+    micro_batches.push_back({std::span<const std::int32_t>(inputs).subspan(m * micro_size, micro_size),
+                             std::span<const std::int32_t>(targets).subspan(m * micro_size, micro_size)});
+
+  TrainResult result;
+  std::vector<double> step_ms;
+  Allocator& device_memory = device->device_memory();
+  const auto run_start = std::chrono::steady_clock::now();
+  model.profiler().reset();
+  for (std::int64_t step = start_step + 1; step <= train.steps; ++step) {
+    for (int m = 0; m < train.micro_batches; ++m)
+      dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
+    device_memory.reset_window();
+    const auto step_start = std::chrono::steady_clock::now();
+    const StepOutcome outcome = executor.train_step(step, micro_batches);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
+    const ArenaStats stats = device_memory.stats();
+
+    StepMetrics metrics;
+    metrics.step = step;
+    metrics.total_steps = train.steps;
+    metrics.phase = outcome.phase;
+    metrics.loss = outcome.loss;
+    metrics.lr = outcome.report.lr;
+    metrics.grad_norm = outcome.report.grad_norm;
+    metrics.skipped = outcome.skipped;
+    metrics.ms = ms;
+    metrics.tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1000.0);
+    metrics.device_bytes = stats.live;
+    metrics.peak_device_bytes = stats.window_peak_total;
+    metrics.peak_device_bytes_by_category = stats.window_peak;
+    metrics.host_bytes = device->host_memory().live_total();
+    const bool eval_now = step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0);
+    if (eval_now) metrics.val_loss = validation_loss();
+
+    result.losses.push_back(outcome.loss);
+    step_ms.push_back(ms);
+    if (result.losses.size() == 1) result.summary.first_loss = outcome.loss;
+    result.summary.final_loss = outcome.loss;
+    if (metrics.val_loss) result.summary.final_val_loss = metrics.val_loss;
+    for (const auto& sink : stack.telemetry)
+      if (Status status = sink->on_step(metrics); !status) throw HookFailed("telemetry: " + status.message());
+
+    const bool checkpoint_now = manifest.checkpoint.dir &&
+                                (step == train.steps || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
+    if (checkpoint_now)
+      result.last_checkpoint =
+          save_checkpoint(*manifest.checkpoint.dir, model, TrainerState{step, train.seed, manifest.optimizer.plugin});
+  }
+
+  RunSummary& summary = result.summary;
+  summary.steps = static_cast<std::int64_t>(step_ms.size());
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  if (!step_ms.empty()) {
+    std::vector<double> sorted = step_ms;
+    std::sort(sorted.begin(), sorted.end());
+    summary.median_ms = sorted[sorted.size() / 2];
+    summary.tokens_per_s = static_cast<double>(tokens_per_step) / (summary.median_ms / 1000.0);
+  }
+  const ArenaStats stats = device_memory.stats();
+  summary.peak_device_bytes = stats.peak_total;
+  summary.peak_device_bytes_by_category = stats.peak;
+  summary.peak_host_bytes = device->host_memory().stats().peak_total;
+  for (const auto& sink : stack.telemetry)
+    if (Status status = sink->on_run_end(summary); !status) throw HookFailed("telemetry: " + status.message());
+  if (options.profile) {
+    std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
+    model.profiler().print(std::cout, summary.steps);
+  }
+  return result;
+}
+
+double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
+                const std::optional<std::filesystem::path>& data) {
+  configure_threads(manifest.train.threads);
+  HostServicesImpl host(model_info(manifest));
+  Stack stack = build_stack(manifest, registry, host, "");
+  const int micro_batch_rows = manifest.train.batch / manifest.train.micro_batches;
+  std::unique_ptr<Device> device = make_device(manifest);
+  GPT2Model model(manifest.model, micro_batch_rows, *device, *stack.attention, 0);
+  load_weights(checkpoint, model);
+  Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
+  const int seq_len = manifest.model.seq_len;
+  if (data) {
+    const std::vector<std::uint16_t> tokens = load_tokens(*data, manifest.model.vocab);
+    const std::int64_t windows = window_count(tokens, seq_len);
+    if (windows < 1)
+      throw DataError(data->string() + ": " + std::to_string(tokens.size()) + " tokens, fewer than one window of seq_len + 1 = " +
+                      std::to_string(seq_len + 1));
+    return mean_window_loss(executor, windows, micro_batch_rows, seq_len,
+                            [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { window_at(tokens, seq_len, w, in, out); });
+  }
+  DataOptions data_options{manifest.data.train, manifest.data.val, manifest.data.val_fraction, manifest.model.vocab,
+                           seq_len, micro_batch_rows};
+  const Dataset dataset(data_options);
+  const std::int64_t windows = manifest.train.eval_batches > 0
+                                   ? std::min<std::int64_t>(dataset.val_windows(), manifest.train.eval_batches * micro_batch_rows)
+                                   : dataset.val_windows();
+  return mean_window_loss(executor, windows, micro_batch_rows, seq_len,
+                          [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
+}
+
+}  // namespace strata

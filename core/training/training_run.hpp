@@ -1,0 +1,38 @@
+#pragma once
+// A whole run as `strata train` and `strata eval` perform it: threads, device, stack, model, data,
+// the step loop with evaluation, telemetry and checkpoints, and resume.
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "core/manifest/manifest.hpp"
+#include "core/plugin/plugin_registry.hpp"
+#include "strata/telemetry_sink.hpp"
+
+namespace strata {
+
+struct TrainOptions {
+  std::optional<std::filesystem::path> resume;  // a checkpoint dir, or checkpoint.dir's latest
+  bool print_table = false;
+  bool profile = false;
+};
+
+struct TrainResult {
+  RunSummary summary;
+  std::vector<double> losses;  // per step, from the first step run
+  std::optional<std::filesystem::path> last_checkpoint;
+};
+
+// Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and
+// std::runtime_error (the run failed).
+TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options);
+
+// Mean cross-entropy of a checkpoint over consecutive windows of seq_len+1 tokens: of `data` when
+// given (the whole file), else of the manifest's validation split.
+double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
+                const std::optional<std::filesystem::path>& data);
+
+// Sets OpenMP and OpenBLAS to the same thread count (0: all cores).
+void configure_threads(int threads);
+
+}  // namespace strata

@@ -1,0 +1,13 @@
+#pragma once
+// Write-to-temp, fsync, rename, fsync the directory: a reader sees the old file or the new one,
+// never half of either, even if the process dies mid-write.
+#include <filesystem>
+#include <string_view>
+
+namespace strata {
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+// fsync a directory so a rename inside it is durable.
+void sync_directory(const std::filesystem::path& directory);
+
+}  // namespace strata

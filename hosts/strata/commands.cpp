@@ -1,0 +1,241 @@
+#include "commands.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "core/checkpoint/safetensors.hpp"
+#include "core/data/data_error.hpp"
+#include "core/device/device.hpp"
+#include "core/device/memory_limit_exceeded.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/model/gpt2_model.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/plugin_registry.hpp"
+#include "core/plugin/stack.hpp"
+#include "core/training/training_run.hpp"
+#include "exit_codes.hpp"
+
+namespace strata {
+
+namespace po = boost::program_options;
+
+namespace {
+
+struct CommonArguments {
+  std::string manifest;
+  std::vector<std::string> overrides;
+};
+
+// Parses a command's options; returns an exit code when the command should stop (help or error).
+std::optional<int> parse(const std::string& name, const std::string& synopsis, po::options_description& options,
+                         const std::vector<std::string>& arguments, po::variables_map& values,
+                         bool takes_manifest = true) {
+  options.add_options()("help,h", "show this help");
+  po::positional_options_description positional;
+  if (takes_manifest) positional.add("manifest", 1);
+  try {
+    po::store(po::command_line_parser(arguments).options(options).positional(positional).run(), values);
+    if (values.count("help")) {
+      std::cout << "usage: strata " << name << ' ' << synopsis << "\n\n" << options;
+      return kExitSuccess;
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    std::cerr << "strata " << name << ": " << e.what() << "\nusage: strata " << name << ' ' << synopsis << '\n';
+    return kExitInvalidInput;
+  }
+  return std::nullopt;
+}
+
+void add_manifest_options(po::options_description& options, CommonArguments& common) {
+  options.add_options()("manifest", po::value(&common.manifest)->required(), "the manifest (TOML)")(
+      "set", po::value(&common.overrides)->composing(), "override a manifest key: --set train.steps=30 (repeatable)");
+}
+
+PluginRegistry load_plugins(const Manifest& manifest) {
+  PluginRegistry registry;
+  registry.scan(plugin_search_path(manifest.plugin_path));
+  return registry;
+}
+
+// Runs a command body, mapping each kind of failure to its message and exit code.
+template <typename Body>
+int run_guarded(const std::string& name, Body&& body) {
+  try {
+    return body();
+  } catch (const ManifestError& e) {
+    std::cerr << "strata " << name << ": invalid manifest:\n" << e.what() << '\n';
+    return kExitInvalidInput;
+  } catch (const DataError& e) {
+    std::cerr << "strata " << name << ": invalid data: " << e.what() << '\n';
+    return kExitInvalidInput;
+  } catch (const CheckpointError& e) {
+    std::cerr << "strata " << name << ": invalid checkpoint: " << e.what() << '\n';
+    return kExitInvalidInput;
+  } catch (const MemoryLimitExceeded& e) {
+    std::cerr << "strata " << name << ": " << e.what() << '\n';
+    return kExitRunFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "strata " << name << ": run failed: " << e.what() << '\n';
+    return kExitRunFailed;
+  }
+}
+
+}  // namespace
+
+int command_train(const std::vector<std::string>& arguments) {
+  CommonArguments common;
+  std::string resume;
+  po::options_description options("train options");
+  add_manifest_options(options, common);
+  options.add_options()("resume", po::value(&resume)->implicit_value(""),
+                        "resume from a checkpoint directory (default: checkpoint.dir's latest)")(
+      "table", "print the tensor table before training")("profile", "print time per kernel at the end");
+  po::variables_map values;
+  if (auto code = parse("train", "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile]", options,
+                        arguments, values))
+    return *code;
+  return run_guarded("train", [&] {
+    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    PluginRegistry registry = load_plugins(manifest);
+    TrainOptions train_options;
+    train_options.print_table = values.count("table") > 0;
+    train_options.profile = values.count("profile") > 0;
+    if (values.count("resume")) {
+      if (!resume.empty()) {
+        train_options.resume = resume;
+      } else if (manifest.checkpoint.dir) {
+        train_options.resume = *manifest.checkpoint.dir;
+      } else {
+        throw ManifestError(manifest.path.string() + ": --resume without a directory needs [checkpoint] dir");
+      }
+    }
+    const TrainResult result = run_training(manifest, registry, train_options);
+    if (result.last_checkpoint) spdlog::info("checkpoint: {}", result.last_checkpoint->string());
+    return static_cast<int>(kExitSuccess);
+  });
+}
+
+int command_eval(const std::vector<std::string>& arguments) {
+  CommonArguments common;
+  std::string checkpoint;
+  std::string data;
+  po::options_description options("eval options");
+  add_manifest_options(options, common);
+  options.add_options()("checkpoint", po::value(&checkpoint)->required(),
+                        "a checkpoint directory, a save's directory, or a model.safetensors file")(
+      "data", po::value(&data), "evaluate on this file (.txt or .bin) instead of the validation split");
+  po::variables_map values;
+  if (auto code = parse("eval", "MANIFEST --checkpoint PATH [--data FILE]", options, arguments, values)) return *code;
+  return run_guarded("eval", [&] {
+    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    PluginRegistry registry = load_plugins(manifest);
+    std::optional<std::filesystem::path> data_path;
+    if (!data.empty()) data_path = data;
+    const double loss = run_eval(manifest, registry, checkpoint, data_path);
+    std::printf("eval_loss=%.6f\n", loss);
+    return static_cast<int>(kExitSuccess);
+  });
+}
+
+int command_validate(const std::vector<std::string>& arguments) {
+  CommonArguments common;
+  po::options_description options("validate options");
+  add_manifest_options(options, common);
+  po::variables_map values;
+  if (auto code = parse("validate", "MANIFEST [--set key=value]...", options, arguments, values)) return *code;
+  return run_guarded("validate", [&] {
+    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    PluginRegistry registry = load_plugins(manifest);
+    const GPT2Config& c = manifest.model;
+    HostServicesImpl host(ModelInfo{c.n_layer, c.n_head, c.d_model, c.vocab, c.seq_len, c.parameter_count()});
+    const Stack stack = build_stack(manifest, registry, host);
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(manifest.data.train, error))
+      throw DataError(manifest.data.train.string() + ": no such file ([data] train)");
+    if (manifest.data.val && !std::filesystem::is_regular_file(*manifest.data.val, error))
+      throw DataError(manifest.data.val->string() + ": no such file ([data] val)");
+    std::cout << manifest.path.string() << ": ok (" << stack.description << ", " << c.parameter_count()
+              << " parameters)\n";
+    return static_cast<int>(kExitSuccess);
+  });
+}
+
+int command_plan(const std::vector<std::string>& arguments) {
+  CommonArguments common;
+  po::options_description options("plan options");
+  add_manifest_options(options, common);
+  options.add_options()("full", "print every layer's rows instead of folding layers together");
+  po::variables_map values;
+  if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full]", options, arguments, values)) return *code;
+  return run_guarded("plan", [&] {
+    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    PluginRegistry registry = load_plugins(manifest);
+    const GPT2Config& c = manifest.model;
+    HostServicesImpl host(ModelInfo{c.n_layer, c.n_head, c.d_model, c.vocab, c.seq_len, c.parameter_count()});
+    const Stack stack = build_stack(manifest, registry, host, "");
+    // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
+    std::unique_ptr<Device> device = make_cpu_device(0);
+    const GPT2Model model(c, manifest.train.batch / manifest.train.micro_batches, *device, *stack.attention,
+                          stack.optimizer->state_buffers());
+    model.table().print(std::cout, !values.count("full"));
+    std::cout << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
+    return static_cast<int>(kExitSuccess);
+  });
+}
+
+int command_plugins(const std::vector<std::string>& arguments) {
+  po::options_description options("plugins options");
+  options.add_options()("verbose,v", "show each factory's config keys, requirements and conflicts");
+  po::variables_map values;
+  if (auto code = parse("plugins", "[--verbose]", options, arguments, values, false)) return *code;
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  const bool verbose = values.count("verbose") > 0;
+  std::cout << "search path:\n";
+  for (const auto& directory : plugin_search_path({}))
+    std::cout << "  " << directory.string()
+              << (std::find(registry.searched().begin(), registry.searched().end(), directory) == registry.searched().end()
+                      ? "  (not found)"
+                      : "")
+              << '\n';
+  std::cout << "\nplugins:\n";
+  for (const auto& plugin : registry.plugins()) {
+    const PluginDescriptor& d = *plugin->descriptor;
+    std::cout << "  " << d.name << ' ' << d.version << "  (ABI " << d.abi_major << '.' << d.abi_minor << ")  "
+              << plugin->path.string() << '\n';
+    for (std::size_t i = 0; i < d.factory_count; ++i) {
+      const FactoryDescriptor& f = d.factories[i];
+      std::cout << "    " << interface_name(f.kind) << " '" << f.name << "'" << (f.summary ? std::string(": ") + f.summary : "")
+                << '\n';
+      if (!verbose) continue;
+      std::cout << "      keys:";
+      for (const char* const* key = f.config_keys; *key != nullptr; ++key) std::cout << ' ' << *key;
+      std::cout << '\n';
+      if (f.requires_plugins) {
+        std::cout << "      requires:";
+        for (const char* const* r = f.requires_plugins; *r != nullptr; ++r) std::cout << ' ' << *r;
+        std::cout << '\n';
+      }
+      if (f.conflicts_with) {
+        std::cout << "      conflicts with:";
+        for (const char* const* r = f.conflicts_with; *r != nullptr; ++r) std::cout << ' ' << *r;
+        std::cout << '\n';
+      }
+    }
+  }
+  std::cout << "  built in: kernel 'fast' and 'reference' (op attention)\n";
+  if (!registry.failures().empty()) {
+    std::cout << "\nfailed to load:\n";
+    for (const LoadFailure& failure : registry.failures())
+      std::cout << "  " << failure.path.string() << ": " << failure.reason << '\n';
+  }
+  return kExitSuccess;
+}
+
+}  // namespace strata

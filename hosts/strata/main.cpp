@@ -1,0 +1,49 @@
+// strata: train, eval, validate, plan and plugins. Every error reaches the user as one clear
+// message and an exit code (0 success, 1 the run failed, 2 invalid input).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: strata <command> [options]
+
+commands:
+  train MANIFEST [--set key.path=value]... [--resume [DIR]] [--table] [--profile]
+                         train a model as the manifest composes it
+  eval MANIFEST --checkpoint PATH [--data FILE]
+                         mean cross-entropy of a checkpoint; prints eval_loss=<value> last
+  validate MANIFEST [--set ...]
+                         check keys, plugins and compatibility without building the model
+  plan MANIFEST [--set ...]
+                         print the tensor table (every buffer, MiB per row, totals per category)
+  plugins [--verbose]    the plugins found, their interfaces and keys, and why any failed to load
+
+`strata <command> --help` describes a command. Exit codes: 0 success, 1 the run failed
+(memory budget exceeded, divergence, I/O error), 2 invalid input (manifest, data, plugin, checkpoint).
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return strata::kExitInvalidInput;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> arguments(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return strata::kExitSuccess;
+  }
+  if (command == "train") return strata::command_train(arguments);
+  if (command == "eval") return strata::command_eval(arguments);
+  if (command == "validate") return strata::command_validate(arguments);
+  if (command == "plan") return strata::command_plan(arguments);
+  if (command == "plugins") return strata::command_plugins(arguments);
+  std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
+  return strata::kExitInvalidInput;
+}

@@ -1,0 +1,58 @@
+#pragma once
+// Matmul with bias, forward and backward.
+//   in_out layout (HF Conv1D, every projection in a block): weight is (C, OC); out = inp @ weight + bias
+//   out_in layout (the tied LM head, wte):                  weight is (OC, C); out = inp @ weight^T
+// inp is (N, C), out is (N, OC). Backward accumulates into dinp, dweight and dbias (any may be null).
+#include <cstdint>
+
+namespace strata::cpu {
+
+enum class WeightLayout { in_out, out_in };
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, std::int64_t rows,
+                    std::int64_t in_features, std::int64_t out_features, WeightLayout layout);
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, std::int64_t rows, std::int64_t in_features, std::int64_t out_features,
+                     WeightLayout layout);
+
+namespace reference {
+
+template <typename Real>
+Real weight_at(const Real* weight, std::int64_t c, std::int64_t o, std::int64_t in_features,
+               std::int64_t out_features, WeightLayout layout) {
+  return layout == WeightLayout::in_out ? weight[c * out_features + o] : weight[o * in_features + c];
+}
+
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, std::int64_t rows,
+                    std::int64_t in_features, std::int64_t out_features, WeightLayout layout) {
+  for (std::int64_t n = 0; n < rows; ++n) {
+    for (std::int64_t o = 0; o < out_features; ++o) {
+      Real sum = bias != nullptr ? bias[o] : Real(0);
+      for (std::int64_t c = 0; c < in_features; ++c)
+        sum += inp[n * in_features + c] * weight_at(weight, c, o, in_features, out_features, layout);
+      out[n * out_features + o] = sum;
+    }
+  }
+}
+
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp, const Real* weight,
+                     std::int64_t rows, std::int64_t in_features, std::int64_t out_features, WeightLayout layout) {
+  for (std::int64_t n = 0; n < rows; ++n) {
+    for (std::int64_t o = 0; o < out_features; ++o) {
+      const Real d = dout[n * out_features + o];
+      if (dbias != nullptr) dbias[o] += d;
+      for (std::int64_t c = 0; c < in_features; ++c) {
+        if (dinp != nullptr) dinp[n * in_features + c] += d * weight_at(weight, c, o, in_features, out_features, layout);
+        if (dweight != nullptr) {
+          const std::int64_t index = layout == WeightLayout::in_out ? c * out_features + o : o * in_features + c;
+          dweight[index] += d * inp[n * in_features + c];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace reference
+}  // namespace strata::cpu

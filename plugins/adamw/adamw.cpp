@@ -1,0 +1,68 @@
+// AdamW: decoupled weight decay, bias correction, optional global-norm clipping, warmup + cosine.
+// The update itself is the host's vectorized, multithreaded kernel (HostServices::kernels()).
+#include <cmath>
+#include <string>
+
+#include "lr_schedule.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(ConfigView& config, HostServices& host) : host_(host) {
+    const std::vector<double> betas = config.get_double_list("betas", {0.9, 0.95});
+    if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1) || !(betas[1] >= 0 && betas[1] < 1))
+      config.report_error("betas", "betas must be two numbers in [0, 1), e.g. [0.9, 0.95]");
+    else
+      beta1_ = static_cast<float>(betas[0]), beta2_ = static_cast<float>(betas[1]);
+    eps_ = static_cast<float>(config.get_double("eps", 1e-8, 0.0, 1.0));
+    weight_decay_ = static_cast<float>(config.get_double("weight_decay", 0.1, 0.0, 1.0));
+    grad_clip_ = config.get_double("grad_clip", 1.0, 0.0, 1e9);
+    schedule_ = config.get_string("schedule", "cosine", {"cosine", "constant"});
+    min_lr_ratio_ = config.get_double("min_lr_ratio", 0.1, 0.0, 1.0);
+  }
+
+  int state_buffers() const noexcept override { return 2; }
+
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
+    return guarded([&] {
+      KernelLibrary& kernels = host_.kernels();
+      double sum_of_squares = 0.0;
+      for (const ParamSlot& slot : slots) sum_of_squares += kernels.sum_of_squares(slot.grad);
+      report.grad_norm = std::sqrt(sum_of_squares);
+      report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
+      float grad_scale = 1.0f;
+      if (grad_clip_ > 0.0 && report.grad_norm > grad_clip_) grad_scale = static_cast<float>(grad_clip_ / report.grad_norm);
+      for (ParamSlot& slot : slots) {
+        AdamWHyper hyper{static_cast<float>(report.lr), beta1_, beta2_, eps_, slot.decay ? weight_decay_ : 0.0f,
+                         info.step, grad_scale};
+        kernels.adamw_update(slot.param, slot.grad, slot.state[0], slot.state[1], hyper);
+      }
+    });
+  }
+
+ private:
+  HostServices& host_;
+  float beta1_ = 0.9f;
+  float beta2_ = 0.95f;
+  float eps_ = 1e-8f;
+  float weight_decay_ = 0.1f;
+  double grad_clip_ = 1.0;
+  std::string schedule_;
+  double min_lr_ratio_ = 0.1;
+};
+
+constexpr const char* kKeys[] = {"betas", "eps", "weight_decay", "grad_clip", "schedule", "min_lr_ratio", nullptr};
+const FactoryDescriptor kFactories[] = {
+    make_factory<Optimizer, AdamW>("adamw", "AdamW with warmup + cosine schedule and global-norm clipping", kKeys)};
+const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "adamw", "1.0.0", kFactories, 1, {}};
+
+}  // namespace
+
+namespace strata_plugin_adamw {
+const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
+}  // namespace strata_plugin_adamw
+STRATA_PLUGIN(strata_plugin_adamw::describe)

@@ -1,0 +1,63 @@
+// One CSV row per step; the memory columns are bytes per category at the end of the step.
+#include <filesystem>
+#include <fstream>
+
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+class Csv final : public TelemetrySink {
+ public:
+  Csv(ConfigView& config, HostServices&) {
+    path_ = config.get_string("path", "", {});
+    if (path_.empty()) config.report_error("path", "needs path = \"runs/name.csv\"");
+  }
+
+  Status on_run_start(const RunInfo& info) noexcept override {
+    return guarded([&]() -> Status {
+      const std::filesystem::path path(path_);
+      if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+      const bool append = info.start_step > 0 && std::filesystem::exists(path);
+      out_.open(path, append ? std::ios::app : std::ios::trunc);
+      if (!out_) return Status::error("csv: cannot open '" + path_ + "' for writing");
+      if (!append) {
+        out_ << "step,phase,loss,val_loss,lr,grad_norm,ms,tokens_per_s,peak_device_bytes,host_bytes";
+        for (MemoryCategory category : kAllMemoryCategories) out_ << ",device_" << category_name(category);
+        out_ << '\n';
+      }
+      return {};
+    });
+  }
+
+  Status on_step(const StepMetrics& m) noexcept override {
+    return guarded([&] {
+      out_.precision(9);
+      out_ << m.step << ',' << phase_name(m.phase) << ',' << m.loss << ',';
+      if (m.val_loss) out_ << *m.val_loss;
+      out_ << ',' << m.lr << ',' << m.grad_norm << ',' << m.ms << ',' << m.tokens_per_s << ',' << m.peak_device_bytes
+           << ',' << m.host_bytes;
+      for (MemoryCategory category : kAllMemoryCategories) out_ << ',' << m.device_bytes[category_index(category)];
+      out_ << '\n';
+      out_.flush();
+    });
+  }
+
+  Status on_run_end(const RunSummary&) noexcept override { return {}; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+constexpr const char* kKeys[] = {"path", nullptr};
+const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, Csv>("csv", "one CSV row per step", kKeys)};
+const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "csv", "1.0.0", kFactories, 1, {}};
+
+}  // namespace
+
+namespace strata_plugin_csv {
+const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
+}  // namespace strata_plugin_csv
+STRATA_PLUGIN(strata_plugin_csv::describe)

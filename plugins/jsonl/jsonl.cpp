@@ -1,0 +1,90 @@
+// One JSON object per step (and a header and summary record), flushed per line so a crashed run
+// keeps every step it finished.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+nlohmann::ordered_json by_category(const CategoryBytes& bytes) {
+  nlohmann::ordered_json object;
+  for (MemoryCategory category : kAllMemoryCategories)
+    object[std::string(category_name(category))] = bytes[category_index(category)];
+  return object;
+}
+
+class Jsonl final : public TelemetrySink {
+ public:
+  Jsonl(ConfigView& config, HostServices&) {
+    path_ = config.get_string("path", "", {});
+    if (path_.empty()) config.report_error("path", "needs path = \"runs/name.jsonl\"");
+  }
+
+  Status on_run_start(const RunInfo& info) noexcept override {
+    return guarded([&]() -> Status {
+      const std::filesystem::path path(path_);
+      if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+      out_.open(path, info.start_step > 0 ? std::ios::app : std::ios::trunc);
+      if (!out_) return Status::error("jsonl: cannot open '" + path_ + "' for writing");
+      write({{"record", "run"}, {"manifest", info.manifest_path}, {"stack", info.stack},
+             {"total_steps", info.total_steps}, {"start_step", info.start_step},
+             {"tokens_per_step", info.tokens_per_step}, {"parameter_count", info.parameter_count},
+             {"device_memory_limit", info.device_memory_limit}});
+      return {};
+    });
+  }
+
+  Status on_step(const StepMetrics& m) noexcept override {
+    return guarded([&] {
+      nlohmann::ordered_json record = {{"step", m.step}, {"phase", std::string(phase_name(m.phase))}, {"loss", m.loss}};
+      if (m.val_loss) record["val_loss"] = *m.val_loss;
+      record["lr"] = m.lr;
+      record["grad_norm"] = m.grad_norm;
+      record["skipped"] = m.skipped;
+      record["ms"] = m.ms;
+      record["tokens_per_s"] = m.tokens_per_s;
+      record["device_bytes"] = by_category(m.device_bytes);
+      record["peak_device_bytes"] = m.peak_device_bytes;
+      record["peak_device_bytes_by_category"] = by_category(m.peak_device_bytes_by_category);
+      record["host_bytes"] = m.host_bytes;
+      write(record);
+    });
+  }
+
+  Status on_run_end(const RunSummary& s) noexcept override {
+    return guarded([&] {
+      nlohmann::ordered_json record = {{"record", "summary"}, {"steps", s.steps}, {"first_loss", s.first_loss},
+                                       {"final_loss", s.final_loss}};
+      if (s.final_val_loss) record["final_val_loss"] = *s.final_val_loss;
+      record["median_ms"] = s.median_ms;
+      record["tokens_per_s"] = s.tokens_per_s;
+      record["peak_device_bytes"] = s.peak_device_bytes;
+      record["peak_device_bytes_by_category"] = by_category(s.peak_device_bytes_by_category);
+      record["peak_host_bytes"] = s.peak_host_bytes;
+      write(record);
+    });
+  }
+
+ private:
+  void write(const nlohmann::ordered_json& record) {
+    out_ << record.dump() << '\n';
+    out_.flush();
+  }
+  std::string path_;
+  std::ofstream out_;
+};
+
+constexpr const char* kKeys[] = {"path", nullptr};
+const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, Jsonl>("jsonl", "one JSON record per step", kKeys)};
+const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "jsonl", "1.0.0", kFactories, 1, {}};
+
+}  // namespace
+
+namespace strata_plugin_jsonl {
+const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
+}  // namespace strata_plugin_jsonl
+STRATA_PLUGIN(strata_plugin_jsonl::describe)

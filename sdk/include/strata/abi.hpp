@@ -1,0 +1,35 @@
+#pragma once
+// The plugin ABI version and the toolchain tag. A plugin whose major differs from the host's is
+// refused; a plugin built against a lower minor is accepted (GStreamer's rule). C++ objects cross
+// the boundary, so the compiler and standard library must match too: the tag says which.
+#include <cstdint>
+
+namespace strata {
+
+inline constexpr std::uint32_t kAbiMajor = 1;
+inline constexpr std::uint32_t kAbiMinor = 0;
+
+#define STRATA_STRINGIFY_INNER(x) #x
+#define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)
+
+#if defined(__clang__)
+#define STRATA_COMPILER_TAG "clang-" STRATA_STRINGIFY(__clang_major__)
+#elif defined(__GNUC__)
+#define STRATA_COMPILER_TAG "gcc-" STRATA_STRINGIFY(__GNUC__)
+#else
+#define STRATA_COMPILER_TAG "unknown-compiler"
+#endif
+
+#if defined(_GLIBCXX_RELEASE)
+#define STRATA_STDLIB_TAG "libstdc++-" STRATA_STRINGIFY(_GLIBCXX_RELEASE)
+#elif defined(_LIBCPP_VERSION)
+#define STRATA_STDLIB_TAG "libc++-" STRATA_STRINGIFY(_LIBCPP_VERSION)
+#else
+#define STRATA_STDLIB_TAG "unknown-stdlib"
+#endif
+
+// Compiler major, standard library and language level: what std::string, std::vector and
+// vtable layout depend on.
+#define STRATA_TOOLCHAIN_TAG STRATA_COMPILER_TAG "/" STRATA_STDLIB_TAG "/c++" STRATA_STRINGIFY(__cplusplus)
+
+}  // namespace strata

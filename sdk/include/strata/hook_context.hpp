@@ -1,0 +1,51 @@
+#pragma once
+// What a memory strategy may do, and see, from inside a hook. The executor implements it; a
+// strategy never touches buffers or other plugins directly.
+#include <cstdint>
+#include <string_view>
+
+#include "strata/memory_category.hpp"
+#include "strata/phase.hpp"
+#include "strata/status.hpp"
+#include "strata/tensor_view.hpp"
+
+namespace strata {
+
+struct MemorySnapshot {
+  CategoryBytes device_live{};
+  CategoryBytes device_peak{};
+  std::uint64_t device_limit = 0;  // 0: no limit
+  std::uint64_t host_live = 0;
+};
+
+class HookContext {
+ public:
+  virtual ~HookContext() = default;
+
+  // Where the step is.
+  virtual int layer() const noexcept = 0;  // the layer the hook is about; -1 for step hooks
+  virtual int n_layer() const noexcept = 0;
+  virtual Phase phase() const noexcept = 0;
+  virtual std::int64_t step() const noexcept = 0;  // 1-based
+  virtual int micro_batch() const noexcept = 0;
+
+  // Residency: move a layer's group between device and host memory. The executor fetches any
+  // group it needs that is not on the device, so a strategy only decides *when*.
+  virtual Status fetch(int layer, TensorGroup group) noexcept = 0;
+  virtual Status evict(int layer, TensorGroup group) noexcept = 0;
+  virtual Residence residence(int layer, TensorGroup group) const noexcept = 0;
+
+  // Activations: drop a layer's saved activations (its input, the previous layer's output, is
+  // kept) and recompute them from that input. The executor recomputes dropped activations before
+  // the layer's backward if no strategy has.
+  virtual Status drop_activations(int layer) noexcept = 0;
+  virtual Status recompute_activations(int layer) noexcept = 0;
+
+  // A view of one tensor by its table name ("h.3.ln_1.weight", "h.3.act.qkv"); empty data when it
+  // is not allocated or not on the device.
+  virtual TensorView tensor(std::string_view name) noexcept = 0;
+
+  virtual MemorySnapshot memory() const noexcept = 0;
+};
+
+}  // namespace strata

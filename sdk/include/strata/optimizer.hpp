@@ -1,0 +1,44 @@
+#pragma once
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "strata/status.hpp"
+
+namespace strata {
+
+inline constexpr int kMaxOptimizerStateBuffers = 2;
+
+// One parameter tensor, its gradient and its optimizer state buffers (as many as the optimizer
+// asked for through state_buffers(); the host allocates them, so they are accounted and movable).
+struct ParamSlot {
+  std::string_view name;
+  int layer = -1;
+  bool decay = false;  // weight decay applies to matrices, not to biases, LayerNorm or embeddings' norms
+  std::span<float> param;
+  std::span<const float> grad;
+  std::array<std::span<float>, kMaxOptimizerStateBuffers> state{};
+};
+
+struct OptimizerStepInfo {
+  std::int64_t step = 1;         // 1-based
+  std::int64_t total_steps = 1;
+  std::int64_t warmup_steps = 0;
+  double base_lr = 3e-4;
+};
+
+struct OptimizerReport {
+  double lr = 0.0;
+  double grad_norm = 0.0;  // before clipping
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // f32 buffers of the parameter's size that this optimizer keeps per parameter.
+  virtual int state_buffers() const noexcept = 0;
+  virtual Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept = 0;
+};
+
+}  // namespace strata

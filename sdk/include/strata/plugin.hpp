@@ -1,0 +1,106 @@
+#pragma once
+// The plugin descriptor: one per shared library, exported under the alias `strata_plugin`.
+//
+//   const strata::PluginDescriptor* describe() noexcept { static const ... ; return &descriptor; }
+//   STRATA_PLUGIN(describe)
+//
+// Version first (LLVM's PassPluginLibraryInfo), required fields validated by the host, reserved
+// padding for growth. Factories return raw pointers because only plain types cross the boundary;
+// the host wraps each in an owner that calls the matching destroy and keeps the library loaded.
+#include <boost/dll/alias.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "strata/abi.hpp"
+#include "strata/config_view.hpp"
+#include "strata/host_services.hpp"
+#include "strata/kernel.hpp"
+#include "strata/memory_strategy.hpp"
+#include "strata/optimizer.hpp"
+#include "strata/precision_policy.hpp"
+#include "strata/telemetry_sink.hpp"
+
+namespace strata {
+
+enum class InterfaceKind : std::uint32_t { optimizer, precision, memory_strategy, telemetry, kernel };
+
+constexpr std::string_view interface_name(InterfaceKind kind) noexcept {
+  switch (kind) {
+    case InterfaceKind::optimizer: return "optimizer";
+    case InterfaceKind::precision: return "precision";
+    case InterfaceKind::memory_strategy: return "strategy";
+    case InterfaceKind::telemetry: return "telemetry";
+    case InterfaceKind::kernel: return "kernel";
+  }
+  return "unknown";
+}
+
+template <typename Interface> constexpr InterfaceKind interface_kind_of();
+template <> constexpr InterfaceKind interface_kind_of<Optimizer>() { return InterfaceKind::optimizer; }
+template <> constexpr InterfaceKind interface_kind_of<PrecisionPolicy>() { return InterfaceKind::precision; }
+template <> constexpr InterfaceKind interface_kind_of<MemoryStrategy>() { return InterfaceKind::memory_strategy; }
+template <> constexpr InterfaceKind interface_kind_of<TelemetrySink>() { return InterfaceKind::telemetry; }
+template <> constexpr InterfaceKind interface_kind_of<Kernel>() { return InterfaceKind::kernel; }
+
+// Returns an object of the factory's interface type, or nullptr with *error set.
+using CreateFunction = void* (*)(ConfigView& config, HostServices& host, std::string* error) noexcept;
+using DestroyFunction = void (*)(void* object) noexcept;
+
+struct FactoryDescriptor {
+  InterfaceKind kind;
+  const char* name;                       // what manifests write: plugin = "adamw"
+  const char* summary;
+  const char* const* config_keys;         // nullptr-terminated; `plugin` is implied
+  const char* const* requires_plugins;    // nullptr-terminated or nullptr: must also be in the stack
+  const char* const* conflicts_with;      // nullptr-terminated or nullptr: must not be in the stack
+  CreateFunction create;
+  DestroyFunction destroy;
+};
+
+struct PluginDescriptor {
+  std::uint32_t abi_major;
+  std::uint32_t abi_minor;
+  const char* toolchain;  // STRATA_TOOLCHAIN_TAG of the plugin's build
+  const char* name;
+  const char* version;
+  const FactoryDescriptor* factories;
+  std::size_t factory_count;
+  const void* reserved[8];
+};
+
+// Factory helpers: `Impl` has a constructor (ConfigView&, HostServices&) and derives from
+// `Interface`. Exceptions stop here.
+template <typename Interface, typename Impl>
+void* create_plugin_object(ConfigView& config, HostServices& host, std::string* error) noexcept {
+  try {
+    std::unique_ptr<Interface> object = std::make_unique<Impl>(config, host);
+    return object.release();  // ownership passes to the host, which calls destroy_plugin_object
+  } catch (const std::exception& e) {
+    if (error != nullptr) *error = e.what();
+  } catch (...) {
+    if (error != nullptr) *error = "unknown exception";
+  }
+  return nullptr;
+}
+
+template <typename Interface>
+void destroy_plugin_object(void* object) noexcept {
+  std::unique_ptr<Interface> owned(static_cast<Interface*>(object));
+}
+
+template <typename Interface, typename Impl>
+constexpr FactoryDescriptor make_factory(const char* name, const char* summary, const char* const* config_keys,
+                                         const char* const* requires_plugins = nullptr,
+                                         const char* const* conflicts_with = nullptr) {
+  return FactoryDescriptor{interface_kind_of<Interface>(), name,           summary,
+                           config_keys,                    requires_plugins, conflicts_with,
+                           &create_plugin_object<Interface, Impl>, &destroy_plugin_object<Interface>};
+}
+
+}  // namespace strata
+
+#define STRATA_PLUGIN(describe_function) BOOST_DLL_ALIAS(describe_function, strata_plugin)

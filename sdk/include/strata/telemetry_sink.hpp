@@ -1,0 +1,60 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "strata/memory_category.hpp"
+#include "strata/phase.hpp"
+#include "strata/status.hpp"
+
+namespace strata {
+
+struct RunInfo {
+  std::string manifest_path;
+  std::string stack;  // "adamw + fp32 + checkpoint", for headers
+  std::int64_t total_steps = 0;
+  std::int64_t start_step = 0;  // > 0 when resuming
+  std::int64_t tokens_per_step = 0;
+  std::int64_t parameter_count = 0;
+  std::uint64_t device_memory_limit = 0;  // 0: no limit
+};
+
+struct StepMetrics {
+  std::int64_t step = 0;  // 1-based
+  std::int64_t total_steps = 0;
+  Phase phase = Phase::full;
+  double loss = 0.0;
+  std::optional<double> val_loss;
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  bool skipped = false;
+  double ms = 0.0;
+  double tokens_per_s = 0.0;
+  CategoryBytes device_bytes{};                  // live at the end of the step
+  std::uint64_t peak_device_bytes = 0;           // peak of the total within the step
+  CategoryBytes peak_device_bytes_by_category{};  // each category's own peak within the step
+  std::uint64_t host_bytes = 0;                  // live host (offload arena) bytes at the end of the step
+};
+
+struct RunSummary {
+  std::int64_t steps = 0;
+  double first_loss = 0.0;
+  double final_loss = 0.0;
+  std::optional<double> final_val_loss;
+  double median_ms = 0.0;
+  double tokens_per_s = 0.0;
+  std::uint64_t peak_device_bytes = 0;
+  CategoryBytes peak_device_bytes_by_category{};
+  std::uint64_t peak_host_bytes = 0;
+  double seconds = 0.0;
+};
+
+class TelemetrySink {
+ public:
+  virtual ~TelemetrySink() = default;
+  virtual Status on_run_start(const RunInfo& info) noexcept = 0;
+  virtual Status on_step(const StepMetrics& metrics) noexcept = 0;
+  virtual Status on_run_end(const RunSummary& summary) noexcept = 0;
+};
+
+}  // namespace strata
