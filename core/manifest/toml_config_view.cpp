@@ -195,7 +195,13 @@ void TomlConfigView::check_unknown_keys() {
     std::string message = "unknown key '" + name + "'; accepted keys: " + join_words(declared_keys_);
     if (const std::string near = closest_match(name, declared_keys_); !near.empty())
       message += " (did you mean '" + near + "'?)";
-    problem(name, message);
+    // Point at the key itself, not its value.
+    const toml::source_region source = key.source();
+    if (source.begin.line > 0 && !(origin_.overridden && origin_.overridden->contains(origin_.dotted_path + "." + name)))
+      problems_.push_back(origin_.file + ":" + std::to_string(source.begin.line) + ":" +
+                          std::to_string(source.begin.column) + ": " + origin_.label + " " + message);
+    else
+      problem(name, message);
   }
 }
 

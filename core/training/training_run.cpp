@@ -120,7 +120,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
   model.profiler().reset();
-  for (std::int64_t step = start_step + 1; step <= train.steps; ++step) {
+  const std::int64_t last_step =
+      options.stop_after_step > 0 ? std::min(options.stop_after_step, train.steps) : train.steps;
+  for (std::int64_t step = start_step + 1; step <= last_step; ++step) {
     for (int m = 0; m < train.micro_batches; ++m)
       dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
     device_memory.reset_window();
@@ -155,7 +157,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       if (Status status = sink->on_step(metrics); !status) throw HookFailed("telemetry: " + status.message());
 
     const bool checkpoint_now = manifest.checkpoint.dir &&
-                                (step == train.steps || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
+                                (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
     if (checkpoint_now)
       result.last_checkpoint =
           save_checkpoint(*manifest.checkpoint.dir, model, TrainerState{step, train.seed, manifest.optimizer.plugin});

@@ -15,6 +15,9 @@ struct TrainOptions {
   std::optional<std::filesystem::path> resume;  // a checkpoint dir, or checkpoint.dir's latest
   bool print_table = false;
   bool profile = false;
+  // Stop after this step of the schedule (a checkpoint is written there when [checkpoint] dir is
+  // set), so a long run can be done in resumable pieces; 0: run to train.steps.
+  std::int64_t stop_after_step = 0;
 };
 
 struct TrainResult {

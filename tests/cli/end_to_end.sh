@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# strata train on the quickstart lowers the loss and writes JSONL whose per-step peak is the
+# allocator's; strata eval on the saved checkpoint reproduces the final validation loss.
+set -euo pipefail
+strata=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+"$strata" train examples/quickstart.toml --set train.steps=30 --set train.eval_every=0 \
+  --set "checkpoint.dir=\"$work/ckpt\"" --set "telemetry.1.path=\"$work/steps.jsonl\"" > "$work/train.log" 2>&1 \
+  || { cat "$work/train.log"; exit 1; }
+python3 - "$work/steps.jsonl" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+steps = [r for r in records if "step" in r and "record" not in r]
+summary = [r for r in records if r.get("record") == "summary"][0]
+assert len(steps) == 30, len(steps)
+for key in ("step", "phase", "loss", "lr", "ms", "tokens_per_s", "device_bytes", "peak_device_bytes",
+            "peak_device_bytes_by_category", "host_bytes"):
+    assert key in steps[0], key
+assert set(steps[0]["device_bytes"]) == {"weights", "grads", "optimizer", "activations", "workspace", "other"}
+first, last = steps[0]["loss"], steps[-1]["loss"]
+assert last < first - 1.0, (first, last)
+# The run's peak is the largest per-step peak; every per-step peak covers its end-of-step live bytes.
+assert max(s["peak_device_bytes"] for s in steps) == summary["peak_device_bytes"], summary
+for s in steps:
+    assert s["peak_device_bytes"] >= sum(s["device_bytes"].values())
+    assert s["peak_device_bytes_by_category"]["activations"] > 0
+print("val_loss", steps[-1]["val_loss"])
+open(sys.argv[1] + ".val", "w").write("%.6f" % steps[-1]["val_loss"])
+PY
+eval_output=$("$strata" eval examples/quickstart.toml --checkpoint "$work/ckpt")
+expected=$(cat "$work/steps.jsonl.val")
+actual=$(echo "$eval_output" | tail -n 1)
+echo "train: val_loss=$expected   eval: $actual"
+[ "$actual" = "eval_loss=$expected" ] || { echo "eval does not reproduce the validation loss"; exit 1; }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Exit codes as documented: 0 success, 1 the run failed, 2 invalid input.
+set -uo pipefail
+strata=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+expect() {  # expect CODE TEXT -- command...
+  local code=$1 text=$2; shift 3
+  output=$("$@" 2>&1); actual=$?
+  [ "$actual" = "$code" ] || fail "'$*' exited $actual, expected $code: $output"
+  echo "$output" | grep -qF -- "$text" || fail "'$*' did not say '$text': $output"
+  echo "ok ($code): $*"
+}
+expect 0 "usage: strata train" -- "$strata" train --help
+expect 0 "ok (adamw + fp32" -- "$strata" validate examples/quickstart.toml
+expect 2 "unknown key 'stpes'" -- "$strata" validate examples/quickstart.toml --set train.stpes=3
+expect 2 "no such manifest file" -- "$strata" train "$work/missing.toml"
+expect 2 "unknown command" -- "$strata" frobnicate
+expect 2 "no such file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/nothing.txt\"
+expect 2 "invalid checkpoint" -- "$strata" eval examples/quickstart.toml --checkpoint "$work"
+expect 1 "memory limit exceeded" -- "$strata" train examples/quickstart.toml --set device.memory_limit=\"8MiB\" --set train.steps=2
+expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
+echo "all exit codes as documented"

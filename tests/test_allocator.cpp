@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include "core/device/device.hpp"
+#include "core/device/memory_limit_exceeded.hpp"
+#include "core/executor/executor.hpp"
+#include "kernels/cpu/attention_kernels.hpp"
+#include "test_support.hpp"
+
+namespace strata {
+namespace {
+
+TEST(Allocator, EnforcesLimitWithATypedErrorNamingTheBreakdown) {
+  Allocator arena("test arena", make_aligned_host_resource(), 1024);
+  Buffer weights = arena.allocate(512, MemoryCategory::weights);
+  Buffer grads = arena.allocate(256, MemoryCategory::grads);
+  try {
+    (void)arena.allocate(512, MemoryCategory::activations, "checkpoint");
+    FAIL() << "the limit was not enforced";
+  } catch (const MemoryLimitExceeded& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("requested 512 B of activations"), std::string::npos) << message;
+    EXPECT_NE(message.find("checkpoint"), std::string::npos) << message;
+    EXPECT_NE(message.find("weights=512 B"), std::string::npos) << message;
+    EXPECT_NE(message.find("grads=256 B"), std::string::npos) << message;
+    EXPECT_NE(message.find("1.0 KiB limit"), std::string::npos) << message;
+  }
+  EXPECT_EQ(arena.live_total(), 768u) << "a refused request must not change live bytes";
+}
+
+TEST(Allocator, TracksLivePeakWindowAndOwners) {
+  Allocator arena("test arena", make_aligned_host_resource());
+  {
+    Buffer a = arena.allocate(1000, MemoryCategory::activations, "core");  // rounds to 1024
+    Buffer b = arena.allocate(64, MemoryCategory::optimizer, "offload");
+    EXPECT_EQ(arena.live()[category_index(MemoryCategory::activations)], 1024u);
+    EXPECT_EQ(arena.live_by_owner().at("offload"), 64u);
+  }
+  ArenaStats stats = arena.stats();
+  EXPECT_EQ(stats.live[category_index(MemoryCategory::activations)], 0u);
+  EXPECT_EQ(stats.peak[category_index(MemoryCategory::activations)], 1024u);
+  EXPECT_EQ(stats.peak_total, 1088u);
+  arena.reset_window();
+  Buffer c = arena.allocate(128, MemoryCategory::workspace);
+  stats = arena.stats();
+  EXPECT_EQ(stats.window_peak_total, 128u);
+  EXPECT_EQ(stats.peak_total, 1088u);
+  EXPECT_GE(stats.reserved, 128u);
+}
+
+// Snapshots device memory when the last layer's forward is done: every row of the table is live then.
+class SnapshotAtEndOfForward final : public MemoryStrategy {
+ public:
+  Status after_forward(HookContext& context) noexcept override {
+    if (context.layer() == context.n_layer() - 1) snapshot = context.memory();
+    return {};
+  }
+  MemorySnapshot snapshot;
+};
+
+TEST(Allocator, LiveBytesPerCategoryEqualTheTensorTable) {
+  const GPT2Config config{3, 2, 32, 256, 16};
+  auto device = make_cpu_device(0);
+  auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
+  GPT2Model model(config, 2, *device, *attention, 2);
+  model.init_weights(1);
+  test::PlainSgd optimizer;
+  test::PlainFp32 precision;
+  SnapshotAtEndOfForward probe;
+  Executor executor(model, optimizer, precision, {&probe}, {});
+  std::vector<std::int32_t> tokens(2 * 16, 5);
+  const MicroBatch micro{tokens, tokens};
+  executor.forward_backward(1, {&micro, 1}, Phase::full);
+  const CategoryBytes table = model.table().totals(Home::device);
+  for (MemoryCategory category : kAllMemoryCategories)
+    EXPECT_EQ(probe.snapshot.device_live[category_index(category)], table[category_index(category)])
+        << category_name(category);
+  // After the step only persistent rows remain.
+  EXPECT_EQ(device->device_memory().live()[category_index(MemoryCategory::activations)], 0u);
+  EXPECT_EQ(device->device_memory().stats().peak[category_index(MemoryCategory::activations)],
+            table[category_index(MemoryCategory::activations)]);
+}
+
+TEST(Allocator, ModelOverBudgetFailsCleanly) {
+  const GPT2Config config{2, 2, 32, 256, 16};
+  auto device = make_cpu_device(64 * 1024);  // far too small for the weights
+  auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
+  EXPECT_THROW(GPT2Model(config, 2, *device, *attention, 2), MemoryLimitExceeded);
+  EXPECT_EQ(device->device_memory().live_total(), 0u) << "a failed build must release what it took";
+}
+
+}  // namespace
+}  // namespace strata

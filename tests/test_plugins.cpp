@@ -1,0 +1,106 @@
+// The loader against fixture plugins, one per failure, and stack checks with the real plugins.
+#include <gtest/gtest.h>
+
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/plugin_registry.hpp"
+#include "core/plugin/stack.hpp"
+#include "test_support.hpp"
+
+namespace strata {
+namespace {
+
+const std::filesystem::path kFixtures = STRATA_FIXTURE_PLUGIN_DIR;
+
+std::string load_error(const std::string& name) {
+  PluginRegistry registry;
+  const auto error = registry.load(kFixtures / ("libfixture-" + name + ".so"));
+  return error.value_or("");
+}
+
+TEST(PluginLoader, GoodPluginLoads) {
+  PluginRegistry registry;
+  EXPECT_EQ(registry.load(kFixtures / "libfixture-good.so"), std::nullopt);
+  ASSERT_TRUE(registry.find(InterfaceKind::memory_strategy, "fixture_noop"));
+}
+
+TEST(PluginLoader, RefusalsNameThePathAndReason) {
+  const std::string major = load_error("abi_major");
+  EXPECT_NE(major.find("built for SDK ABI 2.0; this host speaks 1.0"), std::string::npos) << major;
+  const std::string minor = load_error("newer_minor");
+  EXPECT_NE(minor.find("built for SDK ABI 1.1; this host speaks 1.0"), std::string::npos) << minor;
+  EXPECT_NE(load_error("no_descriptor").find("exports no 'strata_plugin' descriptor"), std::string::npos);
+  EXPECT_NE(load_error("does_not_exist").find("cannot load"), std::string::npos);
+  PluginRegistry registry;
+  registry.scan({kFixtures});
+  bool named = false;
+  for (const LoadFailure& failure : registry.failures()) named |= failure.path.filename() == "libfixture-abi_major.so";
+  EXPECT_TRUE(named) << "scan records each failure with its path";
+  EXPECT_TRUE(registry.find(InterfaceKind::memory_strategy, "fixture_noop")) << "one bad library does not stop the scan";
+}
+
+struct StackResult {
+  std::string error;
+  bool built = false;
+};
+
+StackResult build(const std::string& extra, const std::vector<std::string>& overrides = {}) {
+  const auto dir = test::temporary_directory("stack");
+  test::write_text(dir / "m.toml", test::tiny_manifest(extra));
+  PluginRegistry registry;
+  registry.scan({kFixtures, STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
+  try {
+    const Manifest manifest = load_manifest(dir / "m.toml", overrides);
+    HostServicesImpl host(ModelInfo{2, 2, 32, 256, 16, 0});
+    const Stack stack = build_stack(manifest, registry, host);
+    return {"", stack.optimizer != nullptr};
+  } catch (const ManifestError& e) {
+    return {e.what(), false};
+  }
+}
+
+TEST(Stack, BuildsWithDefaultsAndFixture) {
+  const StackResult result = build("[[strategy]]\nplugin = \"fixture_noop\"\nlevel = 2\n");
+  EXPECT_TRUE(result.built) << result.error;
+}
+
+TEST(Stack, ThrowingFactoryIsReportedAndTheHostStaysUp) {
+  const StackResult result = build("[[strategy]]\nplugin = \"fixture_throwing\"\n");
+  EXPECT_NE(result.error.find("fixture factory exploded"), std::string::npos) << result.error;
+}
+
+TEST(Stack, UndeclaredKeyReadIsRefused) {
+  const StackResult result = build("[[strategy]]\nplugin = \"fixture_undeclared\"\n");
+  EXPECT_NE(result.error.find("read key 'secret' that its plugin did not declare"), std::string::npos) << result.error;
+}
+
+TEST(Stack, PluginKeysAreStrictWithLineColumnAndRange) {
+  const StackResult unknown = build("[[strategy]]\nplugin = \"fixture_noop\"\nlevle = 2\n");
+  EXPECT_NE(unknown.error.find("unknown key 'levle'"), std::string::npos) << unknown.error;
+  EXPECT_NE(unknown.error.find("did you mean 'level'"), std::string::npos) << unknown.error;
+  EXPECT_NE(unknown.error.find("m.toml:"), std::string::npos) << unknown.error;
+  const StackResult range = build("[[strategy]]\nplugin = \"fixture_noop\"\nlevel = 9\n");
+  EXPECT_NE(range.error.find("level = 9 is out of range [0, 3]"), std::string::npos) << range.error;
+  const StackResult adamw = build("[optimizer]\nplugin = \"adamw\"\nbetas = [0.9]\n");
+  EXPECT_NE(adamw.error.find("betas must be two numbers"), std::string::npos) << adamw.error;
+}
+
+TEST(Stack, UnknownPluginListsTheAvailableOnes) {
+  const StackResult result = build("", {"optimizer.plugin=adamv"});
+  EXPECT_NE(result.error.find("unknown optimizer plugin 'adamv'; available: adamw, sgd"), std::string::npos) << result.error;
+  EXPECT_NE(result.error.find("did you mean 'adamw'"), std::string::npos) << result.error;
+}
+
+TEST(Stack, IncompatibleStacksAreRefusedNamingBothPlugins) {
+  const StackResult conflict =
+      build("[[strategy]]\nplugin = \"fixture_noop\"\n[[strategy]]\nplugin = \"fixture_conflicting\"\n");
+  EXPECT_NE(conflict.error.find("incompatible stack: [[strategy]] #2 'fixture_conflicting' conflicts with [[strategy]] #1 'fixture_noop'"),
+            std::string::npos)
+      << conflict.error;
+  const StackResult needy = build("[[strategy]]\nplugin = \"fixture_needy\"\n");
+  EXPECT_NE(needy.error.find("requires plugin 'fixture_missing'"), std::string::npos) << needy.error;
+}
+
+}  // namespace
+}  // namespace strata

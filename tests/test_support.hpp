@@ -1,0 +1,55 @@
+#pragma once
+// Helpers shared by the tests: temporary directories, manifests, and plain SDK implementations
+// (SGD, fp32) so model-level tests need no plugin.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "strata/optimizer.hpp"
+#include "strata/precision_policy.hpp"
+
+namespace strata::test {
+
+inline std::filesystem::path temporary_directory(const std::string& name) {
+  const auto path = std::filesystem::temp_directory_path() / ("strata_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::string source_path(const std::string& relative) { return std::string(STRATA_SOURCE_DIR) + "/" + relative; }
+
+// A tiny model on the shipped corpus; `extra` is appended (more tables or keys).
+inline std::string tiny_manifest(const std::string& extra = "", const std::string& train_keys = "") {
+  return "[model]\nn_layer = 2\nn_head = 2\nd_model = 32\nvocab = 256\nseq_len = 16\n"
+         "[data]\ntrain = \"" + source_path("data/kjv.txt") + "\"\n"
+         "[train]\nsteps = 6\nbatch = 4\nlr = 3e-3\nseed = 7\neval_batches = 2\nthreads = 2\n" + train_keys +
+         "[[telemetry]]\nplugin = \"csv\"\npath = \"/dev/null\"\n" + extra;
+}
+
+class PlainSgd final : public Optimizer {
+ public:
+  int state_buffers() const noexcept override { return 0; }
+  Status step(const OptimizerStepInfo&, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
+    report.lr = 0.01;
+    for (ParamSlot& slot : slots)
+      for (std::size_t i = 0; i < slot.param.size(); ++i) slot.param[i] -= 0.01f * slot.grad[i];
+    return {};
+  }
+};
+
+class PlainFp32 final : public PrecisionPolicy {
+ public:
+  DType weight_storage() const noexcept override { return DType::f32; }
+  double loss_scale() const noexcept override { return 1.0; }
+  Status unscale_and_check(std::span<const TensorView>, PrecisionDecision&) noexcept override { return {}; }
+};
+
+}  // namespace strata::test
