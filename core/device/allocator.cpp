@@ -62,7 +62,7 @@ void Buffer::reset() noexcept {
 }
 
 Allocator::Allocator(std::string name, std::unique_ptr<MemoryResource> resource, std::uint64_t limit_bytes)
-    : name_(std::move(name)), resource_(std::move(resource)), limit_(limit_bytes) {
+    : name_(std::move(name)), resource_(std::move(resource)) {
   stats_.limit = limit_bytes;
 }
 
@@ -82,15 +82,15 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
   int owner_index = 0;
   {
     std::lock_guard lock(mutex_);
-    if (limit_ != 0 && live_total_ + size > limit_)
-      throw MemoryLimitExceeded(name_, size, category, owner, limit_, stats_.live);
+    if (stats_.limit != 0 && live_total_ + size > stats_.limit)
+      throw MemoryLimitExceeded(name_, size, category, owner, stats_.limit, stats_.live);
     owner_index = owner_id(owner);
     if (auto cached = cache_.find(size); cached != cache_.end()) {
       data = cached->second;
       cache_.erase(cached);
     } else {
       // Drop cached blocks before growing past the limit: reserved bytes should not exceed it either.
-      if (limit_ != 0 && stats_.reserved + size > limit_) {
+      if (stats_.limit != 0 && stats_.reserved + size > stats_.limit) {
         for (auto& [cached_size, pointer] : cache_) {
           resource_->deallocate(pointer, cached_size);
           stats_.reserved -= cached_size;

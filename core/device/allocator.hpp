@@ -80,7 +80,7 @@ class Allocator {
   Buffer allocate(std::uint64_t bytes, MemoryCategory category, std::string_view owner = "core", bool zero = false);
 
   const std::string& name() const noexcept { return name_; }
-  std::uint64_t limit() const noexcept { return limit_; }
+  std::uint64_t limit() const noexcept { return stats_.limit; }  // fixed at construction
   ArenaStats stats() const;
   CategoryBytes live() const;
   std::uint64_t live_total() const;
@@ -95,7 +95,6 @@ class Allocator {
 
   std::string name_;
   std::unique_ptr<MemoryResource> resource_;
-  std::uint64_t limit_;
   mutable std::mutex mutex_;
   ArenaStats stats_;
   std::uint64_t live_total_ = 0;

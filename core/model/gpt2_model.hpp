@@ -67,7 +67,6 @@ class GPT2Model {
   // The storage of a row; empty when not allocated.
   std::span<float> data(int row) noexcept;
   bool allocated(int row) const noexcept;
-  Home home(int row) const { return table_.row(row).home; }
   std::span<float> param(GlobalParam which) noexcept { return data(global_param_rows_[static_cast<std::size_t>(which)]); }
   std::span<float> param(int layer, LayerParam which) noexcept;
   int activation_row(int layer, LayerActivation which) const;

@@ -32,9 +32,11 @@ std::unique_ptr<Device> make_device(const Manifest& manifest) {
                       "and tested separately (kernels/cuda)");
 }
 
-ModelInfo model_info(const Manifest& manifest) {
-  const GPT2Config& c = manifest.model;
-  return ModelInfo{c.n_layer, c.n_head, c.d_model, c.vocab, c.seq_len, c.parameter_count()};
+int micro_batch_rows(const Manifest& manifest) { return manifest.train.batch / manifest.train.micro_batches; }
+
+DataOptions data_options(const Manifest& manifest) {
+  return {manifest.data.train, manifest.data.val,    manifest.data.val_fraction,
+          manifest.model.vocab, manifest.model.seq_len, micro_batch_rows(manifest)};
 }
 
 // Mean cross-entropy over windows, `rows` windows per forward pass, the last pass padded.
@@ -55,6 +57,17 @@ double mean_window_loss(Executor& executor, std::int64_t windows, int rows, int 
   return sum / (static_cast<double>(windows) * seq_len);
 }
 
+// The validation loss as training reports it and `strata eval` reproduces it: the first
+// eval_batches x micro-batch rows windows of the validation split (all when eval_batches = 0).
+double validation_loss(Executor& executor, const Dataset& dataset, const Manifest& manifest) {
+  const int rows = micro_batch_rows(manifest);
+  const std::int64_t windows = manifest.train.eval_batches > 0
+                                   ? std::min<std::int64_t>(dataset.val_windows(), manifest.train.eval_batches * rows)
+                                   : dataset.val_windows();
+  return mean_window_loss(executor, windows, rows, manifest.model.seq_len,
+                          [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
+}
+
 }  // namespace
 
 void configure_threads(int threads) {
@@ -65,17 +78,14 @@ void configure_threads(int threads) {
 
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options) {
   configure_threads(manifest.train.threads);
-  HostServicesImpl host(model_info(manifest));
+  HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host);
   const TrainSpec& train = manifest.train;
-  const int micro_batch_rows = train.batch / train.micro_batches;
-
-  DataOptions data_options{manifest.data.train, manifest.data.val, manifest.data.val_fraction, manifest.model.vocab,
-                           manifest.model.seq_len, micro_batch_rows};
-  const Dataset dataset(data_options);
+  const int rows = micro_batch_rows(manifest);
+  const Dataset dataset(data_options(manifest));
 
   std::unique_ptr<Device> device = make_device(manifest);
-  GPT2Model model(manifest.model, micro_batch_rows, *device, *stack.attention, stack.optimizer->state_buffers());
+  GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers());
   model.init_weights(train.seed);
   if (options.print_table) model.table().print(std::cout);
 
@@ -99,15 +109,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_start(info); !status) throw HookFailed("telemetry: " + status.message());
 
-  const std::int64_t eval_windows =
-      train.eval_batches > 0 ? std::min<std::int64_t>(dataset.val_windows(), train.eval_batches * micro_batch_rows)
-                             : dataset.val_windows();
-  auto validation_loss = [&] {
-    return mean_window_loss(executor, eval_windows, micro_batch_rows, manifest.model.seq_len,
-                            [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
-  };
-
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(train.micro_batches) * micro_batch_rows * manifest.model.seq_len);
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(train.micro_batches) * rows * manifest.model.seq_len);
   std::vector<std::int32_t> targets(inputs.size());
   const std::size_t micro_size = inputs.size() / static_cast<std::size_t>(train.micro_batches);
   std::vector<MicroBatch> micro_batches;
@@ -146,7 +148,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.peak_device_bytes_by_category = stats.window_peak;
     metrics.host_bytes = device->host_memory().live_total();
     const bool eval_now = step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0);
-    if (eval_now) metrics.val_loss = validation_loss();
+    if (eval_now) metrics.val_loss = validation_loss(executor, dataset, manifest);
 
     result.losses.push_back(outcome.loss);
     step_ms.push_back(ms);
@@ -188,11 +190,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
                 const std::optional<std::filesystem::path>& data) {
   configure_threads(manifest.train.threads);
-  HostServicesImpl host(model_info(manifest));
+  HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host, "");
-  const int micro_batch_rows = manifest.train.batch / manifest.train.micro_batches;
   std::unique_ptr<Device> device = make_device(manifest);
-  GPT2Model model(manifest.model, micro_batch_rows, *device, *stack.attention, 0);
+  GPT2Model model(manifest.model, micro_batch_rows(manifest), *device, *stack.attention, 0);
   load_weights(checkpoint, model);
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
   const int seq_len = manifest.model.seq_len;
@@ -202,17 +203,10 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
     if (windows < 1)
       throw DataError(data->string() + ": " + std::to_string(tokens.size()) + " tokens, fewer than one window of seq_len + 1 = " +
                       std::to_string(seq_len + 1));
-    return mean_window_loss(executor, windows, micro_batch_rows, seq_len,
+    return mean_window_loss(executor, windows, micro_batch_rows(manifest), seq_len,
                             [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { window_at(tokens, seq_len, w, in, out); });
   }
-  DataOptions data_options{manifest.data.train, manifest.data.val, manifest.data.val_fraction, manifest.model.vocab,
-                           seq_len, micro_batch_rows};
-  const Dataset dataset(data_options);
-  const std::int64_t windows = manifest.train.eval_batches > 0
-                                   ? std::min<std::int64_t>(dataset.val_windows(), manifest.train.eval_batches * micro_batch_rows)
-                                   : dataset.val_windows();
-  return mean_window_loss(executor, windows, micro_batch_rows, seq_len,
-                          [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
+  return validation_loss(executor, Dataset(data_options(manifest)), manifest);
 }
 
 }  // namespace strata

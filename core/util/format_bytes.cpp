@@ -41,7 +41,7 @@ std::optional<std::uint64_t> parse_bytes(std::string_view text) {
   if (error != std::errc() || end != text.data() + number_end) return std::nullopt;
   std::string_view unit = text.substr(number_end);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-  constexpr std::array<std::pair<std::string_view, double>, 12> kUnits = {{{"", 1.0},
+  constexpr std::array<std::pair<std::string_view, double>, 11> kUnits = {{{"", 1.0},
                                                                            {"B", 1.0},
                                                                            {"KiB", 1024.0},
                                                                            {"MiB", 1024.0 * 1024.0},
@@ -51,8 +51,7 @@ std::optional<std::uint64_t> parse_bytes(std::string_view text) {
                                                                            {"kB", 1e3},
                                                                            {"MB", 1e6},
                                                                            {"GB", 1e9},
-                                                                           {"TB", 1e12},
-                                                                           {"K", 1024.0}}};
+                                                                           {"TB", 1e12}}};
   for (const auto& [name, scale] : kUnits) {
     if (unit == name) {
       const double bytes = std::round(number * scale);

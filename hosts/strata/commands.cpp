@@ -63,6 +63,20 @@ PluginRegistry load_plugins(const Manifest& manifest) {
   return registry;
 }
 
+// A manifest with its stack built, for the commands that inspect a stack without training.
+// Plugin objects keep a reference to the host services, so both live here together.
+struct InspectedStack {
+  InspectedStack(const CommonArguments& common, const std::string& default_telemetry)
+      : manifest(load_manifest(common.manifest, common.overrides)),
+        registry(load_plugins(manifest)),
+        host(manifest.model.info()),
+        stack(build_stack(manifest, registry, host, default_telemetry)) {}
+  Manifest manifest;
+  PluginRegistry registry;
+  HostServicesImpl host;
+  Stack stack;
+};
+
 // Runs a command body, mapping each kind of failure to its message and exit code.
 template <typename Body>
 int run_guarded(const std::string& name, Body&& body) {
@@ -153,18 +167,15 @@ int command_validate(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("validate", "MANIFEST [--set key=value]...", options, arguments, values)) return *code;
   return run_guarded("validate", [&] {
-    const Manifest manifest = load_manifest(common.manifest, common.overrides);
-    PluginRegistry registry = load_plugins(manifest);
-    const GPT2Config& c = manifest.model;
-    HostServicesImpl host(ModelInfo{c.n_layer, c.n_head, c.d_model, c.vocab, c.seq_len, c.parameter_count()});
-    const Stack stack = build_stack(manifest, registry, host);
+    const InspectedStack inspected(common, "console");
+    const Manifest& manifest = inspected.manifest;
     std::error_code error;
     if (!std::filesystem::is_regular_file(manifest.data.train, error))
       throw DataError(manifest.data.train.string() + ": no such file ([data] train)");
     if (manifest.data.val && !std::filesystem::is_regular_file(*manifest.data.val, error))
       throw DataError(manifest.data.val->string() + ": no such file ([data] val)");
-    std::cout << manifest.path.string() << ": ok (" << stack.description << ", " << c.parameter_count()
-              << " parameters)\n";
+    std::cout << manifest.path.string() << ": ok (" << inspected.stack.description << ", "
+              << manifest.model.parameter_count() << " parameters)\n";
     return static_cast<int>(kExitSuccess);
   });
 }
@@ -177,15 +188,12 @@ int command_plan(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full]", options, arguments, values)) return *code;
   return run_guarded("plan", [&] {
-    const Manifest manifest = load_manifest(common.manifest, common.overrides);
-    PluginRegistry registry = load_plugins(manifest);
-    const GPT2Config& c = manifest.model;
-    HostServicesImpl host(ModelInfo{c.n_layer, c.n_head, c.d_model, c.vocab, c.seq_len, c.parameter_count()});
-    const Stack stack = build_stack(manifest, registry, host, "");
+    const InspectedStack inspected(common, "");
+    const Manifest& manifest = inspected.manifest;
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     std::unique_ptr<Device> device = make_cpu_device(0);
-    const GPT2Model model(c, manifest.train.batch / manifest.train.micro_batches, *device, *stack.attention,
-                          stack.optimizer->state_buffers());
+    const GPT2Model model(manifest.model, manifest.train.batch / manifest.train.micro_batches, *device,
+                          *inspected.stack.attention, inspected.stack.optimizer->state_buffers());
     model.table().print(std::cout, !values.count("full"));
     std::cout << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
     return static_cast<int>(kExitSuccess);

@@ -58,11 +58,7 @@ class AdamW final : public Optimizer {
 constexpr const char* kKeys[] = {"betas", "eps", "weight_decay", "grad_clip", "schedule", "min_lr_ratio", nullptr};
 const FactoryDescriptor kFactories[] = {
     make_factory<Optimizer, AdamW>("adamw", "AdamW with warmup + cosine schedule and global-norm clipping", kKeys)};
-const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "adamw", "1.0.0", kFactories, 1, {}};
 
 }  // namespace
 
-namespace strata_plugin_adamw {
-const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
-}  // namespace strata_plugin_adamw
-STRATA_PLUGIN(strata_plugin_adamw::describe)
+STRATA_DEFINE_PLUGIN(adamw, "1.0.0", kFactories)

@@ -89,11 +89,7 @@ class Console final : public TelemetrySink {
 constexpr const char* kKeys[] = {"every", "progress", nullptr};
 const FactoryDescriptor kFactories[] = {
     make_factory<TelemetrySink, Console>("console", "progress line and end-of-run summary", kKeys)};
-const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "console", "1.0.0", kFactories, 1, {}};
 
 }  // namespace
 
-namespace strata_plugin_console {
-const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
-}  // namespace strata_plugin_console
-STRATA_PLUGIN(strata_plugin_console::describe)
+STRATA_DEFINE_PLUGIN(console, "1.0.0", kFactories)

@@ -53,11 +53,7 @@ class Csv final : public TelemetrySink {
 
 constexpr const char* kKeys[] = {"path", nullptr};
 const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, Csv>("csv", "one CSV row per step", kKeys)};
-const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "csv", "1.0.0", kFactories, 1, {}};
 
 }  // namespace
 
-namespace strata_plugin_csv {
-const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
-}  // namespace strata_plugin_csv
-STRATA_PLUGIN(strata_plugin_csv::describe)
+STRATA_DEFINE_PLUGIN(csv, "1.0.0", kFactories)

@@ -36,11 +36,7 @@ class Fp32 final : public PrecisionPolicy {
 
 constexpr const char* kKeys[] = {"skip_nonfinite", nullptr};
 const FactoryDescriptor kFactories[] = {make_factory<PrecisionPolicy, Fp32>("fp32", "f32 everywhere", kKeys)};
-const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "fp32", "1.0.0", kFactories, 1, {}};
 
 }  // namespace
 
-namespace strata_plugin_fp32 {
-const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
-}  // namespace strata_plugin_fp32
-STRATA_PLUGIN(strata_plugin_fp32::describe)
+STRATA_DEFINE_PLUGIN(fp32, "1.0.0", kFactories)

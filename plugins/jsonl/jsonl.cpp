@@ -80,11 +80,7 @@ class Jsonl final : public TelemetrySink {
 
 constexpr const char* kKeys[] = {"path", nullptr};
 const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, Jsonl>("jsonl", "one JSON record per step", kKeys)};
-const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "jsonl", "1.0.0", kFactories, 1, {}};
 
 }  // namespace
 
-namespace strata_plugin_jsonl {
-const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
-}  // namespace strata_plugin_jsonl
-STRATA_PLUGIN(strata_plugin_jsonl::describe)
+STRATA_DEFINE_PLUGIN(jsonl, "1.0.0", kFactories)

@@ -58,11 +58,7 @@ class Sgd final : public Optimizer {
 
 constexpr const char* kKeys[] = {"momentum", "weight_decay", "grad_clip", "schedule", "min_lr_ratio", nullptr};
 const FactoryDescriptor kFactories[] = {make_factory<Optimizer, Sgd>("sgd", "SGD with momentum", kKeys)};
-const PluginDescriptor kDescriptor = {kAbiMajor, kAbiMinor, STRATA_TOOLCHAIN_TAG, "sgd", "1.0.0", kFactories, 1, {}};
 
 }  // namespace
 
-namespace strata_plugin_sgd {
-const strata::PluginDescriptor* describe() noexcept { return &kDescriptor; }
-}  // namespace strata_plugin_sgd
-STRATA_PLUGIN(strata_plugin_sgd::describe)
+STRATA_DEFINE_PLUGIN(sgd, "1.0.0", kFactories)

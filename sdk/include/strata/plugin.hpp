@@ -1,8 +1,8 @@
 #pragma once
 // The plugin descriptor: one per shared library, exported under the alias `strata_plugin`.
 //
-//   const strata::PluginDescriptor* describe() noexcept { static const ... ; return &descriptor; }
-//   STRATA_PLUGIN(describe)
+//   const strata::FactoryDescriptor kFactories[] = {strata::make_factory<Optimizer, AdamW>("adamw", ...)};
+//   STRATA_DEFINE_PLUGIN(adamw, "1.0.0", kFactories)
 //
 // Version first (LLVM's PassPluginLibraryInfo), required fields validated by the host, reserved
 // padding for growth. Factories return raw pointers because only plain types cross the boundary;
@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -104,3 +105,20 @@ constexpr FactoryDescriptor make_factory(const char* name, const char* summary, 
 }  // namespace strata
 
 #define STRATA_PLUGIN(describe_function) BOOST_DLL_ALIAS(describe_function, strata_plugin)
+
+// Defines the library's descriptor (this host's ABI and toolchain) and exports it. `plugin_name`
+// is an identifier; `factory_array` an array of FactoryDescriptor in the same translation unit.
+#define STRATA_DEFINE_PLUGIN(plugin_name, version_text, factory_array) \
+  STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, ::strata::kAbiMajor, ::strata::kAbiMinor)
+
+// The same with an explicit ABI version; the host's tests use it to build plugins it must refuse.
+#define STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, abi_major, abi_minor)          \
+  namespace strata_plugin_##plugin_name {                                                                      \
+  const ::strata::PluginDescriptor* describe() noexcept {                                                      \
+    static const ::strata::PluginDescriptor descriptor = {                                                     \
+        abi_major, abi_minor, STRATA_TOOLCHAIN_TAG, #plugin_name, version_text, factory_array,                 \
+        std::size(factory_array), {}};                                                                         \
+    return &descriptor;                                                                                        \
+  }                                                                                                            \
+  }                                                                                                            \
+  STRATA_PLUGIN(strata_plugin_##plugin_name::describe)
