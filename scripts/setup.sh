@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build ccache pkg-config python3
+packages=(build-essential cmake ninja-build ccache pkg-config python3 clang-format
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libgtest-dev libopenblas-openmp-dev)

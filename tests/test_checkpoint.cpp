@@ -25,8 +25,10 @@ TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
   const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw"});
   EXPECT_EQ(resolve_checkpoint(dir), saved);
   const SafetensorsFile file = SafetensorsFile::read(saved / "model.safetensors");
-  EXPECT_EQ(file.entry("wte.weight").shape, (std::vector<std::int64_t>{50, 16})) << "checkpoints store vocab rows, not padded";
-  EXPECT_EQ(file.entry("h.1.attn.c_attn.weight").shape, (std::vector<std::int64_t>{16, 48})) << "HF Conv1D layout (in, out)";
+  EXPECT_EQ(file.entry("wte.weight").shape, (std::vector<std::int64_t>{50, 16}))
+      << "checkpoints store vocab rows, not padded";
+  EXPECT_EQ(file.entry("h.1.attn.c_attn.weight").shape, (std::vector<std::int64_t>{16, 48}))
+      << "HF Conv1D layout (in, out)";
   Model b;
   const TrainerState state = load_checkpoint(dir, b.model);
   EXPECT_EQ(state.step, 5);

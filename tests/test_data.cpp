@@ -31,7 +31,8 @@ TEST(Data, TokenFileRoundTripAndBatchesAreDeterministic) {
   EXPECT_EQ(a, b);
   for (int i = 0; i < 31; ++i)
     if (i % 8 != 7) {
-      EXPECT_EQ(ta[static_cast<std::size_t>(i)], a[static_cast<std::size_t>(i) + 1]) << "targets are inputs shifted by one";
+      EXPECT_EQ(ta[static_cast<std::size_t>(i)], a[static_cast<std::size_t>(i) + 1])
+          << "targets are inputs shifted by one";
     }
   dataset.train_batch(1, 8, 0, b.data(), tb.data());
   EXPECT_NE(a, b);
@@ -39,10 +40,12 @@ TEST(Data, TokenFileRoundTripAndBatchesAreDeterministic) {
 
 TEST(Data, BadFilesGetClearErrorsNamingTheFile) {
   const auto dir = test::temporary_directory("data_errors");
-  EXPECT_NE(error_of({dir / "missing.txt", std::nullopt, 0.1, 256, 8, 2}).find("missing.txt: no such file"), std::string::npos);
+  EXPECT_NE(error_of({dir / "missing.txt", std::nullopt, 0.1, 256, 8, 2}).find("missing.txt: no such file"),
+            std::string::npos);
 
   test::write_text(dir / "magic.bin", std::string(2048, '\x01'));
-  EXPECT_NE(error_of({dir / "magic.bin", std::nullopt, 0.1, 256, 8, 2}).find("magic.bin: wrong magic number"), std::string::npos);
+  EXPECT_NE(error_of({dir / "magic.bin", std::nullopt, 0.1, 256, 8, 2}).find("magic.bin: wrong magic number"),
+            std::string::npos);
 
   std::vector<std::uint16_t> tokens(100, 3);
   write_token_file(dir / "full.bin", tokens);
@@ -52,7 +55,9 @@ TEST(Data, BadFilesGetClearErrorsNamingTheFile) {
   const std::string truncated = error_of({dir / "truncated.bin", std::nullopt, 0.1, 256, 8, 2});
   EXPECT_NE(truncated.find("truncated.bin: truncated token file"), std::string::npos) << truncated;
   test::write_text(dir / "short_header.bin", "abc");
-  EXPECT_NE(error_of({dir / "short_header.bin", std::nullopt, 0.1, 256, 8, 2}).find("shorter than the 1024-byte header"), std::string::npos);
+  EXPECT_NE(
+      error_of({dir / "short_header.bin", std::nullopt, 0.1, 256, 8, 2}).find("shorter than the 1024-byte header"),
+      std::string::npos);
 
   test::write_text(dir / "tiny.txt", "too short");
   const std::string few = error_of({dir / "tiny.txt", std::nullopt, 0.1, 256, 8, 2});

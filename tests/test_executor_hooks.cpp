@@ -18,20 +18,24 @@ class RecordingStrategy final : public MemoryStrategy {
   Status on_attach(HookContext&) noexcept override { return record("attach", -1); }
   Status before_forward(HookContext& c) noexcept override {
     // Weights of this layer are usable; its activations are not allocated yet.
-    if (c.tensor("h." + std::to_string(c.layer()) + ".attn.c_attn.weight").data.empty()) return Status::error("weights missing");
+    if (c.tensor("h." + std::to_string(c.layer()) + ".attn.c_attn.weight").data.empty())
+      return Status::error("weights missing");
     return record("before_forward", c.layer());
   }
   Status after_forward(HookContext& c) noexcept override {
     if (c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").data.empty()) return Status::error("qkv missing");
-    if (c.residence(c.layer(), TensorGroup::activations) != Residence::device) return Status::error("activations absent");
+    if (c.residence(c.layer(), TensorGroup::activations) != Residence::device)
+      return Status::error("activations absent");
     return record("after_forward", c.layer());
   }
   Status before_backward(HookContext& c) noexcept override {
-    if (c.tensor("h." + std::to_string(c.layer()) + ".mlp.c_fc.weight.grad").data.empty()) return Status::error("grads missing");
+    if (c.tensor("h." + std::to_string(c.layer()) + ".mlp.c_fc.weight.grad").data.empty())
+      return Status::error("grads missing");
     return record("before_backward", c.layer());
   }
   Status after_backward(HookContext& c) noexcept override {
-    if (!c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").data.empty()) return Status::error("activations not freed");
+    if (!c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").data.empty())
+      return Status::error("activations not freed");
     return record("after_backward", c.layer());
   }
   Status before_step(HookContext& c) noexcept override { return record("before_step", c.layer()); }
@@ -50,7 +54,8 @@ class DropAndRecompute final : public MemoryStrategy {
  public:
   Status after_forward(HookContext& c) noexcept override { return c.drop_activations(c.layer()); }
   Status before_backward(HookContext& c) noexcept override {
-    if (c.residence(c.layer(), TensorGroup::activations) != Residence::absent) return Status::error("drop did not happen");
+    if (c.residence(c.layer(), TensorGroup::activations) != Residence::absent)
+      return Status::error("drop did not happen");
     return c.recompute_activations(c.layer());
   }
 };
@@ -119,13 +124,14 @@ TEST(ExecutorHooks, DropAndRecomputeGivesIdenticalGradients) {
 TEST(ExecutorHooks, DroppingLowersPeakActivationBytes) {
   Fixture plain_fixture;
   plain_fixture.gradients({});
-  const auto plain_peak = plain_fixture.device->device_memory().stats().peak[category_index(MemoryCategory::activations)];
+  const auto plain_peak =
+      plain_fixture.device->device_memory().stats().peak[category_index(MemoryCategory::activations)];
   Fixture drop_fixture;
   DropAndRecompute strategy;
   drop_fixture.gradients({&strategy});
   const auto drop_peak = drop_fixture.device->device_memory().stats().peak[category_index(MemoryCategory::activations)];
-  std::printf("peak activation bytes: keep all %llu, drop+recompute %llu\n", static_cast<unsigned long long>(plain_peak),
-              static_cast<unsigned long long>(drop_peak));
+  std::printf("peak activation bytes: keep all %llu, drop+recompute %llu\n",
+              static_cast<unsigned long long>(plain_peak), static_cast<unsigned long long>(drop_peak));
   EXPECT_LT(drop_peak, plain_peak);
 }
 
@@ -193,16 +199,18 @@ TEST(GradientAccumulation, MicroBatchesMatchTheLargeBatchWithin1e6) {
   const std::span<const std::int32_t> all_tokens(tokens), all_targets(targets);
   double big_loss = 0.0, split_loss = 0.0;
   const auto [big, big_peak] = run(4, {{all_tokens, all_targets}}, big_loss);
-  const auto [split, split_peak] = run(2, {{all_tokens.first(32), all_targets.first(32)}, {all_tokens.last(32), all_targets.last(32)}}, split_loss);
+  const auto [split, split_peak] =
+      run(2, {{all_tokens.first(32), all_targets.first(32)}, {all_tokens.last(32), all_targets.last(32)}}, split_loss);
   EXPECT_NEAR(split_loss, big_loss, 1e-6 * std::abs(big_loss));
   double worst = 0.0, scale = 0.0;
   for (std::size_t i = 0; i < big.size(); ++i) {
     worst = std::max(worst, static_cast<double>(std::abs(big[i] - split[i])));
     scale = std::max(scale, static_cast<double>(std::abs(big[i])));
   }
-  std::printf("accumulation: loss %.9f vs %.9f, max |grad diff| %.3g of max |grad| %.3g; activation peak %llu -> %llu\n",
-              big_loss, split_loss, worst, scale, static_cast<unsigned long long>(big_peak),
-              static_cast<unsigned long long>(split_peak));
+  std::printf(
+      "accumulation: loss %.9f vs %.9f, max |grad diff| %.3g of max |grad| %.3g; activation peak %llu -> %llu\n",
+      big_loss, split_loss, worst, scale, static_cast<unsigned long long>(big_peak),
+      static_cast<unsigned long long>(split_peak));
   EXPECT_LE(worst, 1e-6 * scale);
   EXPECT_LT(split_peak, big_peak);
 }

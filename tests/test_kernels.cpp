@@ -59,7 +59,8 @@ constexpr double kGradientBound = 1e-6;
 TEST(KernelGradients, Matmul) {
   for (WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
     const std::int64_t N = 3, C = 4, OC = 5;
-    auto inp = random_vector<double>(N * C, 1), weight = random_vector<double>(C * OC, 2), bias = random_vector<double>(OC, 3);
+    auto inp = random_vector<double>(N * C, 1), weight = random_vector<double>(C * OC, 2),
+         bias = random_vector<double>(OC, 3);
     const auto upstream = random_vector<double>(N * OC, 4);
     std::vector<double> out(N * OC);
     auto objective = [&] {
@@ -67,8 +68,8 @@ TEST(KernelGradients, Matmul) {
       return dot(out, upstream);
     };
     std::vector<double> dinp(N * C), dweight(C * OC), dbias(OC);
-    reference::matmul_backward(dinp.data(), dweight.data(), dbias.data(), upstream.data(), inp.data(), weight.data(), N, C,
-                               OC, layout);
+    reference::matmul_backward(dinp.data(), dweight.data(), dbias.data(), upstream.data(), inp.data(), weight.data(), N,
+                               C, OC, layout);
     const double errors[] = {max_relative_error(inp, dinp, objective), max_relative_error(weight, dweight, objective),
                              max_relative_error(bias, dbias, objective)};
     for (double error : errors) {
@@ -212,7 +213,8 @@ void expect_close(const char* what, const std::vector<float>& fast, const std::v
 TEST(FastKernels, MatmulMatchesReference) {
   for (WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
     const std::int64_t N = 37, C = 64, OC = 96;
-    auto inp = random_vector<float>(N * C, 20), weight = random_vector<float>(C * OC, 21), bias = random_vector<float>(OC, 22);
+    auto inp = random_vector<float>(N * C, 20), weight = random_vector<float>(C * OC, 21),
+         bias = random_vector<float>(OC, 22);
     auto dout = random_vector<float>(N * OC, 23);
     std::vector<float> out_fast(N * OC), out_ref(N * OC);
     matmul_forward(out_fast.data(), inp.data(), weight.data(), bias.data(), N, C, OC, layout);
@@ -221,7 +223,8 @@ TEST(FastKernels, MatmulMatchesReference) {
     std::vector<float> dinp_f(N * C, 0.5f), dw_f(C * OC, 0.5f), db_f(OC, 0.5f);
     std::vector<float> dinp_r = dinp_f, dw_r = dw_f, db_r = db_f;
     matmul_backward(dinp_f.data(), dw_f.data(), db_f.data(), dout.data(), inp.data(), weight.data(), N, C, OC, layout);
-    reference::matmul_backward(dinp_r.data(), dw_r.data(), db_r.data(), dout.data(), inp.data(), weight.data(), N, C, OC, layout);
+    reference::matmul_backward(dinp_r.data(), dw_r.data(), db_r.data(), dout.data(), inp.data(), weight.data(), N, C,
+                               OC, layout);
     expect_close("matmul_backward dinp", dinp_f, dinp_r, 1e-4);
     expect_close("matmul_backward dweight", dw_f, dw_r, 1e-4);
     expect_close("matmul_backward dbias", db_f, db_r, 1e-4);
@@ -234,11 +237,14 @@ TEST(FastKernels, LayerNormGeluResidualEmbeddingCrossEntropy) {
   auto dout = random_vector<float>(N * C, 27);
   std::vector<float> out_f(N * C), out_r(N * C), mean_f(N), mean_r(N), rstd_f(N), rstd_r(N);
   layernorm_forward(out_f.data(), mean_f.data(), rstd_f.data(), inp.data(), weight.data(), bias.data(), N, C);
-  reference::layernorm_forward(out_r.data(), mean_r.data(), rstd_r.data(), inp.data(), weight.data(), bias.data(), N, C);
+  reference::layernorm_forward(out_r.data(), mean_r.data(), rstd_r.data(), inp.data(), weight.data(), bias.data(), N,
+                               C);
   expect_close("layernorm_forward", out_f, out_r, 1e-5);
   std::vector<float> dinp_f(N * C), dinp_r(N * C), dw_f(C), dw_r(C), db_f(C), db_r(C);
-  layernorm_backward(dinp_f.data(), dw_f.data(), db_f.data(), dout.data(), inp.data(), weight.data(), mean_r.data(), rstd_r.data(), N, C);
-  reference::layernorm_backward(dinp_r.data(), dw_r.data(), db_r.data(), dout.data(), inp.data(), weight.data(), mean_r.data(), rstd_r.data(), N, C);
+  layernorm_backward(dinp_f.data(), dw_f.data(), db_f.data(), dout.data(), inp.data(), weight.data(), mean_r.data(),
+                     rstd_r.data(), N, C);
+  reference::layernorm_backward(dinp_r.data(), dw_r.data(), db_r.data(), dout.data(), inp.data(), weight.data(),
+                                mean_r.data(), rstd_r.data(), N, C);
   expect_close("layernorm_backward dinp", dinp_f, dinp_r, 1e-5);
   expect_close("layernorm_backward dweight", dw_f, dw_r, 1e-4);
 
@@ -258,7 +264,8 @@ TEST(FastKernels, LayerNormGeluResidualEmbeddingCrossEntropy) {
 
   const std::int64_t B = 2, T = 5, E = 16, V = 11, Vp = 16;
   std::vector<std::int32_t> tokens = {1, 3, 3, 10, 0, 7, 7, 7, 2, 9};
-  auto wte = random_vector<float>(Vp * E, 29), wpe = random_vector<float>(T * E, 30), dembed = random_vector<float>(B * T * E, 31);
+  auto wte = random_vector<float>(Vp * E, 29), wpe = random_vector<float>(T * E, 30),
+       dembed = random_vector<float>(B * T * E, 31);
   std::vector<float> emb_f(B * T * E), emb_r(B * T * E);
   embedding_forward(emb_f.data(), tokens.data(), wte.data(), wpe.data(), B, T, E);
   reference::embedding_forward(emb_r.data(), tokens.data(), wte.data(), wpe.data(), B, T, E);

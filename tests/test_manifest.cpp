@@ -72,7 +72,8 @@ TEST(Manifest, SetOverridesAreValidatedTheSameWay) {
   EXPECT_NE(typo.find("--set train.stesp"), std::string::npos) << typo;
   EXPECT_NE(typo.find("did you mean 'steps'"), std::string::npos) << typo;
   EXPECT_NE(error_of(base, {"train.steps"}).find("expected key.path=value"), std::string::npos);
-  EXPECT_NE(error_of(base, {"train.steps=-4"}).find("--set train.steps: [train] steps = -4 is out of range"), std::string::npos);
+  EXPECT_NE(error_of(base, {"train.steps=-4"}).find("--set train.steps: [train] steps = -4 is out of range"),
+            std::string::npos);
   EXPECT_NE(error_of(base, {"train.steps.x=1"}).find("is not a table"), std::string::npos);
 }
 

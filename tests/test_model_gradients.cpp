@@ -42,7 +42,8 @@ TEST(ModelGradients, TwoLayerModelMatchesFiniteDifferences) {
   for (const ParameterRows& rows : model.parameters()) {
     std::span<float> param = model.data(rows.param);
     std::span<const float> grad = model.data(rows.grad);
-    const std::size_t real = rows.name == "wte.weight" ? static_cast<std::size_t>(config.vocab * config.d_model) : param.size();
+    const std::size_t real =
+        rows.name == "wte.weight" ? static_cast<std::size_t>(config.vocab * config.d_model) : param.size();
     for (std::size_t i = real; i < param.size(); ++i) ASSERT_EQ(grad[i], 0.0f) << "padded vocab row has a gradient";
     for (std::size_t k = 0; k < 4; ++k) {
       const std::size_t i = (k * 2654435761u) % real;

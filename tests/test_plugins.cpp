@@ -37,7 +37,8 @@ TEST(PluginLoader, RefusalsNameThePathAndReason) {
   bool named = false;
   for (const LoadFailure& failure : registry.failures()) named |= failure.path.filename() == "libfixture-abi_major.so";
   EXPECT_TRUE(named) << "scan records each failure with its path";
-  EXPECT_TRUE(registry.find(InterfaceKind::memory_strategy, "fixture_noop")) << "one bad library does not stop the scan";
+  EXPECT_TRUE(registry.find(InterfaceKind::memory_strategy, "fixture_noop"))
+      << "one bad library does not stop the scan";
 }
 
 struct StackResult {
@@ -88,15 +89,18 @@ TEST(Stack, PluginKeysAreStrictWithLineColumnAndRange) {
 
 TEST(Stack, UnknownPluginListsTheAvailableOnes) {
   const StackResult result = build("", {"optimizer.plugin=adamv"});
-  EXPECT_NE(result.error.find("unknown optimizer plugin 'adamv'; available: adamw, sgd"), std::string::npos) << result.error;
+  EXPECT_NE(result.error.find("unknown optimizer plugin 'adamv'; available: adamw, sgd"), std::string::npos)
+      << result.error;
   EXPECT_NE(result.error.find("did you mean 'adamw'"), std::string::npos) << result.error;
 }
 
 TEST(Stack, IncompatibleStacksAreRefusedNamingBothPlugins) {
   const StackResult conflict =
       build("[[strategy]]\nplugin = \"fixture_noop\"\n[[strategy]]\nplugin = \"fixture_conflicting\"\n");
-  EXPECT_NE(conflict.error.find("incompatible stack: [[strategy]] #2 'fixture_conflicting' conflicts with [[strategy]] #1 'fixture_noop'"),
-            std::string::npos)
+  EXPECT_NE(
+      conflict.error.find(
+          "incompatible stack: [[strategy]] #2 'fixture_conflicting' conflicts with [[strategy]] #1 'fixture_noop'"),
+      std::string::npos)
       << conflict.error;
   const StackResult needy = build("[[strategy]]\nplugin = \"fixture_needy\"\n");
   EXPECT_NE(needy.error.find("requires plugin 'fixture_missing'"), std::string::npos) << needy.error;

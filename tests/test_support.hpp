@@ -24,14 +24,18 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
   out << text;
 }
 
-inline std::string source_path(const std::string& relative) { return std::string(STRATA_SOURCE_DIR) + "/" + relative; }
+inline std::string source_path(const std::string& relative) {
+  return std::string(STRATA_SOURCE_DIR) + "/" + relative;
+}
 
 // A tiny model on the shipped corpus; `extra` is appended (more tables or keys).
 inline std::string tiny_manifest(const std::string& extra = "", const std::string& train_keys = "") {
   return "[model]\nn_layer = 2\nn_head = 2\nd_model = 32\nvocab = 256\nseq_len = 16\n"
-         "[data]\ntrain = \"" + source_path("data/kjv.txt") + "\"\n"
-         "[train]\nsteps = 6\nbatch = 4\nlr = 3e-3\nseed = 7\neval_batches = 2\nthreads = 2\n" + train_keys +
-         "[[telemetry]]\nplugin = \"csv\"\npath = \"/dev/null\"\n" + extra;
+         "[data]\ntrain = \"" +
+         source_path("data/kjv.txt") +
+         "\"\n"
+         "[train]\nsteps = 6\nbatch = 4\nlr = 3e-3\nseed = 7\neval_batches = 2\nthreads = 2\n" +
+         train_keys + "[[telemetry]]\nplugin = \"csv\"\npath = \"/dev/null\"\n" + extra;
 }
 
 class PlainSgd final : public Optimizer {

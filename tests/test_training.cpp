@@ -39,7 +39,8 @@ TEST(Training, SameSeedAndThreadsGiveBitwiseIdenticalLosses) {
   const TrainResult first = train(dir / "m.toml");
   const TrainResult second = train(dir / "m.toml");
   ASSERT_EQ(first.losses.size(), 6u);
-  for (std::size_t i = 0; i < first.losses.size(); ++i) EXPECT_EQ(first.losses[i], second.losses[i]) << "step " << i + 1;
+  for (std::size_t i = 0; i < first.losses.size(); ++i)
+    EXPECT_EQ(first.losses[i], second.losses[i]) << "step " << i + 1;
 }
 
 TEST(Training, ResumeContinuesBitwiseIdentically) {

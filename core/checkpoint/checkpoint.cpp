@@ -29,8 +29,11 @@ std::size_t stored_elements(const std::vector<std::int64_t>& shape) {
 }
 
 nlohmann::json model_json(const GPT2Config& config) {
-  return {{"n_layer", config.n_layer}, {"n_head", config.n_head}, {"d_model", config.d_model},
-          {"vocab", config.vocab},     {"seq_len", config.seq_len}};
+  return {{"n_layer", config.n_layer},
+          {"n_head", config.n_head},
+          {"d_model", config.d_model},
+          {"vocab", config.vocab},
+          {"seq_len", config.seq_len}};
 }
 
 void copy_into(std::span<float> destination, const std::vector<float>& values) {
@@ -48,7 +51,8 @@ fs::path resolve_checkpoint(const fs::path& path) {
     return path / name;
   }
   if (fs::is_regular_file(path / "trainer.json") || fs::is_regular_file(path / "model.safetensors")) return path;
-  throw CheckpointError(path.string() + ": not a checkpoint directory (no 'latest', trainer.json or model.safetensors)");
+  throw CheckpointError(path.string() +
+                        ": not a checkpoint directory (no 'latest', trainer.json or model.safetensors)");
 }
 
 fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const TrainerState& state) {
@@ -68,18 +72,21 @@ fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const Trai
     weights.push_back({rows.name, shape, model.data(rows.param).first(count)});
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0)
-        optimizer_state.push_back({rows.name + ".state" + std::to_string(s), shape, model.data(rows.state[s]).first(count)});
+        optimizer_state.push_back(
+            {rows.name + ".state" + std::to_string(s), shape, model.data(rows.state[s]).first(count)});
   }
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
   write_file_atomically(temporary / "model.safetensors", encode_safetensors(weights, metadata));
-  write_file_atomically(temporary / "optimizer.safetensors", encode_safetensors(optimizer_state, {{"producer", "strata"}}));
-  const nlohmann::json trainer = {{"format", "strata-checkpoint-1"},
-                                  {"step", state.step},
-                                  {"seed", state.seed},
-                                  {"optimizer", state.optimizer},
-                                  {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
-                                  {"data_order", "counter-hash(seed, step, micro_batch, row)"},
-                                  {"model", model_json(model.config())}};
+  write_file_atomically(temporary / "optimizer.safetensors",
+                        encode_safetensors(optimizer_state, {{"producer", "strata"}}));
+  const nlohmann::json trainer = {
+      {"format", "strata-checkpoint-1"},
+      {"step", state.step},
+      {"seed", state.seed},
+      {"optimizer", state.optimizer},
+      {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
+      {"data_order", "counter-hash(seed, step, micro_batch, row)"},
+      {"model", model_json(model.config())}};
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
 
   // Swap the finished directory into place; an older save of the same step goes only afterwards.

@@ -77,7 +77,9 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
   std::uint64_t header_size = 0;
-  for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    header_size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]))
+                   << (8 * i);
   if (header_size > bytes.size() - 8)
     throw CheckpointError(where + "corrupt or truncated: header length " + std::to_string(header_size) +
                           " exceeds the file");
@@ -112,8 +114,8 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
       for (std::int64_t extent : entry.shape) elements *= static_cast<std::uint64_t>(extent);
       const std::size_t size = dtype_size(entry.dtype);
       if (size != 0 && elements * size != entry.end - entry.begin)
-        throw CheckpointError(where + "corrupt: tensor '" + name + "' has shape " + shape_text(entry.shape) +
-                              " but " + std::to_string(entry.end - entry.begin) + " bytes");
+        throw CheckpointError(where + "corrupt: tensor '" + name + "' has shape " + shape_text(entry.shape) + " but " +
+                              std::to_string(entry.end - entry.begin) + " bytes");
       file.entries_.emplace(name, std::move(entry));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -128,7 +130,8 @@ const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) co
   return found->second;
 }
 
-std::vector<float> SafetensorsFile::tensor(const std::string& name, const std::vector<std::int64_t>& expected_shape) const {
+std::vector<float> SafetensorsFile::tensor(const std::string& name,
+                                           const std::vector<std::int64_t>& expected_shape) const {
   const Entry& e = entry(name);
   if (e.shape != expected_shape)
     throw CheckpointError(path_.string() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +

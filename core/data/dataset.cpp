@@ -25,9 +25,9 @@ Dataset::Dataset(const DataOptions& options) : options_(options) {
                     " training tokens, fewer than one batch needs (batch " + std::to_string(options.batch) +
                     " x seq_len " + std::to_string(options.seq_len) + " + 1 = " + std::to_string(needed) + ")");
   if (val_windows() < 1)
-    throw DataError((options.val ? options.val->string() : options.train.string()) + ": " +
-                    std::to_string(val_tokens()) + " validation tokens, fewer than one window of seq_len + 1 = " +
-                    std::to_string(options.seq_len + 1));
+    throw DataError(
+        (options.val ? options.val->string() : options.train.string()) + ": " + std::to_string(val_tokens()) +
+        " validation tokens, fewer than one window of seq_len + 1 = " + std::to_string(options.seq_len + 1));
 }
 
 void Dataset::train_batch(std::uint64_t seed, std::int64_t step, int micro_batch, std::int32_t* inputs,
@@ -35,8 +35,9 @@ void Dataset::train_batch(std::uint64_t seed, std::int64_t step, int micro_batch
   const std::int64_t T = options_.seq_len;
   const auto starts = static_cast<std::uint64_t>(train_tokens() - T);  // a window needs T + 1 tokens
   for (int row = 0; row < options_.batch; ++row) {
-    const std::uint64_t key = splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(step)) ^
-                                         (static_cast<std::uint64_t>(micro_batch) << 32 | static_cast<std::uint64_t>(row)));
+    const std::uint64_t key =
+        splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(step)) ^
+                   (static_cast<std::uint64_t>(micro_batch) << 32 | static_cast<std::uint64_t>(row)));
     const auto start = static_cast<std::size_t>(key % starts);
     for (std::int64_t t = 0; t < T; ++t) {
       inputs[row * T + t] = train_[start + static_cast<std::size_t>(t)];
@@ -58,7 +59,9 @@ void window_at(const std::vector<std::uint16_t>& tokens, int seq_len, std::int64
   }
 }
 
-std::int64_t Dataset::val_windows() const noexcept { return window_count(val_, options_.seq_len); }
+std::int64_t Dataset::val_windows() const noexcept {
+  return window_count(val_, options_.seq_len);
+}
 
 void Dataset::val_window(std::int64_t window, std::int32_t* inputs, std::int32_t* targets) const {
   window_at(val_, options_.seq_len, window, inputs, targets);

@@ -56,8 +56,8 @@ std::vector<std::uint16_t> load_tokens(const std::filesystem::path& path, int vo
     tokens = parse_bin(path, bytes);
   } else {
     if (vocab < 256)
-      throw DataError(path.string() + ": text files use the byte tokenizer (256 tokens) but model.vocab = " +
-                      std::to_string(vocab));
+      throw DataError(path.string() +
+                      ": text files use the byte tokenizer (256 tokens) but model.vocab = " + std::to_string(vocab));
     tokens.reserve(bytes.size());
     for (char byte : bytes) tokens.push_back(static_cast<unsigned char>(byte));
   }

@@ -13,7 +13,9 @@ namespace {
 
 constexpr std::uint64_t kAlignment = 64;
 
-std::uint64_t round_up(std::uint64_t bytes) { return (std::max<std::uint64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment; }
+std::uint64_t round_up(std::uint64_t bytes) {
+  return (std::max<std::uint64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 class AlignedHostResource final : public MemoryResource {
  public:
@@ -27,10 +29,15 @@ class AlignedHostResource final : public MemoryResource {
 
 }  // namespace
 
-std::unique_ptr<MemoryResource> make_aligned_host_resource() { return std::make_unique<AlignedHostResource>(); }
+std::unique_ptr<MemoryResource> make_aligned_host_resource() {
+  return std::make_unique<AlignedHostResource>();
+}
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : arena_(other.arena_), data_(other.data_), bytes_(other.bytes_), category_(other.category_),
+    : arena_(other.arena_),
+      data_(other.data_),
+      bytes_(other.bytes_),
+      category_(other.category_),
       owner_id_(other.owner_id_) {
   other.arena_ = nullptr;
   other.data_ = nullptr;
@@ -52,7 +59,9 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
-Buffer::~Buffer() { reset(); }
+Buffer::~Buffer() {
+  reset();
+}
 
 void Buffer::reset() noexcept {
   if (arena_ != nullptr && data_ != nullptr) arena_->release(data_, bytes_, category_, owner_id_);
@@ -66,7 +75,9 @@ Allocator::Allocator(std::string name, std::unique_ptr<MemoryResource> resource,
   stats_.limit = limit_bytes;
 }
 
-Allocator::~Allocator() { release_cache(); }
+Allocator::~Allocator() {
+  release_cache();
+}
 
 int Allocator::owner_id(std::string_view owner) {
   for (std::size_t i = 0; i < owners_.size(); ++i)

@@ -80,9 +80,15 @@ class ExecutorHookContext final : public HookContext {
 
 Executor::Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& precision,
                    std::vector<MemoryStrategy*> strategies, ExecutorOptions options)
-    : model_(model), optimizer_(optimizer), precision_(precision), strategies_(std::move(strategies)), options_(options) {}
+    : model_(model),
+      optimizer_(optimizer),
+      precision_(precision),
+      strategies_(std::move(strategies)),
+      options_(options) {}
 
-void Executor::attach() { run_hooks(Hook::attach, -1, false); }
+void Executor::attach() {
+  run_hooks(Hook::attach, -1, false);
+}
 
 void Executor::run_hooks(Hook hook, int layer, bool reverse) {
   ExecutorHookContext context(*this, layer);
@@ -99,8 +105,9 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
       case Hook::before_step: status = strategy.before_step(context); break;
       case Hook::after_step: status = strategy.after_step(context); break;
     }
-    if (!status) throw HookFailed("strategy hook failed at step " + std::to_string(step_) + ", layer " +
-                                  std::to_string(layer) + ": " + status.message());
+    if (!status)
+      throw HookFailed("strategy hook failed at step " + std::to_string(step_) + ", layer " + std::to_string(layer) +
+                       ": " + status.message());
   }
 }
 

@@ -15,8 +15,9 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 
-const std::vector<std::string> kTopLevelKeys = {"model",  "data",      "train",     "device",     "optimizer",  "precision",
-                                                "strategy", "kernels", "telemetry", "checkpoint", "plugin_path"};
+const std::vector<std::string> kTopLevelKeys = {"model",     "data",       "train",      "device",
+                                                "optimizer", "precision",  "strategy",   "kernels",
+                                                "telemetry", "checkpoint", "plugin_path"};
 
 std::string location(const std::filesystem::path& file, const toml::node& node) {
   std::ostringstream text;
@@ -57,8 +58,9 @@ void apply_override(toml::table& root, const std::string& assignment, std::set<s
       std::size_t index = 0;
       const auto [end, error] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), index);
       if (error != std::errc() || end != parts[i].data() + parts[i].size() || index >= array->size()) {
-        problems.push_back("--set " + assignment + ": '" + parts[i] + "' is not an index of " + dotted.substr(0, dotted.rfind('.')) +
-                           " (it has " + std::to_string(array->size()) + " entries)");
+        problems.push_back("--set " + assignment + ": '" + parts[i] + "' is not an index of " +
+                           dotted.substr(0, dotted.rfind('.')) + " (it has " + std::to_string(array->size()) +
+                           " entries)");
         return;
       }
       cursor = array->get(index);
@@ -111,7 +113,8 @@ PluginSpec plugin_spec(const toml::table* table, std::string label, std::string 
     TomlConfigView view(table, {file.string(), spec.label, spec.dotted_path, &overridden}, {"plugin"});
     spec.plugin = view.get_string("plugin", spec.plugin, {});
     for (const std::string& problem : view.problems()) problems.push_back(problem);
-    if (spec.plugin.empty()) problems.push_back(view.where("plugin") + ": " + spec.label + " needs plugin = \"<name>\"");
+    if (spec.plugin.empty())
+      problems.push_back(view.where("plugin") + ": " + spec.label + " needs plugin = \"<name>\"");
   }
   return spec;
 }
@@ -141,7 +144,8 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
       {"model", {"arch", "n_layer", "n_head", "d_model", "vocab", "seq_len"}},
       {"data", {"train", "val", "val_fraction"}},
-      {"train", {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads"}},
+      {"train",
+       {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads"}},
       {"device", {"kind", "memory_limit"}},
       {"checkpoint", {"dir", "every"}},
       {"kernels", {"attention"}},
@@ -159,7 +163,8 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
     manifest.document = std::make_shared<toml::table>(toml::parse_file(file));
   } catch (const toml::parse_error& e) {
     std::ostringstream text;
-    text << file << ':' << e.source().begin.line << ':' << e.source().begin.column << ": malformed TOML: " << e.description();
+    text << file << ':' << e.source().begin.line << ':' << e.source().begin.column
+         << ": malformed TOML: " << e.description();
     throw ManifestError(text.str());
   }
   toml::table& root = *manifest.document;
@@ -170,8 +175,10 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
     if (std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), name) != kTopLevelKeys.end()) continue;
-    std::string message = location(path, node) + ": unknown top-level key '" + name + "'; accepted: " + join_words(kTopLevelKeys);
-    if (const std::string near = closest_match(name, kTopLevelKeys); !near.empty()) message += " (did you mean '" + near + "'?)";
+    std::string message =
+        location(path, node) + ": unknown top-level key '" + name + "'; accepted: " + join_words(kTopLevelKeys);
+    if (const std::string near = closest_match(name, kTopLevelKeys); !near.empty())
+      message += " (did you mean '" + near + "'?)";
     problems.push_back(message);
   }
 
@@ -194,8 +201,8 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
     manifest.model.vocab = static_cast<int>(model.get_int("vocab", 50257, 2, 65536));
     manifest.model.seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
     if (manifest.model.d_model % manifest.model.n_head != 0)
-      model.report_error("n_head", "n_head = " + std::to_string(manifest.model.n_head) + " must divide d_model = " +
-                                       std::to_string(manifest.model.d_model));
+      model.report_error("n_head", "n_head = " + std::to_string(manifest.model.n_head) +
+                                       " must divide d_model = " + std::to_string(manifest.model.d_model));
     collect(model);
   }
   {
@@ -260,17 +267,18 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
   if (const toml::node* node = root.get("plugin_path")) {
     if (node->is_string()) {
       manifest.plugin_path.emplace_back(*node->value<std::string>());
-    } else if (const toml::array* array = node->as_array(); array != nullptr && array->is_homogeneous(toml::node_type::string)) {
+    } else if (const toml::array* array = node->as_array();
+               array != nullptr && array->is_homogeneous(toml::node_type::string)) {
       for (const toml::node& element : *array) manifest.plugin_path.emplace_back(*element.value<std::string>());
     } else {
       problems.push_back(location(path, *node) + ": plugin_path must be a string or an array of strings");
     }
   }
 
-  manifest.optimizer = plugin_spec(table_at(root, "optimizer", path, problems), "[optimizer]", "optimizer", "adamw", path,
-                                   manifest.overridden, problems);
-  manifest.precision = plugin_spec(table_at(root, "precision", path, problems), "[precision]", "precision", "fp32", path,
-                                   manifest.overridden, problems);
+  manifest.optimizer = plugin_spec(table_at(root, "optimizer", path, problems), "[optimizer]", "optimizer", "adamw",
+                                   path, manifest.overridden, problems);
+  manifest.precision = plugin_spec(table_at(root, "precision", path, problems), "[precision]", "precision", "fp32",
+                                   path, manifest.overridden, problems);
   manifest.strategies = plugin_list(root, "strategy", path, manifest.overridden, problems);
   manifest.telemetry = plugin_list(root, "telemetry", path, manifest.overridden, problems);
   if (!problems.empty()) throw ManifestError(problems);

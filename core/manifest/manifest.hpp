@@ -2,6 +2,7 @@
 // The manifest: one TOML file that composes a run (DESIGN.md §5). Core's tables are read here,
 // strictly; each plugin table is kept as TOML and read by its plugin through a TomlConfigView
 // when the stack is built.
+#include <toml++/toml.h>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -9,7 +10,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "core/model/gpt2_config.hpp"
@@ -17,10 +17,10 @@
 namespace strata {
 
 struct PluginSpec {
-  std::string plugin;            // the factory name
+  std::string plugin;                  // the factory name
   const toml::table* table = nullptr;  // the whole table, `plugin` key included (owned by the Manifest)
-  std::string label;             // "[optimizer]", "[[strategy]] #1"
-  std::string dotted_path;       // "optimizer", "strategy.0"
+  std::string label;                   // "[optimizer]", "[[strategy]] #1"
+  std::string dotted_path;             // "optimizer", "strategy.0"
 };
 
 struct TrainSpec {
@@ -30,9 +30,9 @@ struct TrainSpec {
   double lr = 3e-4;
   std::int64_t warmup_steps = 0;
   std::uint64_t seed = 42;
-  std::int64_t eval_every = 0;  // 0: evaluate once, at the end
+  std::int64_t eval_every = 0;    // 0: evaluate once, at the end
   std::int64_t eval_batches = 8;  // 0: every validation window
-  int threads = 0;  // 0: all cores
+  int threads = 0;                // 0: all cores
 };
 
 struct DataSpec {

@@ -24,10 +24,12 @@ TomlConfigView::TomlConfigView(const toml::table* table, TableOrigin origin, std
     : table_(table), origin_(std::move(origin)), declared_keys_(std::move(declared_keys)) {}
 
 std::string TomlConfigView::where(std::string_view key) const {
-  const std::string dotted = origin_.dotted_path.empty() ? std::string(key) : origin_.dotted_path + "." + std::string(key);
+  const std::string dotted =
+      origin_.dotted_path.empty() ? std::string(key) : origin_.dotted_path + "." + std::string(key);
   if (origin_.overridden != nullptr && origin_.overridden->contains(dotted)) return "--set " + dotted;
   const toml::node* node = table_ != nullptr ? table_->get(key) : nullptr;
-  const toml::source_region source = node != nullptr ? node->source() : (table_ != nullptr ? table_->source() : toml::source_region{});
+  const toml::source_region source =
+      node != nullptr ? node->source() : (table_ != nullptr ? table_->source() : toml::source_region{});
   std::ostringstream text;
   text << origin_.file;
   if (source.begin.line > 0) text << ':' << source.begin.line << ':' << source.begin.column;
@@ -40,18 +42,21 @@ void TomlConfigView::problem(std::string_view key, const std::string& message) {
 
 const toml::node* TomlConfigView::find(std::string_view key) {
   if (std::find(declared_keys_.begin(), declared_keys_.end(), key) == declared_keys_.end()) {
-    problem(key, "read key '" + std::string(key) + "' that its plugin did not declare (declared: " +
-                     join_words(declared_keys_) + ")");
+    problem(key, "read key '" + std::string(key) +
+                     "' that its plugin did not declare (declared: " + join_words(declared_keys_) + ")");
     return nullptr;
   }
   return table_ != nullptr ? table_->get(key) : nullptr;
 }
 
-std::string TomlConfigView::type_problem(std::string_view key, std::string_view expected, const toml::node& node) const {
+std::string TomlConfigView::type_problem(std::string_view key, std::string_view expected,
+                                         const toml::node& node) const {
   return std::string(key) + " must be " + std::string(expected) + ", not " + std::string(toml_type_name(node));
 }
 
-bool TomlConfigView::has(std::string_view key) const noexcept { return table_ != nullptr && table_->contains(key); }
+bool TomlConfigView::has(std::string_view key) const noexcept {
+  return table_ != nullptr && table_->contains(key);
+}
 
 std::int64_t TomlConfigView::get_int(std::string_view key, std::int64_t default_value, std::int64_t min_value,
                                      std::int64_t max_value) noexcept {
@@ -64,8 +69,12 @@ std::int64_t TomlConfigView::get_int(std::string_view key, std::int64_t default_
       return default_value;
     }
     if (*value < min_value || *value > max_value) {
-      std::string range = "[" + (min_value == std::numeric_limits<std::int64_t>::min() ? std::string("-inf") : std::to_string(min_value)) +
-                          ", " + (max_value == std::numeric_limits<std::int64_t>::max() ? std::string("inf") : std::to_string(max_value)) + "]";
+      std::string range =
+          "[" +
+          (min_value == std::numeric_limits<std::int64_t>::min() ? std::string("-inf") : std::to_string(min_value)) +
+          ", " +
+          (max_value == std::numeric_limits<std::int64_t>::max() ? std::string("inf") : std::to_string(max_value)) +
+          "]";
       problem(key, std::string(key) + " = " + std::to_string(*value) + " is out of range " + range);
       return default_value;
     }
@@ -123,7 +132,8 @@ std::string TomlConfigView::get_string(std::string_view key, std::string_view de
     std::string value = *node->value<std::string>();
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
       std::string message = std::string(key) + " = \"" + value + "\" is not one of: " + join_words(allowed);
-      if (const std::string near = closest_match(value, allowed); !near.empty()) message += " (did you mean \"" + near + "\"?)";
+      if (const std::string near = closest_match(value, allowed); !near.empty())
+        message += " (did you mean \"" + near + "\"?)";
       problem(key, message);
       return std::string(default_value);
     }
@@ -197,7 +207,8 @@ void TomlConfigView::check_unknown_keys() {
       message += " (did you mean '" + near + "'?)";
     // Point at the key itself, not its value.
     const toml::source_region source = key.source();
-    if (source.begin.line > 0 && !(origin_.overridden && origin_.overridden->contains(origin_.dotted_path + "." + name)))
+    if (source.begin.line > 0 &&
+        !(origin_.overridden && origin_.overridden->contains(origin_.dotted_path + "." + name)))
       problems_.push_back(origin_.file + ":" + std::to_string(source.begin.line) + ":" +
                           std::to_string(source.begin.column) + ": " + origin_.label + " " + message);
     else

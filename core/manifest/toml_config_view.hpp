@@ -2,9 +2,9 @@
 // A TOML table read strictly: the keys it may hold are declared up front; unknown keys, wrong
 // types and out-of-range values become problems that name file:line:column, the key, the accepted
 // keys and the nearest one. Core's own tables and every plugin's table are read through this.
+#include <toml++/toml.h>
 #include <set>
 #include <string>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "strata/config_view.hpp"
@@ -13,9 +13,9 @@ namespace strata {
 
 // Where a table came from, to word its problems.
 struct TableOrigin {
-  std::string file;          // the manifest path
-  std::string label;         // "[train]", "[[strategy]] #2 (checkpoint)"
-  std::string dotted_path;   // "train", "strategy.1": what --set would write
+  std::string file;                                   // the manifest path
+  std::string label;                                  // "[train]", "[[strategy]] #2 (checkpoint)"
+  std::string dotted_path;                            // "train", "strategy.1": what --set would write
   const std::set<std::string>* overridden = nullptr;  // dotted keys set on the command line
 };
 
@@ -31,7 +31,8 @@ class TomlConfigView final : public ConfigView {
   std::string get_string(std::string_view key, std::string_view default_value,
                          const std::vector<std::string>& allowed) noexcept override;
   std::vector<double> get_double_list(std::string_view key, std::vector<double> default_value) noexcept override;
-  std::vector<std::int64_t> get_int_list(std::string_view key, std::vector<std::int64_t> default_value) noexcept override;
+  std::vector<std::int64_t> get_int_list(std::string_view key,
+                                         std::vector<std::int64_t> default_value) noexcept override;
   void report_error(std::string_view key, std::string_view message) noexcept override;
 
   // Adds a problem for every key present in the table but not declared.

@@ -16,7 +16,9 @@ namespace strata {
 
 namespace {
 
-constexpr std::size_t idx(auto value) { return static_cast<std::size_t>(value); }
+constexpr std::size_t idx(auto value) {
+  return static_cast<std::size_t>(value);
+}
 
 bool is_matrix(LayerParam param) {
   return param == LayerParam::qkv_weight || param == LayerParam::attn_proj_weight || param == LayerParam::fc_weight ||
@@ -103,13 +105,13 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   };
   const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};
   for (std::size_t p = 0; p < kGlobalParamCount; ++p) {
-    const auto rows = add_parameter(std::string(global_param_name(static_cast<GlobalParam>(p))), -1,
-                                    global_shapes[p], p <= idx(GlobalParam::wpe));
+    const auto rows = add_parameter(std::string(global_param_name(static_cast<GlobalParam>(p))), -1, global_shapes[p],
+                                    p <= idx(GlobalParam::wpe));
     global_param_rows_[p] = rows.param;
     global_grad_rows_[p] = rows.grad;
   }
-  const std::vector<std::vector<std::int64_t>> layer_shapes = {{C},     {C}, {C, 3 * C}, {3 * C}, {C, C},     {C},
-                                                               {C},     {C}, {C, 4 * C}, {4 * C}, {4 * C, C}, {C}};
+  const std::vector<std::vector<std::int64_t>> layer_shapes = {{C}, {C}, {C, 3 * C}, {3 * C}, {C, C},     {C},
+                                                               {C}, {C}, {C, 4 * C}, {4 * C}, {4 * C, C}, {C}};
   layer_param_rows_.resize(static_cast<std::size_t>(L));
   layer_grad_rows_.resize(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l)
@@ -125,13 +127,13 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   const auto attention_saved = static_cast<std::int64_t>(attention.saved_floats(attention_shape_));
   const std::vector<std::vector<std::int64_t>> activation_shapes = {
       {B, T, C}, {B, T}, {B, T}, {B, T, 3 * C}, {attention_saved}, {B, T, C}, {B, T, C},
-      {B, T, C}, {B, T}, {B, T}, {B, T, 4 * C}, {B, T, 4 * C},    {B, T, C}};
+      {B, T, C}, {B, T}, {B, T}, {B, T, 4 * C}, {B, T, 4 * C},     {B, T, C}};
   const std::vector<std::pair<std::vector<std::int64_t>, ElementType>> global_activation_shapes = {
-      {{B, T}, ElementType::i32}, {{B, T}, ElementType::i32}, {{B, T, C}, ElementType::f32},
-      {{B, T, C}, ElementType::f32}, {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32},
+      {{B, T}, ElementType::i32},     {{B, T}, ElementType::i32}, {{B, T, C}, ElementType::f32},
+      {{B, T, C}, ElementType::f32},  {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32},
       {{B, T, Vp}, ElementType::f32}, {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32}};
-  const std::vector<std::string_view> global_activation_names = {"tokens", "targets", "encoded", "lnf", "lnf_mean",
-                                                                 "lnf_rstd", "logits", "losses", "logsumexp"};
+  const std::vector<std::string_view> global_activation_names = {
+      "tokens", "targets", "encoded", "lnf", "lnf_mean", "lnf_rstd", "logits", "losses", "logsumexp"};
   for (std::size_t a = 0; a < kGlobalActivationCount; ++a)
     global_activation_rows_[a] =
         add_row("act." + std::string(global_activation_names[a]), -1, global_activation_shapes[a].first,
@@ -139,15 +141,19 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   layer_activation_rows_.resize(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l)
     for (std::size_t a = 0; a < kLayerActivationCount; ++a)
-      layer_activation_rows_[static_cast<std::size_t>(l)][a] =
-          add_row("h." + std::to_string(l) + ".act." + std::string(layer_activation_name(static_cast<LayerActivation>(a))),
-                  l, activation_shapes[a], MemoryCategory::activations, TensorGroup::activations);
+      layer_activation_rows_[static_cast<std::size_t>(l)][a] = add_row(
+          "h." + std::to_string(l) + ".act." + std::string(layer_activation_name(static_cast<LayerActivation>(a))), l,
+          activation_shapes[a], MemoryCategory::activations, TensorGroup::activations);
 
   // Backward scratch.
   const auto attention_scratch = static_cast<std::int64_t>(attention.backward_scratch_floats(attention_shape_));
   const std::vector<std::pair<std::string_view, std::vector<std::int64_t>>> workspace_rows = {
-      {"d_residual", {B, T, C}}, {"d_ln", {B, T, C}},           {"d_atty", {B, T, C}},
-      {"d_qkv", {B, T, 3 * C}},  {"d_fch", {B, T, 4 * C}},      {"d_fch_gelu", {B, T, 4 * C}},
+      {"d_residual", {B, T, C}},
+      {"d_ln", {B, T, C}},
+      {"d_atty", {B, T, C}},
+      {"d_qkv", {B, T, 3 * C}},
+      {"d_fch", {B, T, 4 * C}},
+      {"d_fch_gelu", {B, T, 4 * C}},
       {"d_attention", {std::max<std::int64_t>(attention_scratch, 1)}}};
   for (std::size_t w = 0; w < kWorkspaceCount; ++w)
     workspace_rows_[w] = add_row("ws." + std::string(workspace_rows[w].first), -1, workspace_rows[w].second,
@@ -180,7 +186,9 @@ void GPT2Model::allocate_row(int row, bool zero) {
   storage_[static_cast<std::size_t>(row)] = arena.allocate(r.bytes(), r.category, "core", zero);
 }
 
-void GPT2Model::free_row(int row) noexcept { storage_[static_cast<std::size_t>(row)].reset(); }
+void GPT2Model::free_row(int row) noexcept {
+  storage_[static_cast<std::size_t>(row)].reset();
+}
 
 std::span<float> GPT2Model::data(int row) noexcept {
   Buffer& buffer = storage_[static_cast<std::size_t>(row)];
@@ -188,7 +196,9 @@ std::span<float> GPT2Model::data(int row) noexcept {
   return {static_cast<float*>(buffer.data()), static_cast<std::size_t>(table_.row(row).elements())};
 }
 
-bool GPT2Model::allocated(int row) const noexcept { return static_cast<bool>(storage_[static_cast<std::size_t>(row)]); }
+bool GPT2Model::allocated(int row) const noexcept {
+  return static_cast<bool>(storage_[static_cast<std::size_t>(row)]);
+}
 
 std::span<float> GPT2Model::param(int layer, LayerParam which) noexcept {
   return data(layer_param_rows_[static_cast<std::size_t>(layer)][idx(which)]);
@@ -202,7 +212,9 @@ float* GPT2Model::grad(int layer, LayerParam which) noexcept {
   return f(layer_grad_rows_[static_cast<std::size_t>(layer)][idx(which)]);
 }
 
-float* GPT2Model::grad(GlobalParam which) noexcept { return f(global_grad_rows_[idx(which)]); }
+float* GPT2Model::grad(GlobalParam which) noexcept {
+  return f(global_grad_rows_[idx(which)]);
+}
 
 void GPT2Model::init_weights(std::uint64_t seed) {
   // GPT-2: N(0, 0.02) for matrices and embeddings, residual projections scaled by 1/sqrt(2 L),
@@ -260,7 +272,8 @@ std::vector<int> GPT2Model::group_rows(int layer, TensorGroup group) const {
 Residence GPT2Model::residence(int layer, TensorGroup group) const {
   const std::vector<int> rows = group_rows(layer, group);
   if (rows.empty()) return Residence::absent;
-  if (group == TensorGroup::activations) return layer_activations_present(layer) ? Residence::device : Residence::absent;
+  if (group == TensorGroup::activations)
+    return layer_activations_present(layer) ? Residence::device : Residence::absent;
   return table_.row(rows.front()).home == Home::device ? Residence::device : Residence::host;
 }
 
@@ -343,9 +356,9 @@ void GPT2Model::layer_forward(int l) {
   {
     auto timer = profiler_.scope(ProfileKind::attention_forward);
     const int saved_row = activation_row(l, LA::attention_saved);
-    const Status status = attention_.attention_forward(
-        attention_shape_, {act(l, LA::atty), static_cast<std::size_t>(N * C)}, data(saved_row),
-        {act(l, LA::qkv), static_cast<std::size_t>(N * 3 * C)});
+    const Status status =
+        attention_.attention_forward(attention_shape_, {act(l, LA::atty), static_cast<std::size_t>(N * C)},
+                                     data(saved_row), {act(l, LA::qkv), static_cast<std::size_t>(N * 3 * C)});
     if (!status) throw std::runtime_error("attention kernel: " + status.message());
   }
   {
@@ -373,8 +386,8 @@ void GPT2Model::layer_forward(int l) {
   }
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    cpu::matmul_forward(act(l, LA::output), act(l, LA::fch_gelu), w(LP::fc_proj_weight), w(LP::fc_proj_bias), N,
-                        4 * C, C, cpu::WeightLayout::in_out);
+    cpu::matmul_forward(act(l, LA::output), act(l, LA::fch_gelu), w(LP::fc_proj_weight), w(LP::fc_proj_bias), N, 4 * C,
+                        C, cpu::WeightLayout::in_out);
   }
   {
     auto timer = profiler_.scope(ProfileKind::residual_forward);
@@ -446,8 +459,8 @@ void GPT2Model::layer_backward(int l) {
   zero(ws(W::d_fch_gelu), N * 4 * C);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
-    cpu::matmul_backward(ws(W::d_fch_gelu), g(LP::fc_proj_weight), g(LP::fc_proj_bias), d_residual, act(l, LA::fch_gelu),
-                         w(LP::fc_proj_weight), N, 4 * C, C, cpu::WeightLayout::in_out);
+    cpu::matmul_backward(ws(W::d_fch_gelu), g(LP::fc_proj_weight), g(LP::fc_proj_bias), d_residual,
+                         act(l, LA::fch_gelu), w(LP::fc_proj_weight), N, 4 * C, C, cpu::WeightLayout::in_out);
   }
   zero(ws(W::d_fch), N * 4 * C);
   {

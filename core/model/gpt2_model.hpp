@@ -18,16 +18,51 @@
 namespace strata {
 
 enum class LayerParam : std::uint8_t {
-  ln1_weight, ln1_bias, qkv_weight, qkv_bias, attn_proj_weight, attn_proj_bias,
-  ln2_weight, ln2_bias, fc_weight, fc_bias, fc_proj_weight, fc_proj_bias, count
+  ln1_weight,
+  ln1_bias,
+  qkv_weight,
+  qkv_bias,
+  attn_proj_weight,
+  attn_proj_bias,
+  ln2_weight,
+  ln2_bias,
+  fc_weight,
+  fc_bias,
+  fc_proj_weight,
+  fc_proj_bias,
+  count
 };
 enum class GlobalParam : std::uint8_t { wte, wpe, lnf_weight, lnf_bias, count };
 // A block's saved activations; `output` is also the next block's input, so dropping a block's
 // activations keeps it.
 enum class LayerActivation : std::uint8_t {
-  ln1, ln1_mean, ln1_rstd, qkv, attention_saved, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, output, count
+  ln1,
+  ln1_mean,
+  ln1_rstd,
+  qkv,
+  attention_saved,
+  atty,
+  residual2,
+  ln2,
+  ln2_mean,
+  ln2_rstd,
+  fch,
+  fch_gelu,
+  output,
+  count
 };
-enum class GlobalActivation : std::uint8_t { tokens, targets, encoded, lnf, lnf_mean, lnf_rstd, logits, losses, logsumexp, count };
+enum class GlobalActivation : std::uint8_t {
+  tokens,
+  targets,
+  encoded,
+  lnf,
+  lnf_mean,
+  lnf_rstd,
+  logits,
+  losses,
+  logsumexp,
+  count
+};
 // Backward scratch, shared by all blocks since they run one at a time.
 enum class Workspace : std::uint8_t { d_residual, d_ln, d_atty, d_qkv, d_fch, d_fch_gelu, attention_scratch, count };
 
@@ -67,10 +102,14 @@ class GPT2Model {
   // The storage of a row; empty when not allocated.
   std::span<float> data(int row) noexcept;
   bool allocated(int row) const noexcept;
-  std::span<float> param(GlobalParam which) noexcept { return data(global_param_rows_[static_cast<std::size_t>(which)]); }
+  std::span<float> param(GlobalParam which) noexcept {
+    return data(global_param_rows_[static_cast<std::size_t>(which)]);
+  }
   std::span<float> param(int layer, LayerParam which) noexcept;
   int activation_row(int layer, LayerActivation which) const;
-  int global_activation_row(GlobalActivation which) const { return global_activation_rows_[static_cast<std::size_t>(which)]; }
+  int global_activation_row(GlobalActivation which) const {
+    return global_activation_rows_[static_cast<std::size_t>(which)];
+  }
 
   void init_weights(std::uint64_t seed);
   void zero_grads();
@@ -86,15 +125,15 @@ class GPT2Model {
   void free_layer_activations(int layer, bool keep_output);
   bool layer_activations_present(int layer) const;
   void layer_forward(int layer);
-  double head_forward();  // mean cross-entropy of the micro batch
+  double head_forward();            // mean cross-entropy of the micro batch
   void head_backward(float dloss);  // dloss: gradient of the objective w.r.t. each position's loss
   void layer_backward(int layer);
   void embed_backward();
   void end_micro_batch();
 
  private:
-  int add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
-              TensorGroup group, ElementType element = ElementType::f32);
+  int add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category, TensorGroup group,
+              ElementType element = ElementType::f32);
   void allocate_row(int row, bool zero);
   void free_row(int row) noexcept;
   float* f(int row) noexcept { return static_cast<float*>(storage_[static_cast<std::size_t>(row)].data()); }

@@ -9,7 +9,9 @@ namespace strata {
 
 namespace {
 
-std::string abi_text(std::uint32_t major, std::uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
+std::string abi_text(std::uint32_t major, std::uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
 
 // Returns the reason a descriptor is unusable, or empty.
 std::string validate_descriptor(const PluginDescriptor* descriptor) {
@@ -24,10 +26,12 @@ std::string validate_descriptor(const PluginDescriptor* descriptor) {
            (descriptor->toolchain ? descriptor->toolchain : "(none)") + "'; this host was built with '" +
            STRATA_TOOLCHAIN_TAG + "' (C++ objects cross the boundary, so they must match)";
   if (descriptor->name == nullptr || descriptor->version == nullptr) return "its descriptor has no name or version";
-  if (descriptor->factories == nullptr || descriptor->factory_count == 0) return "plugin '" + name + "' provides no factories";
+  if (descriptor->factories == nullptr || descriptor->factory_count == 0)
+    return "plugin '" + name + "' provides no factories";
   for (std::size_t i = 0; i < descriptor->factory_count; ++i) {
     const FactoryDescriptor& factory = descriptor->factories[i];
-    if (factory.name == nullptr || factory.create == nullptr || factory.destroy == nullptr || factory.config_keys == nullptr)
+    if (factory.name == nullptr || factory.create == nullptr || factory.destroy == nullptr ||
+        factory.config_keys == nullptr)
       return "plugin '" + name + "': factory #" + std::to_string(i + 1) + " lacks a name, create, destroy or key list";
     if (static_cast<std::uint32_t>(factory.kind) > static_cast<std::uint32_t>(InterfaceKind::kernel))
       return "plugin '" + name + "': factory '" + factory.name + "' has an unknown interface kind";

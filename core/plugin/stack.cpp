@@ -16,7 +16,8 @@ struct Resolved {
 };
 
 std::string where(const Manifest& manifest, const PluginSpec& spec) {
-  TomlConfigView view(spec.table, {manifest.path.string(), spec.label, spec.dotted_path, &manifest.overridden}, {"plugin"});
+  TomlConfigView view(spec.table, {manifest.path.string(), spec.label, spec.dotted_path, &manifest.overridden},
+                      {"plugin"});
   return view.where("plugin");
 }
 
@@ -73,9 +74,10 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
     }
     const std::vector<std::string> available = registry.names(kind);
     std::string message = where(manifest, spec) + ": " + spec.label + " names unknown " +
-                          std::string(interface_name(kind)) + " plugin '" + spec.plugin + "'; available: " +
-                          (available.empty() ? std::string("(none found)") : join_words(available));
-    if (const std::string near = closest_match(spec.plugin, available); !near.empty()) message += " (did you mean '" + near + "'?)";
+                          std::string(interface_name(kind)) + " plugin '" + spec.plugin +
+                          "'; available: " + (available.empty() ? std::string("(none found)") : join_words(available));
+    if (const std::string near = closest_match(spec.plugin, available); !near.empty())
+      message += " (did you mean '" + near + "'?)";
     for (const LoadFailure& failure : registry.failures())
       if (failure.path.stem().string().find(spec.plugin) != std::string::npos)
         message += "\n  note: " + failure.path.string() + " failed to load: " + failure.reason;
@@ -91,7 +93,8 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   PluginSpec attention_spec{attention, nullptr, "[kernels] attention", "kernels"};
   Stack stack;
   if (attention == "fast" || attention == "reference") {
-    stack.attention = cpu::make_attention_kernel(attention == "fast" ? cpu::AttentionImpl::fast : cpu::AttentionImpl::reference);
+    stack.attention =
+        cpu::make_attention_kernel(attention == "fast" ? cpu::AttentionImpl::fast : cpu::AttentionImpl::reference);
   } else if (auto factory = registry.find(InterfaceKind::kernel, attention)) {
     resolved.push_back({&attention_spec, InterfaceKind::kernel, *factory});
   } else {
@@ -110,15 +113,16 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
         const bool present = std::any_of(resolved.begin(), resolved.end(),
                                          [&](const Resolved& other) { return other.spec->plugin == *required; });
         if (!present)
-          problems.push_back(where(manifest, *r.spec) + ": " + r.spec->label + " '" + r.spec->plugin + "' requires plugin '" +
-                             *required + "', which the stack does not include");
+          problems.push_back(where(manifest, *r.spec) + ": " + r.spec->label + " '" + r.spec->plugin +
+                             "' requires plugin '" + *required + "', which the stack does not include");
       }
     if (factory.conflicts_with != nullptr)
       for (const char* const* conflict = factory.conflicts_with; *conflict != nullptr; ++conflict)
         for (const Resolved& other : resolved)
           if (&other != &r && other.spec->plugin == *conflict)
             problems.push_back(where(manifest, *r.spec) + ": incompatible stack: " + r.spec->label + " '" +
-                               r.spec->plugin + "' conflicts with " + other.spec->label + " '" + other.spec->plugin + "'");
+                               r.spec->plugin + "' conflicts with " + other.spec->label + " '" + other.spec->plugin +
+                               "'");
   }
   if (!problems.empty()) throw ManifestError(problems);
 
@@ -129,7 +133,9 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
       case InterfaceKind::memory_strategy:
         stack.strategies.push_back(create<MemoryStrategy>(manifest, r, host, problems));
         break;
-      case InterfaceKind::telemetry: stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems)); break;
+      case InterfaceKind::telemetry:
+        stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems));
+        break;
       case InterfaceKind::kernel: stack.attention = create<Kernel>(manifest, r, host, problems); break;
     }
   }

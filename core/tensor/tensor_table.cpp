@@ -80,7 +80,9 @@ void TensorTable::print(std::ostream& out, bool summarize_layers) const {
     const bool folded = summarize_layers && row.layer == 0 && layer_count > 1;
     const std::uint64_t bytes = folded ? row.bytes() * static_cast<std::uint64_t>(layer_count) : row.bytes();
     out << std::left << std::setw(34) << (folded ? layer_pattern(row) : row.name) << std::setw(7)
-        << (row.layer < 0 ? std::string("-") : folded ? "x" + std::to_string(layer_count) : std::to_string(row.layer))
+        << (row.layer < 0 ? std::string("-")
+            : folded      ? "x" + std::to_string(layer_count)
+                          : std::to_string(row.layer))
         << std::setw(20) << shape_text(row.shape) << std::setw(6) << element_name(row.element) << std::setw(13)
         << category_name(row.category) << std::setw(8) << (row.home == Home::device ? "device" : "host") << std::right
         << std::setw(12) << format_mib(bytes) << '\n';

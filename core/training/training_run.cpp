@@ -32,10 +32,12 @@ std::unique_ptr<Device> make_device(const Manifest& manifest) {
                       "and tested separately (kernels/cuda)");
 }
 
-int micro_batch_rows(const Manifest& manifest) { return manifest.train.batch / manifest.train.micro_batches; }
+int micro_batch_rows(const Manifest& manifest) {
+  return manifest.train.batch / manifest.train.micro_batches;
+}
 
 DataOptions data_options(const Manifest& manifest) {
-  return {manifest.data.train, manifest.data.val,    manifest.data.val_fraction,
+  return {manifest.data.train,  manifest.data.val,      manifest.data.val_fraction,
           manifest.model.vocab, manifest.model.seq_len, micro_batch_rows(manifest)};
 }
 
@@ -104,7 +106,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   executor.attach();
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len;
-  RunInfo info{manifest.path.string(), stack.description, train.steps, start_step, tokens_per_step,
+  RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
                manifest.model.parameter_count(), manifest.device.memory_limit};
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_start(info); !status) throw HookFailed("telemetry: " + status.message());
@@ -158,8 +160,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     for (const auto& sink : stack.telemetry)
       if (Status status = sink->on_step(metrics); !status) throw HookFailed("telemetry: " + status.message());
 
-    const bool checkpoint_now = manifest.checkpoint.dir &&
-                                (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
+    const bool checkpoint_now =
+        manifest.checkpoint.dir &&
+        (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
     if (checkpoint_now)
       result.last_checkpoint =
           save_checkpoint(*manifest.checkpoint.dir, model, TrainerState{step, train.seed, manifest.optimizer.plugin});
@@ -201,10 +204,11 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
     const std::vector<std::uint16_t> tokens = load_tokens(*data, manifest.model.vocab);
     const std::int64_t windows = window_count(tokens, seq_len);
     if (windows < 1)
-      throw DataError(data->string() + ": " + std::to_string(tokens.size()) + " tokens, fewer than one window of seq_len + 1 = " +
-                      std::to_string(seq_len + 1));
-    return mean_window_loss(executor, windows, micro_batch_rows(manifest), seq_len,
-                            [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { window_at(tokens, seq_len, w, in, out); });
+      throw DataError(data->string() + ": " + std::to_string(tokens.size()) +
+                      " tokens, fewer than one window of seq_len + 1 = " + std::to_string(seq_len + 1));
+    return mean_window_loss(
+        executor, windows, micro_batch_rows(manifest), seq_len,
+        [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { window_at(tokens, seq_len, w, in, out); });
   }
   return validation_loss(executor, Dataset(data_options(manifest)), manifest);
 }

@@ -110,7 +110,7 @@ int command_train(const std::vector<std::string>& arguments) {
   options.add_options()("resume", po::value(&resume)->implicit_value(""),
                         "resume from a checkpoint directory (default: checkpoint.dir's latest)")(
       "stop-after", po::value<std::int64_t>()->default_value(0),
-                        "stop after this step of the schedule (checkpointing there), to resume later")(
+      "stop after this step of the schedule (checkpointing there), to resume later")(
       "table", "print the tensor table before training")("profile", "print time per kernel at the end");
   po::variables_map values;
   if (auto code = parse("train", "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile]", options,
@@ -195,7 +195,8 @@ int command_plan(const std::vector<std::string>& arguments) {
     const GPT2Model model(manifest.model, manifest.train.batch / manifest.train.micro_batches, *device,
                           *inspected.stack.attention, inspected.stack.optimizer->state_buffers());
     model.table().print(std::cout, !values.count("full"));
-    std::cout << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
+    std::cout
+        << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
     return static_cast<int>(kExitSuccess);
   });
 }
@@ -211,7 +212,8 @@ int command_plugins(const std::vector<std::string>& arguments) {
   std::cout << "search path:\n";
   for (const auto& directory : plugin_search_path({}))
     std::cout << "  " << directory.string()
-              << (std::find(registry.searched().begin(), registry.searched().end(), directory) == registry.searched().end()
+              << (std::find(registry.searched().begin(), registry.searched().end(), directory) ==
+                          registry.searched().end()
                       ? "  (not found)"
                       : "")
               << '\n';
@@ -222,8 +224,8 @@ int command_plugins(const std::vector<std::string>& arguments) {
               << plugin->path.string() << '\n';
     for (std::size_t i = 0; i < d.factory_count; ++i) {
       const FactoryDescriptor& f = d.factories[i];
-      std::cout << "    " << interface_name(f.kind) << " '" << f.name << "'" << (f.summary ? std::string(": ") + f.summary : "")
-                << '\n';
+      std::cout << "    " << interface_name(f.kind) << " '" << f.name << "'"
+                << (f.summary ? std::string(": ") + f.summary : "") << '\n';
       if (!verbose) continue;
       std::cout << "      keys:";
       for (const char* const* key = f.config_keys; *key != nullptr; ++key) std::cout << ' ' << *key;

@@ -38,8 +38,8 @@ void attention_forward(float* out, float* att, const float* qkv, const Attention
       }
       // out (T,hs) = att (T,T) @ v (T,hs)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(T), static_cast<int>(hs),
-                  static_cast<int>(T), 1.0f, scores, static_cast<int>(T), v, row_stride, 0.0f,
-                  out + b * T * C + h * hs, static_cast<int>(C));
+                  static_cast<int>(T), 1.0f, scores, static_cast<int>(T), v, row_stride, 0.0f, out + b * T * C + h * hs,
+                  static_cast<int>(C));
     }
 }
 
@@ -78,8 +78,8 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
         std::fill(d + t + 1, d + T, 0.0f);
       }
       // dq (T,hs) += dscores (T,T) @ k (T,hs) ; dk (T,hs) += dscores^T @ q
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t_int, hs_int, t_int, 1.0f, dscores, t_int, k,
-                  row_stride, 1.0f, dq, row_stride);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t_int, hs_int, t_int, 1.0f, dscores, t_int, k, row_stride,
+                  1.0f, dq, row_stride);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t_int, hs_int, t_int, 1.0f, dscores, t_int, q, row_stride,
                   1.0f, dk, row_stride);
     }

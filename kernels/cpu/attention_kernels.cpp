@@ -46,6 +46,8 @@ class CpuAttentionKernel final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_attention_kernel(AttentionImpl impl) { return std::make_unique<CpuAttentionKernel>(impl); }
+std::unique_ptr<Kernel> make_attention_kernel(AttentionImpl impl) {
+  return std::make_unique<CpuAttentionKernel>(impl);
+}
 
 }  // namespace strata::cpu

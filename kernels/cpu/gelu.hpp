@@ -27,8 +27,8 @@ void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t c
     const Real x = inp[i];
     const Real tanh_out = std::tanh(scale * (x + Real(0.044715) * x * x * x));
     const Real sech2 = Real(1) - tanh_out * tanh_out;
-    const Real local = Real(0.5) * (Real(1) + tanh_out) +
-                       x * Real(0.5) * sech2 * scale * (Real(1) + Real(3) * Real(0.044715) * x * x);
+    const Real local =
+        Real(0.5) * (Real(1) + tanh_out) + x * Real(0.5) * sech2 * scale * (Real(1) + Real(3) * Real(0.044715) * x * x);
     dinp[i] += local * dout[i];
   }
 }

@@ -18,8 +18,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 namespace reference {
 
 template <typename Real>
-Real weight_at(const Real* weight, std::int64_t c, std::int64_t o, std::int64_t in_features,
-               std::int64_t out_features, WeightLayout layout) {
+Real weight_at(const Real* weight, std::int64_t c, std::int64_t o, std::int64_t in_features, std::int64_t out_features,
+               WeightLayout layout) {
   return layout == WeightLayout::in_out ? weight[c * out_features + o] : weight[o * in_features + c];
 }
 
@@ -44,7 +44,8 @@ void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, c
       const Real d = dout[n * out_features + o];
       if (dbias != nullptr) dbias[o] += d;
       for (std::int64_t c = 0; c < in_features; ++c) {
-        if (dinp != nullptr) dinp[n * in_features + c] += d * weight_at(weight, c, o, in_features, out_features, layout);
+        if (dinp != nullptr)
+          dinp[n * in_features + c] += d * weight_at(weight, c, o, in_features, out_features, layout);
         if (dweight != nullptr) {
           const std::int64_t index = layout == WeightLayout::in_out ? c * out_features + o : o * in_features + c;
           dweight[index] += d * inp[n * in_features + c];

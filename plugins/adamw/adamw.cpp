@@ -35,10 +35,11 @@ class AdamW final : public Optimizer {
       report.grad_norm = std::sqrt(sum_of_squares);
       report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
       float grad_scale = 1.0f;
-      if (grad_clip_ > 0.0 && report.grad_norm > grad_clip_) grad_scale = static_cast<float>(grad_clip_ / report.grad_norm);
+      if (grad_clip_ > 0.0 && report.grad_norm > grad_clip_)
+        grad_scale = static_cast<float>(grad_clip_ / report.grad_norm);
       for (ParamSlot& slot : slots) {
-        AdamWHyper hyper{static_cast<float>(report.lr), beta1_, beta2_, eps_, slot.decay ? weight_decay_ : 0.0f,
-                         info.step, grad_scale};
+        AdamWHyper hyper{static_cast<float>(report.lr),     beta1_,    beta2_,    eps_,
+                         slot.decay ? weight_decay_ : 0.0f, info.step, grad_scale};
         kernels.adamw_update(slot.param, slot.grad, slot.state[0], slot.state[1], hyper);
       }
     });

@@ -13,7 +13,9 @@ namespace {
 
 using namespace strata;
 
-double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double mib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
 
 std::string eta_text(double seconds) {
   char text[32];
@@ -33,10 +35,10 @@ class Console final : public TelemetrySink {
   Status on_run_start(const RunInfo& info) noexcept override {
     return guarded([&] {
       total_ = info.total_steps;
-      spdlog::info("training {} | {:.2f}M parameters | {} tokens/step | steps {}..{}{}", info.stack,
-                   static_cast<double>(info.parameter_count) / 1e6, info.tokens_per_step, info.start_step + 1,
-                   info.total_steps,
-                   info.device_memory_limit ? fmt::format(" | device limit {:.0f} MiB", mib(info.device_memory_limit)) : "");
+      spdlog::info(
+          "training {} | {:.2f}M parameters | {} tokens/step | steps {}..{}{}", info.stack,
+          static_cast<double>(info.parameter_count) / 1e6, info.tokens_per_step, info.start_step + 1, info.total_steps,
+          info.device_memory_limit ? fmt::format(" | device limit {:.0f} MiB", mib(info.device_memory_limit)) : "");
     });
   }
 
@@ -45,10 +47,10 @@ class Console final : public TelemetrySink {
       elapsed_ms_ += m.ms;
       ++steps_seen_;
       const double eta = elapsed_ms_ / static_cast<double>(steps_seen_) * static_cast<double>(total_ - m.step) / 1000.0;
-      std::string line = fmt::format("step {}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms/step | peak {:.1f} MiB | ETA {}",
-                                     m.step, m.total_steps, m.loss,
-                                     m.val_loss ? fmt::format(" | val {:.4f}", *m.val_loss) : std::string(), m.lr,
-                                     m.tokens_per_s, m.ms, mib(m.peak_device_bytes), eta_text(eta));
+      std::string line = fmt::format(
+          "step {}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms/step | peak {:.1f} MiB | ETA {}", m.step,
+          m.total_steps, m.loss, m.val_loss ? fmt::format(" | val {:.4f}", *m.val_loss) : std::string(), m.lr,
+          m.tokens_per_s, m.ms, mib(m.peak_device_bytes), eta_text(eta));
       if (m.skipped) line += " | skipped (non-finite grads)";
       if (redraw_) {
         std::fprintf(stdout, "\r\033[K%s", line.c_str());

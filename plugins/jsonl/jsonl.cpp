@@ -30,9 +30,13 @@ class Jsonl final : public TelemetrySink {
       if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
       out_.open(path, info.start_step > 0 ? std::ios::app : std::ios::trunc);
       if (!out_) return Status::error("jsonl: cannot open '" + path_ + "' for writing");
-      write({{"record", "run"}, {"manifest", info.manifest_path}, {"stack", info.stack},
-             {"total_steps", info.total_steps}, {"start_step", info.start_step},
-             {"tokens_per_step", info.tokens_per_step}, {"parameter_count", info.parameter_count},
+      write({{"record", "run"},
+             {"manifest", info.manifest_path},
+             {"stack", info.stack},
+             {"total_steps", info.total_steps},
+             {"start_step", info.start_step},
+             {"tokens_per_step", info.tokens_per_step},
+             {"parameter_count", info.parameter_count},
              {"device_memory_limit", info.device_memory_limit}});
       return {};
     });
@@ -57,8 +61,8 @@ class Jsonl final : public TelemetrySink {
 
   Status on_run_end(const RunSummary& s) noexcept override {
     return guarded([&] {
-      nlohmann::ordered_json record = {{"record", "summary"}, {"steps", s.steps}, {"first_loss", s.first_loss},
-                                       {"final_loss", s.final_loss}};
+      nlohmann::ordered_json record = {
+          {"record", "summary"}, {"steps", s.steps}, {"first_loss", s.first_loss}, {"final_loss", s.final_loss}};
       if (s.final_val_loss) record["final_val_loss"] = *s.final_val_loss;
       record["median_ms"] = s.median_ms;
       record["tokens_per_s"] = s.tokens_per_s;

@@ -27,7 +27,8 @@ class Sgd final : public Optimizer {
       for (const ParamSlot& slot : slots) sum_of_squares += host_.kernels().sum_of_squares(slot.grad);
       report.grad_norm = std::sqrt(sum_of_squares);
       report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
-      const float scale = grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
+      const float scale =
+          grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
       const auto lr = static_cast<float>(report.lr);
       for (ParamSlot& slot : slots) {
         const float decay = 1.0f - lr * (slot.decay ? weight_decay_ : 0.0f);

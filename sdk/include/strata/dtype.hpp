@@ -9,9 +9,13 @@ namespace strata {
 // Storage dtypes. Compute is always f32 on the CPU backend.
 enum class DType : std::uint8_t { f32, bf16 };
 
-constexpr std::size_t dtype_bytes(DType dtype) noexcept { return dtype == DType::f32 ? 4 : 2; }
+constexpr std::size_t dtype_bytes(DType dtype) noexcept {
+  return dtype == DType::f32 ? 4 : 2;
+}
 
-constexpr std::string_view dtype_name(DType dtype) noexcept { return dtype == DType::f32 ? "f32" : "bf16"; }
+constexpr std::string_view dtype_name(DType dtype) noexcept {
+  return dtype == DType::f32 ? "f32" : "bf16";
+}
 
 // bf16 is the top half of an f32; rounding is to nearest, ties to even, NaN kept quiet.
 inline std::uint16_t f32_to_bf16(float value) noexcept {

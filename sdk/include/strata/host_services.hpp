@@ -25,16 +25,16 @@ struct AdamWHyper {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  std::int64_t step = 1;      // 1-based, for bias correction
-  float grad_scale = 1.0f;    // gradients are multiplied by this first (global-norm clipping)
+  std::int64_t step = 1;    // 1-based, for bias correction
+  float grad_scale = 1.0f;  // gradients are multiplied by this first (global-norm clipping)
 };
 
 class KernelLibrary {
  public:
   virtual ~KernelLibrary() = default;
   // AdamW with decoupled weight decay and bias correction, in place over param/m/v.
-  virtual void adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> m,
-                            std::span<float> v, const AdamWHyper& hyper) noexcept = 0;
+  virtual void adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> m, std::span<float> v,
+                            const AdamWHyper& hyper) noexcept = 0;
   // Sum of squares in double, for global-norm clipping.
   virtual double sum_of_squares(std::span<const float> values) noexcept = 0;
 };

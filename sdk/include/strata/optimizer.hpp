@@ -22,7 +22,7 @@ struct ParamSlot {
 };
 
 struct OptimizerStepInfo {
-  std::int64_t step = 1;         // 1-based
+  std::int64_t step = 1;  // 1-based
   std::int64_t total_steps = 1;
   std::int64_t warmup_steps = 0;
   double base_lr = 3e-4;

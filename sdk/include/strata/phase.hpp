@@ -18,6 +18,8 @@ constexpr std::string_view phase_name(Phase phase) noexcept {
 }
 
 // Predict steps skip the backward pass; every other phase computes gradients.
-constexpr bool phase_needs_gradients(Phase phase) noexcept { return phase != Phase::predict; }
+constexpr bool phase_needs_gradients(Phase phase) noexcept {
+  return phase != Phase::predict;
+}
 
 }  // namespace strata

@@ -40,12 +40,28 @@ constexpr std::string_view interface_name(InterfaceKind kind) noexcept {
   return "unknown";
 }
 
-template <typename Interface> constexpr InterfaceKind interface_kind_of();
-template <> constexpr InterfaceKind interface_kind_of<Optimizer>() { return InterfaceKind::optimizer; }
-template <> constexpr InterfaceKind interface_kind_of<PrecisionPolicy>() { return InterfaceKind::precision; }
-template <> constexpr InterfaceKind interface_kind_of<MemoryStrategy>() { return InterfaceKind::memory_strategy; }
-template <> constexpr InterfaceKind interface_kind_of<TelemetrySink>() { return InterfaceKind::telemetry; }
-template <> constexpr InterfaceKind interface_kind_of<Kernel>() { return InterfaceKind::kernel; }
+template <typename Interface>
+constexpr InterfaceKind interface_kind_of();
+template <>
+constexpr InterfaceKind interface_kind_of<Optimizer>() {
+  return InterfaceKind::optimizer;
+}
+template <>
+constexpr InterfaceKind interface_kind_of<PrecisionPolicy>() {
+  return InterfaceKind::precision;
+}
+template <>
+constexpr InterfaceKind interface_kind_of<MemoryStrategy>() {
+  return InterfaceKind::memory_strategy;
+}
+template <>
+constexpr InterfaceKind interface_kind_of<TelemetrySink>() {
+  return InterfaceKind::telemetry;
+}
+template <>
+constexpr InterfaceKind interface_kind_of<Kernel>() {
+  return InterfaceKind::kernel;
+}
 
 // Returns an object of the factory's interface type, or nullptr with *error set.
 using CreateFunction = void* (*)(ConfigView& config, HostServices& host, std::string* error) noexcept;
@@ -53,11 +69,11 @@ using DestroyFunction = void (*)(void* object) noexcept;
 
 struct FactoryDescriptor {
   InterfaceKind kind;
-  const char* name;                       // what manifests write: plugin = "adamw"
+  const char* name;  // what manifests write: plugin = "adamw"
   const char* summary;
-  const char* const* config_keys;         // nullptr-terminated; `plugin` is implied
-  const char* const* requires_plugins;    // nullptr-terminated or nullptr: must also be in the stack
-  const char* const* conflicts_with;      // nullptr-terminated or nullptr: must not be in the stack
+  const char* const* config_keys;       // nullptr-terminated; `plugin` is implied
+  const char* const* requires_plugins;  // nullptr-terminated or nullptr: must also be in the stack
+  const char* const* conflicts_with;    // nullptr-terminated or nullptr: must not be in the stack
   CreateFunction create;
   DestroyFunction destroy;
 };
@@ -97,9 +113,14 @@ template <typename Interface, typename Impl>
 constexpr FactoryDescriptor make_factory(const char* name, const char* summary, const char* const* config_keys,
                                          const char* const* requires_plugins = nullptr,
                                          const char* const* conflicts_with = nullptr) {
-  return FactoryDescriptor{interface_kind_of<Interface>(), name,           summary,
-                           config_keys,                    requires_plugins, conflicts_with,
-                           &create_plugin_object<Interface, Impl>, &destroy_plugin_object<Interface>};
+  return FactoryDescriptor{interface_kind_of<Interface>(),
+                           name,
+                           summary,
+                           config_keys,
+                           requires_plugins,
+                           conflicts_with,
+                           &create_plugin_object<Interface, Impl>,
+                           &destroy_plugin_object<Interface>};
 }
 
 }  // namespace strata
@@ -112,13 +133,13 @@ constexpr FactoryDescriptor make_factory(const char* name, const char* summary, 
   STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, ::strata::kAbiMajor, ::strata::kAbiMinor)
 
 // The same with an explicit ABI version; the host's tests use it to build plugins it must refuse.
-#define STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, abi_major, abi_minor)          \
-  namespace strata_plugin_##plugin_name {                                                                      \
-  const ::strata::PluginDescriptor* describe() noexcept {                                                      \
-    static const ::strata::PluginDescriptor descriptor = {                                                     \
-        abi_major, abi_minor, STRATA_TOOLCHAIN_TAG, #plugin_name, version_text, factory_array,                 \
-        std::size(factory_array), {}};                                                                         \
-    return &descriptor;                                                                                        \
-  }                                                                                                            \
-  }                                                                                                            \
+#define STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, abi_major, abi_minor) \
+  namespace strata_plugin_##plugin_name {                                                             \
+    const ::strata::PluginDescriptor* describe() noexcept {                                           \
+      static const ::strata::PluginDescriptor descriptor = {                                          \
+          abi_major,    abi_minor,     STRATA_TOOLCHAIN_TAG,     #plugin_name,                        \
+          version_text, factory_array, std::size(factory_array), {}};                                 \
+      return &descriptor;                                                                             \
+    }                                                                                                 \
+  }                                                                                                   \
   STRATA_PLUGIN(strata_plugin_##plugin_name::describe)

@@ -30,10 +30,10 @@ struct StepMetrics {
   bool skipped = false;
   double ms = 0.0;
   double tokens_per_s = 0.0;
-  CategoryBytes device_bytes{};                  // live at the end of the step
-  std::uint64_t peak_device_bytes = 0;           // peak of the total within the step
+  CategoryBytes device_bytes{};                   // live at the end of the step
+  std::uint64_t peak_device_bytes = 0;            // peak of the total within the step
   CategoryBytes peak_device_bytes_by_category{};  // each category's own peak within the step
-  std::uint64_t host_bytes = 0;                  // live host (offload arena) bytes at the end of the step
+  std::uint64_t host_bytes = 0;                   // live host (offload arena) bytes at the end of the step
 };
 
 struct RunSummary {
