@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/device/allocator.hpp"
+#include "core/device/copy_stream.hpp"
 
 namespace strata {
 
@@ -18,6 +19,8 @@ class Device {
   virtual Allocator& host_memory() noexcept = 0;
   // Copies between any two buffers of this device's arenas.
   virtual void copy(void* destination, const void* source, std::uint64_t bytes) = 0;
+  // The stream that asynchronous residency moves run on.
+  virtual CopyStream& copy_stream() noexcept = 0;
 };
 
 std::unique_ptr<Device> make_cpu_device(std::uint64_t device_memory_limit);

@@ -20,20 +20,22 @@ class ExecutorHookContext final : public HookContext {
   std::int64_t step() const noexcept override { return executor_.step_; }
   int micro_batch() const noexcept override { return executor_.micro_batch_; }
 
+  int micro_batches() const noexcept override { return executor_.micro_batches_; }
+
   Status fetch(int layer, TensorGroup group) noexcept override {
-    return guarded([&] {
-      check_layer(layer);
-      executor_.model_.move_group(layer, group, Home::device);
-    });
+    return move(layer, group, Home::device, false);
   }
-  Status evict(int layer, TensorGroup group) noexcept override {
-    return guarded([&] {
-      check_layer(layer);
-      executor_.model_.move_group(layer, group, Home::host);
-    });
+  Status evict(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, false); }
+  Status fetch_async(int layer, TensorGroup group) noexcept override {
+    return move(layer, group, Home::device, true);
+  }
+  Status evict_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, true); }
+  Status wait_transfers() noexcept override {
+    return guarded([&] { executor_.model_.complete_all_moves(); });
   }
   Residence residence(int layer, TensorGroup group) const noexcept override {
-    if (layer < 0 || layer >= n_layer()) return Residence::absent;
+    if (layer < kGlobalParameters || layer >= n_layer()) return Residence::absent;
+    if (layer == kGlobalParameters && group == TensorGroup::activations) return Residence::absent;
     return executor_.model_.residence(layer, group);
   }
   Status drop_activations(int layer) noexcept override {
@@ -42,11 +44,22 @@ class ExecutorHookContext final : public HookContext {
       executor_.model_.free_layer_activations(layer, true);
     });
   }
+  Status drop_cheap_activations(int layer) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      executor_.model_.free_cheap_activations(layer);
+    });
+  }
   Status recompute_activations(int layer) noexcept override {
     return guarded([&] {
       check_layer(layer);
       GPT2Model& model = executor_.model_;
       if (model.layer_activations_present(layer)) return;
+      if (model.only_cheap_activations_missing(layer)) {
+        executor_.ensure_on_device(layer, TensorGroup::weights);
+        model.recompute_cheap_activations(layer);
+        return;
+      }
       if (layer > 0 && !model.allocated(model.activation_row(layer - 1, LayerActivation::output)))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
@@ -70,6 +83,17 @@ class ExecutorHookContext final : public HookContext {
   }
 
  private:
+  Status move(int layer, TensorGroup group, Home to, bool async) noexcept {
+    return guarded([&] {
+      if (layer != kGlobalParameters) check_layer(layer);
+      if (group == TensorGroup::activations)
+        throw std::invalid_argument("activations are dropped and recomputed, not moved");
+      if (async)
+        executor_.model_.begin_move_group(layer, group, to);
+      else
+        executor_.model_.move_group(layer, group, to);
+    });
+  }
   void check_layer(int layer) const {
     if (layer < 0 || layer >= n_layer())
       throw std::out_of_range("layer " + std::to_string(layer) + " is outside [0, " + std::to_string(n_layer()) + ")");
@@ -87,10 +111,16 @@ Executor::Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& prec
       options_(options) {}
 
 void Executor::attach() {
+  attach_without_allocating();
+  model_.allocate_persistent();
+}
+
+void Executor::attach_without_allocating() {
   run_hooks(Hook::attach, -1, false);
 }
 
 void Executor::run_hooks(Hook hook, int layer, bool reverse) {
+  model_.collect_finished_moves();  // frees the sources of copies that landed, so memory returns promptly
   ExecutorHookContext context(*this, layer);
   const std::size_t count = strategies_.size();
   for (std::size_t i = 0; i < count; ++i) {
@@ -112,6 +142,7 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
 }
 
 void Executor::ensure_on_device(int layer, TensorGroup group) {
+  model_.complete_moves(layer, group);
   if (model_.residence(layer, group) == Residence::host) model_.move_group(layer, group, Home::device);
 }
 
@@ -124,9 +155,11 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
   const auto dloss = static_cast<float>(precision_.loss_scale() /
                                         (static_cast<double>(positions) * static_cast<double>(micro_batches.size())));
   double loss_sum = 0.0;
+  micro_batches_ = static_cast<int>(micro_batches.size());
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     micro_batch_ = static_cast<int>(m);
     model_.begin_micro_batch(micro_batches[m].inputs, micro_batches[m].targets);
+    ensure_on_device(kGlobalParameters, TensorGroup::weights);
     model_.embed_forward();
     for (int l = 0; l < L; ++l) {
       run_hooks(Hook::before_forward, l, false);
@@ -135,12 +168,14 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       model_.layer_forward(l);
       run_hooks(Hook::after_forward, l, false);
     }
+    ensure_on_device(kGlobalParameters, TensorGroup::weights);
     const double loss = model_.head_forward();
     if (!std::isfinite(loss))
       throw std::runtime_error("training diverged: the loss is " + std::to_string(loss) + " at step " +
                                std::to_string(step) + " (micro batch " + std::to_string(m) + ")");
     loss_sum += loss;
     if (phase_needs_gradients(phase)) {
+      ensure_on_device(kGlobalParameters, TensorGroup::grads);
       model_.head_backward(dloss);
       for (int l = L - 1; l >= 0; --l) {
         run_hooks(Hook::before_backward, l, true);
@@ -154,6 +189,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         model_.free_layer_activations(l, false);
         run_hooks(Hook::after_backward, l, true);
       }
+      ensure_on_device(kGlobalParameters, TensorGroup::grads);
       model_.embed_backward();
     }
     model_.end_micro_batch();
@@ -183,6 +219,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   outcome.phase = Phase::full;
   model_.zero_grads();
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
+  model_.complete_all_moves();  // the precision check and the optimizer read every gradient
 
   std::vector<TensorView> grads;
   for (const ParameterRows& rows : model_.parameters())
@@ -193,6 +230,8 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   outcome.skipped = decision.skip_step;
 
   run_hooks(Hook::before_step, -1, false);
+  model_.complete_all_moves();  // the optimizer writes where the strategies put the tensors
+  model_.drop_stale_weight_copies();
   if (!outcome.skipped) {
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
     std::vector<ParamSlot> slots = parameter_slots();
@@ -207,11 +246,15 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
 double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
   const int L = model_.config().n_layer;
   model_.begin_micro_batch(batch.inputs, batch.targets);
+  ensure_on_device(kGlobalParameters, TensorGroup::weights);
   model_.embed_forward();
   for (int l = 0; l < L; ++l) {
+    // Forward hooks run here too, so a strategy that bounds residency bounds it during evaluation.
+    run_hooks(Hook::before_forward, l, false);
     ensure_on_device(l, TensorGroup::weights);
     model_.allocate_layer_activations(l);
     model_.layer_forward(l);
+    run_hooks(Hook::after_forward, l, false);
     if (l > 0) model_.free_layer_activations(l - 1, false);  // nothing goes backward here
   }
   model_.head_forward();

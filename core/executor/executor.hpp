@@ -36,8 +36,11 @@ class Executor {
   Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& precision, std::vector<MemoryStrategy*> strategies,
            ExecutorOptions options);
 
-  // Calls every strategy's on_attach once, before the first step.
+  // Calls every strategy's on_attach once, before the first step, then allocates the model's
+  // persistent rows that are still unallocated (Allocation::deferred) where the strategies put them.
   void attach();
+  // on_attach only, for `strata plan`: the table shows where rows would live.
+  void attach_without_allocating();
   // One optimizer step over these micro batches (their count is train.micro_batches).
   StepOutcome train_step(std::int64_t step, std::span<const MicroBatch> micro_batches);
   // Forward and backward only: gradients of the mean loss, accumulated into the grad rows (which
@@ -62,6 +65,7 @@ class Executor {
   ExecutorOptions options_;
   std::int64_t step_ = 0;
   int micro_batch_ = 0;
+  int micro_batches_ = 1;
   Phase phase_ = Phase::full;
 };
 

@@ -285,4 +285,18 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
   return manifest;
 }
 
+void append_telemetry(Manifest& manifest, const std::string& plugin, const std::map<std::string, std::string>& keys) {
+  toml::table& root = *manifest.document;
+  if (!root.contains("telemetry")) root.insert("telemetry", toml::array{});
+  toml::array& array = *root["telemetry"].as_array();
+  toml::table table;
+  table.insert("plugin", plugin);
+  for (const auto& [key, value] : keys) table.insert(key, value);
+  array.push_back(std::move(table));  // elements are held by pointer: earlier specs stay valid
+  const std::size_t index = array.size() - 1;
+  manifest.telemetry.push_back(PluginSpec{plugin, array.get(index)->as_table(),
+                                          "[[telemetry]] #" + std::to_string(index + 1) + " (added by the command line)",
+                                          "telemetry." + std::to_string(index)});
+}
+
 }  // namespace strata

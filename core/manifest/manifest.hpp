@@ -76,6 +76,10 @@ class Manifest {
 // `overrides` are "key.path=value" strings from --set. Throws ManifestError.
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
 
+// Adds a [[telemetry]] table after the manifest's own (string-valued keys), as `strata train
+// --metrics` does. With no [[telemetry]] in the manifest, it replaces the default console sink.
+void append_telemetry(Manifest& manifest, const std::string& plugin, const std::map<std::string, std::string>& keys);
+
 // The keys core accepts in each of its tables, for docs and tests.
 const std::map<std::string, std::vector<std::string>>& core_manifest_keys();
 

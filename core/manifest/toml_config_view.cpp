@@ -190,9 +190,45 @@ std::vector<std::int64_t> TomlConfigView::get_int_list(std::string_view key,
   }
 }
 
+std::vector<std::string> TomlConfigView::get_string_list(std::string_view key, std::vector<std::string> default_value,
+                                                         const std::vector<std::string>& allowed) noexcept {
+  try {
+    const toml::node* node = find(key);
+    if (node == nullptr) return default_value;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) {
+      problem(key, type_problem(key, "an array of strings", *node));
+      return default_value;
+    }
+    std::vector<std::string> values;
+    for (const toml::node& element : *array) {
+      if (!element.is_string()) {
+        problem(key, std::string(key) + " must hold strings, not " + std::string(toml_type_name(element)));
+        return default_value;
+      }
+      std::string value = *element.value<std::string>();
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+        std::string message = std::string(key) + " holds \"" + value + "\", which is not one of: " + join_words(allowed);
+        if (const std::string near = closest_match(value, allowed); !near.empty())
+          message += " (did you mean \"" + near + "\"?)";
+        problem(key, message);
+        return default_value;
+      }
+      values.push_back(std::move(value));
+    }
+    return values;
+  } catch (...) {
+    return default_value;
+  }
+}
+
 void TomlConfigView::report_error(std::string_view key, std::string_view message) noexcept {
   try {
-    problem(key, std::string(message));
+    // The message must name the key; a plugin's own wording may not.
+    if (message.find(key) == std::string_view::npos)
+      problem(key, std::string(key) + ": " + std::string(message));
+    else
+      problem(key, std::string(message));
   } catch (...) {
   }
 }

@@ -34,6 +34,8 @@ class TomlConfigView final : public ConfigView {
   std::vector<std::int64_t> get_int_list(std::string_view key,
                                          std::vector<std::int64_t> default_value) noexcept override;
   void report_error(std::string_view key, std::string_view message) noexcept override;
+  std::vector<std::string> get_string_list(std::string_view key, std::vector<std::string> default_value,
+                                           const std::vector<std::string>& allowed) noexcept override;
 
   // Adds a problem for every key present in the table but not declared.
   void check_unknown_keys();

@@ -1,5 +1,7 @@
 #include "core/model/gpt2_model.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -78,7 +80,7 @@ std::string_view layer_activation_name(LayerActivation activation) noexcept {
 }
 
 GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention,
-                     int optimizer_state_buffers)
+                     int optimizer_state_buffers, Allocation allocation)
     : config_(config), batch_(batch), device_(device), attention_(attention) {
   if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
   if (optimizer_state_buffers < 0 || optimizer_state_buffers > kMaxOptimizerStateBuffers)
@@ -160,11 +162,20 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
                                  MemoryCategory::workspace, TensorGroup::activations);
 
   storage_.resize(table_.rows().size());
-  // Persistent rows are allocated now; activations are allocated per micro batch.
-  for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row) {
-    const TensorRow& r = table_.row(row);
-    if (r.category != MemoryCategory::activations) allocate_row(row, true);
-  }
+  pending_.resize(table_.rows().size());
+  host_copy_.resize(table_.rows().size());
+  // Activations are allocated per micro batch.
+  if (allocation == Allocation::now) allocate_persistent();
+}
+
+void GPT2Model::allocate_persistent() {
+  for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row)
+    if (table_.row(row).category != MemoryCategory::activations && !allocated(row)) allocate_row(row, true);
+}
+
+GPT2Model::~GPT2Model() {
+  for (PendingMove& move : pending_)
+    if (move.ticket != 0) device_.copy_stream().wait(move.ticket);
 }
 
 int GPT2Model::add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
@@ -248,6 +259,9 @@ void GPT2Model::zero(float* data, std::int64_t count) {
 }
 
 void GPT2Model::zero_grads() {
+  std::vector<int> grad_rows;
+  for (const ParameterRows& rows : parameters_) grad_rows.push_back(rows.grad);
+  complete_rows(grad_rows);
   for (const ParameterRows& rows : parameters_) {
     std::span<float> values = data(rows.grad);
     zero(values.data(), static_cast<std::int64_t>(values.size()));
@@ -264,7 +278,7 @@ std::vector<int> GPT2Model::group_rows(int layer, TensorGroup group) const {
       for (int state : parameter.state)
         if (state >= 0) rows.push_back(state);
   }
-  if (group == TensorGroup::activations)
+  if (group == TensorGroup::activations && layer >= 0)
     for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer))) rows.push_back(row);
   return rows;
 }
@@ -277,23 +291,85 @@ Residence GPT2Model::residence(int layer, TensorGroup group) const {
   return table_.row(rows.front()).home == Home::device ? Residence::device : Residence::host;
 }
 
-std::uint64_t GPT2Model::move_group(int layer, TensorGroup group, Home to) {
+void GPT2Model::move_group(int layer, TensorGroup group, Home to) {
+  begin_move_group(layer, group, to);
+  complete_moves(layer, group);
+}
+
+void GPT2Model::begin_move_group(int layer, TensorGroup group, Home to) {
   if (group == TensorGroup::activations)
     throw std::invalid_argument("activations are dropped and recomputed, not moved");
-  auto timer = profiler_.scope(ProfileKind::residency_transfer);
-  std::uint64_t moved = 0;
-  for (int row : group_rows(layer, group)) {
+  const std::vector<int> rows = group_rows(layer, group);
+  for (int row : rows) {
     TensorRow& r = table_.row(row);
     if (r.home == to) continue;
-    Buffer& old_buffer = storage_[static_cast<std::size_t>(row)];
+    if (!allocated(row)) {  // not allocated yet: only the home changes
+      r.home = to;
+      continue;
+    }
+    // Moving back before the last move landed: let it land first, so copies never chain buffers.
+    if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
+    Buffer& host_copy = host_copy_[static_cast<std::size_t>(row)];
+    if (to == Home::host && host_copy) {
+      storage_[static_cast<std::size_t>(row)] = std::move(host_copy);  // frees the device copy; nothing to copy
+      r.home = to;
+      continue;
+    }
     Allocator& arena = to == Home::device ? device_.device_memory() : device_.host_memory();
-    Buffer moved_buffer = arena.allocate(r.bytes(), r.category, "core");
-    device_.copy(moved_buffer.data(), old_buffer.data(), r.bytes());
-    old_buffer = std::move(moved_buffer);
+    PendingMove& move = pending_[static_cast<std::size_t>(row)];
+    move.destination = arena.allocate(r.bytes(), r.category, "core");
+    move.ticket = device_.copy_stream().enqueue(move.destination.data(), storage_[static_cast<std::size_t>(row)].data(),
+                                                r.bytes());
     r.home = to;
-    moved += r.bytes();
+    (to == Home::device ? transfers_.bytes_to_device : transfers_.bytes_to_host) += r.bytes();
   }
-  return moved;
+}
+
+void GPT2Model::complete_rows(const std::vector<int>& rows) {
+  CopyTicket last = 0;
+  for (int row : rows) last = std::max(last, pending_[static_cast<std::size_t>(row)].ticket);
+  if (last == 0) return;
+  {
+    // Copies complete in issue order, so waiting for the newest covers them all.
+    auto timer = profiler_.scope(ProfileKind::residency_transfer);
+    const auto start = std::chrono::steady_clock::now();
+    device_.copy_stream().wait(last);
+    transfers_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  for (int row : rows) {
+    PendingMove& move = pending_[static_cast<std::size_t>(row)];
+    if (move.ticket == 0) continue;
+    Buffer& source = storage_[static_cast<std::size_t>(row)];
+    const TensorRow& r = table_.row(row);
+    if (r.group == TensorGroup::weights && r.home == Home::device)
+      host_copy_[static_cast<std::size_t>(row)] = std::move(source);  // kept: evicting these weights is free
+    source = std::move(move.destination);  // frees the source unless kept above
+    move.ticket = 0;
+  }
+}
+
+void GPT2Model::complete_moves(int layer, TensorGroup group) {
+  complete_rows(group_rows(layer, group));
+}
+
+void GPT2Model::drop_stale_weight_copies() {
+  for (const ParameterRows& rows : parameters_)
+    if (table_.row(rows.param).home == Home::device) host_copy_[static_cast<std::size_t>(rows.param)].reset();
+}
+
+void GPT2Model::collect_finished_moves() {
+  const CopyTicket landed = device_.copy_stream().completed();
+  std::vector<int> rows;
+  for (std::size_t row = 0; row < pending_.size(); ++row)
+    if (pending_[row].ticket != 0 && pending_[row].ticket <= landed) rows.push_back(static_cast<int>(row));
+  complete_rows(rows);
+}
+
+void GPT2Model::complete_all_moves() {
+  std::vector<int> rows;
+  for (std::size_t row = 0; row < pending_.size(); ++row)
+    if (pending_[row].ticket != 0) rows.push_back(static_cast<int>(row));
+  complete_rows(rows);
 }
 
 void GPT2Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
@@ -319,6 +395,32 @@ void GPT2Model::free_layer_activations(int layer, bool keep_output) {
   }
 }
 
+namespace {
+constexpr std::array kCheapActivations = {LayerActivation::ln1, LayerActivation::ln2, LayerActivation::fch_gelu};
+}  // namespace
+
+void GPT2Model::free_cheap_activations(int layer) {
+  for (LayerActivation which : kCheapActivations) free_row(activation_row(layer, which));
+}
+
+bool GPT2Model::only_cheap_activations_missing(int layer) const {
+  for (std::size_t a = 0; a < kLayerActivationCount; ++a) {
+    const auto which = static_cast<LayerActivation>(a);
+    const bool cheap = std::find(kCheapActivations.begin(), kCheapActivations.end(), which) != kCheapActivations.end();
+    if (!cheap && !allocated(activation_row(layer, which))) return false;
+  }
+  return true;
+}
+
+void GPT2Model::recompute_cheap_activations(int layer) {
+  for (LayerActivation which : kCheapActivations)
+    if (!allocated(activation_row(layer, which))) allocate_row(activation_row(layer, which), false);
+  // LayerNorm rewrites its kept mean and rstd with the same values: the same code on the same input.
+  layernorm1_forward(layer);
+  layernorm2_forward(layer);
+  gelu_forward(layer);
+}
+
 bool GPT2Model::layer_activations_present(int layer) const {
   for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
     if (!allocated(row)) return false;
@@ -337,17 +439,36 @@ void GPT2Model::embed_forward() {
                          config_.d_model);
 }
 
+// The cheap pieces of a block's forward, callable alone for selective recomputation.
+void GPT2Model::layernorm1_forward(int l) {
+  using LA = LayerActivation;
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+  cpu::layernorm_forward(act(l, LA::ln1), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), layer_input(l),
+                         param(l, LayerParam::ln1_weight).data(), param(l, LayerParam::ln1_bias).data(), N, C);
+}
+
+void GPT2Model::layernorm2_forward(int l) {
+  using LA = LayerActivation;
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+  cpu::layernorm_forward(act(l, LA::ln2), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), act(l, LA::residual2),
+                         param(l, LayerParam::ln2_weight).data(), param(l, LayerParam::ln2_bias).data(), N, C);
+}
+
+void GPT2Model::gelu_forward(int l) {
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  auto timer = profiler_.scope(ProfileKind::gelu_forward);
+  cpu::gelu_forward(act(l, LayerActivation::fch_gelu), act(l, LayerActivation::fch), N * 4 * C);
+}
+
 void GPT2Model::layer_forward(int l) {
   using LA = LayerActivation;
   using LP = LayerParam;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
   auto w = [&](LP p) { return param(l, p).data(); };
   const float* x = layer_input(l);
-  {
-    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
-    cpu::layernorm_forward(act(l, LA::ln1), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), x, w(LP::ln1_weight),
-                           w(LP::ln1_bias), N, C);
-  }
+  layernorm1_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
     cpu::matmul_forward(act(l, LA::qkv), act(l, LA::ln1), w(LP::qkv_weight), w(LP::qkv_bias), N, C, 3 * C,
@@ -370,20 +491,13 @@ void GPT2Model::layer_forward(int l) {
     auto timer = profiler_.scope(ProfileKind::residual_forward);
     cpu::residual_forward(act(l, LA::residual2), act(l, LA::residual2), x, N * C);
   }
-  {
-    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
-    cpu::layernorm_forward(act(l, LA::ln2), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), act(l, LA::residual2),
-                           w(LP::ln2_weight), w(LP::ln2_bias), N, C);
-  }
+  layernorm2_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
     cpu::matmul_forward(act(l, LA::fch), act(l, LA::ln2), w(LP::fc_weight), w(LP::fc_bias), N, C, 4 * C,
                         cpu::WeightLayout::in_out);
   }
-  {
-    auto timer = profiler_.scope(ProfileKind::gelu_forward);
-    cpu::gelu_forward(act(l, LA::fch_gelu), act(l, LA::fch), N * 4 * C);
-  }
+  gelu_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
     cpu::matmul_forward(act(l, LA::output), act(l, LA::fch_gelu), w(LP::fc_proj_weight), w(LP::fc_proj_bias), N, 4 * C,

@@ -87,10 +87,28 @@ struct ParameterRows {
   std::array<int, kMaxOptimizerStateBuffers> state{-1, -1};
 };
 
+// Residency moves since the model was built. Copy time is the copy stream's own clock; exposed time
+// is how long compute stood waiting for copies (all of a synchronous move's time).
+struct TransferTotals {
+  std::uint64_t bytes_to_host = 0;
+  std::uint64_t bytes_to_device = 0;
+  double exposed_seconds = 0.0;
+};
+
+// When a model's persistent rows (weights, grads, optimizer state, workspace) get memory: at once,
+// on the device; or later, by allocate_persistent(), in the homes that strategies chose meanwhile
+// (so offloaded state never touches the device, not even at start-up).
+enum class Allocation : std::uint8_t { now, deferred };
+
 class GPT2Model {
  public:
   // `batch` is the micro-batch size: activations are sized for it.
-  GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention, int optimizer_state_buffers);
+  GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention, int optimizer_state_buffers,
+            Allocation allocation = Allocation::now);
+  void allocate_persistent();  // allocates each unallocated persistent row, zeroed, in its home
+  ~GPT2Model();  // waits for copies in flight: they write into buffers this model owns
+  GPT2Model(const GPT2Model&) = delete;
+  GPT2Model& operator=(const GPT2Model&) = delete;
 
   const GPT2Config& config() const noexcept { return config_; }
   int batch() const noexcept { return batch_; }
@@ -114,15 +132,34 @@ class GPT2Model {
   void init_weights(std::uint64_t seed);
   void zero_grads();
 
-  // Residency of a block's weights, grads or optimizer state; activations are per step.
+  // Residency of a block's weights, grads or optimizer state (layer -1: the global parameters);
+  // activations are per step. A group being moved reads as residing at its destination.
   Residence residence(int layer, TensorGroup group) const;
-  std::uint64_t move_group(int layer, TensorGroup group, Home to);  // returns bytes moved
+  // Moves a group and waits for the copy.
+  void move_group(int layer, TensorGroup group, Home to);
+  // Starts moving a group on the copy stream. Until complete_moves, the group's data() is still
+  // the source: readable, but a write would be lost, so everything that writes completes first.
+  void begin_move_group(int layer, TensorGroup group, Home to);
+  void complete_moves(int layer, TensorGroup group);
+  void complete_all_moves();
+  // Completes the moves whose copies have already landed, freeing their sources; never waits.
+  void collect_finished_moves();
+  // Weights fetched from the host keep their host copy (ZeRO-Infinity's parameter offload): until
+  // the weights change, evicting them only frees the device copy. The optimizer calls this before
+  // it writes weights that are on the device, whose host copies would go stale.
+  void drop_stale_weight_copies();
+  const TransferTotals& transfers() const noexcept { return transfers_; }
 
   // The step, piece by piece.
   void begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
   void embed_forward();
   void allocate_layer_activations(int layer);
   void free_layer_activations(int layer, bool keep_output);
+  // Selective checkpointing: frees the LayerNorm and GELU outputs only; recompute_cheap_activations
+  // rebuilds them from the kept matmul outputs and LayerNorm statistics, bit for bit.
+  void free_cheap_activations(int layer);
+  bool only_cheap_activations_missing(int layer) const;
+  void recompute_cheap_activations(int layer);
   bool layer_activations_present(int layer) const;
   void layer_forward(int layer);
   double head_forward();            // mean cross-entropy of the micro batch
@@ -145,6 +182,16 @@ class GPT2Model {
   float* layer_input(int layer) noexcept;
   void zero(float* data, std::int64_t count);
   std::vector<int> group_rows(int layer, TensorGroup group) const;
+  void complete_rows(const std::vector<int>& rows);
+  void layernorm1_forward(int layer);
+  void layernorm2_forward(int layer);
+  void gelu_forward(int layer);
+
+  // A move in flight: the destination buffer and the copy's ticket, per row.
+  struct PendingMove {
+    Buffer destination;
+    CopyTicket ticket = 0;
+  };
 
   GPT2Config config_;
   int batch_;
@@ -152,7 +199,10 @@ class GPT2Model {
   Kernel& attention_;
   AttentionShape attention_shape_;
   TensorTable table_;
-  std::vector<Buffer> storage_;  // parallel to table rows
+  std::vector<Buffer> storage_;       // parallel to table rows
+  std::vector<PendingMove> pending_;  // parallel to table rows
+  std::vector<Buffer> host_copy_;     // parallel to table rows: clean host copies of fetched weights
+  TransferTotals transfers_;
   std::vector<ParameterRows> parameters_;
   std::vector<std::array<int, kLayerParamCount>> layer_param_rows_;
   std::vector<std::array<int, kLayerParamCount>> layer_grad_rows_;

@@ -87,7 +87,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const Dataset dataset(data_options(manifest));
 
   std::unique_ptr<Device> device = make_device(manifest);
-  GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers());
+  GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers(),
+                  Allocation::deferred);
+  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
+                    ExecutorOptions{train.steps, train.warmup_steps, train.lr});
+  executor.attach();  // strategies place the rows, then they are allocated
   model.init_weights(train.seed);
   if (options.print_table) model.table().print(std::cout);
 
@@ -101,9 +105,6 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }
 
-  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{train.steps, train.warmup_steps, train.lr});
-  executor.attach();
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len;
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
@@ -130,6 +131,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     for (int m = 0; m < train.micro_batches; ++m)
       dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
     device_memory.reset_window();
+    const TransferTotals transfers_before = model.transfers();
+    const double copy_seconds_before = device->copy_stream().busy_seconds();
     const auto step_start = std::chrono::steady_clock::now();
     const StepOutcome outcome = executor.train_step(step, micro_batches);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
@@ -149,6 +152,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.peak_device_bytes = stats.window_peak_total;
     metrics.peak_device_bytes_by_category = stats.window_peak;
     metrics.host_bytes = device->host_memory().live_total();
+    metrics.bytes_to_host = model.transfers().bytes_to_host - transfers_before.bytes_to_host;
+    metrics.bytes_to_device = model.transfers().bytes_to_device - transfers_before.bytes_to_device;
+    metrics.transfer_ms = 1000.0 * (device->copy_stream().busy_seconds() - copy_seconds_before);
+    metrics.exposed_transfer_ms = 1000.0 * (model.transfers().exposed_seconds - transfers_before.exposed_seconds);
     const bool eval_now = step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0);
     if (eval_now) metrics.val_loss = validation_loss(executor, dataset, manifest);
 
@@ -163,6 +170,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     const bool checkpoint_now =
         manifest.checkpoint.dir &&
         (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
+    if (checkpoint_now) model.complete_all_moves();
     if (checkpoint_now)
       result.last_checkpoint =
           save_checkpoint(*manifest.checkpoint.dir, model, TrainerState{step, train.seed, manifest.optimizer.plugin});
@@ -181,6 +189,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   summary.peak_device_bytes = stats.peak_total;
   summary.peak_device_bytes_by_category = stats.peak;
   summary.peak_host_bytes = device->host_memory().stats().peak_total;
+  summary.bytes_to_host = model.transfers().bytes_to_host;
+  summary.bytes_to_device = model.transfers().bytes_to_device;
+  summary.transfer_ms = 1000.0 * device->copy_stream().busy_seconds();
+  summary.exposed_transfer_ms = 1000.0 * model.transfers().exposed_seconds;
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed("telemetry: " + status.message());
   if (options.profile) {

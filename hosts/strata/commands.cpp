@@ -11,6 +11,7 @@
 #include "core/data/data_error.hpp"
 #include "core/device/device.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
+#include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "core/model/gpt2_model.hpp"
@@ -111,13 +112,16 @@ int command_train(const std::vector<std::string>& arguments) {
                         "resume from a checkpoint directory (default: checkpoint.dir's latest)")(
       "stop-after", po::value<std::int64_t>()->default_value(0),
       "stop after this step of the schedule (checkpointing there), to resume later")(
-      "table", "print the tensor table before training")("profile", "print time per kernel at the end");
+      "table", "print the tensor table before training")("profile", "print time per kernel at the end")(
+      "metrics", po::value<std::string>(), "also write one JSON record per step to this file (as the jsonl plugin)");
   po::variables_map values;
-  if (auto code = parse("train", "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile]", options,
-                        arguments, values))
+  if (auto code = parse("train",
+                        "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile] [--metrics FILE]",
+                        options, arguments, values))
     return *code;
   return run_guarded("train", [&] {
-    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    Manifest manifest = load_manifest(common.manifest, common.overrides);
+    if (values.count("metrics")) append_telemetry(manifest, "jsonl", {{"path", values["metrics"].as<std::string>()}});
     PluginRegistry registry = load_plugins(manifest);
     TrainOptions train_options;
     train_options.print_table = values.count("table") > 0;
@@ -192,8 +196,12 @@ int command_plan(const std::vector<std::string>& arguments) {
     const Manifest& manifest = inspected.manifest;
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     std::unique_ptr<Device> device = make_cpu_device(0);
-    const GPT2Model model(manifest.model, manifest.train.batch / manifest.train.micro_batches, *device,
-                          *inspected.stack.attention, inspected.stack.optimizer->state_buffers());
+    GPT2Model model(manifest.model, manifest.train.batch / manifest.train.micro_batches, *device,
+                    *inspected.stack.attention, inspected.stack.optimizer->state_buffers(), Allocation::deferred);
+    // The strategies place the rows (on_attach) as they would for training; nothing is allocated.
+    Executor executor(model, *inspected.stack.optimizer, *inspected.stack.precision,
+                      inspected.stack.strategy_pointers(), ExecutorOptions{});
+    executor.attach_without_allocating();
     model.table().print(std::cout, !values.count("full"));
     std::cout
         << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";

@@ -10,5 +10,6 @@ int command_eval(const std::vector<std::string>& arguments);
 int command_validate(const std::vector<std::string>& arguments);
 int command_plugins(const std::vector<std::string>& arguments);
 int command_plan(const std::vector<std::string>& arguments);
+int command_ab(const std::vector<std::string>& arguments);  // ab_command.cpp
 
 }  // namespace strata

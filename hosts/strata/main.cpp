@@ -1,4 +1,4 @@
-// strata: train, eval, validate, plan and plugins. Every error reaches the user as one clear
+// strata: train, eval, validate, plan, ab and plugins. Every error reaches the user as one clear
 // message and an exit code (0 success, 1 the run failed, 2 invalid input).
 #include <iostream>
 #include <string>
@@ -20,6 +20,10 @@ commands:
                          check keys, plugins and compatibility without building the model
   plan MANIFEST [--set ...]
                          print the tensor table (every buffer, MiB per row, totals per category)
+  ab A.toml B.toml [more.toml...] [--steps N] [--set ...]... [--html FILE]
+                         train each manifest in its own process and compare them: peak memory
+                         by category, speed, losses, and a verdict (identical, within tolerance,
+                         diverged) against the first
   plugins [--verbose]    the plugins found, their interfaces and keys, and why any failed to load
 
 `strata <command> --help` describes a command. Exit codes: 0 success, 1 the run failed
@@ -44,6 +48,7 @@ int main(int argc, char** argv) {
   if (command == "validate") return strata::command_validate(arguments);
   if (command == "plan") return strata::command_plan(arguments);
   if (command == "plugins") return strata::command_plugins(arguments);
+  if (command == "ab") return strata::command_ab(arguments);
   std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
   return strata::kExitInvalidInput;
 }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -75,6 +76,13 @@ class Console final : public TelemetrySink {
         std::printf("  %-26s %.2f MiB\n", std::string(category_name(category)).c_str(),
                     mib(s.peak_device_bytes_by_category[category_index(category)]));
       std::printf("%-28s %.2f MiB\n", "peak host (offload) memory", mib(s.peak_host_bytes));
+      if (s.bytes_to_host + s.bytes_to_device > 0) {
+        std::printf("%-28s %.1f MiB to host, %.1f MiB to device\n", "residency transfers", mib(s.bytes_to_host),
+                    mib(s.bytes_to_device));
+        const double hidden = s.transfer_ms > 0 ? std::clamp(1.0 - s.exposed_transfer_ms / s.transfer_ms, 0.0, 1.0) : 0;
+        std::printf("%-28s %.0f ms copying, %.0f ms waited for (%.0f%% hidden behind compute)\n", "transfer time",
+                    s.transfer_ms, s.exposed_transfer_ms, 100.0 * hidden);
+      }
       std::printf("%-28s %.1f s\n", "wall time", s.seconds);
       std::fflush(stdout);
     });

@@ -23,7 +23,7 @@ class Csv final : public TelemetrySink {
       out_.open(path, append ? std::ios::app : std::ios::trunc);
       if (!out_) return Status::error("csv: cannot open '" + path_ + "' for writing");
       if (!append) {
-        out_ << "step,phase,loss,val_loss,lr,grad_norm,ms,tokens_per_s,peak_device_bytes,host_bytes";
+        out_ << "step,phase,loss,val_loss,lr,grad_norm,ms,tokens_per_s,peak_device_bytes,host_bytes,bytes_to_host,bytes_to_device,transfer_ms,exposed_transfer_ms";
         for (MemoryCategory category : kAllMemoryCategories) out_ << ",device_" << category_name(category);
         out_ << '\n';
       }
@@ -37,7 +37,8 @@ class Csv final : public TelemetrySink {
       out_ << m.step << ',' << phase_name(m.phase) << ',' << m.loss << ',';
       if (m.val_loss) out_ << *m.val_loss;
       out_ << ',' << m.lr << ',' << m.grad_norm << ',' << m.ms << ',' << m.tokens_per_s << ',' << m.peak_device_bytes
-           << ',' << m.host_bytes;
+           << ',' << m.host_bytes << ',' << m.bytes_to_host << ',' << m.bytes_to_device << ',' << m.transfer_ms << ','
+           << m.exposed_transfer_ms;
       for (MemoryCategory category : kAllMemoryCategories) out_ << ',' << m.device_bytes[category_index(category)];
       out_ << '\n';
       out_.flush();

@@ -55,6 +55,10 @@ class Jsonl final : public TelemetrySink {
       record["peak_device_bytes"] = m.peak_device_bytes;
       record["peak_device_bytes_by_category"] = by_category(m.peak_device_bytes_by_category);
       record["host_bytes"] = m.host_bytes;
+      record["bytes_to_host"] = m.bytes_to_host;
+      record["bytes_to_device"] = m.bytes_to_device;
+      record["transfer_ms"] = m.transfer_ms;
+      record["exposed_transfer_ms"] = m.exposed_transfer_ms;
       write(record);
     });
   }
@@ -69,6 +73,10 @@ class Jsonl final : public TelemetrySink {
       record["peak_device_bytes"] = s.peak_device_bytes;
       record["peak_device_bytes_by_category"] = by_category(s.peak_device_bytes_by_category);
       record["peak_host_bytes"] = s.peak_host_bytes;
+      record["bytes_to_host"] = s.bytes_to_host;
+      record["bytes_to_device"] = s.bytes_to_device;
+      record["transfer_ms"] = s.transfer_ms;
+      record["exposed_transfer_ms"] = s.exposed_transfer_ms;
       write(record);
     });
   }

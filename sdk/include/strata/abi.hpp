@@ -7,7 +7,9 @@
 namespace strata {
 
 inline constexpr std::uint32_t kAbiMajor = 1;
-inline constexpr std::uint32_t kAbiMinor = 0;
+// Minor 1: HookContext gained asynchronous moves, global-parameter moves, cheap-activation drops and
+// micro_batches(); StepMetrics gained transfer figures. Both only grew at their ends.
+inline constexpr std::uint32_t kAbiMinor = 1;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

@@ -34,6 +34,10 @@ class ConfigView {
 
   // Records a cross-field error found by the plugin itself ("betas[0] must be < 1").
   virtual void report_error(std::string_view key, std::string_view message) noexcept = 0;
+
+  // ABI 1.1. Each element must be one of `allowed` (any string when it is empty).
+  virtual std::vector<std::string> get_string_list(std::string_view key, std::vector<std::string> default_value,
+                                                   const std::vector<std::string>& allowed = {}) noexcept = 0;
 };
 
 }  // namespace strata

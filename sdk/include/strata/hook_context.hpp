@@ -18,6 +18,10 @@ struct MemorySnapshot {
   std::uint64_t host_live = 0;
 };
 
+// The layer index that names the parameters outside the blocks (embeddings, final LayerNorm) in
+// fetch/evict/residence. Their weights must be on the device for the embedding and the head.
+inline constexpr int kGlobalParameters = -1;
+
 class HookContext {
  public:
   virtual ~HookContext() = default;
@@ -29,8 +33,9 @@ class HookContext {
   virtual std::int64_t step() const noexcept = 0;  // 1-based
   virtual int micro_batch() const noexcept = 0;
 
-  // Residency: move a layer's group between device and host memory. The executor fetches any
-  // group it needs that is not on the device, so a strategy only decides *when*.
+  // Residency: move a layer's group between device and host memory (layer kGlobalParameters for
+  // the parameters outside the blocks). The executor fetches any group it needs that is not on the
+  // device, so a strategy only decides *when*. fetch/evict complete before they return.
   virtual Status fetch(int layer, TensorGroup group) noexcept = 0;
   virtual Status evict(int layer, TensorGroup group) noexcept = 0;
   virtual Residence residence(int layer, TensorGroup group) const noexcept = 0;
@@ -46,6 +51,21 @@ class HookContext {
   virtual TensorView tensor(std::string_view name) noexcept = 0;
 
   virtual MemorySnapshot memory() const noexcept = 0;
+
+  // ABI 1.1 -------------------------------------------------------------------------------------
+  virtual int micro_batches() const noexcept = 0;  // micro batches per step
+
+  // Start a move on the device's copy stream and return at once. The group reads as residing at
+  // its destination from now on; the executor waits for the copy before anything touches the
+  // group, so compute overlaps the transfer. Moves of one group complete in the order issued.
+  virtual Status fetch_async(int layer, TensorGroup group) noexcept = 0;
+  virtual Status evict_async(int layer, TensorGroup group) noexcept = 0;
+  // Blocks until every move issued so far has completed.
+  virtual Status wait_transfers() noexcept = 0;
+
+  // Selective checkpointing: drop only what is cheap to recompute (the LayerNorm and GELU
+  // outputs), keep the matmul and attention results. recompute_activations restores them.
+  virtual Status drop_cheap_activations(int layer) noexcept = 0;
 };
 
 }  // namespace strata

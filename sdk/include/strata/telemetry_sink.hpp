@@ -34,6 +34,11 @@ struct StepMetrics {
   std::uint64_t peak_device_bytes = 0;            // peak of the total within the step
   CategoryBytes peak_device_bytes_by_category{};  // each category's own peak within the step
   std::uint64_t host_bytes = 0;                   // live host (offload arena) bytes at the end of the step
+  // ABI 1.1: residency transfers within the step, as the copy stream measured them.
+  std::uint64_t bytes_to_host = 0;
+  std::uint64_t bytes_to_device = 0;
+  double transfer_ms = 0.0;  // time the copies took
+  double exposed_transfer_ms = 0.0;  // of which compute waited for (synchronous moves included)
 };
 
 struct RunSummary {
@@ -47,6 +52,11 @@ struct RunSummary {
   CategoryBytes peak_device_bytes_by_category{};
   std::uint64_t peak_host_bytes = 0;
   double seconds = 0.0;
+  // ABI 1.1
+  std::uint64_t bytes_to_host = 0;  // whole run
+  std::uint64_t bytes_to_device = 0;
+  double transfer_ms = 0.0;
+  double exposed_transfer_ms = 0.0;
 };
 
 class TelemetrySink {

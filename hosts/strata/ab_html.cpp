@@ -1,0 +1,162 @@
+// The HTML report: one file, inline SVG only, so it opens offline and can be attached to a paper.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "ab_report.hpp"
+#include "core/util/format_bytes.hpp"
+
+namespace strata {
+
+namespace {
+
+constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string number(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+struct Series {
+  std::string name;
+  std::string color;
+  std::vector<std::pair<double, double>> points;
+  bool markers = false;  // points only (validation losses)
+  double width = 2.0;
+};
+
+// A line chart with labelled axes; y_format renders tick values.
+std::string line_chart(const std::string& title, const std::string& x_label, const std::vector<Series>& series,
+                       std::string (*y_format)(double)) {
+  constexpr double kWidth = 760, kHeight = 300, kLeft = 80, kRight = 20, kTop = 34, kBottom = 46;
+  double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min, y_min = x_min, y_max = -x_min;
+  for (const Series& s : series)
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(y)) continue;
+      x_min = std::min(x_min, x), x_max = std::max(x_max, x), y_min = std::min(y_min, y), y_max = std::max(y_max, y);
+    }
+  std::ostringstream svg;
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << kHeight << "' viewBox='0 0 "
+      << kWidth << ' ' << kHeight << "'>\n<text x='" << kLeft << "' y='20' font-size='15' font-weight='bold'>"
+      << escape(title) << "</text>\n";
+  if (!std::isfinite(x_min)) return svg.str() + "<text x='80' y='120'>no data</text></svg>\n";
+  if (x_max == x_min) x_max = x_min + 1;
+  if (y_max == y_min) y_max = y_min + 1;
+  const double pad = 0.05 * (y_max - y_min);
+  y_min -= pad, y_max += pad;
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * plot_w; };
+  auto py = [&](double y) { return kTop + (1.0 - (y - y_min) / (y_max - y_min)) * plot_h; };
+  svg << "<rect x='" << kLeft << "' y='" << kTop << "' width='" << plot_w << "' height='" << plot_h
+      << "' fill='none' stroke='#999'/>\n";
+  for (int tick = 0; tick <= 4; ++tick) {
+    const double y = y_min + (y_max - y_min) * tick / 4.0;
+    svg << "<line x1='" << kLeft << "' x2='" << kLeft + plot_w << "' y1='" << py(y) << "' y2='" << py(y)
+        << "' stroke='#eee'/><text x='" << kLeft - 6 << "' y='" << py(y) + 4
+        << "' font-size='11' text-anchor='end'>" << y_format(y) << "</text>\n";
+    const double x = x_min + (x_max - x_min) * tick / 4.0;
+    svg << "<text x='" << px(x) << "' y='" << kTop + plot_h + 16 << "' font-size='11' text-anchor='middle'>"
+        << number(x, 0) << "</text>\n";
+  }
+  svg << "<text x='" << kLeft + plot_w / 2 << "' y='" << kHeight - 8 << "' font-size='12' text-anchor='middle'>"
+      << escape(x_label) << "</text>\n";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    if (s.markers) {
+      for (const auto& [x, y] : s.points)
+        if (std::isfinite(y))
+          svg << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='4' fill='" << s.color << "'/>\n";
+    } else {
+      svg << "<polyline fill='none' stroke='" << s.color << "' stroke-width='" << s.width << "' points='";
+      for (const auto& [x, y] : s.points)
+        if (std::isfinite(y)) svg << number(px(x), 1) << ',' << number(py(y), 1) << ' ';
+      svg << "'/>\n";
+    }
+    const double legend_y = kTop + 14 + 15 * static_cast<double>(i);
+    svg << "<rect x='" << kLeft + plot_w - 190 << "' y='" << legend_y - 9 << "' width='10' height='10' fill='"
+        << s.color << "'/><text x='" << kLeft + plot_w - 175 << "' y='" << legend_y << "' font-size='11'>"
+        << escape(s.name) << "</text>\n";
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string loss_format(double value) {
+  return number(value, 2);
+}
+std::string mib_format(double value) {
+  return number(value / (1024.0 * 1024.0), 1) + " MiB";
+}
+
+}  // namespace
+
+void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std::vector<AbVerdict>& verdicts) {
+  out << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata ab report</title>\n<style>"
+         "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}"
+         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}"
+         "pre{background:#f6f6f6;padding:8px;font-size:12px}</style></head><body>\n<h1>strata ab</h1>\n";
+  out << "<h2>Comparison</h2>\n<pre>";
+  std::ostringstream table;
+  print_ab_table(table, runs, verdicts);
+  out << escape(table.str()) << "</pre>\n<h2>Runs</h2>\n<table><tr><th>run</th><th>manifest</th><th>stack</th><th>verdict</th></tr>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out << "<tr><td style='color:" << kColors[i % std::size(kColors)] << "'>" << escape(runs[i].label) << "</td><td>"
+        << escape(runs[i].manifest.string()) << "</td><td>" << escape(runs[i].stack) << "</td><td>"
+        << escape(verdicts[i].kind == AbVerdict::Kind::reference ? "reference" : verdicts[i].text) << "</td></tr>\n";
+  out << "</table>\n<h2>Loss</h2>\n";
+  std::vector<Series> losses;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string color = kColors[i % std::size(kColors)];
+    Series train{runs[i].label + " train", color, {}, false, runs.size() > 1 && i == 0 ? 4.0 : 1.5};
+    Series val{runs[i].label + " val", color, {}, true};
+    for (const AbStep& step : runs[i].steps) {
+      train.points.emplace_back(static_cast<double>(step.step), step.loss);
+      if (step.val_loss) val.points.emplace_back(static_cast<double>(step.step), *step.val_loss);
+    }
+    losses.push_back(train);
+    if (!val.points.empty()) losses.push_back(val);
+  }
+  out << line_chart("training loss (lines) and validation loss (dots)", "step", losses, loss_format);
+  out << "<h2>Device memory per step</h2>\n<p>The peak within each step, in total and per category, as the "
+         "allocator measured it.</p>\n";
+  constexpr const char* kCategoryColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+  for (const AbRun& run : runs) {
+    std::vector<Series> memory;
+    Series total{"total", "#000", {}, false, 2.5};
+    for (const AbStep& step : run.steps)
+      total.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
+    memory.push_back(total);
+    for (MemoryCategory category : kAllMemoryCategories) {
+      Series s{std::string(category_name(category)), kCategoryColors[category_index(category)], {}, false, 1.5};
+      bool any = false;
+      for (const AbStep& step : run.steps) {
+        const auto bytes = step.peak_device_bytes_by_category[category_index(category)];
+        any |= bytes > 0;
+        s.points.emplace_back(static_cast<double>(step.step), static_cast<double>(bytes));
+      }
+      if (any) memory.push_back(s);
+    }
+    out << line_chart(run.label + " — peak device memory within each step", "step", memory, mib_format);
+  }
+  out << "</body></html>\n";
+}
+
+}  // namespace strata

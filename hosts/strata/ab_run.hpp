@@ -1,0 +1,56 @@
+#pragma once
+// What `strata ab` reads back from one child run's JSONL: the per-step series and the summary.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/memory_category.hpp"
+
+namespace strata {
+
+struct AbStep {
+  std::int64_t step = 0;
+  double loss = 0.0;
+  std::optional<double> val_loss;
+  double ms = 0.0;
+  std::uint64_t peak_device_bytes = 0;
+  CategoryBytes peak_device_bytes_by_category{};
+  std::uint64_t host_bytes = 0;
+};
+
+struct AbRun {
+  std::filesystem::path manifest;
+  std::string label;  // the manifest's file name, made unique
+  std::string stack;
+  int exit_code = 0;
+  std::string failure;  // the child's last stderr line when it failed
+  std::vector<AbStep> steps;
+  // From the summary record.
+  std::uint64_t peak_device_bytes = 0;
+  CategoryBytes peak_device_bytes_by_category{};
+  std::uint64_t peak_host_bytes = 0;
+  double median_ms = 0.0;
+  double tokens_per_s = 0.0;
+  double final_loss = 0.0;
+  std::optional<double> final_val_loss;
+  std::uint64_t bytes_to_host = 0;
+  std::uint64_t bytes_to_device = 0;
+  double transfer_ms = 0.0;
+  double exposed_transfer_ms = 0.0;
+  bool complete = false;  // a summary record was read
+};
+
+// How a run's losses compare with the reference run's, step by step.
+struct AbVerdict {
+  enum class Kind { reference, identical, within_tolerance, diverged, failed } kind = Kind::reference;
+  double max_relative_difference = 0.0;
+  std::int64_t worst_step = 0;
+  std::string text;  // "identical", "within tolerance (max rel. diff 2.1e-04 <= 1e-02)", ...
+};
+
+AbRun read_ab_run(const std::filesystem::path& jsonl);  // throws std::runtime_error on unreadable records
+AbVerdict compare_runs(const AbRun& reference, const AbRun& run, double tolerance);
+
+}  // namespace strata

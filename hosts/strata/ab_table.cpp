@@ -1,0 +1,99 @@
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iomanip>
+#include <string>
+
+#include "ab_report.hpp"
+#include "core/util/format_bytes.hpp"
+
+namespace strata {
+
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// "33.27 MiB (0.57x)": a value and its ratio to the first run's.
+std::string with_ratio(const std::string& value, double measured, double reference, bool is_reference) {
+  if (is_reference) return value;
+  if (reference == 0.0) return measured == 0.0 ? value + " (=)" : value;
+  return value + " (" + fixed(measured / reference, 2) + "x)";
+}
+
+}  // namespace
+
+void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std::vector<AbVerdict>& verdicts) {
+  struct Row {
+    std::string name;
+    std::vector<std::string> cells;
+  };
+  std::vector<Row> rows;
+  const AbRun& first = runs.front();
+  auto numeric_row = [&](const std::string& name, const std::function<double(const AbRun&)>& value,
+                         const std::function<std::string(double)>& format) {
+    Row row{name, {}};
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (!runs[i].complete) {
+        row.cells.push_back("-");
+        continue;
+      }
+      const double measured = value(runs[i]);
+      row.cells.push_back(with_ratio(format(measured), measured, value(first), i == 0));
+    }
+    rows.push_back(row);
+  };
+  const auto mib = [](double bytes) { return format_mib(static_cast<std::uint64_t>(bytes)) + " MiB"; };
+  numeric_row("peak device memory", [](const AbRun& r) { return static_cast<double>(r.peak_device_bytes); }, mib);
+  for (MemoryCategory category : kAllMemoryCategories)
+    numeric_row(
+        "  " + std::string(category_name(category)),
+        [category](const AbRun& r) {
+          return static_cast<double>(r.peak_device_bytes_by_category[category_index(category)]);
+        },
+        mib);
+  numeric_row("peak host memory", [](const AbRun& r) { return static_cast<double>(r.peak_host_bytes); }, mib);
+  numeric_row("median ms/step", [](const AbRun& r) { return r.median_ms; }, [](double v) { return fixed(v, 1); });
+  numeric_row("tokens/s", [](const AbRun& r) { return r.tokens_per_s; }, [](double v) { return fixed(v, 0); });
+  numeric_row("final train loss", [](const AbRun& r) { return r.final_loss; }, [](double v) { return fixed(v, 4); });
+  numeric_row(
+      "final val loss", [](const AbRun& r) { return r.final_val_loss.value_or(0.0); },
+      [](double v) { return v == 0.0 ? std::string("-") : fixed(v, 4); });
+  numeric_row(
+      "moved to host", [](const AbRun& r) { return static_cast<double>(r.bytes_to_host); }, mib);
+  numeric_row(
+      "moved to device", [](const AbRun& r) { return static_cast<double>(r.bytes_to_device); }, mib);
+  Row hidden{"transfer hidden", {}};
+  for (const AbRun& run : runs)
+    hidden.cells.push_back(run.transfer_ms > 0
+                               ? fixed(100.0 * std::clamp(1.0 - run.exposed_transfer_ms / run.transfer_ms, 0.0, 1.0), 0) +
+                                     "% of " + fixed(run.transfer_ms, 0) + " ms"
+                               : "-");
+  rows.push_back(hidden);
+  Row verdict{"verdict", {}};
+  for (const AbVerdict& v : verdicts) verdict.cells.push_back(v.kind == AbVerdict::Kind::reference ? "reference" : v.text);
+  rows.push_back(verdict);
+
+  std::size_t name_width = 0;
+  std::vector<std::size_t> widths(runs.size(), 0);
+  for (std::size_t i = 0; i < runs.size(); ++i) widths[i] = runs[i].label.size();
+  for (const Row& row : rows) {
+    name_width = std::max(name_width, row.name.size());
+    for (std::size_t i = 0; i < row.cells.size(); ++i) widths[i] = std::max(widths[i], row.cells[i].size());
+  }
+  out << std::left << std::setw(static_cast<int>(name_width)) << "";
+  for (std::size_t i = 0; i < runs.size(); ++i) out << "  " << std::setw(static_cast<int>(widths[i])) << runs[i].label;
+  out << '\n';
+  for (const Row& row : rows) {
+    out << std::setw(static_cast<int>(name_width)) << row.name;
+    for (std::size_t i = 0; i < row.cells.size(); ++i)
+      out << "  " << std::setw(static_cast<int>(widths[i])) << row.cells[i];
+    out << '\n';
+  }
+  out << std::right;
+}
+
+}  // namespace strata

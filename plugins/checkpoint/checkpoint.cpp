@@ -1,0 +1,77 @@
+// Activation checkpointing (Chen et al. 2016; torch.utils.checkpoint): after a chosen block's
+// forward, drop what it saved for backward, and rebuild it just before that block's backward.
+//   mode = "block"      keeps only the block's output (the next block's input) and recomputes the
+//                        whole block: the most memory saved, one extra block forward each.
+//   mode = "selective"  drops only the LayerNorm and GELU outputs, which are cheap to recompute,
+//                        and keeps the matmul and attention results (Korthikanti et al. 2022).
+// The executor recomputes a block's missing activations just before its backward, after every
+// strategy's before_backward hook (so an offload strategy has brought the weights back first).
+// Recomputation runs the same kernels on the same inputs, so gradients are bitwise unchanged.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+std::vector<std::string> all_phase_names() {
+  std::vector<std::string> names;
+  for (Phase phase : {Phase::warmup, Phase::full, Phase::predict, Phase::correct})
+    names.emplace_back(phase_name(phase));
+  return names;
+}
+
+class Checkpoint final : public MemoryStrategy {
+ public:
+  Checkpoint(ConfigView& config, HostServices& host) {
+    const int n_layer = host.model().n_layer;
+    selected_.assign(static_cast<std::size_t>(n_layer), false);
+    if (config.has("every") && config.has("layers")) config.report_error("layers", "set every or layers, not both");
+    if (config.has("layers")) {
+      for (std::int64_t layer : config.get_int_list("layers", {})) {
+        if (layer < 0 || layer >= n_layer) {
+          config.report_error("layers", "layers holds " + std::to_string(layer) + ", outside the model's layers [0, " +
+                                            std::to_string(n_layer - 1) + "]");
+          continue;
+        }
+        selected_[static_cast<std::size_t>(layer)] = true;
+      }
+    } else {
+      const std::int64_t every = config.get_int("every", 1, 1, std::max(n_layer, 1));
+      for (int layer = 0; layer < n_layer; layer += static_cast<int>(std::max<std::int64_t>(every, 1)))
+        selected_[static_cast<std::size_t>(layer)] = true;
+    }
+    selective_ = config.get_string("mode", "block", {"block", "selective"}) == "selective";
+    const std::vector<std::string> names = all_phase_names();
+    for (const std::string& name : config.get_string_list("phases", names, names))
+      for (Phase phase : {Phase::warmup, Phase::full, Phase::predict, Phase::correct})
+        if (phase_name(phase) == name) phases_[static_cast<std::size_t>(phase)] = true;
+  }
+
+  Status after_forward(HookContext& context) noexcept override {
+    if (!applies(context)) return {};
+    return selective_ ? context.drop_cheap_activations(context.layer()) : context.drop_activations(context.layer());
+  }
+
+ private:
+  bool applies(const HookContext& context) const {
+    return selected_[static_cast<std::size_t>(context.layer())] &&
+           phases_[static_cast<std::size_t>(context.phase())];
+  }
+
+  std::vector<bool> selected_;
+  std::array<bool, 4> phases_{};
+  bool selective_ = false;
+};
+
+constexpr const char* kKeys[] = {"every", "layers", "mode", "phases", nullptr};
+const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Checkpoint>(
+    "checkpoint", "drop activations after a block's forward and recompute them for its backward", kKeys)};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(checkpoint, "1.0.0", kFactories)

@@ -1,0 +1,168 @@
+// CPU offload, in two independent parts (ZeRO-Offload and ZeRO-Infinity's ideas, per layer):
+//
+//   optimizer_state = "host"   optimizer state lives in host memory for good; gradients leave the
+//                              device layer by layer as backward finishes them (overlapping the
+//                              next layer's backward), the optimizer updates host weights with the
+//                              host's vectorized AdamW, and the new weights stream back to the
+//                              device during the next forward.
+//   max_resident_layers = K    block weights (and their gradients) live on the host; at most K
+//   prefetch = P               blocks are on the device at once, and blocks i+1..i+P (forward) or
+//                              i-1..i-P (backward) are fetched on the copy stream while block i
+//                              computes.
+//
+// Fetched weights keep their host copy until the optimizer changes them, so evicting a block's
+// weights frees device memory without copying. Every copy is exact, so the training trajectory
+// equals the one without offload, bit for bit.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+class Offload final : public MemoryStrategy {
+ public:
+  Offload(ConfigView& config, HostServices& host) : n_layer_(host.model().n_layer) {
+    host_optimizer_ = config.get_string("optimizer_state", "device", {"device", "host"}) == "host";
+    streaming_ = config.has("max_resident_layers");
+    if (streaming_) {
+      max_resident_ = static_cast<int>(config.get_int("max_resident_layers", n_layer_, 1, n_layer_));
+      prefetch_ = static_cast<int>(config.get_int("prefetch", 1, 0, std::max(n_layer_ - 1, 0)));
+      if (prefetch_ + 1 > max_resident_)
+        config.report_error("prefetch", "prefetch = " + std::to_string(prefetch_) + " needs max_resident_layers >= " +
+                                            std::to_string(prefetch_ + 1) +
+                                            " (the block computing plus the blocks arriving)");
+      if (!host_optimizer_)
+        config.report_error("max_resident_layers",
+                            "layer streaming keeps block weights on the host, so the optimizer must run there too: "
+                            "add optimizer_state = \"host\"");
+    } else if (config.has("prefetch")) {
+      config.report_error("prefetch", "prefetch is for layer streaming: set max_resident_layers as well");
+    }
+    if (!host_optimizer_ && !streaming_)
+      config.report_error("optimizer_state",
+                          "nothing to offload: set optimizer_state = \"host\", max_resident_layers = K, or both");
+  }
+
+  Status on_attach(HookContext& context) noexcept override {
+    for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
+      if (Status s = context.evict(layer, TensorGroup::optimizer_state); !s) return s;
+      if (Status s = context.evict(layer, TensorGroup::grads); !s) return s;
+      if (streaming_ && layer >= 0)
+        if (Status s = context.evict(layer, TensorGroup::weights); !s) return s;
+    }
+    return {};
+  }
+
+  Status before_forward(HookContext& context) noexcept override {
+    if (!streaming_) return {};
+    const int layer = context.layer();
+    return bring_blocks(context, layer, std::min(layer + prefetch_, n_layer_ - 1), /*forward=*/true, false);
+  }
+
+  Status after_forward(HookContext& context) noexcept override {
+    if (context.layer() != n_layer_ - 1) return {};
+    // The head's backward comes next: start the gradients it and the last block accumulate into.
+    if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::grads); !s) return s;
+    if (!streaming_) return context.fetch_async(n_layer_ - 1, TensorGroup::grads);
+    return {};
+  }
+
+  Status before_backward(HookContext& context) noexcept override {
+    const int layer = context.layer();
+    if (streaming_) return bring_blocks(context, std::max(layer - prefetch_, 0), layer, /*forward=*/false, true);
+    // Only gradients travel: fetch the next block's while this one computes.
+    if (layer > 0) return context.fetch_async(layer - 1, TensorGroup::grads);
+    return {};
+  }
+
+  Status after_backward(HookContext& context) noexcept override {
+    const int layer = context.layer();
+    const bool last_micro_batch = context.micro_batch() == context.micro_batches() - 1;
+    // Gradients leave after every micro batch (and come back for the next one's accumulation, as
+    // ZeRO-Offload accumulates on the host), so at most a few blocks' gradients are on the device.
+    if (Status s = context.evict_async(layer, TensorGroup::grads); !s) return s;
+    // This step needs the block's weights no more: free the device copy (the host copy is current).
+    if (last_micro_batch) return context.evict_async(layer, TensorGroup::weights);
+    return {};
+  }
+
+  Status before_step(HookContext& context) noexcept override {
+    // The optimizer runs where the state is: bring everything it touches to the host.
+    for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
+      if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
+      if (Status s = context.evict_async(layer, TensorGroup::grads); !s) return s;
+    }
+    return context.wait_transfers();
+  }
+
+  Status after_step(HookContext& context) noexcept override {
+    // Updated weights go back in the order the next forward wants them.
+    if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::weights); !s) return s;
+    const int first_blocks = streaming_ ? std::min(prefetch_ + 1, n_layer_) : n_layer_;
+    for (int layer = 0; layer < first_blocks; ++layer)
+      if (Status s = context.fetch_async(layer, TensorGroup::weights); !s) return s;
+    return {};
+  }
+
+ private:
+  // Streaming: make blocks [first, last] resident (weights, and gradients going backward), evicting
+  // blocks outside that range while more than max_resident_layers would be on the device. Going
+  // forward the blocks already computed are the ones to drop; going backward, those above.
+  Status bring_blocks(HookContext& context, int first, int last, bool forward, bool with_grads) {
+    for (int wanted = forward ? first : last; forward ? wanted <= last : wanted >= first; wanted += forward ? 1 : -1) {
+      if (context.residence(wanted, TensorGroup::weights) != Residence::device) {
+        while (resident_blocks(context) >= max_resident_)
+          if (Status s = evict_one(context, first, last, forward); !s) return s;
+        if (Status s = context.fetch_async(wanted, TensorGroup::weights); !s) return s;
+      }
+      if (with_grads && context.residence(wanted, TensorGroup::grads) != Residence::device)
+        if (Status s = context.fetch_async(wanted, TensorGroup::grads); !s) return s;
+    }
+    return {};
+  }
+
+  int resident_blocks(const HookContext& context) const {
+    int count = 0;
+    for (int layer = 0; layer < n_layer_; ++layer)
+      count += context.residence(layer, TensorGroup::weights) == Residence::device ? 1 : 0;
+    return count;
+  }
+
+  Status evict_one(HookContext& context, int first, int last, bool forward) {
+    std::vector<int> order;  // preferred victims first
+    if (forward) {
+      for (int layer = 0; layer < first; ++layer) order.push_back(layer);
+      for (int layer = n_layer_ - 1; layer > last; --layer) order.push_back(layer);
+    } else {
+      for (int layer = n_layer_ - 1; layer > last; --layer) order.push_back(layer);
+      for (int layer = 0; layer < first; ++layer) order.push_back(layer);
+    }
+    for (int layer : order) {
+      if (context.residence(layer, TensorGroup::weights) != Residence::device) continue;
+      if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
+      if (context.residence(layer, TensorGroup::grads) == Residence::device)
+        return context.evict_async(layer, TensorGroup::grads);
+      return {};
+    }
+    return Status::error("offload: no block outside [" + std::to_string(first) + ", " + std::to_string(last) +
+                         "] to evict; max_resident_layers is too small for this prefetch");
+  }
+
+  int n_layer_;
+  bool host_optimizer_ = false;
+  bool streaming_ = false;
+  int max_resident_ = 0;
+  int prefetch_ = 0;
+};
+
+constexpr const char* kKeys[] = {"optimizer_state", "max_resident_layers", "prefetch", nullptr};
+const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Offload>(
+    "offload", "optimizer state and block weights in host memory, moved on a copy stream", kKeys)};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(offload, "1.0.0", kFactories)

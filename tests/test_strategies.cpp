@@ -1,0 +1,174 @@
+// The checkpoint and offload plugins, loaded from the build tree and driven by the real executor:
+// they must not change the math (bitwise), must move the measured peaks the way they claim, and
+// must refuse bad settings before training.
+#include <gtest/gtest.h>
+
+#include "core/data/dataset.hpp"
+#include "core/device/device.hpp"
+#include "core/executor/executor.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/stack.hpp"
+#include "test_support.hpp"
+
+namespace strata {
+namespace {
+
+struct StackRun {
+  std::vector<double> losses;
+  std::vector<float> grads;    // every gradient after the last backward
+  std::vector<float> weights;  // every weight after the last update
+  ArenaStats device;
+  ArenaStats host;
+  std::uint64_t layer_weight_bytes = 0;   // one block's weights
+  std::uint64_t global_weight_bytes = 0;  // embeddings and final LayerNorm
+};
+
+// Four blocks, AdamW, `steps` steps of 2 micro batches, with the given [[strategy]] tables.
+StackRun run_stack(const std::string& name, const std::string& strategies, int steps = 3) {
+  const auto dir = test::temporary_directory("strategies_" + name);
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + strategies, "micro_batches = 2\n"));
+  const Manifest manifest = load_manifest(dir / "m.toml", {"model.n_layer=4"});
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  HostServicesImpl host(manifest.model.info());
+  Stack stack = build_stack(manifest, registry, host);
+  const int rows = manifest.train.batch / manifest.train.micro_batches;
+  auto device = make_cpu_device(0);
+  GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers(),
+                  Allocation::deferred);
+  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
+                    ExecutorOptions{steps, 0, manifest.train.lr});
+  executor.attach();
+  model.init_weights(manifest.train.seed);
+  const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len, rows});
+
+  const std::size_t micro_size = static_cast<std::size_t>(rows) * manifest.model.seq_len;
+  std::vector<std::int32_t> inputs(2 * micro_size), targets(2 * micro_size);
+  const std::span<const std::int32_t> in(inputs), out(targets);
+  const std::vector<MicroBatch> micro_batches = {{in.first(micro_size), out.first(micro_size)},
+                                                 {in.last(micro_size), out.last(micro_size)}};
+  StackRun run;
+  for (int step = 1; step <= steps; ++step) {
+    for (int m = 0; m < 2; ++m)
+      dataset.train_batch(manifest.train.seed, step, m, inputs.data() + m * micro_size,
+                          targets.data() + m * micro_size);
+    run.losses.push_back(executor.train_step(step, micro_batches).loss);
+  }
+  model.complete_all_moves();
+  for (const ParameterRows& rows_of : model.parameters()) {
+    const auto grad = model.data(rows_of.grad);
+    const auto weight = model.data(rows_of.param);
+    run.grads.insert(run.grads.end(), grad.begin(), grad.end());
+    run.weights.insert(run.weights.end(), weight.begin(), weight.end());
+    if (rows_of.layer == 0) run.layer_weight_bytes += weight.size_bytes();
+    if (rows_of.layer < 0) run.global_weight_bytes += weight.size_bytes();
+  }
+  run.device = device->device_memory().stats();
+  run.host = device->host_memory().stats();
+  return run;
+}
+
+std::uint64_t peak(const ArenaStats& stats, MemoryCategory category) {
+  return stats.peak[category_index(category)];
+}
+
+void expect_bitwise_equal(const StackRun& expected, const StackRun& actual) {
+  ASSERT_EQ(expected.losses.size(), actual.losses.size());
+  for (std::size_t i = 0; i < expected.losses.size(); ++i) EXPECT_EQ(expected.losses[i], actual.losses[i]) << i;
+  ASSERT_EQ(expected.grads.size(), actual.grads.size());
+  EXPECT_EQ(0, std::memcmp(expected.grads.data(), actual.grads.data(), expected.grads.size() * sizeof(float)))
+      << "gradients differ";
+  EXPECT_EQ(0, std::memcmp(expected.weights.data(), actual.weights.data(), expected.weights.size() * sizeof(float)))
+      << "weights differ";
+}
+
+const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
+const std::string kSelectiveCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";
+const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
+const std::string kStreaming =
+    "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
+
+TEST(CheckpointPlugin, BlockAndSelectiveKeepTheMathAndCutActivations) {
+  const StackRun plain = run_stack("plain", "");
+  const StackRun block = run_stack("block", kBlockCheckpoint);
+  const StackRun selective = run_stack("selective", kSelectiveCheckpoint);
+  expect_bitwise_equal(plain, block);
+  expect_bitwise_equal(plain, selective);
+  const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
+  std::printf("peak activation bytes: none %llu, selective %llu, block %llu\n",
+              static_cast<unsigned long long>(activations(plain)), static_cast<unsigned long long>(activations(selective)),
+              static_cast<unsigned long long>(activations(block)));
+  // Four blocks: block mode keeps one block's activations plus four outputs, under half of all four.
+  EXPECT_LT(activations(block), activations(plain) / 2);
+  EXPECT_LT(activations(selective), activations(plain));
+  EXPECT_GT(activations(selective), activations(block));
+}
+
+TEST(CheckpointPlugin, LayersListAndPhasesSelectWhatIsDropped) {
+  const StackRun plain = run_stack("plain_layers", "");
+  const StackRun one = run_stack("one_layer", "[[strategy]]\nplugin = \"checkpoint\"\nlayers = [1]\n");
+  const StackRun none = run_stack("no_phase", "[[strategy]]\nplugin = \"checkpoint\"\nphases = [\"predict\"]\n");
+  expect_bitwise_equal(plain, one);
+  const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
+  EXPECT_LT(activations(one), activations(plain));
+  EXPECT_EQ(activations(none), activations(plain)) << "every step here is a full step, which the plugin skips";
+}
+
+TEST(OffloadPlugin, HostOptimizerStateKeepsTheMathAndLeavesNoOptimizerBytesOnTheDevice) {
+  const StackRun plain = run_stack("plain_offload", "");
+  const StackRun offload = run_stack("optimizer_host", kOptimizerOffload);
+  expect_bitwise_equal(plain, offload);
+  EXPECT_EQ(peak(offload.device, MemoryCategory::optimizer), 0u);
+  EXPECT_EQ(peak(offload.host, MemoryCategory::optimizer), peak(plain.device, MemoryCategory::optimizer));
+  EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads))
+      << "gradients stream to the host block by block";
+}
+
+TEST(OffloadPlugin, LayerStreamingBoundsResidentWeightsAndKeepsTheMath) {
+  const StackRun plain = run_stack("plain_stream", "");
+  const StackRun streamed = run_stack("streamed", kStreaming);
+  const StackRun everything = run_stack("everything", kBlockCheckpoint + kStreaming);
+  expect_bitwise_equal(plain, streamed);
+  expect_bitwise_equal(plain, everything);
+  const std::uint64_t bound = 2 * streamed.layer_weight_bytes + streamed.global_weight_bytes;
+  std::printf("device weight peak: all resident %llu, K=2 %llu (bound %llu)\n",
+              static_cast<unsigned long long>(peak(plain.device, MemoryCategory::weights)),
+              static_cast<unsigned long long>(peak(streamed.device, MemoryCategory::weights)),
+              static_cast<unsigned long long>(bound));
+  EXPECT_LE(peak(streamed.device, MemoryCategory::weights), bound);
+  EXPECT_LT(everything.device.peak_total, streamed.device.peak_total) << "checkpointing adds to streaming";
+}
+
+void expect_refused(const std::string& table, const std::string& key, const std::string& range) {
+  const auto dir = test::temporary_directory("refused");
+  test::write_text(dir / "m.toml", test::tiny_manifest("[[strategy]]\n" + table));
+  const Manifest manifest = load_manifest(dir / "m.toml");
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  HostServicesImpl host(manifest.model.info());
+  try {
+    build_stack(manifest, registry, host);
+    FAIL() << "accepted: " << table;
+  } catch (const ManifestError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(key), std::string::npos) << message;
+    EXPECT_NE(message.find(range), std::string::npos) << message;
+  }
+}
+
+TEST(StrategyConfig, BadSettingsAreRefusedBeforeTraining) {
+  expect_refused("plugin = \"checkpoint\"\nevery = 0\n", "every", "[1, 2]");
+  expect_refused("plugin = \"checkpoint\"\nmode = \"blok\"\n", "mode", "did you mean \"block\"");
+  expect_refused("plugin = \"checkpoint\"\nlayers = [5]\n", "layers", "[0, 1]");
+  expect_refused("plugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 0\n", "max_resident_layers",
+                 "[1, 2]");
+  expect_refused("plugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 2\n",
+                 "prefetch", "[0, 1]");
+  expect_refused("plugin = \"offload\"\nmax_resident_layers = 2\n", "max_resident_layers", "optimizer_state");
+}
+
+}  // namespace
+}  // namespace strata
