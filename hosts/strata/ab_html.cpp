@@ -45,7 +45,7 @@ struct Series {
 
 // A line chart with labelled axes; y_format renders tick values.
 std::string line_chart(const std::string& title, const std::string& x_label, const std::vector<Series>& series,
-                       std::string (*y_format)(double)) {
+                       std::string (*y_format)(double), bool y_from_zero = false) {
   constexpr double kWidth = 760, kHeight = 300, kLeft = 80, kRight = 20, kTop = 34, kBottom = 46;
   double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min, y_min = x_min, y_max = -x_min;
   for (const Series& s : series)
@@ -61,7 +61,8 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   if (x_max == x_min) x_max = x_min + 1;
   if (y_max == y_min) y_max = y_min + 1;
   const double pad = 0.05 * (y_max - y_min);
-  y_min -= pad, y_max += pad;
+  y_min = y_from_zero ? 0.0 : y_min - pad;
+  y_max += pad;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * plot_w; };
   auto py = [&](double y) { return kTop + (1.0 - (y - y_min) / (y_max - y_min)) * plot_h; };
@@ -137,6 +138,14 @@ void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std:
   out << line_chart("training loss (lines) and validation loss (dots)", "step", losses, loss_format);
   out << "<h2>Device memory per step</h2>\n<p>The peak within each step, in total and per category, as the "
          "allocator measured it.</p>\n";
+  std::vector<Series> totals;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    Series total{runs[i].label, kColors[i % std::size(kColors)], {}, false, 2.0};
+    for (const AbStep& step : runs[i].steps)
+      total.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
+    totals.push_back(total);
+  }
+  out << line_chart("all runs — peak device memory within each step", "step", totals, mib_format, true);
   constexpr const char* kCategoryColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
   for (const AbRun& run : runs) {
     std::vector<Series> memory;
@@ -154,7 +163,8 @@ void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std:
       }
       if (any) memory.push_back(s);
     }
-    out << line_chart(run.label + " — peak device memory within each step", "step", memory, mib_format);
+    out << line_chart(run.label + " — peak device memory within each step, by category", "step", memory, mib_format,
+                      true);
   }
   out << "</body></html>\n";
 }

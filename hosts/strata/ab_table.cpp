@@ -70,7 +70,7 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
   for (const AbRun& run : runs)
     hidden.cells.push_back(run.transfer_ms > 0
                                ? fixed(100.0 * std::clamp(1.0 - run.exposed_transfer_ms / run.transfer_ms, 0.0, 1.0), 0) +
-                                     "% of " + fixed(run.transfer_ms, 0) + " ms"
+                                     "% of " + fixed(run.transfer_ms, run.transfer_ms < 10 ? 1 : 0) + " ms"
                                : "-");
   rows.push_back(hidden);
   Row verdict{"verdict", {}};
