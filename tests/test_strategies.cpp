@@ -99,7 +99,8 @@ TEST(CheckpointPlugin, BlockAndSelectiveKeepTheMathAndCutActivations) {
   expect_bitwise_equal(plain, selective);
   const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
   std::printf("peak activation bytes: none %llu, selective %llu, block %llu\n",
-              static_cast<unsigned long long>(activations(plain)), static_cast<unsigned long long>(activations(selective)),
+              static_cast<unsigned long long>(activations(plain)),
+              static_cast<unsigned long long>(activations(selective)),
               static_cast<unsigned long long>(activations(block)));
   // Four blocks: block mode keeps one block's activations plus four outputs, under half of all four.
   EXPECT_LT(activations(block), activations(plain) / 2);

@@ -22,13 +22,9 @@ class ExecutorHookContext final : public HookContext {
 
   int micro_batches() const noexcept override { return executor_.micro_batches_; }
 
-  Status fetch(int layer, TensorGroup group) noexcept override {
-    return move(layer, group, Home::device, false);
-  }
+  Status fetch(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::device, false); }
   Status evict(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, false); }
-  Status fetch_async(int layer, TensorGroup group) noexcept override {
-    return move(layer, group, Home::device, true);
-  }
+  Status fetch_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::device, true); }
   Status evict_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, true); }
   Status wait_transfers() noexcept override {
     return guarded([&] { executor_.model_.complete_all_moves(); });

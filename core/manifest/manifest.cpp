@@ -294,9 +294,10 @@ void append_telemetry(Manifest& manifest, const std::string& plugin, const std::
   for (const auto& [key, value] : keys) table.insert(key, value);
   array.push_back(std::move(table));  // elements are held by pointer: earlier specs stay valid
   const std::size_t index = array.size() - 1;
-  manifest.telemetry.push_back(PluginSpec{plugin, array.get(index)->as_table(),
-                                          "[[telemetry]] #" + std::to_string(index + 1) + " (added by the command line)",
-                                          "telemetry." + std::to_string(index)});
+  manifest.telemetry.push_back(
+      PluginSpec{plugin, array.get(index)->as_table(),
+                 "[[telemetry]] #" + std::to_string(index + 1) + " (added by the command line)",
+                 "telemetry." + std::to_string(index)});
 }
 
 }  // namespace strata

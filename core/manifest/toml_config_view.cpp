@@ -208,7 +208,8 @@ std::vector<std::string> TomlConfigView::get_string_list(std::string_view key, s
       }
       std::string value = *element.value<std::string>();
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
-        std::string message = std::string(key) + " holds \"" + value + "\", which is not one of: " + join_words(allowed);
+        std::string message =
+            std::string(key) + " holds \"" + value + "\", which is not one of: " + join_words(allowed);
         if (const std::string near = closest_match(value, allowed); !near.empty())
           message += " (did you mean \"" + near + "\"?)";
         problem(key, message);

@@ -343,7 +343,7 @@ void GPT2Model::complete_rows(const std::vector<int>& rows) {
     const TensorRow& r = table_.row(row);
     if (r.group == TensorGroup::weights && r.home == Home::device)
       host_copy_[static_cast<std::size_t>(row)] = std::move(source);  // kept: evicting these weights is free
-    source = std::move(move.destination);  // frees the source unless kept above
+    source = std::move(move.destination);                             // frees the source unless kept above
     move.ticket = 0;
   }
 }

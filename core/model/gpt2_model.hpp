@@ -106,7 +106,7 @@ class GPT2Model {
   GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention, int optimizer_state_buffers,
             Allocation allocation = Allocation::now);
   void allocate_persistent();  // allocates each unallocated persistent row, zeroed, in its home
-  ~GPT2Model();  // waits for copies in flight: they write into buffers this model owns
+  ~GPT2Model();                // waits for copies in flight: they write into buffers this model owns
   GPT2Model(const GPT2Model&) = delete;
   GPT2Model& operator=(const GPT2Model&) = delete;
 

@@ -105,7 +105,6 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }
 
-
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len;
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
                manifest.model.parameter_count(), manifest.device.memory_limit};

@@ -69,7 +69,8 @@ int command_ab(const std::vector<std::string>& arguments) {
   std::string out_dir;
   double tolerance = 1e-2;
   po::options_description options("ab options");
-  options.add_options()("manifest", po::value(&manifests)->composing(), "two or more manifests; the first is the reference")(
+  options.add_options()("manifest", po::value(&manifests)->composing(),
+                        "two or more manifests; the first is the reference")(
       "steps", po::value(&steps), "train each for this many steps (sets train.steps)")(
       "set", po::value(&overrides)->composing(), "override a key in every manifest (repeatable)")(
       "html", po::value(&html), "also write a self-contained HTML report here")(
@@ -149,7 +150,8 @@ int command_ab(const std::vector<std::string>& arguments) {
   }
 
   std::vector<AbVerdict> verdicts;
-  for (const AbRun& run : runs) verdicts.push_back(&run == &runs.front() ? AbVerdict{} : compare_runs(runs.front(), run, tolerance));
+  for (const AbRun& run : runs)
+    verdicts.push_back(&run == &runs.front() ? AbVerdict{} : compare_runs(runs.front(), run, tolerance));
   std::printf("\n");
   print_ab_table(std::cout, runs, verdicts);
   if (!html.empty()) {

@@ -13,7 +13,8 @@ namespace strata {
 
 namespace {
 
-constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
 std::string escape(const std::string& text) {
   std::string out;
@@ -71,8 +72,8 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   for (int tick = 0; tick <= 4; ++tick) {
     const double y = y_min + (y_max - y_min) * tick / 4.0;
     svg << "<line x1='" << kLeft << "' x2='" << kLeft + plot_w << "' y1='" << py(y) << "' y2='" << py(y)
-        << "' stroke='#eee'/><text x='" << kLeft - 6 << "' y='" << py(y) + 4
-        << "' font-size='11' text-anchor='end'>" << y_format(y) << "</text>\n";
+        << "' stroke='#eee'/><text x='" << kLeft - 6 << "' y='" << py(y) + 4 << "' font-size='11' text-anchor='end'>"
+        << y_format(y) << "</text>\n";
     const double x = x_min + (x_max - x_min) * tick / 4.0;
     svg << "<text x='" << px(x) << "' y='" << kTop + plot_h + 16 << "' font-size='11' text-anchor='middle'>"
         << number(x, 0) << "</text>\n";
@@ -117,7 +118,8 @@ void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std:
   out << "<h2>Comparison</h2>\n<pre>";
   std::ostringstream table;
   print_ab_table(table, runs, verdicts);
-  out << escape(table.str()) << "</pre>\n<h2>Runs</h2>\n<table><tr><th>run</th><th>manifest</th><th>stack</th><th>verdict</th></tr>\n";
+  out << escape(table.str())
+      << "</pre>\n<h2>Runs</h2>\n<table><tr><th>run</th><th>manifest</th><th>stack</th><th>verdict</th></tr>\n";
   for (std::size_t i = 0; i < runs.size(); ++i)
     out << "<tr><td style='color:" << kColors[i % std::size(kColors)] << "'>" << escape(runs[i].label) << "</td><td>"
         << escape(runs[i].manifest.string()) << "</td><td>" << escape(runs[i].stack) << "</td><td>"

@@ -46,7 +46,8 @@ AbRun read_ab_run(const std::filesystem::path& jsonl) {
     } else if (kind == "summary") {
       run.complete = true;
       run.peak_device_bytes = record.value("peak_device_bytes", std::uint64_t{0});
-      run.peak_device_bytes_by_category = read_categories(record.value("peak_device_bytes_by_category", nlohmann::json::object()));
+      run.peak_device_bytes_by_category =
+          read_categories(record.value("peak_device_bytes_by_category", nlohmann::json::object()));
       run.peak_host_bytes = record.value("peak_host_bytes", std::uint64_t{0});
       run.median_ms = record.value("median_ms", 0.0);
       run.tokens_per_s = record.value("tokens_per_s", 0.0);

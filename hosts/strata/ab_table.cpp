@@ -47,7 +47,8 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
     rows.push_back(row);
   };
   const auto mib = [](double bytes) { return format_mib(static_cast<std::uint64_t>(bytes)) + " MiB"; };
-  numeric_row("peak device memory", [](const AbRun& r) { return static_cast<double>(r.peak_device_bytes); }, mib);
+  numeric_row(
+      "peak device memory", [](const AbRun& r) { return static_cast<double>(r.peak_device_bytes); }, mib);
   for (MemoryCategory category : kAllMemoryCategories)
     numeric_row(
         "  " + std::string(category_name(category)),
@@ -55,10 +56,14 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
           return static_cast<double>(r.peak_device_bytes_by_category[category_index(category)]);
         },
         mib);
-  numeric_row("peak host memory", [](const AbRun& r) { return static_cast<double>(r.peak_host_bytes); }, mib);
-  numeric_row("median ms/step", [](const AbRun& r) { return r.median_ms; }, [](double v) { return fixed(v, 1); });
-  numeric_row("tokens/s", [](const AbRun& r) { return r.tokens_per_s; }, [](double v) { return fixed(v, 0); });
-  numeric_row("final train loss", [](const AbRun& r) { return r.final_loss; }, [](double v) { return fixed(v, 4); });
+  numeric_row(
+      "peak host memory", [](const AbRun& r) { return static_cast<double>(r.peak_host_bytes); }, mib);
+  numeric_row(
+      "median ms/step", [](const AbRun& r) { return r.median_ms; }, [](double v) { return fixed(v, 1); });
+  numeric_row(
+      "tokens/s", [](const AbRun& r) { return r.tokens_per_s; }, [](double v) { return fixed(v, 0); });
+  numeric_row(
+      "final train loss", [](const AbRun& r) { return r.final_loss; }, [](double v) { return fixed(v, 4); });
   numeric_row(
       "final val loss", [](const AbRun& r) { return r.final_val_loss.value_or(0.0); },
       [](double v) { return v == 0.0 ? std::string("-") : fixed(v, 4); });
@@ -68,13 +73,14 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
       "moved to device", [](const AbRun& r) { return static_cast<double>(r.bytes_to_device); }, mib);
   Row hidden{"transfer hidden", {}};
   for (const AbRun& run : runs)
-    hidden.cells.push_back(run.transfer_ms > 0
-                               ? fixed(100.0 * std::clamp(1.0 - run.exposed_transfer_ms / run.transfer_ms, 0.0, 1.0), 0) +
-                                     "% of " + fixed(run.transfer_ms, run.transfer_ms < 10 ? 1 : 0) + " ms"
-                               : "-");
+    hidden.cells.push_back(
+        run.transfer_ms > 0 ? fixed(100.0 * std::clamp(1.0 - run.exposed_transfer_ms / run.transfer_ms, 0.0, 1.0), 0) +
+                                  "% of " + fixed(run.transfer_ms, run.transfer_ms < 10 ? 1 : 0) + " ms"
+                            : "-");
   rows.push_back(hidden);
   Row verdict{"verdict", {}};
-  for (const AbVerdict& v : verdicts) verdict.cells.push_back(v.kind == AbVerdict::Kind::reference ? "reference" : v.text);
+  for (const AbVerdict& v : verdicts)
+    verdict.cells.push_back(v.kind == AbVerdict::Kind::reference ? "reference" : v.text);
   rows.push_back(verdict);
 
   std::size_t name_width = 0;

@@ -115,9 +115,9 @@ int command_train(const std::vector<std::string>& arguments) {
       "table", "print the tensor table before training")("profile", "print time per kernel at the end")(
       "metrics", po::value<std::string>(), "also write one JSON record per step to this file (as the jsonl plugin)");
   po::variables_map values;
-  if (auto code = parse("train",
-                        "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile] [--metrics FILE]",
-                        options, arguments, values))
+  if (auto code =
+          parse("train", "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile] [--metrics FILE]",
+                options, arguments, values))
     return *code;
   return run_guarded("train", [&] {
     Manifest manifest = load_manifest(common.manifest, common.overrides);

@@ -18,8 +18,9 @@ commands:
                          mean cross-entropy of a checkpoint; prints eval_loss=<value> last
   validate MANIFEST [--set ...]
                          check keys, plugins and compatibility without building the model
-  plan MANIFEST [--set ...]
-                         print the tensor table (every buffer, MiB per row, totals per category)
+  plan MANIFEST [--set ...] [--full]
+                         print the tensor table as the strategies place it (every buffer, its
+                         home, MiB per row, totals per category on the device and the host)
   ab A.toml B.toml [more.toml...] [--steps N] [--set ...]... [--html FILE]
                          train each manifest in its own process and compare them: peak memory
                          by category, speed, losses, and a verdict (identical, within tolerance,

@@ -59,8 +59,7 @@ class Checkpoint final : public MemoryStrategy {
 
  private:
   bool applies(const HookContext& context) const {
-    return selected_[static_cast<std::size_t>(context.layer())] &&
-           phases_[static_cast<std::size_t>(context.phase())];
+    return selected_[static_cast<std::size_t>(context.layer())] && phases_[static_cast<std::size_t>(context.phase())];
   }
 
   std::vector<bool> selected_;

@@ -23,7 +23,8 @@ class Csv final : public TelemetrySink {
       out_.open(path, append ? std::ios::app : std::ios::trunc);
       if (!out_) return Status::error("csv: cannot open '" + path_ + "' for writing");
       if (!append) {
-        out_ << "step,phase,loss,val_loss,lr,grad_norm,ms,tokens_per_s,peak_device_bytes,host_bytes,bytes_to_host,bytes_to_device,transfer_ms,exposed_transfer_ms";
+        out_ << "step,phase,loss,val_loss,lr,grad_norm,ms,tokens_per_s,peak_device_bytes,host_bytes,bytes_to_host,"
+                "bytes_to_device,transfer_ms,exposed_transfer_ms";
         for (MemoryCategory category : kAllMemoryCategories) out_ << ",device_" << category_name(category);
         out_ << '\n';
       }

@@ -32,8 +32,8 @@ class Offload final : public MemoryStrategy {
       max_resident_ = static_cast<int>(config.get_int("max_resident_layers", n_layer_, 1, n_layer_));
       prefetch_ = static_cast<int>(config.get_int("prefetch", 1, 0, std::max(n_layer_ - 1, 0)));
       if (prefetch_ + 1 > max_resident_)
-        config.report_error("prefetch", "prefetch = " + std::to_string(prefetch_) + " needs max_resident_layers >= " +
-                                            std::to_string(prefetch_ + 1) +
+        config.report_error("prefetch", "prefetch = " + std::to_string(prefetch_) +
+                                            " needs max_resident_layers >= " + std::to_string(prefetch_ + 1) +
                                             " (the block computing plus the blocks arriving)");
       if (!host_optimizer_)
         config.report_error("max_resident_layers",

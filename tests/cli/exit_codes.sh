@@ -20,5 +20,27 @@ expect 2 "unknown command" -- "$strata" frobnicate
 expect 2 "no such file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/nothing.txt\"
 expect 2 "invalid checkpoint" -- "$strata" eval examples/quickstart.toml --checkpoint "$work"
 expect 1 "memory limit exceeded" -- "$strata" train examples/quickstart.toml --set device.memory_limit=\"8MiB\" --set train.steps=2
+# SGD at lr 10 with momentum overflows the weights within a few steps: the loss goes non-finite.
+cat > "$work/diverge.toml" <<EOF
+[model]
+n_layer = 2
+n_head = 2
+d_model = 32
+vocab = 256
+seq_len = 16
+[data]
+train = "$PWD/data/kjv.txt"
+[train]
+steps = 200
+batch = 4
+lr = 10
+[optimizer]
+plugin = "sgd"
+momentum = 0.9
+[[telemetry]]
+plugin = "csv"
+path = "/dev/null"
+EOF
+expect 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml"
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"

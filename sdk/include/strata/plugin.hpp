@@ -137,7 +137,7 @@ constexpr FactoryDescriptor make_factory(const char* name, const char* summary, 
   namespace strata_plugin_##plugin_name {                                                             \
     const ::strata::PluginDescriptor* describe() noexcept {                                           \
       static const ::strata::PluginDescriptor descriptor = {                                          \
-          abi_major,    abi_minor,     STRATA_TOOLCHAIN_TAG,     STRATA_STRINGIFY(plugin_name),                      \
+          abi_major,    abi_minor,     STRATA_TOOLCHAIN_TAG,     STRATA_STRINGIFY(plugin_name),       \
           version_text, factory_array, std::size(factory_array), {}};                                 \
       return &descriptor;                                                                             \
     }                                                                                                 \

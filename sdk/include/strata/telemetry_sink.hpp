@@ -37,7 +37,7 @@ struct StepMetrics {
   // ABI 1.1: residency transfers within the step, as the copy stream measured them.
   std::uint64_t bytes_to_host = 0;
   std::uint64_t bytes_to_device = 0;
-  double transfer_ms = 0.0;  // time the copies took
+  double transfer_ms = 0.0;          // time the copies took
   double exposed_transfer_ms = 0.0;  // of which compute waited for (synchronous moves included)
 };
 
