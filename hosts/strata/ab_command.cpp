@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "ab_report.hpp"
 #include "commands.hpp"
@@ -31,8 +33,19 @@ std::filesystem::path own_executable() {
   return std::filesystem::read_symlink("/proc/self/exe");
 }
 
-// Runs the command with stdout and stderr going to `log`; returns its exit code.
-int run_child(const std::vector<std::string>& command, const std::filesystem::path& log) {
+// Steps finished so far by a child, from its JSONL (one line per step after the header).
+std::int64_t steps_written(const std::filesystem::path& jsonl) {
+  std::ifstream in(jsonl);
+  std::int64_t lines = 0;
+  std::string line;
+  while (std::getline(in, line)) lines += line.starts_with("{\"step\"") ? 1 : 0;
+  return lines;
+}
+
+// Runs the command with stdout and stderr going to `log`; returns its exit code. While it runs,
+// `progress` is called twice a second.
+int run_child(const std::vector<std::string>& command, const std::filesystem::path& log,
+              const std::function<void()>& progress) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -45,8 +58,13 @@ int run_child(const std::vector<std::string>& command, const std::filesystem::pa
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) throw std::runtime_error("cannot start " + command[0] + ": " + std::strerror(error));
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw std::runtime_error("waitpid failed: " + std::string(std::strerror(errno)));
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) throw std::runtime_error("waitpid failed: " + std::string(std::strerror(errno)));
+    progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
@@ -125,12 +143,22 @@ int command_ab(const std::vector<std::string>& arguments) {
     std::filesystem::remove(jsonl);
     std::vector<std::string> command = {own_executable().string(), "train", manifests[i], "--metrics", jsonl.string()};
     for (const std::string& assignment : shared) command.insert(command.end(), {"--set", assignment});
-    std::printf("[%zu/%zu] %s ... ", i + 1, manifests.size(), manifests[i].c_str());
+    const std::string prefix =
+        "[" + std::to_string(i + 1) + "/" + std::to_string(manifests.size()) + "] " + manifests[i] + " ... ";
+    std::printf("%s", prefix.c_str());
     std::fflush(stdout);
+    const bool terminal = isatty(STDOUT_FILENO) != 0;
+    const std::int64_t total_steps = steps > 0 ? steps : load_manifest(manifests[i], shared).train.steps;
     const auto start = std::chrono::steady_clock::now();
+    auto progress = [&] {
+      if (!terminal) return;  // logs get one line per run
+      std::printf("\r%sstep %lld/%lld", prefix.c_str(), static_cast<long long>(steps_written(jsonl)),
+                  static_cast<long long>(total_steps));
+      std::fflush(stdout);
+    };
     AbRun run;
     try {
-      const int code = run_child(command, log);
+      const int code = run_child(command, log, progress);
       run = read_ab_run(jsonl);
       run.exit_code = code;
     } catch (const std::exception& e) {
@@ -141,7 +169,9 @@ int command_ab(const std::vector<std::string>& arguments) {
     run.label = label;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run.exit_code != 0 && run.failure.empty()) run.failure = last_error_line(log);
-    std::printf("%s in %.1f s (log: %s)\n", run.exit_code == 0 ? "done" : "FAILED", seconds, log.c_str());
+    if (terminal) std::printf("\r%s", prefix.c_str());
+    std::printf("%s in %.1f s (log: %s)%s\n", run.exit_code == 0 ? "done" : "FAILED", seconds, log.c_str(),
+                terminal ? "\x1b[K" : "");
     if (run.exit_code != 0) {
       std::printf("    exit %d: %s\n", run.exit_code, run.failure.c_str());
       any_failed = true;
