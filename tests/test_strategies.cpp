@@ -124,8 +124,9 @@ TEST(OffloadPlugin, HostOptimizerStateKeepsTheMathAndLeavesNoOptimizerBytesOnThe
   expect_bitwise_equal(plain, offload);
   EXPECT_EQ(peak(offload.device, MemoryCategory::optimizer), 0u);
   EXPECT_EQ(peak(offload.host, MemoryCategory::optimizer), peak(plain.device, MemoryCategory::optimizer));
-  EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads))
-      << "gradients stream to the host block by block";
+  // Gradients stream to the host block by block: at most two blocks' on the device, plus the globals'.
+  EXPECT_LE(peak(offload.device, MemoryCategory::grads), 2 * offload.layer_weight_bytes + offload.global_weight_bytes);
+  EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads));
 }
 
 TEST(OffloadPlugin, LayerStreamingBoundsResidentWeightsAndKeepsTheMath) {

@@ -29,6 +29,13 @@ class ExecutorHookContext final : public HookContext {
   Status wait_transfers() noexcept override {
     return guarded([&] { executor_.model_.complete_all_moves(); });
   }
+  Status wait_for(int layer, TensorGroup group) noexcept override {
+    return guarded([&] {
+      if (layer != kGlobalParameters) check_layer(layer);
+      executor_.model_.complete_moves(layer, group);
+      executor_.model_.collect_finished_moves();  // everything issued earlier has landed too
+    });
+  }
   Residence residence(int layer, TensorGroup group) const noexcept override {
     if (layer < kGlobalParameters || layer >= n_layer()) return Residence::absent;
     if (layer == kGlobalParameters && group == TensorGroup::activations) return Residence::absent;

@@ -1,5 +1,6 @@
 // One JSON object per step (and a header and summary record), flushed per line so a crashed run
 // keeps every step it finished.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,9 @@ class Jsonl final : public TelemetrySink {
       record["bytes_to_device"] = m.bytes_to_device;
       record["transfer_ms"] = m.transfer_ms;
       record["exposed_transfer_ms"] = m.exposed_transfer_ms;
+      // The share of copy time hidden behind compute; absent when nothing moved.
+      if (m.transfer_ms > 0.0)
+        record["transfer_overlap"] = std::clamp(1.0 - m.exposed_transfer_ms / m.transfer_ms, 0.0, 1.0);
       write(record);
     });
   }

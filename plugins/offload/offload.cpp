@@ -73,6 +73,12 @@ class Offload final : public MemoryStrategy {
 
   Status before_backward(HookContext& context) noexcept override {
     const int layer = context.layer();
+    // The block above finished its backward and its gradients left for the host: wait until they
+    // have (and with them every earlier move, such as the previous micro batch's), so at most two
+    // blocks' gradients are ever on the device, however slow the copies.
+    const Status landed =
+        layer + 1 < n_layer_ ? context.wait_for(layer + 1, TensorGroup::grads) : context.wait_transfers();
+    if (!landed) return landed;
     if (streaming_) return bring_blocks(context, std::max(layer - prefetch_, 0), layer, /*forward=*/false, true);
     // Only gradients travel: fetch the next block's while this one computes.
     if (layer > 0) return context.fetch_async(layer - 1, TensorGroup::grads);

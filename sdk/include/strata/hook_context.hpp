@@ -62,6 +62,9 @@ class HookContext {
   virtual Status evict_async(int layer, TensorGroup group) noexcept = 0;
   // Blocks until every move issued so far has completed.
   virtual Status wait_transfers() noexcept = 0;
+  // Blocks until the moves of one group (and, the stream being ordered, every move issued before
+  // them) have completed, and frees their sources: a strategy bounds memory in flight with it.
+  virtual Status wait_for(int layer, TensorGroup group) noexcept = 0;
 
   // Selective checkpointing: drop only what is cheap to recompute (the LayerNorm and GELU
   // outputs), keep the matmul and attention results. recompute_activations restores them.
