@@ -321,6 +321,7 @@ void GPT2Model::begin_move_group(int layer, TensorGroup group, Home to) {
     move.ticket = device_.copy_stream().enqueue(move.destination.data(), storage_[static_cast<std::size_t>(row)].data(),
                                                 r.bytes());
     r.home = to;
+    ++moves_in_flight_;
     (to == Home::device ? transfers_.bytes_to_device : transfers_.bytes_to_host) += r.bytes();
   }
 }
@@ -345,6 +346,7 @@ void GPT2Model::complete_rows(const std::vector<int>& rows) {
       host_copy_[static_cast<std::size_t>(row)] = std::move(source);  // kept: evicting these weights is free
     source = std::move(move.destination);                             // frees the source unless kept above
     move.ticket = 0;
+    --moves_in_flight_;
   }
 }
 
@@ -358,6 +360,7 @@ void GPT2Model::drop_stale_weight_copies() {
 }
 
 void GPT2Model::collect_finished_moves() {
+  if (moves_in_flight_ == 0) return;
   const CopyTicket landed = device_.copy_stream().completed();
   std::vector<int> rows;
   for (std::size_t row = 0; row < pending_.size(); ++row)
@@ -366,6 +369,7 @@ void GPT2Model::collect_finished_moves() {
 }
 
 void GPT2Model::complete_all_moves() {
+  if (moves_in_flight_ == 0) return;
   std::vector<int> rows;
   for (std::size_t row = 0; row < pending_.size(); ++row)
     if (pending_[row].ticket != 0) rows.push_back(static_cast<int>(row));

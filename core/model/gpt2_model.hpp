@@ -201,6 +201,7 @@ class GPT2Model {
   TensorTable table_;
   std::vector<Buffer> storage_;       // parallel to table rows
   std::vector<PendingMove> pending_;  // parallel to table rows
+  std::size_t moves_in_flight_ = 0;   // rows with a pending move: lets hooks skip the scan when 0
   std::vector<Buffer> host_copy_;     // parallel to table rows: clean host copies of fetched weights
   TransferTotals transfers_;
   std::vector<ParameterRows> parameters_;
