@@ -39,13 +39,16 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 def main():
+    # usage: torch_reference.py SHAPE STEPS [--keep-subnormals] [--profile]
     shape, steps = SHAPES[sys.argv[1]], int(sys.argv[2])
+    flags = set(sys.argv[3:])
     torch.manual_seed(0)
     torch.set_num_threads(2)
     # Small gradients reach subnormal floats in this model, and x86 handles those in microcode: without
     # flushing them to zero torch 1.13's backward matmuls run ~30x slower here (4 s/step on the tiny
     # shape). GPUs and most training setups flush subnormals too, so the reference runs at its best.
-    torch.set_flush_denormal(True)
+    # --keep-subnormals shows the difference; --profile prints where one forward + backward goes.
+    torch.set_flush_denormal("--keep-subnormals" not in flags)
     model = GPT(shape["L"], shape["C"], shape["H"], shape["V"], shape["T"])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     idx = torch.randint(shape["V"], (shape["B"], shape["T"]))
@@ -62,5 +65,9 @@ def main():
         opt_times.append((end - mid) * 1000)
     print("torch %s: median %.1f ms/step (AdamW %.1f ms), torch %s" % (sys.argv[1], statistics.median(times[2:]),
           statistics.median(opt_times[2:]), torch.__version__))
+    if "--profile" in flags:
+        with torch.autograd.profiler.profile() as profile:
+            model(idx, idx).backward()
+        print(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=5))
 
 main()

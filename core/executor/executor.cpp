@@ -38,7 +38,6 @@ class ExecutorHookContext final : public HookContext {
   }
   Residence residence(int layer, TensorGroup group) const noexcept override {
     if (layer < kGlobalParameters || layer >= n_layer()) return Residence::absent;
-    if (layer == kGlobalParameters && group == TensorGroup::activations) return Residence::absent;
     return executor_.model_.residence(layer, group);
   }
   Status drop_activations(int layer) noexcept override {
@@ -58,14 +57,13 @@ class ExecutorHookContext final : public HookContext {
       check_layer(layer);
       GPT2Model& model = executor_.model_;
       if (model.layer_activations_present(layer)) return;
-      if (model.only_cheap_activations_missing(layer)) {
-        executor_.ensure_on_device(layer, TensorGroup::weights);
-        model.recompute_cheap_activations(layer);
-        return;
-      }
       if (layer > 0 && !model.allocated(model.activation_row(layer - 1, LayerActivation::output)))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
+      if (model.only_cheap_activations_missing(layer)) {
+        model.recompute_cheap_activations(layer);
+        return;
+      }
       model.allocate_layer_activations(layer);
       model.layer_forward(layer);
     });

@@ -120,6 +120,16 @@ bool TomlConfigView::get_bool(std::string_view key, bool default_value) noexcept
   }
 }
 
+bool TomlConfigView::is_allowed(std::string_view key, const std::string& subject, const std::string& value,
+                                const std::vector<std::string>& allowed) {
+  if (allowed.empty() || std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return true;
+  std::string message = subject + " is not one of: " + join_words(allowed);
+  if (const std::string near = closest_match(value, allowed); !near.empty())
+    message += " (did you mean \"" + near + "\"?)";
+  problem(key, message);
+  return false;
+}
+
 std::string TomlConfigView::get_string(std::string_view key, std::string_view default_value,
                                        const std::vector<std::string>& allowed) noexcept {
   try {
@@ -130,37 +140,40 @@ std::string TomlConfigView::get_string(std::string_view key, std::string_view de
       return std::string(default_value);
     }
     std::string value = *node->value<std::string>();
-    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
-      std::string message = std::string(key) + " = \"" + value + "\" is not one of: " + join_words(allowed);
-      if (const std::string near = closest_match(value, allowed); !near.empty())
-        message += " (did you mean \"" + near + "\"?)";
-      problem(key, message);
-      return std::string(default_value);
-    }
+    if (!is_allowed(key, std::string(key) + " = \"" + value + "\"", value, allowed)) return std::string(default_value);
     return value;
   } catch (...) {
     return std::string(default_value);
   }
 }
 
+template <typename T>
+std::optional<std::vector<T>> TomlConfigView::read_list(std::string_view key, std::string_view element_kind) {
+  const toml::node* node = find(key);
+  if (node == nullptr) return std::nullopt;
+  const toml::array* array = node->as_array();
+  if (array == nullptr) {
+    problem(key, type_problem(key, "an array of " + std::string(element_kind), *node));
+    return std::nullopt;
+  }
+  std::vector<T> values;
+  for (const toml::node& element : *array) {
+    bool right_type = element.is_string();
+    if constexpr (std::is_same_v<T, double>) right_type = element.is_number();  // integers are numbers too
+    if constexpr (std::is_same_v<T, std::int64_t>) right_type = element.is_integer();
+    if (!right_type) {
+      problem(key, std::string(key) + " must hold " + std::string(element_kind) + ", not " +
+                       std::string(toml_type_name(element)));
+      return std::nullopt;
+    }
+    values.push_back(*element.value<T>());
+  }
+  return values;
+}
+
 std::vector<double> TomlConfigView::get_double_list(std::string_view key, std::vector<double> default_value) noexcept {
   try {
-    const toml::node* node = find(key);
-    if (node == nullptr) return default_value;
-    const toml::array* array = node->as_array();
-    if (array == nullptr) {
-      problem(key, type_problem(key, "an array of numbers", *node));
-      return default_value;
-    }
-    std::vector<double> values;
-    for (const toml::node& element : *array) {
-      if (!element.is_number()) {
-        problem(key, std::string(key) + " must hold numbers, not " + std::string(toml_type_name(element)));
-        return default_value;
-      }
-      values.push_back(*element.value<double>());
-    }
-    return values;
+    return read_list<double>(key, "numbers").value_or(std::move(default_value));
   } catch (...) {
     return default_value;
   }
@@ -169,22 +182,7 @@ std::vector<double> TomlConfigView::get_double_list(std::string_view key, std::v
 std::vector<std::int64_t> TomlConfigView::get_int_list(std::string_view key,
                                                        std::vector<std::int64_t> default_value) noexcept {
   try {
-    const toml::node* node = find(key);
-    if (node == nullptr) return default_value;
-    const toml::array* array = node->as_array();
-    if (array == nullptr) {
-      problem(key, type_problem(key, "an array of integers", *node));
-      return default_value;
-    }
-    std::vector<std::int64_t> values;
-    for (const toml::node& element : *array) {
-      if (!element.is_integer()) {
-        problem(key, std::string(key) + " must hold integers, not " + std::string(toml_type_name(element)));
-        return default_value;
-      }
-      values.push_back(*element.value<std::int64_t>());
-    }
-    return values;
+    return read_list<std::int64_t>(key, "integers").value_or(std::move(default_value));
   } catch (...) {
     return default_value;
   }
@@ -193,31 +191,11 @@ std::vector<std::int64_t> TomlConfigView::get_int_list(std::string_view key,
 std::vector<std::string> TomlConfigView::get_string_list(std::string_view key, std::vector<std::string> default_value,
                                                          const std::vector<std::string>& allowed) noexcept {
   try {
-    const toml::node* node = find(key);
-    if (node == nullptr) return default_value;
-    const toml::array* array = node->as_array();
-    if (array == nullptr) {
-      problem(key, type_problem(key, "an array of strings", *node));
-      return default_value;
-    }
-    std::vector<std::string> values;
-    for (const toml::node& element : *array) {
-      if (!element.is_string()) {
-        problem(key, std::string(key) + " must hold strings, not " + std::string(toml_type_name(element)));
-        return default_value;
-      }
-      std::string value = *element.value<std::string>();
-      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
-        std::string message =
-            std::string(key) + " holds \"" + value + "\", which is not one of: " + join_words(allowed);
-        if (const std::string near = closest_match(value, allowed); !near.empty())
-          message += " (did you mean \"" + near + "\"?)";
-        problem(key, message);
-        return default_value;
-      }
-      values.push_back(std::move(value));
-    }
-    return values;
+    std::optional<std::vector<std::string>> values = read_list<std::string>(key, "strings");
+    if (!values) return default_value;
+    for (const std::string& value : *values)
+      if (!is_allowed(key, std::string(key) + " holds \"" + value + "\", which", value, allowed)) return default_value;
+    return *values;
   } catch (...) {
     return default_value;
   }

@@ -3,6 +3,7 @@
 // types and out-of-range values become problems that name file:line:column, the key, the accepted
 // keys and the nearest one. Core's own tables and every plugin's table are read through this.
 #include <toml++/toml.h>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +48,12 @@ class TomlConfigView final : public ConfigView {
   const toml::node* find(std::string_view key);
   void problem(std::string_view key, const std::string& message);
   std::string type_problem(std::string_view key, std::string_view expected, const toml::node& node) const;
+  // An array whose elements all have T's TOML type; nullopt when absent or (problem recorded) wrong.
+  template <typename T>
+  std::optional<std::vector<T>> read_list(std::string_view key, std::string_view element_kind);
+  // Records "<subject> is not one of: ..." with a did-you-mean unless `allowed` is empty or holds value.
+  bool is_allowed(std::string_view key, const std::string& subject, const std::string& value,
+                  const std::vector<std::string>& allowed);
 
   const toml::table* table_;
   TableOrigin origin_;

@@ -118,10 +118,12 @@ int command_ab(const std::vector<std::string>& arguments) {
   std::vector<std::string> shared = overrides;
   if (steps > 0) shared.push_back("train.steps=" + std::to_string(steps));
   std::uint64_t seed = 0;
+  std::vector<std::int64_t> total_steps;  // per manifest, for the progress line
   try {
     for (std::size_t i = 0; i < manifests.size(); ++i) {
       const Manifest manifest = load_manifest(manifests[i], shared);
       if (i == 0) seed = manifest.train.seed;
+      total_steps.push_back(manifest.train.steps);
     }
   } catch (const ManifestError& e) {
     std::cerr << "strata ab: invalid manifest:\n" << e.what() << '\n';
@@ -148,12 +150,11 @@ int command_ab(const std::vector<std::string>& arguments) {
     std::printf("%s", prefix.c_str());
     std::fflush(stdout);
     const bool terminal = isatty(STDOUT_FILENO) != 0;
-    const std::int64_t total_steps = steps > 0 ? steps : load_manifest(manifests[i], shared).train.steps;
     const auto start = std::chrono::steady_clock::now();
     auto progress = [&] {
       if (!terminal) return;  // logs get one line per run
       std::printf("\r%sstep %lld/%lld", prefix.c_str(), static_cast<long long>(steps_written(jsonl)),
-                  static_cast<long long>(total_steps));
+                  static_cast<long long>(total_steps[i]));
       std::fflush(stdout);
     };
     AbRun run;
