@@ -2,29 +2,66 @@
 # Engine benchmark (run by hand): ms/step, tokens/s and peak device bytes, fp32 + AdamW, for
 #   tiny:  n_layer 4, d_model 256, n_head 4, vocab 256,   T 128, B 8
 #   gpt2:  n_layer 12, d_model 768, n_head 12, vocab 50257, T 64, B 4   (124M parameters)
-# then the same models in PyTorch (bench/torch_reference.py) with Debian's python3-torch (/usr/bin/python3).
-# Usage: bash bench/engine_bench.sh [steps]   (from the repository root, after scripts/setup.sh)
+# against the same models in PyTorch (bench/torch_reference.py) with Debian's python3-torch
+# (/usr/bin/python3), in both thread set-ups: Debian's OpenMP OpenBLAS, and OMP_WAIT_POLICY=PASSIVE.
+# Step times on a shared 2-core VM drift by 15% and more within minutes, so the script runs
+# `rounds` rounds; within a round each shape runs Strata and then both PyTorch set-ups back to
+# back, and the ratio is taken within the round, against the faster PyTorch set-up. The last
+# lines are every round's ratios and their median.
+# Usage: bash bench/engine_bench.sh [steps] [rounds]   (from the repository root, after scripts/setup.sh)
 set -euo pipefail
 steps=${1:-20}
+rounds=${2:-3}
 strata=./build/bin/strata
 out=runs/bench && mkdir -p "$out"
-run() {  # name, overrides...
-  local name=$1; shift
-  echo "== strata $name ($steps steps, 2 threads)"
-  "$strata" train bench/engine.toml --profile --set train.steps="$steps" --set "telemetry.0.path=\"$out/$name.jsonl\"" "$@" \
-    | sed -n '/^summary/,$p'
-}
-run tiny --set model.n_layer=4 --set model.d_model=256 --set model.n_head=4 --set model.vocab=256 --set model.seq_len=128 --set train.batch=8
+results="$out/engine_results.tsv"
+: > "$results"
 python3 bench/make_gpt2_tokens.py "$out/gpt2_tokens.bin"
-run gpt2 --set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab=50257 --set model.seq_len=64 \
-  --set train.batch=4 --set data.train=\"$out/gpt2_tokens.bin\"
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  for shape in tiny gpt2; do
-    echo "== torch $shape, OpenMP OpenBLAS"
-    LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_reference.py "$shape" "$steps"
-    echo "== torch $shape, OMP_WAIT_POLICY=PASSIVE"
-    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2 /usr/bin/python3 bench/torch_reference.py "$shape" "$steps"
-  done
-else
+tiny_keys=(--set model.n_layer=4 --set model.d_model=256 --set model.n_head=4 --set model.vocab=256
+  --set model.seq_len=128 --set train.batch=8)
+gpt2_keys=(--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab=50257
+  --set model.seq_len=64 --set train.batch=4 --set "data.train=\"$out/gpt2_tokens.bin\"")
+have_torch=1
+/usr/bin/python3 -c 'import torch' 2>/dev/null || {
+  have_torch=0
   echo "python3-torch is not installed: apt-get install python3-torch for the PyTorch reference"
-fi
+}
+for round in $(seq 1 "$rounds"); do
+  for shape in tiny gpt2; do
+    echo "== round $round: strata $shape ($steps steps, 2 threads)"
+    if [ "$shape" = tiny ]; then keys=("${tiny_keys[@]}"); else keys=("${gpt2_keys[@]}"); fi
+    "$strata" train bench/engine.toml --profile --set train.steps="$steps" \
+      --set "telemetry.0.path=\"$out/$shape-$round.jsonl\"" "${keys[@]}" \
+      | sed -n '/^summary/,$p' > "$out/$shape-$round.txt"
+    if [ "$round" = 1 ]; then cat "$out/$shape-$round.txt"; else grep "median ms/step" "$out/$shape-$round.txt"; fi
+    printf '%s\t%s\tstrata\t%s\n' "$round" "$shape" "$(awk '/median ms\/step/ {print $3}' "$out/$shape-$round.txt")" >> "$results"
+    [ "$have_torch" = 1 ] || continue
+    echo "== round $round: torch $shape, OpenMP OpenBLAS"
+    line=$(LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=2 \
+      /usr/bin/python3 bench/torch_reference.py "$shape" "$steps" | grep 'median')
+    echo "$line"
+    printf '%s\t%s\ttorch-openmp\t%s\n' "$round" "$shape" "$(echo "$line" | sed 's/.*median \([0-9.]*\) ms.*/\1/')" >> "$results"
+    echo "== round $round: torch $shape, OMP_WAIT_POLICY=PASSIVE"
+    line=$(OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2 \
+      /usr/bin/python3 bench/torch_reference.py "$shape" "$steps" | grep 'median')
+    echo "$line"
+    printf '%s\t%s\ttorch-passive\t%s\n' "$round" "$shape" "$(echo "$line" | sed 's/.*median \([0-9.]*\) ms.*/\1/')" >> "$results"
+  done
+done 2>&1
+[ "$have_torch" = 1 ] && python3 - "$results" <<'PY'
+import statistics, sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
+ms = {(r, shape, who): float(value) for r, shape, who, value in rows}
+print("\nround  shape  strata ms  torch openmp  torch passive  ratio (vs the faster)")
+ratios = {}
+for (r, shape, who), value in sorted(ms.items()):
+    if who != "strata":
+        continue
+    openmp, passive = ms[(r, shape, "torch-openmp")], ms[(r, shape, "torch-passive")]
+    ratio = value / min(openmp, passive)
+    ratios.setdefault(shape, []).append(ratio)
+    faster = "openmp" if openmp <= passive else "passive"
+    print(f"{r:>5}  {shape:<5}  {value:9.1f}  {openmp:12.1f}  {passive:13.1f}  {ratio:.3f} ({faster})")
+for shape, values in ratios.items():
+    print(f"median ratio, {shape}: {statistics.median(values):.3f} over {len(values)} rounds")
+PY

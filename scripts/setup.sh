@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build ccache pkg-config python3 clang-format
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
-  libgtest-dev libopenblas-openmp-dev)
+  libgtest-dev libopenblas-openmp-dev python3-numpy)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/gelu.hpp"
@@ -229,6 +230,36 @@ TEST(FastKernels, MatmulMatchesReference) {
     expect_close("matmul_backward dweight", dw_f, dw_r, 1e-4);
     expect_close("matmul_backward dbias", db_f, db_r, 1e-4);
   }
+}
+
+// Overwriting an input gradient must equal accumulating into zeros, and must not read the buffer:
+// it starts full of NaN here.
+TEST(FastKernels, OverwrittenGradientsEqualAccumulationIntoZeros) {
+  const std::int64_t N = 9, C = 16, OC = 24;
+  const auto inp = random_vector<float>(N * C, 40), weight = random_vector<float>(C * OC, 41);
+  const auto dout = random_vector<float>(N * OC, 42);
+  std::vector<std::uint16_t> stored(weight.size());
+  std::vector<float> rounded = weight, scratch(100);
+  narrow_and_round(stored.data(), rounded.data(), static_cast<std::int64_t>(rounded.size()));
+  for (WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
+    std::vector<float> accumulated(N * C, 0.0f), overwritten(N * C, std::nanf(""));
+    matmul_backward(accumulated.data(), nullptr, nullptr, dout.data(), inp.data(), weight.data(), N, C, OC, layout);
+    matmul_backward(overwritten.data(), nullptr, nullptr, dout.data(), inp.data(), weight.data(), N, C, OC, layout,
+                    GradientWrite::overwrite);
+    EXPECT_EQ(accumulated, overwritten);
+    // The bf16 weight widened in chunks of 100 floats: several chunks, each with its own beta.
+    std::fill(accumulated.begin(), accumulated.end(), 0.0f);
+    std::fill(overwritten.begin(), overwritten.end(), std::nanf(""));
+    matmul_backward_bf16(accumulated.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC, layout,
+                         scratch.data(), 100);
+    matmul_backward_bf16(overwritten.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC, layout,
+                         scratch.data(), 100, GradientWrite::overwrite);
+    EXPECT_EQ(accumulated, overwritten);
+  }
+  std::vector<float> accumulated(N * C, 0.0f), overwritten(N * C, std::nanf(""));
+  gelu_backward(accumulated.data(), inp.data(), dout.data(), N * C);
+  gelu_backward(overwritten.data(), inp.data(), dout.data(), N * C, GradientWrite::overwrite);
+  EXPECT_EQ(accumulated, overwritten);
 }
 
 TEST(FastKernels, LayerNormGeluResidualEmbeddingCrossEntropy) {

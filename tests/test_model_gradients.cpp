@@ -26,15 +26,12 @@ TEST(ModelGradients, TwoLayerModelMatchesFiniteDifferences) {
   test::PlainFp32 precision;
   Executor executor(model, optimizer, precision, {}, {});
 
-  std::vector<std::int32_t> inputs(batch * config.seq_len), targets(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    inputs[i] = static_cast<std::int32_t>((i * 7 + 3) % config.vocab);
-    targets[i] = static_cast<std::int32_t>((i * 11 + 5) % config.vocab);
-  }
-  const MicroBatch micro{inputs, targets};
+  const test::PatternedBatch fixed =
+      test::patterned_batch(static_cast<std::size_t>(batch) * config.seq_len, config.vocab);
+  const MicroBatch micro{fixed.inputs, fixed.targets};
   model.zero_grads();
   executor.forward_backward(1, {&micro, 1}, Phase::full);
-  const double positions = static_cast<double>(inputs.size());
+  const double positions = static_cast<double>(fixed.inputs.size());
   auto loss = [&] { return executor.forward_loss_sum(micro, batch) / positions; };
 
   double worst = 0.0;

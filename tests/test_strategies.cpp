@@ -25,11 +25,13 @@ struct StackRun {
   std::uint64_t global_weight_bytes = 0;  // embeddings and final LayerNorm
 };
 
-// Four blocks, AdamW, `steps` steps of 2 micro batches, with the given [[strategy]] tables.
-StackRun run_stack(const std::string& name, const std::string& strategies, int steps = 3) {
+// Four blocks, AdamW, `steps` steps of 2 micro batches, with the given [[strategy]] tables (and
+// `precision`, a [precision] table, when not empty).
+StackRun run_stack(const std::string& name, const std::string& strategies, int steps = 3,
+                   const std::string& precision = "") {
   const auto dir = test::temporary_directory("strategies_" + name);
-  test::write_text(dir / "m.toml",
-                   test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + strategies, "micro_batches = 2\n"));
+  test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + precision + strategies,
+                                                       "micro_batches = 2\n"));
   const Manifest manifest = load_manifest(dir / "m.toml", {"model.n_layer=4"});
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
@@ -38,7 +40,7 @@ StackRun run_stack(const std::string& name, const std::string& strategies, int s
   const int rows = manifest.train.batch / manifest.train.micro_batches;
   auto device = make_cpu_device(0);
   GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers(),
-                  Allocation::deferred);
+                  Allocation::deferred, storage_types(*stack.precision));
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{steps, 0, manifest.train.lr});
   executor.attach();
@@ -60,11 +62,12 @@ StackRun run_stack(const std::string& name, const std::string& strategies, int s
   model.complete_all_moves();
   for (const ParameterRows& rows_of : model.parameters()) {
     const auto grad = model.data(rows_of.grad);
-    const auto weight = model.data(rows_of.param);
+    const auto weight = model.values(rows_of);  // the f32 master under bf16 storage
     run.grads.insert(run.grads.end(), grad.begin(), grad.end());
     run.weights.insert(run.weights.end(), weight.begin(), weight.end());
-    if (rows_of.layer == 0) run.layer_weight_bytes += weight.size_bytes();
-    if (rows_of.layer < 0) run.global_weight_bytes += weight.size_bytes();
+    const std::uint64_t stored_bytes = model.table().row(rows_of.param).bytes();
+    if (rows_of.layer == 0) run.layer_weight_bytes += stored_bytes;
+    if (rows_of.layer < 0) run.global_weight_bytes += stored_bytes;
   }
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
@@ -144,9 +147,27 @@ TEST(OffloadPlugin, LayerStreamingBoundsResidentWeightsAndKeepsTheMath) {
   EXPECT_LT(everything.device.peak_total, streamed.device.peak_total) << "checkpointing adds to streaming";
 }
 
-void expect_refused(const std::string& table, const std::string& key, const std::string& range) {
+// bf16 storage changes the numbers, but checkpointing and offload must not change them further:
+// under bf16 weights and activations every strategy is still bitwise equal to none.
+TEST(Bf16WithStrategies, CheckpointAndOffloadKeepTheBf16MathBitwise) {
+  const std::string bf16 = "[precision]\nplugin = \"bf16\"\n";
+  const StackRun plain = run_stack("bf16_plain", "", 3, bf16);
+  expect_bitwise_equal(plain, run_stack("bf16_block", kBlockCheckpoint, 3, bf16));
+  expect_bitwise_equal(plain, run_stack("bf16_selective", kSelectiveCheckpoint, 3, bf16));
+  const StackRun streamed = run_stack("bf16_streamed", kBlockCheckpoint + kStreaming, 3, bf16);
+  expect_bitwise_equal(plain, streamed);
+  // The f32 masters are optimizer state: offloaded with it, none of them stays on the device.
+  EXPECT_EQ(peak(streamed.device, MemoryCategory::optimizer), 0u);
+  EXPECT_LE(peak(streamed.device, MemoryCategory::weights),
+            2 * streamed.layer_weight_bytes + streamed.global_weight_bytes);
+  const StackRun f32 = run_stack("f32_plain", "");
+  EXPECT_NE(plain.losses, f32.losses) << "bf16 storage must change the numbers";
+}
+
+void expect_refused(const std::string& table, const std::string& key, const std::string& range,
+                    const std::string& header = "[[strategy]]\n") {
   const auto dir = test::temporary_directory("refused");
-  test::write_text(dir / "m.toml", test::tiny_manifest("[[strategy]]\n" + table));
+  test::write_text(dir / "m.toml", test::tiny_manifest(header + table));
   const Manifest manifest = load_manifest(dir / "m.toml");
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
@@ -170,6 +191,7 @@ TEST(StrategyConfig, BadSettingsAreRefusedBeforeTraining) {
   expect_refused("plugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 2\n",
                  "prefetch", "[0, 1]");
   expect_refused("plugin = \"offload\"\nmax_resident_layers = 2\n", "max_resident_layers", "optimizer_state");
+  expect_refused("plugin = \"bf16\"\nweights = \"f16\"\n", "weights", "\"bf16\"", "[precision]\n");
 }
 
 }  // namespace

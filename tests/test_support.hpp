@@ -3,9 +3,11 @@
 // (SGD, fp32) so model-level tests need no plugin.
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "strata/optimizer.hpp"
 #include "strata/precision_policy.hpp"
@@ -26,6 +28,21 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
 
 inline std::string source_path(const std::string& relative) {
   return std::string(STRATA_SOURCE_DIR) + "/" + relative;
+}
+
+// A fixed batch of `count` positions: inputs and targets follow different strides over the vocab,
+// so every position has its own (input, target) pair.
+struct PatternedBatch {
+  std::vector<std::int32_t> inputs;
+  std::vector<std::int32_t> targets;
+};
+inline PatternedBatch patterned_batch(std::size_t count, int vocab) {
+  PatternedBatch batch{std::vector<std::int32_t>(count), std::vector<std::int32_t>(count)};
+  for (std::size_t i = 0; i < count; ++i) {
+    batch.inputs[i] = static_cast<std::int32_t>((i * 7 + 3) % static_cast<std::size_t>(vocab));
+    batch.targets[i] = static_cast<std::int32_t>((i * 11 + 5) % static_cast<std::size_t>(vocab));
+  }
+  return batch;
 }
 
 // A tiny model on the shipped corpus; `extra` is appended (more tables or keys).
@@ -52,6 +69,7 @@ class PlainSgd final : public Optimizer {
 class PlainFp32 final : public PrecisionPolicy {
  public:
   DType weight_storage() const noexcept override { return DType::f32; }
+  DType activation_storage() const noexcept override { return DType::f32; }
   double loss_scale() const noexcept override { return 1.0; }
   Status unscale_and_check(std::span<const TensorView>, PrecisionDecision&) noexcept override { return {}; }
 };

@@ -43,9 +43,35 @@ TEST(Training, SameSeedAndThreadsGiveBitwiseIdenticalLosses) {
     EXPECT_EQ(first.losses[i], second.losses[i]) << "step " << i + 1;
 }
 
-TEST(Training, ResumeContinuesBitwiseIdentically) {
-  const auto dir = test::temporary_directory("resume");
-  test::write_text(dir / "m.toml", test::tiny_manifest("[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n"));
+// bf16 storage changes the numbers; over real runs the validation loss must reach the same level
+// as f32's. Single runs are compared over three seeds: a 2-layer byte model leaves its ~3.1 plateau
+// at a step that small perturbations shift (seed 7: bf16 is 0.14 behind after 150 steps; seeds 8
+// and 9: within 0.04), so the bound is on the mean.
+TEST(Training, Bf16StorageTracksF32OnTheShippedCorpus) {
+  const auto dir = test::temporary_directory("bf16_training");
+  test::write_text(dir / "f32.toml", test::tiny_manifest("", "eval_every = 150\n"));
+  test::write_text(dir / "bf16.toml", test::tiny_manifest("[precision]\nplugin = \"bf16\"\n", "eval_every = 150\n"));
+  double f32_sum = 0.0, bf16_sum = 0.0;
+  for (const int seed : {7, 8, 9}) {
+    const std::vector<std::string> overrides = {"train.steps=150", "train.batch=8", "model.seq_len=32",
+                                                "train.seed=" + std::to_string(seed)};
+    const TrainResult f32 = train(dir / "f32.toml", overrides);
+    const TrainResult bf16 = train(dir / "bf16.toml", overrides);
+    ASSERT_TRUE(f32.summary.final_val_loss && bf16.summary.final_val_loss);
+    std::printf("seed %d, val loss after 150 steps: f32 %.4f, bf16 %.4f\n", seed, *f32.summary.final_val_loss,
+                *bf16.summary.final_val_loss);
+    EXPECT_NE(*bf16.summary.final_val_loss, *f32.summary.final_val_loss);
+    EXPECT_LT(*bf16.summary.final_val_loss, 2.9);
+    f32_sum += *f32.summary.final_val_loss;
+    bf16_sum += *bf16.summary.final_val_loss;
+  }
+  EXPECT_LT(std::abs(bf16_sum - f32_sum) / 3.0, 0.06);
+}
+
+void expect_resume_bitwise(const std::string& name, const std::string& extra) {
+  const auto dir = test::temporary_directory(name);
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest(extra + "[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n"));
   const TrainResult uninterrupted = train(dir / "m.toml", {"checkpoint.dir=\"" + (dir / "full").string() + "\""});
   const TrainResult first_half = train(dir / "m.toml", {}, std::nullopt, 3);
   ASSERT_TRUE(first_half.last_checkpoint);
@@ -55,6 +81,15 @@ TEST(Training, ResumeContinuesBitwiseIdentically) {
     EXPECT_EQ(first_half.losses[i], uninterrupted.losses[i]);
     EXPECT_EQ(second_half.losses[i], uninterrupted.losses[i + 3]) << "step " << i + 4;
   }
+}
+
+TEST(Training, ResumeContinuesBitwiseIdentically) {
+  expect_resume_bitwise("resume", "");
+}
+
+// Checkpoints hold the f32 masters; the bf16 weights are their rounding, so resume is exact too.
+TEST(Training, ResumeWithBf16StorageContinuesBitwiseIdentically) {
+  expect_resume_bitwise("resume_bf16", "[precision]\nplugin = \"bf16\"\n");
 }
 
 }  // namespace

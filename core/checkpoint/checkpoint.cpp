@@ -69,7 +69,7 @@ fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const Trai
   for (const ParameterRows& rows : model.parameters()) {
     const std::vector<std::int64_t> shape = stored_shape(model, rows);
     const std::size_t count = stored_elements(shape);
-    weights.push_back({rows.name, shape, model.data(rows.param).first(count)});
+    weights.push_back({rows.name, shape, model.values(rows).first(count)});  // f32: the master copy under bf16
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0)
         optimizer_state.push_back(
@@ -107,8 +107,9 @@ void load_weights(const fs::path& path, GPT2Model& model) {
     std::string name = rows.name;
     if (!weights.has(name) && weights.has("transformer." + name)) name = "transformer." + name;
     const std::vector<std::int64_t> shape = stored_shape(model, rows);
-    copy_into(model.data(rows.param), weights.tensor(name, shape));
+    copy_into(model.values(rows), weights.tensor(name, shape));
   }
+  model.publish_weights();
 }
 
 TrainerState load_checkpoint(const fs::path& path, GPT2Model& model) {

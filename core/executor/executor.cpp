@@ -206,7 +206,7 @@ std::vector<ParamSlot> Executor::parameter_slots() {
     slot.name = rows.name;
     slot.layer = rows.layer;
     slot.decay = rows.decay;
-    slot.param = model_.data(rows.param);
+    slot.param = model_.values(rows);
     slot.grad = model_.data(rows.grad);
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0) slot.state[s] = model_.data(rows.state[s]);
@@ -240,6 +240,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
     if (Status status = optimizer_.step(info, slots, outcome.report); !status)
       throw HookFailed("optimizer: " + status.message());
   }
+  if (!outcome.skipped) model_.publish_weights();  // bf16 weights: round the updated masters
   run_hooks(Hook::after_step, -1, true);
   return outcome;
 }

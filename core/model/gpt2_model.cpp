@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/util/random.hpp"
+#include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/gelu.hpp"
@@ -26,6 +27,21 @@ bool is_matrix(LayerParam param) {
   return param == LayerParam::qkv_weight || param == LayerParam::attn_proj_weight || param == LayerParam::fc_weight ||
          param == LayerParam::fc_proj_weight;
 }
+
+// Kept as f32 under bf16 activation storage: the LayerNorm statistics are small and feed every
+// backward element, and the attention kernel's saved rows are its own format.
+bool stays_f32(LayerActivation activation) {
+  using LA = LayerActivation;
+  return activation == LA::ln1_mean || activation == LA::ln1_rstd || activation == LA::ln2_mean ||
+         activation == LA::ln2_rstd || activation == LA::attention_saved;
+}
+
+ElementType element_of(DType dtype) {
+  return dtype == DType::bf16 ? ElementType::bf16 : ElementType::f32;
+}
+
+// The widest chunk of a bf16 weight widened at once: 4 MiB of f32, enough for sgemm to run at speed.
+constexpr std::int64_t kWeightScratchElements = std::int64_t{1} << 20;
 
 }  // namespace
 
@@ -80,8 +96,8 @@ std::string_view layer_activation_name(LayerActivation activation) noexcept {
 }
 
 GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention,
-                     int optimizer_state_buffers, Allocation allocation)
-    : config_(config), batch_(batch), device_(device), attention_(attention) {
+                     int optimizer_state_buffers, Allocation allocation, StorageTypes storage)
+    : config_(config), storage_types_(storage), batch_(batch), device_(device), attention_(attention) {
   if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
   if (optimizer_state_buffers < 0 || optimizer_state_buffers > kMaxOptimizerStateBuffers)
     throw std::invalid_argument("optimizer asks for " + std::to_string(optimizer_state_buffers) +
@@ -92,16 +108,24 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   attention_shape_ = AttentionShape{batch, config.seq_len, config.d_model, config.n_head};
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
+  // Matrices follow the weight storage dtype; vectors stay f32.
+  std::int64_t largest_matrix = 0;
   auto add_parameter = [&](std::string name, int layer, std::vector<std::int64_t> shape, bool decay) {
     ParameterRows rows;
     rows.name = name;
     rows.layer = layer;
     rows.decay = decay;
-    rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights);
+    const bool bf16 = storage.weights == DType::bf16 && shape.size() == 2;
+    rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights,
+                         bf16 ? ElementType::bf16 : ElementType::f32);
     rows.grad = add_row(name + ".grad", layer, shape, MemoryCategory::grads, TensorGroup::grads);
     for (int s = 0; s < optimizer_state_buffers; ++s)
       rows.state[static_cast<std::size_t>(s)] = add_row(name + ".state" + std::to_string(s), layer, shape,
                                                         MemoryCategory::optimizer, TensorGroup::optimizer_state);
+    if (bf16) {
+      rows.master = add_row(name + ".master", layer, shape, MemoryCategory::optimizer, TensorGroup::optimizer_state);
+      largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
+    }
     parameters_.push_back(rows);
     return rows;
   };
@@ -145,7 +169,8 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
     for (std::size_t a = 0; a < kLayerActivationCount; ++a)
       layer_activation_rows_[static_cast<std::size_t>(l)][a] = add_row(
           "h." + std::to_string(l) + ".act." + std::string(layer_activation_name(static_cast<LayerActivation>(a))), l,
-          activation_shapes[a], MemoryCategory::activations, TensorGroup::activations);
+          activation_shapes[a], MemoryCategory::activations, TensorGroup::activations,
+          stays_f32(static_cast<LayerActivation>(a)) ? ElementType::f32 : element_of(storage.activations));
 
   // Backward scratch.
   const auto attention_scratch = static_cast<std::int64_t>(attention.backward_scratch_floats(attention_shape_));
@@ -160,6 +185,36 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   for (std::size_t w = 0; w < kWorkspaceCount; ++w)
     workspace_rows_[w] = add_row("ws." + std::string(workspace_rows[w].first), -1, workspace_rows[w].second,
                                  MemoryCategory::workspace, TensorGroup::activations);
+  activation_staging_rows_.fill(-1);
+  if (storage.activations == DType::bf16) {
+    // Five f32 staging rows serve a block's eight bf16 activations and its input, each pair
+    // sharing a row by lifetime: in the forward pass a value is dead before its row is reused,
+    // and the backward pass widens each value just before the one kernel that reads it.
+    //   wide_a: qkv, then fch       narrow_a: input, then ln2      narrow_c: atty, then output
+    //   wide_b: fch_gelu            narrow_b: ln1, then residual2
+    auto slot = [&](const char* name, std::int64_t width) {
+      return add_row(std::string("ws.f32.") + name, -1, {B, T, width}, MemoryCategory::workspace,
+                     TensorGroup::activations);
+    };
+    const int wide_a = slot("wide_a", 4 * C), wide_b = slot("wide_b", 4 * C);
+    const int narrow_a = slot("narrow_a", C), narrow_b = slot("narrow_b", C), narrow_c = slot("narrow_c", C);
+    using LA = LayerActivation;
+    const std::array<std::pair<LA, int>, 8> slots = {{{LA::qkv, wide_a},
+                                                      {LA::fch, wide_a},
+                                                      {LA::fch_gelu, wide_b},
+                                                      {LA::ln2, narrow_a},
+                                                      {LA::ln1, narrow_b},
+                                                      {LA::residual2, narrow_b},
+                                                      {LA::atty, narrow_c},
+                                                      {LA::output, narrow_c}}};
+    for (const auto& [which, row] : slots) activation_staging_rows_[idx(which)] = row;
+    input_staging_row_ = narrow_a;
+  }
+  if (largest_matrix > 0) {
+    weight_scratch_elements_ = std::min(largest_matrix, kWeightScratchElements);
+    weight_scratch_row_ = add_row("ws.f32.weight_chunk", -1, {weight_scratch_elements_}, MemoryCategory::workspace,
+                                  TensorGroup::activations);
+  }
 
   storage_.resize(table_.rows().size());
   pending_.resize(table_.rows().size());
@@ -203,16 +258,87 @@ void GPT2Model::free_row(int row) noexcept {
 
 std::span<float> GPT2Model::data(int row) noexcept {
   Buffer& buffer = storage_[static_cast<std::size_t>(row)];
-  if (!buffer) return {};
+  if (!buffer || table_.row(row).element != ElementType::f32) return {};
   return {static_cast<float*>(buffer.data()), static_cast<std::size_t>(table_.row(row).elements())};
+}
+
+std::span<std::uint16_t> GPT2Model::bf16_data(int row) noexcept {
+  Buffer& buffer = storage_[static_cast<std::size_t>(row)];
+  if (!buffer || table_.row(row).element != ElementType::bf16) return {};
+  return {static_cast<std::uint16_t*>(buffer.data()), static_cast<std::size_t>(table_.row(row).elements())};
 }
 
 bool GPT2Model::allocated(int row) const noexcept {
   return static_cast<bool>(storage_[static_cast<std::size_t>(row)]);
 }
 
+std::span<float> GPT2Model::param(GlobalParam which) noexcept {
+  return values(parameters_[idx(which)]);
+}
+
 std::span<float> GPT2Model::param(int layer, LayerParam which) noexcept {
-  return data(layer_param_rows_[static_cast<std::size_t>(layer)][idx(which)]);
+  return values(parameters_[kGlobalParamCount + static_cast<std::size_t>(layer) * kLayerParamCount + idx(which)]);
+}
+
+void GPT2Model::publish_weights() {
+  if (storage_types_.weights != DType::bf16) return;
+  auto timer = profiler_.scope(ProfileKind::bf16_convert);
+  for (const ParameterRows& rows : parameters_)
+    if (rows.master >= 0) {
+      complete_rows({rows.param, rows.master});
+      const std::span<const float> master = data(rows.master);
+      cpu::narrow(bf(rows.param), master.data(), static_cast<std::int64_t>(master.size()));
+    }
+}
+
+float* GPT2Model::act(int layer, LayerActivation which) noexcept {
+  const int staging = activation_staging_rows_[idx(which)];
+  return f(staging >= 0 ? staging : activation_row(layer, which));
+}
+
+void GPT2Model::store(int layer, LayerActivation which) {
+  const int staging = activation_staging_rows_[idx(which)];
+  if (staging < 0) return;
+  auto timer = profiler_.scope(ProfileKind::bf16_convert);
+  const int row = activation_row(layer, which);
+  cpu::narrow_and_round(bf(row), f(staging), table_.row(row).elements());
+}
+
+void GPT2Model::load(int layer, LayerActivation which) {
+  const int staging = activation_staging_rows_[idx(which)];
+  if (staging < 0) return;
+  auto timer = profiler_.scope(ProfileKind::bf16_convert);
+  const int row = activation_row(layer, which);
+  cpu::widen(f(staging), bf(row), table_.row(row).elements());
+}
+
+void GPT2Model::load_input(int layer) {
+  if (layer == 0 || input_staging_row_ < 0) return;
+  auto timer = profiler_.scope(ProfileKind::bf16_convert);
+  const int row = activation_row(layer - 1, LayerActivation::output);
+  cpu::widen(f(input_staging_row_), bf(row), table_.row(row).elements());
+}
+
+void GPT2Model::project_forward(int weight_row, float* out, const float* inp, const float* bias,
+                                std::int64_t in_features, std::int64_t out_features, cpu::WeightLayout layout) {
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
+  if (table_.row(weight_row).element == ElementType::bf16)
+    cpu::matmul_forward_bf16(out, inp, bf(weight_row), bias, N, in_features, out_features, layout,
+                             f(weight_scratch_row_), weight_scratch_elements_);
+  else
+    cpu::matmul_forward(out, inp, f(weight_row), bias, N, in_features, out_features, layout);
+}
+
+void GPT2Model::project_backward(int weight_row, float* dinp, float* dweight, float* dbias, const float* dout,
+                                 const float* inp, std::int64_t in_features, std::int64_t out_features,
+                                 cpu::WeightLayout layout, cpu::GradientWrite dinp_write) {
+  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
+  if (table_.row(weight_row).element == ElementType::bf16)
+    cpu::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, bf(weight_row), N, in_features, out_features, layout,
+                              f(weight_scratch_row_), weight_scratch_elements_, dinp_write);
+  else
+    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, f(weight_row), N, in_features, out_features, layout,
+                         dinp_write);
 }
 
 int GPT2Model::activation_row(int layer, LayerActivation which) const {
@@ -233,7 +359,7 @@ void GPT2Model::init_weights(std::uint64_t seed) {
   Random random(seed);
   const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layer);
   for (const ParameterRows& rows : parameters_) {
-    std::span<float> values = data(rows.param);
+    std::span<float> values = this->values(rows);
     const std::string& name = rows.name;
     const bool is_gain = name.ends_with("ln_1.weight") || name.ends_with("ln_2.weight") || name == "ln_f.weight";
     const bool is_bias = name.ends_with(".bias");
@@ -251,6 +377,7 @@ void GPT2Model::init_weights(std::uint64_t seed) {
       for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(random.normal() * std_dev);
     }
   }
+  publish_weights();
 }
 
 void GPT2Model::zero(float* data, std::int64_t count) {
@@ -274,9 +401,11 @@ std::vector<int> GPT2Model::group_rows(int layer, TensorGroup group) const {
     if (parameter.layer != layer) continue;
     if (group == TensorGroup::weights) rows.push_back(parameter.param);
     if (group == TensorGroup::grads) rows.push_back(parameter.grad);
-    if (group == TensorGroup::optimizer_state)
+    if (group == TensorGroup::optimizer_state) {
       for (int state : parameter.state)
         if (state >= 0) rows.push_back(state);
+      if (parameter.master >= 0) rows.push_back(parameter.master);
+    }
   }
   if (group == TensorGroup::activations && layer >= 0)
     for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer))) rows.push_back(row);
@@ -420,9 +549,13 @@ bool GPT2Model::only_cheap_activations_missing(int layer) const {
 void GPT2Model::recompute_cheap_activations(int layer) {
   for (LayerActivation which : kCheapActivations)
     if (!allocated(activation_row(layer, which))) allocate_row(activation_row(layer, which), false);
+  // Each input is widened just before its kernel: staging rows are shared (see the constructor).
   // LayerNorm rewrites its kept mean and rstd with the same values: the same code on the same input.
+  load_input(layer);
   layernorm1_forward(layer);
+  load(layer, LayerActivation::residual2);
   layernorm2_forward(layer);
+  load(layer, LayerActivation::fch);
   gelu_forward(layer);
 }
 
@@ -433,52 +566,72 @@ bool GPT2Model::layer_activations_present(int layer) const {
 }
 
 float* GPT2Model::layer_input(int layer) noexcept {
-  return layer == 0 ? global_act(GlobalActivation::encoded) : act(layer - 1, LayerActivation::output);
+  if (layer == 0) return global_act(GlobalActivation::encoded);
+  if (input_staging_row_ >= 0) return f(input_staging_row_);  // load_input() fills it
+  return f(activation_row(layer - 1, LayerActivation::output));
 }
 
 void GPT2Model::embed_forward() {
   auto timer = profiler_.scope(ProfileKind::embedding_forward);
-  cpu::embedding_forward(global_act(GlobalActivation::encoded),
-                         reinterpret_cast<const std::int32_t*>(global_act(GlobalActivation::tokens)),
-                         param(GlobalParam::wte).data(), param(GlobalParam::wpe).data(), batch_, config_.seq_len,
-                         config_.d_model);
+  const int wte = global_param_rows_[idx(GlobalParam::wte)], wpe = global_param_rows_[idx(GlobalParam::wpe)];
+  const auto* tokens = reinterpret_cast<const std::int32_t*>(global_act(GlobalActivation::tokens));
+  if (table_.row(wte).element == ElementType::bf16)
+    cpu::embedding_forward_bf16(global_act(GlobalActivation::encoded), tokens, bf(wte), bf(wpe), batch_,
+                                config_.seq_len, config_.d_model);
+  else
+    cpu::embedding_forward(global_act(GlobalActivation::encoded), tokens, f(wte), f(wpe), batch_, config_.seq_len,
+                           config_.d_model);
 }
 
-// The cheap pieces of a block's forward, callable alone for selective recomputation.
+// The cheap pieces of a block's forward, callable alone for selective recomputation. Each stores
+// what it computed (a no-op unless activations are bf16).
 void GPT2Model::layernorm1_forward(int l) {
   using LA = LayerActivation;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  auto timer = profiler_.scope(ProfileKind::layernorm_forward);
-  cpu::layernorm_forward(act(l, LA::ln1), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), layer_input(l),
-                         param(l, LayerParam::ln1_weight).data(), param(l, LayerParam::ln1_bias).data(), N, C);
+  {
+    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+    cpu::layernorm_forward(act(l, LA::ln1), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), layer_input(l),
+                           param(l, LayerParam::ln1_weight).data(), param(l, LayerParam::ln1_bias).data(), N, C);
+  }
+  store(l, LA::ln1);
 }
 
 void GPT2Model::layernorm2_forward(int l) {
   using LA = LayerActivation;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  auto timer = profiler_.scope(ProfileKind::layernorm_forward);
-  cpu::layernorm_forward(act(l, LA::ln2), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), act(l, LA::residual2),
-                         param(l, LayerParam::ln2_weight).data(), param(l, LayerParam::ln2_bias).data(), N, C);
+  {
+    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+    cpu::layernorm_forward(act(l, LA::ln2), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), act(l, LA::residual2),
+                           param(l, LayerParam::ln2_weight).data(), param(l, LayerParam::ln2_bias).data(), N, C);
+  }
+  store(l, LA::ln2);
 }
 
 void GPT2Model::gelu_forward(int l) {
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  auto timer = profiler_.scope(ProfileKind::gelu_forward);
-  cpu::gelu_forward(act(l, LayerActivation::fch_gelu), act(l, LayerActivation::fch), N * 4 * C);
+  {
+    auto timer = profiler_.scope(ProfileKind::gelu_forward);
+    cpu::gelu_forward(act(l, LayerActivation::fch_gelu), act(l, LayerActivation::fch), N * 4 * C);
+  }
+  store(l, LayerActivation::fch_gelu);
 }
 
 void GPT2Model::layer_forward(int l) {
   using LA = LayerActivation;
   using LP = LayerParam;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  auto w = [&](LP p) { return param(l, p).data(); };
+  const auto& weight_rows = layer_param_rows_[static_cast<std::size_t>(l)];
+  auto w_row = [&](LP p) { return weight_rows[idx(p)]; };
+  auto b = [&](LP p) { return param(l, p).data(); };
+  load_input(l);
   const float* x = layer_input(l);
   layernorm1_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    cpu::matmul_forward(act(l, LA::qkv), act(l, LA::ln1), w(LP::qkv_weight), w(LP::qkv_bias), N, C, 3 * C,
-                        cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::qkv_weight), act(l, LA::qkv), act(l, LA::ln1), b(LP::qkv_bias), C, 3 * C,
+                    cpu::WeightLayout::in_out);
   }
+  store(l, LA::qkv);
   {
     auto timer = profiler_.scope(ProfileKind::attention_forward);
     const int saved_row = activation_row(l, LA::attention_saved);
@@ -487,37 +640,42 @@ void GPT2Model::layer_forward(int l) {
                                      data(saved_row), {act(l, LA::qkv), static_cast<std::size_t>(N * 3 * C)});
     if (!status) throw std::runtime_error("attention kernel: " + status.message());
   }
+  store(l, LA::atty);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    cpu::matmul_forward(act(l, LA::residual2), act(l, LA::atty), w(LP::attn_proj_weight), w(LP::attn_proj_bias), N, C,
-                        C, cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::attn_proj_weight), act(l, LA::residual2), act(l, LA::atty), b(LP::attn_proj_bias), C, C,
+                    cpu::WeightLayout::in_out);
   }
   {
     auto timer = profiler_.scope(ProfileKind::residual_forward);
     cpu::residual_forward(act(l, LA::residual2), act(l, LA::residual2), x, N * C);
   }
+  store(l, LA::residual2);
   layernorm2_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    cpu::matmul_forward(act(l, LA::fch), act(l, LA::ln2), w(LP::fc_weight), w(LP::fc_bias), N, C, 4 * C,
-                        cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::fc_weight), act(l, LA::fch), act(l, LA::ln2), b(LP::fc_bias), C, 4 * C,
+                    cpu::WeightLayout::in_out);
   }
+  store(l, LA::fch);
   gelu_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    cpu::matmul_forward(act(l, LA::output), act(l, LA::fch_gelu), w(LP::fc_proj_weight), w(LP::fc_proj_bias), N, 4 * C,
-                        C, cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::fc_proj_weight), act(l, LA::output), act(l, LA::fch_gelu), b(LP::fc_proj_bias), 4 * C, C,
+                    cpu::WeightLayout::in_out);
   }
   {
     auto timer = profiler_.scope(ProfileKind::residual_forward);
     cpu::residual_forward(act(l, LA::output), act(l, LA::output), act(l, LA::residual2), N * C);
   }
+  store(l, LA::output);
 }
 
 double GPT2Model::head_forward() {
   using GA = GlobalActivation;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
   const std::int64_t Vp = config_.padded_vocab();
+  load(config_.n_layer - 1, LayerActivation::output);
   const float* last = act(config_.n_layer - 1, LayerActivation::output);
   {
     auto timer = profiler_.scope(ProfileKind::layernorm_forward);
@@ -526,8 +684,8 @@ double GPT2Model::head_forward() {
   }
   {
     auto timer = profiler_.scope(ProfileKind::lm_head_forward);
-    cpu::matmul_forward(global_act(GA::logits), global_act(GA::lnf), param(GlobalParam::wte).data(), nullptr, N, C, Vp,
-                        cpu::WeightLayout::out_in);
+    project_forward(global_param_rows_[idx(GlobalParam::wte)], global_act(GA::logits), global_act(GA::lnf), nullptr, C,
+                    Vp, cpu::WeightLayout::out_in);
   }
   auto timer = profiler_.scope(ProfileKind::cross_entropy_forward);
   const auto* targets = reinterpret_cast<const std::int32_t*>(global_act(GA::targets));
@@ -552,13 +710,13 @@ void GPT2Model::head_backward(float dloss) {
                                 reinterpret_cast<const std::int32_t*>(global_act(GA::targets)), dloss, N, config_.vocab,
                                 Vp);
   }
-  zero(ws(Workspace::d_ln), N * C);
   {
     auto timer = profiler_.scope(ProfileKind::lm_head_backward);
-    cpu::matmul_backward(ws(Workspace::d_ln), grad(GlobalParam::wte), nullptr, logits, global_act(GA::lnf),
-                         param(GlobalParam::wte).data(), N, C, Vp, cpu::WeightLayout::out_in);
+    project_backward(global_param_rows_[idx(GlobalParam::wte)], ws(Workspace::d_ln), grad(GlobalParam::wte), nullptr,
+                     logits, global_act(GA::lnf), C, Vp, cpu::WeightLayout::out_in, cpu::GradientWrite::overwrite);
   }
   zero(ws(Workspace::d_residual), N * C);
+  load(config_.n_layer - 1, LayerActivation::output);
   auto timer = profiler_.scope(ProfileKind::layernorm_backward);
   cpu::layernorm_backward(ws(Workspace::d_residual), grad(GlobalParam::lnf_weight), grad(GlobalParam::lnf_bias),
                           ws(Workspace::d_ln), act(config_.n_layer - 1, LayerActivation::output),
@@ -571,27 +729,33 @@ void GPT2Model::layer_backward(int l) {
   using LP = LayerParam;
   using W = Workspace;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  auto w = [&](LP p) { return param(l, p).data(); };
+  const auto& weight_rows = layer_param_rows_[static_cast<std::size_t>(l)];
+  auto w_row = [&](LP p) { return weight_rows[idx(p)]; };
+  auto w = [&](LP p) { return param(l, p).data(); };  // the f32 vectors: LayerNorm parameters
   auto g = [&](LP p) { return grad(l, p); };
+  // bf16 activations are widened just before the kernel that reads them: staging rows are shared.
   float* d_residual = ws(W::d_residual);  // in: d(output); out: d(input)
   // MLP: output = fch_gelu @ W + b + residual2
-  zero(ws(W::d_fch_gelu), N * 4 * C);
+  // Scratch gradients that one kernel writes are overwritten, not zeroed and accumulated into.
+  constexpr auto overwrite = cpu::GradientWrite::overwrite;
+  load(l, LA::fch_gelu);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
-    cpu::matmul_backward(ws(W::d_fch_gelu), g(LP::fc_proj_weight), g(LP::fc_proj_bias), d_residual,
-                         act(l, LA::fch_gelu), w(LP::fc_proj_weight), N, 4 * C, C, cpu::WeightLayout::in_out);
+    project_backward(w_row(LP::fc_proj_weight), ws(W::d_fch_gelu), g(LP::fc_proj_weight), g(LP::fc_proj_bias),
+                     d_residual, act(l, LA::fch_gelu), 4 * C, C, cpu::WeightLayout::in_out, overwrite);
   }
-  zero(ws(W::d_fch), N * 4 * C);
+  load(l, LA::fch);
   {
     auto timer = profiler_.scope(ProfileKind::gelu_backward);
-    cpu::gelu_backward(ws(W::d_fch), act(l, LA::fch), ws(W::d_fch_gelu), N * 4 * C);
+    cpu::gelu_backward(ws(W::d_fch), act(l, LA::fch), ws(W::d_fch_gelu), N * 4 * C, overwrite);
   }
-  zero(ws(W::d_ln), N * C);
+  load(l, LA::ln2);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
-    cpu::matmul_backward(ws(W::d_ln), g(LP::fc_weight), g(LP::fc_bias), ws(W::d_fch), act(l, LA::ln2), w(LP::fc_weight),
-                         N, C, 4 * C, cpu::WeightLayout::in_out);
+    project_backward(w_row(LP::fc_weight), ws(W::d_ln), g(LP::fc_weight), g(LP::fc_bias), ws(W::d_fch), act(l, LA::ln2),
+                     C, 4 * C, cpu::WeightLayout::in_out, overwrite);
   }
+  load(l, LA::residual2);
   {
     // The residual passes d(output) straight through, so LN2's input gradient adds onto it.
     auto timer = profiler_.scope(ProfileKind::layernorm_backward);
@@ -599,13 +763,14 @@ void GPT2Model::layer_backward(int l) {
                             w(LP::ln2_weight), act(l, LA::ln2_mean), act(l, LA::ln2_rstd), N, C);
   }
   // Attention: residual2 = atty @ W + b + input
-  zero(ws(W::d_atty), N * C);
+  load(l, LA::atty);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
-    cpu::matmul_backward(ws(W::d_atty), g(LP::attn_proj_weight), g(LP::attn_proj_bias), d_residual, act(l, LA::atty),
-                         w(LP::attn_proj_weight), N, C, C, cpu::WeightLayout::in_out);
+    project_backward(w_row(LP::attn_proj_weight), ws(W::d_atty), g(LP::attn_proj_weight), g(LP::attn_proj_bias),
+                     d_residual, act(l, LA::atty), C, C, cpu::WeightLayout::in_out, overwrite);
   }
-  zero(ws(W::d_qkv), N * 3 * C);
+  zero(ws(W::d_qkv), N * 3 * C);  // the attention kernel accumulates (the SDK's contract)
+  load(l, LA::qkv);
   {
     auto timer = profiler_.scope(ProfileKind::attention_backward);
     const Status status = attention_.attention_backward(
@@ -614,12 +779,13 @@ void GPT2Model::layer_backward(int l) {
         data(activation_row(l, LA::attention_saved)), data(workspace_rows_[idx(W::attention_scratch)]));
     if (!status) throw std::runtime_error("attention kernel: " + status.message());
   }
-  zero(ws(W::d_ln), N * C);
+  load(l, LA::ln1);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
-    cpu::matmul_backward(ws(W::d_ln), g(LP::qkv_weight), g(LP::qkv_bias), ws(W::d_qkv), act(l, LA::ln1),
-                         w(LP::qkv_weight), N, C, 3 * C, cpu::WeightLayout::in_out);
+    project_backward(w_row(LP::qkv_weight), ws(W::d_ln), g(LP::qkv_weight), g(LP::qkv_bias), ws(W::d_qkv),
+                     act(l, LA::ln1), C, 3 * C, cpu::WeightLayout::in_out, overwrite);
   }
+  load_input(l);
   auto timer = profiler_.scope(ProfileKind::layernorm_backward);
   cpu::layernorm_backward(d_residual, g(LP::ln1_weight), g(LP::ln1_bias), ws(W::d_ln), layer_input(l),
                           w(LP::ln1_weight), act(l, LA::ln1_mean), act(l, LA::ln1_rstd), N, C);

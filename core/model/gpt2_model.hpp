@@ -12,8 +12,10 @@
 #include "core/model/gpt2_config.hpp"
 #include "core/tensor/tensor_table.hpp"
 #include "core/util/profiler.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "strata/kernel.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/precision_policy.hpp"
 
 namespace strata {
 
@@ -85,7 +87,23 @@ struct ParameterRows {
   int param = -1;
   int grad = -1;
   std::array<int, kMaxOptimizerStateBuffers> state{-1, -1};
+  int master = -1;  // the f32 master copy the optimizer updates, when `param` is stored as bf16
 };
+
+// Storage dtypes, as the precision policy chooses them. bf16 weights: the matrices (wte, wpe and
+// the four projections of each block) are stored as bf16 beside an f32 master copy counted as
+// optimizer state; LayerNorm parameters and biases stay f32 (0.1% of the parameters). bf16
+// activations: the block activations kept for backward are stored as bf16 and widened into one
+// block's worth of f32 staging (workspace) where kernels read them; LayerNorm statistics and the
+// attention kernel's saved rows stay f32, as do the global activations (embeddings, logits).
+struct StorageTypes {
+  DType weights = DType::f32;
+  DType activations = DType::f32;
+};
+
+inline StorageTypes storage_types(const PrecisionPolicy& precision) {
+  return {precision.weight_storage(), precision.activation_storage()};
+}
 
 // Residency moves since the model was built. Copy time is the copy stream's own clock; exposed time
 // is how long compute stood waiting for copies (all of a synchronous move's time).
@@ -104,26 +122,33 @@ class GPT2Model {
  public:
   // `batch` is the micro-batch size: activations are sized for it.
   GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel& attention, int optimizer_state_buffers,
-            Allocation allocation = Allocation::now);
+            Allocation allocation = Allocation::now, StorageTypes storage = {});
   void allocate_persistent();  // allocates each unallocated persistent row, zeroed, in its home
   ~GPT2Model();                // waits for copies in flight: they write into buffers this model owns
   GPT2Model(const GPT2Model&) = delete;
   GPT2Model& operator=(const GPT2Model&) = delete;
 
   const GPT2Config& config() const noexcept { return config_; }
+  const StorageTypes& storage() const noexcept { return storage_types_; }
   int batch() const noexcept { return batch_; }
   const TensorTable& table() const noexcept { return table_; }
   Device& device() noexcept { return device_; }
   Profiler& profiler() noexcept { return profiler_; }
   const std::vector<ParameterRows>& parameters() const noexcept { return parameters_; }
 
-  // The storage of a row; empty when not allocated.
+  // The storage of an f32 row; empty when not allocated or not f32.
   std::span<float> data(int row) noexcept;
+  std::span<std::uint16_t> bf16_data(int row) noexcept;  // the same for a bf16 row
   bool allocated(int row) const noexcept;
-  std::span<float> param(GlobalParam which) noexcept {
-    return data(global_param_rows_[static_cast<std::size_t>(which)]);
+  // A parameter's value in f32: its master copy when it is stored as bf16. Whoever writes it (the
+  // optimizer, a checkpoint load) calls publish_weights() afterwards.
+  std::span<float> values(const ParameterRows& rows) noexcept {
+    return data(rows.master >= 0 ? rows.master : rows.param);
   }
+  std::span<float> param(GlobalParam which) noexcept;
   std::span<float> param(int layer, LayerParam which) noexcept;
+  // Rounds every master copy into its bf16 weights; nothing to do with f32 weights.
+  void publish_weights();
   int activation_row(int layer, LayerActivation which) const;
   int global_activation_row(GlobalActivation which) const {
     return global_activation_rows_[static_cast<std::size_t>(which)];
@@ -174,7 +199,22 @@ class GPT2Model {
   void allocate_row(int row, bool zero);
   void free_row(int row) noexcept;
   float* f(int row) noexcept { return static_cast<float*>(storage_[static_cast<std::size_t>(row)].data()); }
-  float* act(int layer, LayerActivation which) noexcept { return f(activation_row(layer, which)); }
+  std::uint16_t* bf(int row) noexcept {
+    return static_cast<std::uint16_t*>(storage_[static_cast<std::size_t>(row)].data());
+  }
+  // The f32 buffer kernels use for an activation: its row, or its staging row when it is stored as bf16.
+  float* act(int layer, LayerActivation which) noexcept;
+  // bf16 activations: store() rounds a freshly computed staging buffer into the layer's row (and
+  // the staging to the same values); load() widens the row back into staging. No-ops for f32.
+  void store(int layer, LayerActivation which);
+  void load(int layer, LayerActivation which);
+  void load_input(int layer);  // the previous block's output, into the input staging
+  // Matmuls whose weight row may be bf16.
+  void project_forward(int weight_row, float* out, const float* inp, const float* bias, std::int64_t in_features,
+                       std::int64_t out_features, cpu::WeightLayout layout);
+  void project_backward(int weight_row, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        std::int64_t in_features, std::int64_t out_features, cpu::WeightLayout layout,
+                        cpu::GradientWrite dinp_write);
   float* global_act(GlobalActivation which) noexcept { return f(global_activation_row(which)); }
   float* ws(Workspace which) noexcept { return f(workspace_rows_[static_cast<std::size_t>(which)]); }
   float* grad(int layer, LayerParam which) noexcept;
@@ -194,6 +234,7 @@ class GPT2Model {
   };
 
   GPT2Config config_;
+  StorageTypes storage_types_;
   int batch_;
   Device& device_;
   Kernel& attention_;
@@ -212,6 +253,12 @@ class GPT2Model {
   std::vector<std::array<int, kLayerActivationCount>> layer_activation_rows_;
   std::array<int, kGlobalActivationCount> global_activation_rows_{};
   std::array<int, kWorkspaceCount> workspace_rows_{};
+  // bf16 activations: one f32 staging row per stored kind (-1: stored as f32) and one for the input.
+  std::array<int, kLayerActivationCount> activation_staging_rows_{};
+  int input_staging_row_ = -1;
+  // bf16 weights: where matmuls widen weight chunks.
+  int weight_scratch_row_ = -1;
+  std::int64_t weight_scratch_elements_ = 0;
   Profiler profiler_;
 };
 

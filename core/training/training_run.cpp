@@ -88,7 +88,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   std::unique_ptr<Device> device = make_device(manifest);
   GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers(),
-                  Allocation::deferred);
+                  Allocation::deferred, storage_types(*stack.precision));
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{train.steps, train.warmup_steps, train.lr});
   executor.attach();  // strategies place the rows, then they are allocated
@@ -207,7 +207,8 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host, "");
   std::unique_ptr<Device> device = make_device(manifest);
-  GPT2Model model(manifest.model, micro_batch_rows(manifest), *device, *stack.attention, 0);
+  GPT2Model model(manifest.model, micro_batch_rows(manifest), *device, *stack.attention, 0, Allocation::now,
+                  storage_types(*stack.precision));
   load_weights(checkpoint, model);
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
   const int seq_len = manifest.model.seq_len;

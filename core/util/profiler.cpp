@@ -26,6 +26,7 @@ std::string_view profile_kind_name(ProfileKind kind) noexcept {
     case ProfileKind::zero_fill: return "zero_fill";
     case ProfileKind::optimizer_step: return "optimizer_step";
     case ProfileKind::residency_transfer: return "residency_transfer";
+    case ProfileKind::bf16_convert: return "bf16_convert";
     case ProfileKind::count: break;
   }
   return "?";

@@ -28,6 +28,7 @@ enum class ProfileKind : std::uint8_t {
   zero_fill,
   optimizer_step,
   residency_transfer,
+  bf16_convert,  // widening bf16 storage to f32 and rounding back
   count
 };
 

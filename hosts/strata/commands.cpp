@@ -197,7 +197,8 @@ int command_plan(const std::vector<std::string>& arguments) {
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     std::unique_ptr<Device> device = make_cpu_device(0);
     GPT2Model model(manifest.model, manifest.train.batch / manifest.train.micro_batches, *device,
-                    *inspected.stack.attention, inspected.stack.optimizer->state_buffers(), Allocation::deferred);
+                    *inspected.stack.attention, inspected.stack.optimizer->state_buffers(), Allocation::deferred,
+                    storage_types(*inspected.stack.precision));
     // The strategies place the rows (on_attach) as they would for training; nothing is allocated.
     Executor executor(model, *inspected.stack.optimizer, *inspected.stack.precision,
                       inspected.stack.strategy_pointers(), ExecutorOptions{});

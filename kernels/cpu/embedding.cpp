@@ -2,19 +2,43 @@
 
 #include <algorithm>
 
+#include "strata/dtype.hpp"
+
 namespace strata::cpu {
 
-void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe, std::int64_t batch,
-                       std::int64_t seq_len, std::int64_t channels) {
+namespace {
+
+float load(float value) {
+  return value;
+}
+float load(std::uint16_t value) {
+  return bf16_to_f32(value);
+}
+
+template <typename Stored>
+void embed(float* out, const std::int32_t* tokens, const Stored* wte, const Stored* wpe, std::int64_t batch,
+           std::int64_t seq_len, std::int64_t channels) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t t = 0; t < seq_len; ++t) {
-      const float* token_row = wte + static_cast<std::int64_t>(tokens[b * seq_len + t]) * channels;
-      const float* position_row = wpe + t * channels;
+      const Stored* token_row = wte + static_cast<std::int64_t>(tokens[b * seq_len + t]) * channels;
+      const Stored* position_row = wpe + t * channels;
       float* y = out + (b * seq_len + t) * channels;
 #pragma omp simd
-      for (std::int64_t c = 0; c < channels; ++c) y[c] = token_row[c] + position_row[c];
+      for (std::int64_t c = 0; c < channels; ++c) y[c] = load(token_row[c]) + load(position_row[c]);
     }
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe, std::int64_t batch,
+                       std::int64_t seq_len, std::int64_t channels) {
+  embed(out, tokens, wte, wpe, batch, seq_len, channels);
+}
+
+void embedding_forward_bf16(float* out, const std::int32_t* tokens, const std::uint16_t* wte, const std::uint16_t* wpe,
+                            std::int64_t batch, std::int64_t seq_len, std::int64_t channels) {
+  embed(out, tokens, wte, wpe, batch, seq_len, channels);
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,

@@ -7,6 +7,9 @@ namespace strata::cpu {
 
 void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, const float* wpe, std::int64_t batch,
                        std::int64_t seq_len, std::int64_t channels);
+// The same with both tables stored as bf16; the sum is taken in f32.
+void embedding_forward_bf16(float* out, const std::int32_t* tokens, const std::uint16_t* wte, const std::uint16_t* wpe,
+                            std::int64_t batch, std::int64_t seq_len, std::int64_t channels);
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,
                         std::int64_t seq_len, std::int64_t channels);
 

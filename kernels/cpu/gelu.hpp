@@ -1,13 +1,17 @@
 #pragma once
-// GELU, tanh approximation (GPT-2). inp and out are (N). Backward accumulates into dinp.
+// GELU, tanh approximation (GPT-2). inp and out are (N). Backward accumulates into dinp unless
+// told to overwrite it.
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 
+#include "kernels/cpu/gradient_write.hpp"
+
 namespace strata::cpu {
 
 void gelu_forward(float* out, const float* inp, std::int64_t count);
-void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count);
+void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count,
+                   GradientWrite write = GradientWrite::accumulate);
 
 namespace reference {
 

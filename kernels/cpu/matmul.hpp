@@ -2,8 +2,11 @@
 // Matmul with bias, forward and backward.
 //   in_out layout (HF Conv1D, every projection in a block): weight is (C, OC); out = inp @ weight + bias
 //   out_in layout (the tied LM head, wte):                  weight is (OC, C); out = inp @ weight^T
-// inp is (N, C), out is (N, OC). Backward accumulates into dinp, dweight and dbias (any may be null).
+// inp is (N, C), out is (N, OC). Backward accumulates into dweight and dbias, and into dinp unless
+// told to overwrite it (any of the three may be null).
 #include <cstdint>
+
+#include "kernels/cpu/gradient_write.hpp"
 
 namespace strata::cpu {
 
@@ -13,7 +16,18 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     std::int64_t in_features, std::int64_t out_features, WeightLayout layout);
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, std::int64_t rows, std::int64_t in_features, std::int64_t out_features,
-                     WeightLayout layout);
+                     WeightLayout layout, GradientWrite dinp_write = GradientWrite::accumulate);
+
+// The same products with a bf16-stored weight, for bf16 weight storage with f32 compute. The weight
+// is widened to f32 a few whole stored rows at a time into `scratch` (at least one row, at most
+// `scratch_elements` floats), so the f32 copy of a large matrix such as wte never exists at once.
+void matmul_forward_bf16(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
+                         std::int64_t rows, std::int64_t in_features, std::int64_t out_features, WeightLayout layout,
+                         float* scratch, std::int64_t scratch_elements);
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const std::uint16_t* weight, std::int64_t rows, std::int64_t in_features,
+                          std::int64_t out_features, WeightLayout layout, float* scratch, std::int64_t scratch_elements,
+                          GradientWrite dinp_write = GradientWrite::accumulate);
 
 namespace reference {
 

@@ -6,10 +6,10 @@
 
 namespace strata {
 
-inline constexpr std::uint32_t kAbiMajor = 1;
-// Minor 1: HookContext gained asynchronous moves, global-parameter moves, cheap-activation drops and
-// micro_batches(); StepMetrics gained transfer figures. Both only grew at their ends.
-inline constexpr std::uint32_t kAbiMinor = 1;
+// Major 2: PrecisionPolicy gained activation_storage(). A new pure virtual changes what every
+// precision plugin must provide, so it is a major change: plugins built for 1.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 2;
+inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

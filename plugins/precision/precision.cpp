@@ -1,0 +1,64 @@
+// Precision policies: how the model stores its numbers. Compute is f32 under both.
+//
+//   fp32   f32 storage everywhere.
+//   bf16   bf16 storage, f32 compute. The weight matrices and the activations a block keeps for
+//          backward are stored as bf16 (half the bytes); every kernel widens what it reads to
+//          f32. The optimizer updates f32 master weights (optimizer state, so the offload
+//          strategy can move them to the host) and the model reads their bf16 rounding.
+//          Gradients stay f32.
+//            weights     = "bf16" | "f32"   wte, wpe and the blocks' projection matrices
+//            activations = "bf16" | "f32"   the block activations kept for backward
+//
+// Neither scales the loss (bf16 keeps f32's exponent range). Both skip a step whose gradients are
+// not finite, and count it, unless skip_nonfinite = false makes it an error.
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+class StoragePrecision : public PrecisionPolicy {
+ public:
+  StoragePrecision(ConfigView& config, DType weights, DType activations)
+      : weights_(weights), activations_(activations), skip_nonfinite_(config.get_bool("skip_nonfinite", true)) {}
+  DType weight_storage() const noexcept override { return weights_; }
+  DType activation_storage() const noexcept override { return activations_; }
+  double loss_scale() const noexcept override { return 1.0; }
+  Status unscale_and_check(std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
+    decision.loss_scale = 1.0;
+    const bool finite = all_finite(grads);
+    decision.skip_step = !finite && skip_nonfinite_;
+    if (!finite && !skip_nonfinite_) return Status::error("non-finite gradients (skip_nonfinite = false)");
+    return {};
+  }
+
+ private:
+  DType weights_;
+  DType activations_;
+  bool skip_nonfinite_;
+};
+
+class Fp32 final : public StoragePrecision {
+ public:
+  Fp32(ConfigView& config, HostServices&) : StoragePrecision(config, DType::f32, DType::f32) {}
+};
+
+DType storage_key(ConfigView& config, std::string_view key) {
+  return config.get_string(key, "bf16", {"bf16", "f32"}) == "f32" ? DType::f32 : DType::bf16;
+}
+
+class Bf16 final : public StoragePrecision {
+ public:
+  Bf16(ConfigView& config, HostServices&)
+      : StoragePrecision(config, storage_key(config, "weights"), storage_key(config, "activations")) {}
+};
+
+constexpr const char* kFp32Keys[] = {"skip_nonfinite", nullptr};
+constexpr const char* kBf16Keys[] = {"weights", "activations", "skip_nonfinite", nullptr};
+const FactoryDescriptor kFactories[] = {
+    make_factory<PrecisionPolicy, Fp32>("fp32", "f32 everywhere", kFp32Keys),
+    make_factory<PrecisionPolicy, Bf16>("bf16", "bf16 storage of weights and activations, f32 compute", kBf16Keys)};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(precision, "1.1.0", kFactories)

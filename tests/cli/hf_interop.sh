@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Hugging Face GPT-2 interop, both ways, against tests/hf/hf_gpt2_numpy.py (an independent NumPy
+# GPT-2 that follows HF's conventions):
+#   HF -> Strata: random weights in HF's layout (with the causal-mask buffers older exports carry)
+#                 give the same loss in `strata eval` as in the NumPy model;
+#   Strata -> HF: a checkpoint Strata trains (f32, and bf16 storage, which saves its f32 masters)
+#                 has exactly HF's tensor names and shapes and gives the same loss in NumPy.
+set -euo pipefail
+strata=$1
+work=$2
+reference=tests/hf/hf_gpt2_numpy.py
+python=/usr/bin/python3  # Debian's, where python3-numpy is installed (scripts/setup.sh)
+rm -rf "$work" && mkdir -p "$work"
+# vocab 300 is padded to 320 inside Strata: the file must still hold exactly 300 rows.
+layers=2 heads=2 width=32 vocab=300 positions=16
+"$python" "$reference" make-tokens "$work/tokens.bin" 4000 $vocab 1
+"$python" "$reference" make-weights "$work/hf.safetensors" $layers $heads $width $vocab $positions 2
+cat > "$work/m.toml" <<TOML
+[model]
+n_layer = $layers
+n_head = $heads
+d_model = $width
+vocab = $vocab
+seq_len = $positions
+[data]
+train = "$work/tokens.bin"
+[train]
+steps = 5
+batch = 4
+lr = 1e-3
+threads = 2
+eval_every = 0
+[checkpoint]
+dir = "$work/ckpt"
+[[telemetry]]
+plugin = "csv"
+path = "/dev/null"
+TOML
+
+agree() {  # name, strata's eval_loss line, numpy's loss
+  "$python" - "$1" "$2" "$3" <<'PY'
+import sys
+name, strata, numpy_loss = sys.argv[1], float(sys.argv[2].split("=")[1]), float(sys.argv[3])
+difference = abs(strata - numpy_loss) / numpy_loss
+print(f"{name}: strata eval {strata:.6f}, numpy {numpy_loss:.6f}, relative difference {difference:.2e}")
+assert difference < 1e-5, "the two models disagree"
+PY
+}
+
+strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens.bin" | tail -n 1)
+agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens.bin" $heads $positions)"
+
+for precision in fp32 bf16; do
+  rm -rf "$work/ckpt"
+  "$strata" train "$work/m.toml" --set "precision.plugin=\"$precision\"" > "$work/train-$precision.log" 2>&1 ||
+    { cat "$work/train-$precision.log"; exit 1; }
+  saved="$work/ckpt/step_00000005/model.safetensors"
+  "$python" "$reference" check-names "$saved" $layers $vocab $width
+  strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$saved" --data "$work/tokens.bin" | tail -n 1)
+  agree "Strata ($precision training) -> HF" "$strata_loss" \
+    "$("$python" "$reference" loss "$saved" "$work/tokens.bin" $heads $positions)"
+done
+echo "hf interop: both directions agree"
