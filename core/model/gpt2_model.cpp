@@ -272,6 +272,7 @@ bool GPT2Model::allocated(int row) const noexcept {
   return static_cast<bool>(storage_[static_cast<std::size_t>(row)]);
 }
 
+// parameters_ holds the globals first, then each block's parameters in LayerParam order.
 std::span<float> GPT2Model::param(GlobalParam which) noexcept {
   return values(parameters_[idx(which)]);
 }

@@ -93,9 +93,9 @@ struct ParameterRows {
 // Storage dtypes, as the precision policy chooses them. bf16 weights: the matrices (wte, wpe and
 // the four projections of each block) are stored as bf16 beside an f32 master copy counted as
 // optimizer state; LayerNorm parameters and biases stay f32 (0.1% of the parameters). bf16
-// activations: the block activations kept for backward are stored as bf16 and widened into one
-// block's worth of f32 staging (workspace) where kernels read them; LayerNorm statistics and the
-// attention kernel's saved rows stay f32, as do the global activations (embeddings, logits).
+// activations: the block activations kept for backward are stored as bf16 and widened into f32
+// staging rows (workspace, five rows shared by lifetime) where kernels read them; LayerNorm
+// statistics and the attention kernel's saved rows stay f32, as do the global activations.
 struct StorageTypes {
   DType weights = DType::f32;
   DType activations = DType::f32;

@@ -47,7 +47,7 @@ class HookContext {
   virtual Status recompute_activations(int layer) noexcept = 0;
 
   // A view of one tensor by its table name ("h.3.ln_1.weight", "h.3.act.qkv"); empty data when it
-  // is not allocated or not on the device.
+  // is not allocated, not on the device, or not stored as f32 (bf16 storage).
   virtual TensorView tensor(std::string_view name) noexcept = 0;
 
   virtual MemorySnapshot memory() const noexcept = 0;
