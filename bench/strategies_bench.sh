@@ -16,6 +16,10 @@ python3 bench/make_gpt2_tokens.py runs/bench/gpt2_tokens.bin
 strategy_checkpoint='[[strategy]]
 plugin = "checkpoint"
 every = 1'
+strategy_checkpoint_logits='[[strategy]]
+plugin = "checkpoint"
+every = 1
+logits = "recompute"'
 strategy_optimizer='[[strategy]]
 plugin = "offload"
 optimizer_state = "host"'
@@ -32,6 +36,8 @@ for shape in gpt2 v256; do
   printf '%s\n\n%s\n' "$(cat bench/engine.toml)" "$strategy_optimizer" > "$dir/offload-optimizer.toml"
   printf '%s\n\n%s\n' "$(cat bench/engine.toml)" "$strategy_stream" > "$dir/stream-k2.toml"
   printf '%s\n\n%s\n\n%s\n' "$(cat bench/engine.toml)" "$strategy_checkpoint" "$strategy_stream" > "$dir/all.toml"
+  printf '%s\n\n%s\n' "$(cat bench/engine.toml)" "$strategy_checkpoint_logits" > "$dir/checkpoint-logits.toml"
+  printf '%s\n\n%s\n\n%s\n' "$(cat bench/engine.toml)" "$strategy_checkpoint_logits" "$strategy_stream" > "$dir/all-logits.toml"
   shape_keys=(--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.seq_len=256
     --set train.batch=4 --set "telemetry.1.every=1")
   if [ "$shape" = gpt2 ]; then
@@ -41,7 +47,10 @@ for shape in gpt2 v256; do
   fi
   echo "== $shape: $steps steps per stack"
   "$strata" ab "$dir/none.toml" "$dir/checkpoint.toml" "$dir/offload-optimizer.toml" "$dir/stream-k2.toml" "$dir/all.toml" \
+    "$dir/checkpoint-logits.toml" "$dir/all-logits.toml" \
     --steps "$steps" "${shape_keys[@]}" --out "$dir/runs" --html "$dir/report.html" | tee "$dir/table.txt"
   "$strata" plan "$dir/all.toml" --full "${shape_keys[@]}" > "$dir/plan-all.txt"
   python3 bench/analytic_floor.py "$dir/plan-all.txt" "$dir/runs/5-all.jsonl" | tee -a "$dir/table.txt"
+  "$strata" plan "$dir/all-logits.toml" --full "${shape_keys[@]}" > "$dir/plan-all-logits.txt"
+  python3 bench/analytic_floor.py "$dir/plan-all-logits.txt" "$dir/runs/7-all-logits.jsonl" | tee -a "$dir/table.txt"
 done

@@ -307,15 +307,39 @@ TEST(FastKernels, LayerNormGeluResidualEmbeddingCrossEntropy) {
   expect_close("embedding_backward dwte", dwte_f, dwte_r, 1e-6);
   expect_close("embedding_backward dwpe", dwpe_f, dwpe_r, 1e-6);
 
-  auto logits = random_vector<float>(B * T * Vp, 32, 3.0);
-  std::vector<float> loss_f(B * T), loss_r(B * T), lse_f(B * T), lse_r(B * T);
-  cross_entropy_forward(loss_f.data(), lse_f.data(), logits.data(), tokens.data(), B * T, V, Vp);
-  reference::cross_entropy_forward(loss_r.data(), lse_r.data(), logits.data(), tokens.data(), B * T, V, Vp);
-  expect_close("cross_entropy_forward", loss_f, loss_r, 1e-5);
-  std::vector<float> dl_f(B * T * Vp), dl_r(B * T * Vp);
-  cross_entropy_backward(dl_f.data(), logits.data(), lse_f.data(), tokens.data(), 0.1f, B * T, V, Vp);
-  reference::cross_entropy_backward(dl_r.data(), logits.data(), lse_r.data(), tokens.data(), 0.1f, B * T, V, Vp);
-  expect_close("cross_entropy_backward", dl_f, dl_r, 1e-6);
+  // The cross-entropy in vocabulary chunks: one chunk, chunks of 4 (the last one all padding) and
+  // chunks of 5 (the last one a single column), against the reference over whole rows.
+  const std::int64_t rows = B * T;
+  auto logits = random_vector<float>(rows * Vp, 32, 3.0);
+  std::vector<float> loss_r(rows), lse_r(rows), dl_r(rows * Vp);
+  reference::cross_entropy_forward(loss_r.data(), lse_r.data(), logits.data(), tokens.data(), rows, V, Vp);
+  reference::cross_entropy_backward(dl_r.data(), logits.data(), lse_r.data(), tokens.data(), 0.1f, rows, V, Vp);
+  for (const std::int64_t chunk : {Vp, std::int64_t{4}, std::int64_t{5}}) {
+    std::vector<float> running_max(rows), running_sum(rows), target_logits(rows), loss_f(rows), lse_f(rows),
+        dl_f(rows * Vp);
+    std::vector<std::vector<float>> pieces;
+    for (std::int64_t first = 0; first < Vp; first += chunk) {
+      const std::int64_t width = std::min(chunk, Vp - first);
+      std::vector<float> piece(rows * width);
+      for (std::int64_t n = 0; n < rows; ++n)
+        for (std::int64_t v = 0; v < width; ++v) piece[n * width + v] = logits[n * Vp + first + v];
+      cross_entropy_forward_chunk(running_max.data(), running_sum.data(), target_logits.data(), piece.data(),
+                                  tokens.data(), rows, first, width, V);
+      pieces.push_back(std::move(piece));
+    }
+    cross_entropy_finish(loss_f.data(), lse_f.data(), running_max.data(), running_sum.data(), target_logits.data(),
+                         rows);
+    expect_close(("cross_entropy_forward, chunk " + std::to_string(chunk)).c_str(), loss_f, loss_r, 1e-5);
+    for (std::int64_t first = 0, c = 0; first < Vp; first += chunk, ++c) {
+      const std::int64_t width = std::min(chunk, Vp - first);
+      std::vector<float>& piece = pieces[static_cast<std::size_t>(c)];
+      cross_entropy_backward_chunk(piece.data(), piece.data(), lse_f.data(), tokens.data(), 0.1f, rows, first, width,
+                                   V);
+      for (std::int64_t n = 0; n < rows; ++n)
+        for (std::int64_t v = 0; v < width; ++v) dl_f[n * Vp + first + v] = piece[n * width + v];
+    }
+    expect_close(("cross_entropy_backward, chunk " + std::to_string(chunk)).c_str(), dl_f, dl_r, 1e-6);
+  }
 }
 
 TEST(FastKernels, AttentionMatchesReference) {

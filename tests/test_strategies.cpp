@@ -23,16 +23,19 @@ struct StackRun {
   ArenaStats host;
   std::uint64_t layer_weight_bytes = 0;   // one block's weights
   std::uint64_t global_weight_bytes = 0;  // embeddings and final LayerNorm
+  std::uint64_t logits_bytes = 0;         // the logits row, as the strategies sized it
 };
 
 // Four blocks, AdamW, `steps` steps of 2 micro batches, with the given [[strategy]] tables (and
 // `precision`, a [precision] table, when not empty).
 StackRun run_stack(const std::string& name, const std::string& strategies, int steps = 3,
-                   const std::string& precision = "") {
+                   const std::string& precision = "", const std::vector<std::string>& overrides = {}) {
   const auto dir = test::temporary_directory("strategies_" + name);
   test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + precision + strategies,
                                                        "micro_batches = 2\n"));
-  const Manifest manifest = load_manifest(dir / "m.toml", {"model.n_layer=4"});
+  std::vector<std::string> all_overrides = {"model.n_layer=4"};
+  all_overrides.insert(all_overrides.end(), overrides.begin(), overrides.end());
+  const Manifest manifest = load_manifest(dir / "m.toml", all_overrides);
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
   HostServicesImpl host(manifest.model.info());
@@ -69,6 +72,7 @@ StackRun run_stack(const std::string& name, const std::string& strategies, int s
     if (rows_of.layer == 0) run.layer_weight_bytes += stored_bytes;
     if (rows_of.layer < 0) run.global_weight_bytes += stored_bytes;
   }
+  run.logits_bytes = model.table().row(model.global_activation_row(GlobalActivation::logits)).bytes();
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
   return run;
@@ -119,6 +123,27 @@ TEST(CheckpointPlugin, LayersListAndPhasesSelectWhatIsDropped) {
   const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
   EXPECT_LT(activations(one), activations(plain));
   EXPECT_EQ(activations(none), activations(plain)) << "every step here is a full step, which the plugin skips";
+}
+
+// A 40000-token vocabulary (the corpus uses 256 of them) spans two head chunks at d_model 32, so
+// dropping the logits keeps one chunk's room: the measured activation peak falls by exactly the
+// difference, and the math is bitwise unchanged, with f32 and with bf16 weights (widened per chunk).
+TEST(CheckpointPlugin, RecomputedLogitsKeepTheMathAndDropAllButOneChunk) {
+  const std::vector<std::string> wide = {"model.vocab=40000"};
+  const std::string drop_logits = "[[strategy]]\nplugin = \"checkpoint\"\nlayers = []\nlogits = \"recompute\"\n";
+  for (const std::string precision : {"", "[precision]\nplugin = \"bf16\"\n"}) {
+    const StackRun kept = run_stack("logits_keep", "", 2, precision, wide);
+    const StackRun dropped = run_stack("logits_recompute", drop_logits, 2, precision, wide);
+    expect_bitwise_equal(kept, dropped);
+    ASSERT_LT(dropped.logits_bytes, kept.logits_bytes);
+    std::printf("logits row %llu -> %llu bytes; peak activations %llu -> %llu\n",
+                static_cast<unsigned long long>(kept.logits_bytes),
+                static_cast<unsigned long long>(dropped.logits_bytes),
+                static_cast<unsigned long long>(peak(kept.device, MemoryCategory::activations)),
+                static_cast<unsigned long long>(peak(dropped.device, MemoryCategory::activations)));
+    EXPECT_EQ(peak(kept.device, MemoryCategory::activations) - peak(dropped.device, MemoryCategory::activations),
+              kept.logits_bytes - dropped.logits_bytes);
+  }
 }
 
 TEST(OffloadPlugin, HostOptimizerStateKeepsTheMathAndLeavesNoOptimizerBytesOnTheDevice) {
@@ -192,6 +217,7 @@ TEST(StrategyConfig, BadSettingsAreRefusedBeforeTraining) {
                  "prefetch", "[0, 1]");
   expect_refused("plugin = \"offload\"\nmax_resident_layers = 2\n", "max_resident_layers", "optimizer_state");
   expect_refused("plugin = \"bf16\"\nweights = \"f16\"\n", "weights", "\"bf16\"", "[precision]\n");
+  expect_refused("plugin = \"checkpoint\"\nlogits = \"drop\"\n", "logits", "keep, recompute");
 }
 
 }  // namespace

@@ -52,6 +52,9 @@ class ExecutorHookContext final : public HookContext {
       executor_.model_.free_cheap_activations(layer);
     });
   }
+  Status drop_logits() noexcept override {
+    return guarded([&] { executor_.model_.set_logits_mode(LogitsMode::recompute); });
+  }
   Status recompute_activations(int layer) noexcept override {
     return guarded([&] {
       check_layer(layer);

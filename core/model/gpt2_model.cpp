@@ -106,6 +106,8 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   const std::int64_t B = batch, T = config.seq_len, C = config.d_model, L = config.n_layer;
   const std::int64_t Vp = config.padded_vocab();
   attention_shape_ = AttentionShape{batch, config.seq_len, config.d_model, config.n_head};
+  // About 1M elements of wte per head chunk (a multiple of 64 columns): what the weight scratch holds.
+  head_chunk_columns_ = std::clamp<std::int64_t>(kWeightScratchElements / C / 64 * 64, 64, Vp);
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
   // Matrices follow the weight storage dtype; vectors stay f32.
@@ -157,9 +159,10 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Device& device, Kernel
   const std::vector<std::pair<std::vector<std::int64_t>, ElementType>> global_activation_shapes = {
       {{B, T}, ElementType::i32},     {{B, T}, ElementType::i32}, {{B, T, C}, ElementType::f32},
       {{B, T, C}, ElementType::f32},  {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32},
-      {{B, T, Vp}, ElementType::f32}, {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32}};
+      {{B, T, Vp}, ElementType::f32}, {{B, T}, ElementType::f32}, {{B, T}, ElementType::f32},
+      {{B, T}, ElementType::f32}};
   const std::vector<std::string_view> global_activation_names = {
-      "tokens", "targets", "encoded", "lnf", "lnf_mean", "lnf_rstd", "logits", "losses", "logsumexp"};
+      "tokens", "targets", "encoded", "lnf", "lnf_mean", "lnf_rstd", "logits", "losses", "logsumexp", "target_logits"};
   for (std::size_t a = 0; a < kGlobalActivationCount; ++a)
     global_activation_rows_[a] =
         add_row("act." + std::string(global_activation_names[a]), -1, global_activation_shapes[a].first,
@@ -670,59 +673,6 @@ void GPT2Model::layer_forward(int l) {
     cpu::residual_forward(act(l, LA::output), act(l, LA::output), act(l, LA::residual2), N * C);
   }
   store(l, LA::output);
-}
-
-double GPT2Model::head_forward() {
-  using GA = GlobalActivation;
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  const std::int64_t Vp = config_.padded_vocab();
-  load(config_.n_layer - 1, LayerActivation::output);
-  const float* last = act(config_.n_layer - 1, LayerActivation::output);
-  {
-    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
-    cpu::layernorm_forward(global_act(GA::lnf), global_act(GA::lnf_mean), global_act(GA::lnf_rstd), last,
-                           param(GlobalParam::lnf_weight).data(), param(GlobalParam::lnf_bias).data(), N, C);
-  }
-  {
-    auto timer = profiler_.scope(ProfileKind::lm_head_forward);
-    project_forward(global_param_rows_[idx(GlobalParam::wte)], global_act(GA::logits), global_act(GA::lnf), nullptr, C,
-                    Vp, cpu::WeightLayout::out_in);
-  }
-  auto timer = profiler_.scope(ProfileKind::cross_entropy_forward);
-  const auto* targets = reinterpret_cast<const std::int32_t*>(global_act(GA::targets));
-  cpu::cross_entropy_forward(global_act(GA::losses), global_act(GA::logsumexp), global_act(GA::logits), targets, N,
-                             config_.vocab, Vp);
-  // In order, in double: the same sum for any thread count.
-  double sum = 0.0;
-  const float* losses = global_act(GA::losses);
-  for (std::int64_t n = 0; n < N; ++n) sum += losses[n];
-  return sum / static_cast<double>(N);
-}
-
-void GPT2Model::head_backward(float dloss) {
-  using GA = GlobalActivation;
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
-  const std::int64_t Vp = config_.padded_vocab();
-  float* logits = global_act(GA::logits);
-  {
-    auto timer = profiler_.scope(ProfileKind::cross_entropy_backward);
-    // In place: logits become dlogits.
-    cpu::cross_entropy_backward(logits, logits, global_act(GA::logsumexp),
-                                reinterpret_cast<const std::int32_t*>(global_act(GA::targets)), dloss, N, config_.vocab,
-                                Vp);
-  }
-  {
-    auto timer = profiler_.scope(ProfileKind::lm_head_backward);
-    project_backward(global_param_rows_[idx(GlobalParam::wte)], ws(Workspace::d_ln), grad(GlobalParam::wte), nullptr,
-                     logits, global_act(GA::lnf), C, Vp, cpu::WeightLayout::out_in, cpu::GradientWrite::overwrite);
-  }
-  zero(ws(Workspace::d_residual), N * C);
-  load(config_.n_layer - 1, LayerActivation::output);
-  auto timer = profiler_.scope(ProfileKind::layernorm_backward);
-  cpu::layernorm_backward(ws(Workspace::d_residual), grad(GlobalParam::lnf_weight), grad(GlobalParam::lnf_bias),
-                          ws(Workspace::d_ln), act(config_.n_layer - 1, LayerActivation::output),
-                          param(GlobalParam::lnf_weight).data(), global_act(GA::lnf_mean), global_act(GA::lnf_rstd), N,
-                          C);
 }
 
 void GPT2Model::layer_backward(int l) {

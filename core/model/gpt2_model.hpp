@@ -63,6 +63,7 @@ enum class GlobalActivation : std::uint8_t {
   logits,
   losses,
   logsumexp,
+  target_logits,
   count
 };
 // Backward scratch, shared by all blocks since they run one at a time.
@@ -113,6 +114,14 @@ struct TransferTotals {
   double exposed_seconds = 0.0;
 };
 
+// The LM head runs over vocabulary chunks of head_chunk_columns() columns (so a bf16 wte is widened a
+// chunk at a time, and the logits need not exist all at once). `keep` stores every chunk's logits
+// from the forward pass for the backward (chunk-major: chunk c is a (B*T, width) block); `recompute`
+// keeps one chunk's room and recomputes each chunk in the backward pass, one extra head matmul for
+// B*T*padded_vocab fewer floats. The arithmetic is the same either way, so the results are bitwise
+// equal.
+enum class LogitsMode : std::uint8_t { keep, recompute };
+
 // When a model's persistent rows (weights, grads, optimizer state, workspace) get memory: at once,
 // on the device; or later, by allocate_persistent(), in the homes that strategies chose meanwhile
 // (so offloaded state never touches the device, not even at start-up).
@@ -130,6 +139,10 @@ class GPT2Model {
 
   const GPT2Config& config() const noexcept { return config_; }
   const StorageTypes& storage() const noexcept { return storage_types_; }
+  // Between micro batches only: the logits row is resized.
+  void set_logits_mode(LogitsMode mode);
+  LogitsMode logits_mode() const noexcept { return logits_mode_; }
+  std::int64_t head_chunk_columns() const noexcept { return head_chunk_columns_; }
   int batch() const noexcept { return batch_; }
   const TensorTable& table() const noexcept { return table_; }
   Device& device() noexcept { return device_; }
@@ -226,6 +239,11 @@ class GPT2Model {
   void layernorm1_forward(int layer);
   void layernorm2_forward(int layer);
   void gelu_forward(int layer);
+  // One vocabulary chunk of the head: its logits (the stored block, or the one-chunk room) and
+  // the chunk of wte in f32 (the row itself, or widened into the weight scratch).
+  float* chunk_logits(std::int64_t first);
+  const float* wte_chunk(std::int64_t first, std::int64_t width);
+  void chunk_logits_forward(float* logits, const float* wte, std::int64_t width);
 
   // A move in flight: the destination buffer and the copy's ticket, per row.
   struct PendingMove {
@@ -235,6 +253,8 @@ class GPT2Model {
 
   GPT2Config config_;
   StorageTypes storage_types_;
+  LogitsMode logits_mode_ = LogitsMode::keep;
+  std::int64_t head_chunk_columns_ = 0;
   int batch_;
   Device& device_;
   Kernel& attention_;

@@ -2,33 +2,52 @@
 
 namespace strata::cpu {
 
-void cross_entropy_forward(float* losses, float* logsumexp, const float* logits, const std::int32_t* targets,
-                           std::int64_t rows, std::int64_t vocab, std::int64_t padded_vocab) {
+void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
+                                 const std::int32_t* targets, std::int64_t rows, std::int64_t first, std::int64_t width,
+                                 std::int64_t vocab) {
+  const std::int64_t valid = std::clamp<std::int64_t>(vocab - first, 0, width);  // the rest is padding
+  if (valid == 0) return;
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < rows; ++n) {
-    const float* row = logits + n * padded_vocab;
-    float max_value = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max_value)
-    for (std::int64_t v = 0; v < vocab; ++v) max_value = std::max(max_value, row[v]);
+    const float* row = logits + n * width;
+    float chunk_max = row[0];
+#pragma omp simd reduction(max : chunk_max)
+    for (std::int64_t v = 0; v < valid; ++v) chunk_max = std::max(chunk_max, row[v]);
+    // The first chunk starts the running values; no -inf arithmetic (this file is -ffast-math).
+    const float max_value = first == 0 ? chunk_max : std::max(running_max[n], chunk_max);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (std::int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - max_value);
-    logsumexp[n] = max_value + std::log(sum);
-    losses[n] = logsumexp[n] - row[targets[n]];
+    for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(row[v] - max_value);
+    running_sum[n] = first == 0 ? sum : running_sum[n] * std::exp(running_max[n] - max_value) + sum;
+    running_max[n] = max_value;
+    const std::int64_t target = targets[n];
+    if (target >= first && target < first + valid) target_logits[n] = row[target - first];
   }
 }
 
-void cross_entropy_backward(float* dlogits, const float* logits, const float* logsumexp, const std::int32_t* targets,
-                            float dloss, std::int64_t rows, std::int64_t vocab, std::int64_t padded_vocab) {
+void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
+                          const float* target_logits, std::int64_t rows) {
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const float lse = running_max[n] + std::log(running_sum[n]);
+    logsumexp[n] = lse;
+    losses[n] = lse - target_logits[n];
+  }
+}
+
+void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
+                                  const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
+                                  std::int64_t width, std::int64_t vocab) {
+  const std::int64_t valid = std::clamp<std::int64_t>(vocab - first, 0, width);
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < rows; ++n) {
-    const float* row = logits + n * padded_vocab;
-    float* drow = dlogits + n * padded_vocab;
+    const float* row = logits + n * width;
+    float* drow = dlogits + n * width;
     const float lse = logsumexp[n];
 #pragma omp simd
-    for (std::int64_t v = 0; v < vocab; ++v) drow[v] = std::exp(row[v] - lse) * dloss;
-    for (std::int64_t v = vocab; v < padded_vocab; ++v) drow[v] = 0.0f;
-    drow[targets[n]] -= dloss;
+    for (std::int64_t v = 0; v < valid; ++v) drow[v] = std::exp(row[v] - lse) * dloss;
+    for (std::int64_t v = valid; v < width; ++v) drow[v] = 0.0f;
+    const std::int64_t target = targets[n];
+    if (target >= first && target < first + valid) drow[target - first] -= dloss;
   }
 }
 

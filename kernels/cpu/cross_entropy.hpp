@@ -9,10 +9,20 @@
 
 namespace strata::cpu {
 
-void cross_entropy_forward(float* losses, float* logsumexp, const float* logits, const std::int32_t* targets,
-                           std::int64_t rows, std::int64_t vocab, std::int64_t padded_vocab);
-void cross_entropy_backward(float* dlogits, const float* logits, const float* logsumexp, const std::int32_t* targets,
-                            float dloss, std::int64_t rows, std::int64_t vocab, std::int64_t padded_vocab);
+// The fast kernels take the logits one vocabulary chunk at a time, so the LM head never needs all
+// of them at once: `logits` holds columns [first, first + width) of every row, rows `width` apart.
+// Forward keeps a running max, a running sum of exponentials (rescaled when the max grows) and the
+// target's logit per row; chunks come in order of `first`, and the chunk with first == 0 starts
+// them. cross_entropy_finish then writes the loss and log-sum-exp; running_max may alias
+// logsumexp and running_sum may alias losses. One chunk of width padded_vocab is the plain loss.
+void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
+                                 const std::int32_t* targets, std::int64_t rows, std::int64_t first, std::int64_t width,
+                                 std::int64_t vocab);
+void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
+                          const float* target_logits, std::int64_t rows);
+void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
+                                  const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
+                                  std::int64_t width, std::int64_t vocab);
 
 namespace reference {
 

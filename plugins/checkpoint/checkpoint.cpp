@@ -4,6 +4,9 @@
 //                        whole block: the most memory saved, one extra block forward each.
 //   mode = "selective"  drops only the LayerNorm and GELU outputs, which are cheap to recompute,
 //                        and keeps the matmul and attention results (Korthikanti et al. 2022).
+//   logits = "recompute" also drops the LM head's logits (B x T x vocab floats, on GPT-2 the
+//                        largest activation): the head keeps one vocabulary chunk and recomputes
+//                        each chunk for the backward pass, one extra head matmul.
 // The executor recomputes a block's missing activations just before its backward, after every
 // strategy's before_backward hook (so an offload strategy has brought the weights back first).
 // Recomputation runs the same kernels on the same inputs, so gradients are bitwise unchanged.
@@ -46,11 +49,14 @@ class Checkpoint final : public MemoryStrategy {
         selected_[static_cast<std::size_t>(layer)] = true;
     }
     selective_ = config.get_string("mode", "block", {"block", "selective"}) == "selective";
+    drop_logits_ = config.get_string("logits", "keep", {"keep", "recompute"}) == "recompute";
     const std::vector<std::string> names = all_phase_names();
     for (const std::string& name : config.get_string_list("phases", names, names))
       for (Phase phase : {Phase::warmup, Phase::full, Phase::predict, Phase::correct})
         if (phase_name(phase) == name) phases_[static_cast<std::size_t>(phase)] = true;
   }
+
+  Status on_attach(HookContext& context) noexcept override { return drop_logits_ ? context.drop_logits() : Status{}; }
 
   Status after_forward(HookContext& context) noexcept override {
     if (!applies(context)) return {};
@@ -65,12 +71,13 @@ class Checkpoint final : public MemoryStrategy {
   std::vector<bool> selected_;
   std::array<bool, 4> phases_{};
   bool selective_ = false;
+  bool drop_logits_ = false;
 };
 
-constexpr const char* kKeys[] = {"every", "layers", "mode", "phases", nullptr};
+constexpr const char* kKeys[] = {"every", "layers", "mode", "phases", "logits", nullptr};
 const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Checkpoint>(
     "checkpoint", "drop activations after a block's forward and recompute them for its backward", kKeys)};
 
 }  // namespace
 
-STRATA_DEFINE_PLUGIN(checkpoint, "1.0.0", kFactories)
+STRATA_DEFINE_PLUGIN(checkpoint, "1.1.0", kFactories)

@@ -9,7 +9,8 @@ namespace strata {
 // Major 2: PrecisionPolicy gained activation_storage(). A new pure virtual changes what every
 // precision plugin must provide, so it is a major change: plugins built for 1.x are refused.
 inline constexpr std::uint32_t kAbiMajor = 2;
-inline constexpr std::uint32_t kAbiMinor = 0;
+// Minor 1: HookContext gained drop_logits() at its end.
+inline constexpr std::uint32_t kAbiMinor = 1;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

@@ -69,6 +69,12 @@ class HookContext {
   // Selective checkpointing: drop only what is cheap to recompute (the LayerNorm and GELU
   // outputs), keep the matmul and attention results. recompute_activations restores them.
   virtual Status drop_cheap_activations(int layer) noexcept = 0;
+
+  // ABI 2.1 -------------------------------------------------------------------------------------
+  // From now on, the LM head keeps only one vocabulary chunk of logits and recomputes each chunk
+  // for the backward pass: B x T x padded vocab floats fewer (often the largest activation) for
+  // one extra head matmul; bitwise the same results. Call it from on_attach.
+  virtual Status drop_logits() noexcept = 0;
 };
 
 }  // namespace strata
