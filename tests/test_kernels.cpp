@@ -247,16 +247,16 @@ TEST(FastKernels, OverwrittenGradientsEqualAccumulationIntoZeros) {
     matmul_backward(overwritten.data(), nullptr, nullptr, dout.data(), inp.data(), weight.data(), N, C, OC, layout,
                     GradientWrite::overwrite);
     EXPECT_EQ(accumulated, overwritten);
-    // The bf16 weight widened in chunks of 100 floats: several chunks, each with its own beta.
-    std::fill(accumulated.begin(), accumulated.end(), 0.0f);
-    std::fill(overwritten.begin(), overwritten.end(), std::nanf(""));
-    matmul_backward_bf16(accumulated.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC, layout,
-                         scratch.data(), 100);
-    matmul_backward_bf16(overwritten.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC, layout,
-                         scratch.data(), 100, GradientWrite::overwrite);
-    EXPECT_EQ(accumulated, overwritten);
   }
+  // The bf16 weight widened in chunks of 100 floats: several chunks, each writing its own columns.
   std::vector<float> accumulated(N * C, 0.0f), overwritten(N * C, std::nanf(""));
+  matmul_backward_bf16(accumulated.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC,
+                       scratch.data(), 100);
+  matmul_backward_bf16(overwritten.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC,
+                       scratch.data(), 100, GradientWrite::overwrite);
+  EXPECT_EQ(accumulated, overwritten);
+  std::fill(accumulated.begin(), accumulated.end(), 0.0f);
+  std::fill(overwritten.begin(), overwritten.end(), std::nanf(""));
   gelu_backward(accumulated.data(), inp.data(), dout.data(), N * C);
   gelu_backward(overwritten.data(), inp.data(), dout.data(), N * C, GradientWrite::overwrite);
   EXPECT_EQ(accumulated, overwritten);

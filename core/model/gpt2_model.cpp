@@ -265,12 +265,6 @@ std::span<float> GPT2Model::data(int row) noexcept {
   return {static_cast<float*>(buffer.data()), static_cast<std::size_t>(table_.row(row).elements())};
 }
 
-std::span<std::uint16_t> GPT2Model::bf16_data(int row) noexcept {
-  Buffer& buffer = storage_[static_cast<std::size_t>(row)];
-  if (!buffer || table_.row(row).element != ElementType::bf16) return {};
-  return {static_cast<std::uint16_t*>(buffer.data()), static_cast<std::size_t>(table_.row(row).elements())};
-}
-
 bool GPT2Model::allocated(int row) const noexcept {
   return static_cast<bool>(storage_[static_cast<std::size_t>(row)]);
 }
@@ -308,41 +302,41 @@ void GPT2Model::store(int layer, LayerActivation which) {
   cpu::narrow_and_round(bf(row), f(staging), table_.row(row).elements());
 }
 
-void GPT2Model::load(int layer, LayerActivation which) {
-  const int staging = activation_staging_rows_[idx(which)];
-  if (staging < 0) return;
+void GPT2Model::widen_into_staging(int staging, int row) {
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
-  const int row = activation_row(layer, which);
   cpu::widen(f(staging), bf(row), table_.row(row).elements());
 }
 
+void GPT2Model::load(int layer, LayerActivation which) {
+  const int staging = activation_staging_rows_[idx(which)];
+  if (staging >= 0) widen_into_staging(staging, activation_row(layer, which));
+}
+
 void GPT2Model::load_input(int layer) {
-  if (layer == 0 || input_staging_row_ < 0) return;
-  auto timer = profiler_.scope(ProfileKind::bf16_convert);
-  const int row = activation_row(layer - 1, LayerActivation::output);
-  cpu::widen(f(input_staging_row_), bf(row), table_.row(row).elements());
+  if (layer > 0 && input_staging_row_ >= 0)
+    widen_into_staging(input_staging_row_, activation_row(layer - 1, LayerActivation::output));
 }
 
 void GPT2Model::project_forward(int weight_row, float* out, const float* inp, const float* bias,
-                                std::int64_t in_features, std::int64_t out_features, cpu::WeightLayout layout) {
+                                std::int64_t in_features, std::int64_t out_features) {
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
   if (table_.row(weight_row).element == ElementType::bf16)
-    cpu::matmul_forward_bf16(out, inp, bf(weight_row), bias, N, in_features, out_features, layout,
-                             f(weight_scratch_row_), weight_scratch_elements_);
+    cpu::matmul_forward_bf16(out, inp, bf(weight_row), bias, N, in_features, out_features, f(weight_scratch_row_),
+                             weight_scratch_elements_);
   else
-    cpu::matmul_forward(out, inp, f(weight_row), bias, N, in_features, out_features, layout);
+    cpu::matmul_forward(out, inp, f(weight_row), bias, N, in_features, out_features, cpu::WeightLayout::in_out);
 }
 
 void GPT2Model::project_backward(int weight_row, float* dinp, float* dweight, float* dbias, const float* dout,
                                  const float* inp, std::int64_t in_features, std::int64_t out_features,
-                                 cpu::WeightLayout layout, cpu::GradientWrite dinp_write) {
+                                 cpu::GradientWrite dinp_write) {
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
   if (table_.row(weight_row).element == ElementType::bf16)
-    cpu::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, bf(weight_row), N, in_features, out_features, layout,
+    cpu::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, bf(weight_row), N, in_features, out_features,
                               f(weight_scratch_row_), weight_scratch_elements_, dinp_write);
   else
-    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, f(weight_row), N, in_features, out_features, layout,
-                         dinp_write);
+    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, f(weight_row), N, in_features, out_features,
+                         cpu::WeightLayout::in_out, dinp_write);
 }
 
 int GPT2Model::activation_row(int layer, LayerActivation which) const {
@@ -632,8 +626,7 @@ void GPT2Model::layer_forward(int l) {
   layernorm1_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    project_forward(w_row(LP::qkv_weight), act(l, LA::qkv), act(l, LA::ln1), b(LP::qkv_bias), C, 3 * C,
-                    cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::qkv_weight), act(l, LA::qkv), act(l, LA::ln1), b(LP::qkv_bias), C, 3 * C);
   }
   store(l, LA::qkv);
   {
@@ -647,8 +640,7 @@ void GPT2Model::layer_forward(int l) {
   store(l, LA::atty);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    project_forward(w_row(LP::attn_proj_weight), act(l, LA::residual2), act(l, LA::atty), b(LP::attn_proj_bias), C, C,
-                    cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::attn_proj_weight), act(l, LA::residual2), act(l, LA::atty), b(LP::attn_proj_bias), C, C);
   }
   {
     auto timer = profiler_.scope(ProfileKind::residual_forward);
@@ -658,15 +650,13 @@ void GPT2Model::layer_forward(int l) {
   layernorm2_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    project_forward(w_row(LP::fc_weight), act(l, LA::fch), act(l, LA::ln2), b(LP::fc_bias), C, 4 * C,
-                    cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::fc_weight), act(l, LA::fch), act(l, LA::ln2), b(LP::fc_bias), C, 4 * C);
   }
   store(l, LA::fch);
   gelu_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
-    project_forward(w_row(LP::fc_proj_weight), act(l, LA::output), act(l, LA::fch_gelu), b(LP::fc_proj_bias), 4 * C, C,
-                    cpu::WeightLayout::in_out);
+    project_forward(w_row(LP::fc_proj_weight), act(l, LA::output), act(l, LA::fch_gelu), b(LP::fc_proj_bias), 4 * C, C);
   }
   {
     auto timer = profiler_.scope(ProfileKind::residual_forward);
@@ -693,7 +683,7 @@ void GPT2Model::layer_backward(int l) {
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
     project_backward(w_row(LP::fc_proj_weight), ws(W::d_fch_gelu), g(LP::fc_proj_weight), g(LP::fc_proj_bias),
-                     d_residual, act(l, LA::fch_gelu), 4 * C, C, cpu::WeightLayout::in_out, overwrite);
+                     d_residual, act(l, LA::fch_gelu), 4 * C, C, overwrite);
   }
   load(l, LA::fch);
   {
@@ -704,7 +694,7 @@ void GPT2Model::layer_backward(int l) {
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
     project_backward(w_row(LP::fc_weight), ws(W::d_ln), g(LP::fc_weight), g(LP::fc_bias), ws(W::d_fch), act(l, LA::ln2),
-                     C, 4 * C, cpu::WeightLayout::in_out, overwrite);
+                     C, 4 * C, overwrite);
   }
   load(l, LA::residual2);
   {
@@ -718,7 +708,7 @@ void GPT2Model::layer_backward(int l) {
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
     project_backward(w_row(LP::attn_proj_weight), ws(W::d_atty), g(LP::attn_proj_weight), g(LP::attn_proj_bias),
-                     d_residual, act(l, LA::atty), C, C, cpu::WeightLayout::in_out, overwrite);
+                     d_residual, act(l, LA::atty), C, C, overwrite);
   }
   zero(ws(W::d_qkv), N * 3 * C);  // the attention kernel accumulates (the SDK's contract)
   load(l, LA::qkv);
@@ -734,7 +724,7 @@ void GPT2Model::layer_backward(int l) {
   {
     auto timer = profiler_.scope(ProfileKind::matmul_backward);
     project_backward(w_row(LP::qkv_weight), ws(W::d_ln), g(LP::qkv_weight), g(LP::qkv_bias), ws(W::d_qkv),
-                     act(l, LA::ln1), C, 3 * C, cpu::WeightLayout::in_out, overwrite);
+                     act(l, LA::ln1), C, 3 * C, overwrite);
   }
   load_input(l);
   auto timer = profiler_.scope(ProfileKind::layernorm_backward);

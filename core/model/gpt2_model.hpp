@@ -138,11 +138,8 @@ class GPT2Model {
   GPT2Model& operator=(const GPT2Model&) = delete;
 
   const GPT2Config& config() const noexcept { return config_; }
-  const StorageTypes& storage() const noexcept { return storage_types_; }
   // Between micro batches only: the logits row is resized.
   void set_logits_mode(LogitsMode mode);
-  LogitsMode logits_mode() const noexcept { return logits_mode_; }
-  std::int64_t head_chunk_columns() const noexcept { return head_chunk_columns_; }
   int batch() const noexcept { return batch_; }
   const TensorTable& table() const noexcept { return table_; }
   Device& device() noexcept { return device_; }
@@ -151,7 +148,6 @@ class GPT2Model {
 
   // The storage of an f32 row; empty when not allocated or not f32.
   std::span<float> data(int row) noexcept;
-  std::span<std::uint16_t> bf16_data(int row) noexcept;  // the same for a bf16 row
   bool allocated(int row) const noexcept;
   // A parameter's value in f32: its master copy when it is stored as bf16. Whoever writes it (the
   // optimizer, a checkpoint load) calls publish_weights() afterwards.
@@ -222,12 +218,12 @@ class GPT2Model {
   void store(int layer, LayerActivation which);
   void load(int layer, LayerActivation which);
   void load_input(int layer);  // the previous block's output, into the input staging
-  // Matmuls whose weight row may be bf16.
+  void widen_into_staging(int staging, int row);
+  // A block's projections (in_out layout), whose weight row may be bf16.
   void project_forward(int weight_row, float* out, const float* inp, const float* bias, std::int64_t in_features,
-                       std::int64_t out_features, cpu::WeightLayout layout);
+                       std::int64_t out_features);
   void project_backward(int weight_row, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        std::int64_t in_features, std::int64_t out_features, cpu::WeightLayout layout,
-                        cpu::GradientWrite dinp_write);
+                        std::int64_t in_features, std::int64_t out_features, cpu::GradientWrite dinp_write);
   float* global_act(GlobalActivation which) noexcept { return f(global_activation_row(which)); }
   float* ws(Workspace which) noexcept { return f(workspace_rows_[static_cast<std::size_t>(which)]); }
   float* grad(int layer, LayerParam which) noexcept;

@@ -18,15 +18,16 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, std::int64_t rows, std::int64_t in_features, std::int64_t out_features,
                      WeightLayout layout, GradientWrite dinp_write = GradientWrite::accumulate);
 
-// The same products with a bf16-stored weight, for bf16 weight storage with f32 compute. The weight
-// is widened to f32 a few whole stored rows at a time into `scratch` (at least one row, at most
-// `scratch_elements` floats), so the f32 copy of a large matrix such as wte never exists at once.
+// The same products with a bf16-stored weight in the in_out layout (a block's projections), for
+// bf16 weight storage with f32 compute. The weight is widened to f32 a few whole stored rows at a
+// time into `scratch` (at least one row, at most `scratch_elements` floats), so no f32 copy of the
+// matrix exists at once. (The LM head widens its out_in wte by vocabulary chunk itself.)
 void matmul_forward_bf16(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
-                         std::int64_t rows, std::int64_t in_features, std::int64_t out_features, WeightLayout layout,
-                         float* scratch, std::int64_t scratch_elements);
+                         std::int64_t rows, std::int64_t in_features, std::int64_t out_features, float* scratch,
+                         std::int64_t scratch_elements);
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const std::uint16_t* weight, std::int64_t rows, std::int64_t in_features,
-                          std::int64_t out_features, WeightLayout layout, float* scratch, std::int64_t scratch_elements,
+                          std::int64_t out_features, float* scratch, std::int64_t scratch_elements,
                           GradientWrite dinp_write = GradientWrite::accumulate);
 
 namespace reference {
