@@ -6,11 +6,12 @@
 
 namespace strata {
 
-// Major 2: PrecisionPolicy gained activation_storage(). A new pure virtual changes what every
-// precision plugin must provide, so it is a major change: plugins built for 1.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 2;
-// Minor 1: HookContext gained drop_logits() at its end.
-inline constexpr std::uint32_t kAbiMinor = 1;
+// Major 3 (the SDK 3 spine): the backend op table (strata/ops.hpp) replaces KernelLibrary in
+// HostServices; TensorView carries dtype, element count and memory space instead of an f32 span;
+// optimizers and precision policies reach tensors through ops; the attention Kernel takes
+// separate q, k, v with key/value heads. Plugins built for 2.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 3;
+inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

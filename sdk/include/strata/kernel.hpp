@@ -1,38 +1,33 @@
 #pragma once
 // A replaceable compute kernel. Manifests pick one per op: `[kernels] attention = "reference"`.
 // Attention is the op strategies replace (flash attention); a kernel declares how many floats it
-// saves for backward, so its memory shows up in the activation rows of the tensor table.
-#include <cstddef>
-#include <span>
+// saves for backward, so its memory shows up in the activation rows of the tensor table. The
+// shapes and operands are the op table's (strata/ops.hpp); pointers are the backend's memory.
+#include <cstdint>
 #include <string_view>
 
+#include "strata/ops.hpp"
 #include "strata/status.hpp"
 
 namespace strata {
-
-struct AttentionShape {
-  int batch = 0;
-  int seq_len = 0;
-  int d_model = 0;
-  int n_head = 0;
-};
 
 class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual std::string_view op() const noexcept = 0;  // "attention"
+  // Whether this kernel handles the shape; the host refuses a manifest whose kernel does not.
+  virtual bool supports(const AttentionShape& /*shape*/) const noexcept { return true; }
 
   // Floats kept between forward and backward (an activation), and scratch needed by backward.
-  virtual std::size_t saved_floats(const AttentionShape& shape) const noexcept = 0;
-  virtual std::size_t backward_scratch_floats(const AttentionShape& shape) const noexcept = 0;
+  virtual std::int64_t saved_floats(const AttentionShape& shape) const noexcept = 0;
+  virtual std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept = 0;
 
-  // qkv is (B,T,3C) with q,k,v concatenated on the last axis; out is (B,T,C); causal.
-  virtual Status attention_forward(const AttentionShape& shape, std::span<float> out, std::span<float> saved,
-                                   std::span<const float> qkv) noexcept = 0;
-  // Accumulates into dqkv (B,T,3C).
-  virtual Status attention_backward(const AttentionShape& shape, std::span<float> dqkv, std::span<const float> dout,
-                                    std::span<const float> qkv, std::span<const float> saved,
-                                    std::span<float> scratch) noexcept = 0;
+  // Causal; out is (N, n_head * head_dim).
+  virtual Status attention_forward(const AttentionShape& shape, float* out, float* saved,
+                                   const AttentionInputs& in) noexcept = 0;
+  // Adds into the gradients.
+  virtual Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                                    const AttentionInputs& in, const float* saved, float* scratch) noexcept = 0;
 };
 
 }  // namespace strata

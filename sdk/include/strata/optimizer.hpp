@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "strata/status.hpp"
+#include "strata/tensor_view.hpp"
 
 namespace strata {
 
@@ -12,13 +13,16 @@ inline constexpr int kMaxOptimizerStateBuffers = 2;
 
 // One parameter tensor, its gradient and its optimizer state buffers (as many as the optimizer
 // asked for through state_buffers(); the host allocates them, so they are accounted and movable).
+// All f32 views of the backend's memory: the optimizer updates them with the ops HostServices
+// lends it (HostServices::ops()), never by reading them on the host. `param` is the f32 master
+// copy when the weights are stored as bf16.
 struct ParamSlot {
   std::string_view name;
   int layer = -1;
-  bool decay = false;  // weight decay applies to matrices, not to biases, LayerNorm or embeddings' norms
-  std::span<float> param;
-  std::span<const float> grad;
-  std::array<std::span<float>, kMaxOptimizerStateBuffers> state{};
+  bool decay = false;  // weight decay applies to matrices, not to biases or norm gains
+  TensorView param;
+  TensorView grad;
+  std::array<TensorView, kMaxOptimizerStateBuffers> state{};
 };
 
 struct OptimizerStepInfo {

@@ -1,8 +1,8 @@
 #pragma once
-#include <cmath>
 #include <span>
 
 #include "strata/dtype.hpp"
+#include "strata/ops.hpp"
 #include "strata/status.hpp"
 #include "strata/tensor_view.hpp"
 
@@ -25,27 +25,9 @@ class PrecisionPolicy {
   virtual DType activation_storage() const noexcept = 0;
   // The factor the loss gradient is multiplied by before backward.
   virtual double loss_scale() const noexcept = 0;
-  // Divides gradients by the loss scale and checks them; may adjust the scale for the next step.
-  virtual Status unscale_and_check(std::span<const TensorView> grads, PrecisionDecision& decision) noexcept = 0;
+  // Divides gradients by the loss scale and checks them (through `ops`: the gradients are the
+  // backend's memory); may adjust the scale for the next step.
+  virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept = 0;
 };
-
-// Parallel when the includer builds with OpenMP; a plain loop otherwise (no unknown-pragma warning).
-#if defined(_OPENMP)
-#define STRATA_PARALLEL_SUM_LOOP _Pragma("omp parallel for simd reduction(+ : sum) schedule(static)")
-#else
-#define STRATA_PARALLEL_SUM_LOOP
-#endif
-
-// True when every gradient is finite: 0 * x is NaN exactly when x is NaN or infinite, so one sum
-// per tensor answers it.
-inline bool all_finite(std::span<const TensorView> grads) noexcept {
-  for (const TensorView& grad : grads) {
-    float sum = 0.0f;
-    STRATA_PARALLEL_SUM_LOOP
-    for (std::size_t i = 0; i < grad.data.size(); ++i) sum += grad.data[i] * 0.0f;
-    if (!std::isfinite(sum)) return false;
-  }
-  return true;
-}
 
 }  // namespace strata

@@ -1,6 +1,5 @@
 #pragma once
 #include <cstdint>
-#include <span>
 #include <string_view>
 
 #include "strata/dtype.hpp"
@@ -23,11 +22,23 @@ constexpr std::string_view group_name(TensorGroup group) noexcept {
 // Where a tensor group lives right now.
 enum class Residence : std::uint8_t { device, host, absent };
 
-// A non-owning view of one f32 tensor; `data` is empty when the tensor is not allocated.
+// Where a view's memory is: the backend's (device) memory, which only ops and explicit copies
+// touch, or host memory the caller may read.
+enum class MemorySpace : std::uint8_t { device, host };
+
+// A non-owning view of one tensor; `data` is null when the tensor is not allocated.
 struct TensorView {
   std::string_view name;
   int layer = -1;  // -1 for tensors outside the transformer blocks
-  std::span<float> data;
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::int64_t count = 0;  // elements
+  MemorySpace space = MemorySpace::device;
+
+  bool empty() const noexcept { return data == nullptr; }
+  std::uint64_t bytes() const noexcept { return static_cast<std::uint64_t>(count) * dtype_bytes(dtype); }
+  // The f32 elements, for ops; null unless the view is f32.
+  float* f32() const noexcept { return dtype == DType::f32 ? static_cast<float*>(data) : nullptr; }
 };
 
 }  // namespace strata

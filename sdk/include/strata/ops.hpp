@@ -1,0 +1,228 @@
+#pragma once
+// The backend op table (DESIGN.md §7): every op that model code, optimizers and precision
+// policies run on device memory. Pointers passed to an op are the backend's memory (device
+// memory on an accelerator); the caller never dereferences them on the host. A backend runs ops
+// in order on its compute stream; ops that return a value to the host (the reductions) wait for
+// the stream and copy that one value back, so they are the synchronisation points of a step.
+//
+// Every op a backend implements is listed by has(); an op it lacks is a null slot, and callers
+// take the fallback written beside the op (the op-override layer later lets a plugin fill a slot).
+// Shapes are (rows, channels) row-major unless said otherwise; N = batch * seq_len.
+#include <cstdint>
+#include <string_view>
+
+#include "strata/dtype.hpp"
+
+namespace strata {
+
+// How a weight matrix is laid out: in_out is (in_features, out_features), as in GPT-2's Conv1D;
+// out_in is (out_features, in_features), as in torch.nn.Linear and the tied LM head.
+enum class WeightLayout : std::uint8_t { in_out, out_in };
+
+// Whether a gradient output is overwritten or added to.
+enum class GradientWrite : std::uint8_t { accumulate, overwrite };
+
+// A weight operand of a matmul: f32 or bf16 storage; compute is f32.
+struct Weight {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+};
+
+// The quantized-weight slot: int8 values with one f32 scale per group of group_size consecutive
+// values of a stored row. No built-in backend fills it; a plugin that stores int8 weights does.
+struct QuantizedWeight {
+  const std::int8_t* values = nullptr;
+  const float* scales = nullptr;
+  std::int64_t group_size = 0;
+};
+
+struct MatmulShape {
+  std::int64_t rows = 0;
+  std::int64_t in_features = 0;
+  std::int64_t out_features = 0;
+  WeightLayout layout = WeightLayout::in_out;
+};
+
+// f32 room a backend may use to widen a bf16 weight chunk by chunk (the caller accounts for it).
+struct Scratch {
+  float* data = nullptr;
+  std::int64_t elements = 0;
+};
+
+// Causal self-attention over q (N, n_head, head_dim) and k, v (N, n_kv_head, head_dim), each row
+// `stride` floats apart, so GPT-2's packed (N, 3C) qkv is three views of one buffer. Query head h
+// reads key/value head h / (n_head / n_kv_head) (grouped-query attention; n_kv_head = n_head is
+// multi-head attention).
+struct AttentionShape {
+  int batch = 0;
+  int seq_len = 0;
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+};
+
+struct AttentionInputs {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  std::int64_t q_stride = 0;   // floats between consecutive positions of q
+  std::int64_t kv_stride = 0;  // of k and v
+};
+
+// Gradients of q, k and v, laid out like the inputs; attention backward adds into them.
+struct AttentionGrads {
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+  std::int64_t q_stride = 0;
+  std::int64_t kv_stride = 0;
+};
+
+struct AdamWHyper {
+  float lr = 3e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  std::int64_t step = 1;    // 1-based, for bias correction
+  float grad_scale = 1.0f;  // gradients are multiplied by this first (global-norm clipping)
+};
+
+struct SgdHyper {
+  float lr = 0.01f;
+  float momentum = 0.0f;  // 0: plain SGD, no velocity buffer read
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;
+};
+
+// The op kinds, for has() and for the conformance test's table.
+enum class Op : std::uint8_t {
+  matmul_f32,
+  matmul_bf16,
+  matmul_quantized,
+  layernorm,
+  rmsnorm,
+  attention,
+  gelu,
+  swiglu,
+  rope,
+  embedding,
+  cross_entropy,
+  residual,
+  adamw,
+  sgd,
+  convert,
+  sum_of_squares,
+  all_finite,
+  sum,
+  fill,
+  copy,
+  count
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string_view backend() const noexcept = 0;  // "cpu", "cuda:0"
+  virtual bool has(Op op) const noexcept = 0;
+
+  // --- matmul: out (N, out) = inp (N, in) @ W (+ bias). bf16 weights: both layouts; a backend
+  // may widen them into `scratch` chunk by chunk. Backward: dinp per dinp_write; dweight and
+  // dbias (either may be null) accumulate.
+  virtual void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
+                              Scratch scratch) noexcept = 0;
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                               Weight weight, const MatmulShape& shape, Scratch scratch,
+                               GradientWrite dinp_write) noexcept = 0;
+  // Quantized weights (layout out_in). Null slot on the built-in backends: no fallback, a
+  // manifest that asks for int8 storage without a plugin that fills it is refused.
+  virtual void matmul_forward_quantized(float* /*out*/, const float* /*inp*/, QuantizedWeight /*weight*/,
+                                        const float* /*bias*/, const MatmulShape& /*shape*/) noexcept {}
+
+  // --- normalisations. mean/rstd are (N), kept for backward. Backward adds into dinp, dweight, dbias.
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                 const float* bias, std::int64_t rows, std::int64_t channels, float eps) noexcept = 0;
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                  const float* weight, const float* mean, const float* rstd, std::int64_t rows,
+                                  std::int64_t channels) noexcept = 0;
+  // RMSNorm as in LLaMA: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps).
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t rows,
+                               std::int64_t channels, float eps) noexcept = 0;
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                                const float* rstd, std::int64_t rows, std::int64_t channels) noexcept = 0;
+
+  // --- attention (causal). `saved` holds attention_saved_floats() kept for backward; backward
+  // uses attention_scratch_floats() of scratch and adds into the gradients.
+  virtual std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept = 0;
+  virtual std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept = 0;
+  virtual void attention_forward(const AttentionShape& shape, float* out, float* saved,
+                                 const AttentionInputs& in) noexcept = 0;
+  virtual void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                                  const AttentionInputs& in, const float* saved, float* scratch) noexcept = 0;
+
+  // --- pointwise. GELU is the tanh approximation. SwiGLU: out = silu(gate) * up, over count
+  // elements; backward writes dgate and dup per `write`.
+  virtual void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count,
+                             GradientWrite write) noexcept = 0;
+  virtual void swiglu_forward(float* out, const float* gate, const float* up, std::int64_t count) noexcept = 0;
+  virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                               std::int64_t count, GradientWrite write) noexcept = 0;
+  // RoPE in Hugging Face's rotate_half layout, in place on x (N, n_heads, head_dim) whose rows are
+  // `stride` floats apart: for i < head_dim/2, the pair (x[i], x[i + head_dim/2]) turns by
+  // position * theta^(-2i/head_dim), position = row % seq_len. inverse = true turns back, which is
+  // the backward pass (the rotation is orthogonal).
+  virtual void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim,
+                    float theta, bool inverse) noexcept = 0;
+  virtual void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept = 0;
+
+  // --- embedding: out (B,T,C) = wte[token] (+ wpe[t] when wpe is not null); tables share a dtype.
+  // Backward adds into dwte and dwpe (null: no position table).
+  virtual void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
+                                 std::int64_t seq_len, std::int64_t channels) noexcept = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
+                                  std::int64_t batch, std::int64_t seq_len, std::int64_t channels) noexcept = 0;
+
+  // --- cross-entropy over vocabulary chunks of a (rows, width) logits block whose columns are
+  // vocabulary ids [first, first + width): forward keeps a running max and sum per row (the
+  // running rows start however the first chunk finds them), finish turns them into loss and
+  // log-sum-exp. Columns >= vocab are padding. Backward writes the chunk's dlogits (may alias
+  // logits), times dloss.
+  virtual void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits,
+                                           const float* logits, const std::int32_t* targets, std::int64_t rows,
+                                           std::int64_t first, std::int64_t width, std::int64_t vocab) noexcept = 0;
+  virtual void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max,
+                                    const float* running_sum, const float* target_logits,
+                                    std::int64_t rows) noexcept = 0;
+  virtual void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
+                                            const std::int32_t* targets, float dloss, std::int64_t rows,
+                                            std::int64_t first, std::int64_t width, std::int64_t vocab) noexcept = 0;
+
+  // --- optimizer updates, in place. SGD's velocity is null when momentum is 0.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
+                            const AdamWHyper& hyper) noexcept = 0;
+  virtual void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
+                          const SgdHyper& hyper) noexcept = 0;
+
+  // --- conversions. narrow rounds f32 to bf16 (nearest even); narrow_and_round also writes the
+  // rounded values back into the f32 source, so the values computed on and the values stored agree.
+  virtual void widen(float* out, const std::uint16_t* in, std::int64_t count) noexcept = 0;
+  virtual void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept = 0;
+  virtual void narrow_and_round(std::uint16_t* out, float* in, std::int64_t count) noexcept = 0;
+
+  // --- reductions, returned to the host (these wait for the compute stream). Deterministic: the
+  // same result for any thread count or launch.
+  virtual double sum_of_squares(const float* values, std::int64_t count) noexcept = 0;
+  virtual bool all_finite(const float* values, std::int64_t count) noexcept = 0;
+  virtual double sum(const float* values, std::int64_t count) noexcept = 0;  // in order, in double
+
+  // --- memory.
+  virtual void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept = 0;
+  // Device to device, on the compute stream.
+  virtual void copy(void* destination, const void* source, std::uint64_t bytes) noexcept = 0;
+  // Between backend memory and host memory the caller owns; waits until the copy is done.
+  virtual void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept = 0;
+  virtual void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept = 0;
+};
+
+}  // namespace strata
