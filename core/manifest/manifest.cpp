@@ -198,7 +198,7 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
     manifest.model.n_layer = static_cast<int>(model.get_int("n_layer", 12, 1, 1024));
     manifest.model.n_head = static_cast<int>(model.get_int("n_head", 12, 1, 1024));
     manifest.model.d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
-    manifest.model.vocab = static_cast<int>(model.get_int("vocab", 50257, 2, 65536));
+    manifest.model.vocab = static_cast<int>(model.get_int("vocab", 50257, 2, kMaxVocab));
     manifest.model.seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
     if (manifest.model.d_model % manifest.model.n_head != 0)
       model.report_error("n_head", "n_head = " + std::to_string(manifest.model.n_head) +

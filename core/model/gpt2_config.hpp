@@ -6,6 +6,10 @@
 
 namespace strata {
 
+// The largest model.vocab: token files hold uint32 ids, and the LM head padded to a multiple of
+// 64 rows (padded_vocab) must still fit in an int, so 2^31 - 64 rather than 2^31 - 1.
+inline constexpr int kMaxVocab = 2147483647 - 63;
+
 struct GPT2Config {
   int n_layer = 12;
   int n_head = 12;

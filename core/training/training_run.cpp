@@ -213,7 +213,7 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
   const int seq_len = manifest.model.seq_len;
   if (data) {
-    const std::vector<std::uint16_t> tokens = load_tokens(*data, manifest.model.vocab);
+    const std::vector<std::uint32_t> tokens = load_tokens(*data, manifest.model.vocab);
     const std::int64_t windows = window_count(tokens, seq_len);
     if (windows < 1)
       throw DataError(data->string() + ": " + std::to_string(tokens.size()) +
