@@ -21,7 +21,7 @@ struct GPT2Config {
   // out of the loss and never stored in checkpoints.
   int padded_vocab() const { return (vocab + 63) / 64 * 64; }
   std::int64_t parameter_count() const;  // with the real vocab, as checkpoints store it
-  ModelInfo info() const { return {n_layer, n_head, d_model, vocab, seq_len, parameter_count()}; }
+  ModelInfo info() const { return {"gpt2", n_layer, n_head, n_head, d_model, vocab, seq_len, parameter_count()}; }
 
   // Empty when valid; otherwise what is wrong, naming the key.
   std::string validate() const;

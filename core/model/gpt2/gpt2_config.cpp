@@ -1,4 +1,4 @@
-#include "core/model/gpt2_config.hpp"
+#include "core/model/gpt2/gpt2_config.hpp"
 
 namespace strata {
 
