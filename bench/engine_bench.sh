@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Engine benchmark (run by hand): ms/step, tokens/s and peak device bytes, fp32 + AdamW, for
-#   tiny:  n_layer 4, d_model 256, n_head 4, vocab 256,   T 128, B 8
-#   gpt2:  n_layer 12, d_model 768, n_head 12, vocab 50257, T 64, B 4   (124M parameters)
+#   tiny:       GPT-2, n_layer 4, d_model 256, n_head 4, vocab 256,   T 128, B 8
+#   gpt2:       GPT-2, n_layer 12, d_model 768, n_head 12, vocab 50257, T 64, B 4   (124M parameters)
+#   llama_tiny: LLaMA, n_layer 4, d_model 256, n_head 4, n_kv_head 2, d_ff 688, vocab 256, T 128, B 8
+#   llama110m:  LLaMA, n_layer 12, d_model 768, n_head 12, n_kv_head 4, d_ff 2048, vocab 32000, T 256, B 2
 # against the same models in PyTorch (bench/torch_reference.py) with Debian's python3-torch
 # (/usr/bin/python3), in both thread set-ups: Debian's OpenMP OpenBLAS, and OMP_WAIT_POLICY=PASSIVE.
 # Step times on a shared 2-core VM drift by 15% and more within minutes, so the script runs
 # `rounds` rounds; within a round each shape runs Strata and then both PyTorch set-ups back to
 # back, and the ratio is taken within the round, against the faster PyTorch set-up. The last
 # lines are every round's ratios and their median.
-# Usage: bash bench/engine_bench.sh [steps] [rounds]   (from the repository root, after scripts/setup.sh)
+# Usage: bash bench/engine_bench.sh [steps] [rounds] [shapes]   (from the repository root, after
+# scripts/setup.sh); shapes defaults to "tiny gpt2 llama_tiny llama110m".
 set -euo pipefail
 steps=${1:-20}
 rounds=${2:-3}
+shapes=${3:-"tiny gpt2 llama_tiny llama110m"}
 strata=./build/bin/strata
 out=runs/bench && mkdir -p "$out"
 results="$out/engine_results.tsv"
@@ -21,15 +25,26 @@ tiny_keys=(--set model.n_layer=4 --set model.d_model=256 --set model.n_head=4 --
   --set model.seq_len=128 --set train.batch=8)
 gpt2_keys=(--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab=50257
   --set model.seq_len=64 --set train.batch=4 --set "data.train=\"$out/gpt2_tokens.bin\"")
+llama_tiny_keys=(--set 'model.arch="llama"' --set model.n_layer=4 --set model.d_model=256 --set model.n_head=4
+  --set model.n_kv_head=2 --set model.d_ff=688 --set model.vocab=256 --set model.seq_len=128 --set train.batch=8)
+# Byte tokens are valid ids of a 32000-token vocabulary; the step time does not depend on which ids.
+llama110m_keys=(--set 'model.arch="llama"' --set model.n_layer=12 --set model.d_model=768 --set model.n_head=12
+  --set model.n_kv_head=4 --set model.d_ff=2048 --set model.vocab=32000 --set model.seq_len=256 --set train.batch=2)
 have_torch=1
 /usr/bin/python3 -c 'import torch' 2>/dev/null || {
   have_torch=0
   echo "python3-torch is not installed: apt-get install python3-torch for the PyTorch reference"
 }
 for round in $(seq 1 "$rounds"); do
-  for shape in tiny gpt2; do
+  for shape in $shapes; do
     echo "== round $round: strata $shape ($steps steps, 2 threads)"
-    if [ "$shape" = tiny ]; then keys=("${tiny_keys[@]}"); else keys=("${gpt2_keys[@]}"); fi
+    case "$shape" in
+      tiny) keys=("${tiny_keys[@]}") ;;
+      gpt2) keys=("${gpt2_keys[@]}") ;;
+      llama_tiny) keys=("${llama_tiny_keys[@]}") ;;
+      llama110m) keys=("${llama110m_keys[@]}") ;;
+      *) echo "unknown shape $shape"; exit 2 ;;
+    esac
     "$strata" train bench/engine.toml --profile --set train.steps="$steps" \
       --set "telemetry.0.path=\"$out/$shape-$round.jsonl\"" "${keys[@]}" \
       | sed -n '/^summary/,$p' > "$out/$shape-$round.txt"
@@ -61,7 +76,7 @@ for (r, shape, who), value in sorted(ms.items()):
     ratio = value / min(openmp, passive)
     ratios.setdefault(shape, []).append(ratio)
     faster = "openmp" if openmp <= passive else "passive"
-    print(f"{r:>5}  {shape:<5}  {value:9.1f}  {openmp:12.1f}  {passive:13.1f}  {ratio:.3f} ({faster})")
+    print(f"{r:>5}  {shape:<10}  {value:9.1f}  {openmp:12.1f}  {passive:13.1f}  {ratio:.3f} ({faster})")
 for shape, values in ratios.items():
     print(f"median ratio, {shape}: {statistics.median(values):.3f} over {len(values)} rounds")
 PY

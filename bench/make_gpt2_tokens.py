@@ -1,8 +1,14 @@
-"""Writes random GPT-2-vocabulary tokens as an llm.c token file, for the 124M benchmark shape."""
+"""Writes random GPT-2-vocabulary tokens as an llm.c token file, for the 124M benchmark shape.
+
+  make_gpt2_tokens.py OUT [count] [vocab]   (vocab defaults to GPT-2's 50257; above 65536 the file
+                                              is version 2, uint32 ids, as Strata's writer does)"""
 import random, struct, sys
-path, count = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+path = sys.argv[1]
+count = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
+vocab = int(sys.argv[3]) if len(sys.argv) > 3 else 50257
 random.seed(0)
+version = 1 if vocab <= 65536 else 2
 with open(path, "wb") as f:
-    header = [20240520, 1, count] + [0] * 253
+    header = [20240520, version, count] + [0] * 253
     f.write(struct.pack("<256i", *header))
-    f.write(struct.pack("<%dH" % count, *(random.randrange(50257) for _ in range(count))))
+    f.write(struct.pack("<%d%s" % (count, "H" if version == 1 else "I"), *(random.randrange(vocab) for _ in range(count))))

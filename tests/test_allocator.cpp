@@ -1,8 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "core/device/device.hpp"
+#include "core/device/backend.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/executor/executor.hpp"
+#include "core/model/gpt2/gpt2_model.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "test_support.hpp"
 
@@ -59,7 +60,7 @@ class SnapshotAtEndOfForward final : public MemoryStrategy {
 
 TEST(Allocator, LiveBytesPerCategoryEqualTheTensorTable) {
   const GPT2Config config{3, 2, 32, 256, 16};
-  auto device = make_cpu_device(0);
+  auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model model(config, 2, *device, *attention, 2);
   model.init_weights(1);
@@ -82,7 +83,7 @@ TEST(Allocator, LiveBytesPerCategoryEqualTheTensorTable) {
 
 TEST(Allocator, ModelOverBudgetFailsCleanly) {
   const GPT2Config config{2, 2, 32, 256, 16};
-  auto device = make_cpu_device(64 * 1024);  // far too small for the weights
+  auto device = make_cpu_backend(64 * 1024);  // far too small for the weights
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   EXPECT_THROW(GPT2Model(config, 2, *device, *attention, 2), MemoryLimitExceeded);
   EXPECT_EQ(device->device_memory().live_total(), 0u) << "a failed build must release what it took";

@@ -5,8 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/device/device.hpp"
+#include "core/device/backend.hpp"
 #include "core/executor/executor.hpp"
+#include "core/model/gpt2/gpt2_model.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/embedding.hpp"
@@ -50,37 +51,39 @@ TEST(Bf16Kernels, NarrowRoundsToNearestEvenAndWidenIsExact) {
 }
 
 // The chunked bf16 matmul computes the same products as the f32 one on the widened weight; only
-// the order of the f32 sums may differ (chunks of the input dimension). Scratch of one float still
-// widens one whole row at a time.
+// the order of the f32 sums may differ (chunks of the input dimension for in_out, of the output
+// dimension for out_in). Scratch of one float still widens one whole stored row at a time.
 TEST(Bf16Kernels, ChunkedMatmulMatchesF32OnTheWidenedWeight) {
   const std::int64_t rows = 6, in_features = 40, out_features = 24;
-  const auto layout = cpu::WeightLayout::in_out;  // a block's projections: the bf16 kernels' layout
-  for (const std::int64_t scratch_elements : {std::int64_t{1}, std::int64_t{100}, in_features * out_features}) {
-    const std::vector<float> inp = random_values(rows * in_features, 1), bias = random_values(out_features, 2);
-    const std::vector<float> dout = random_values(rows * out_features, 3);
-    std::vector<float> weight = random_values(in_features * out_features, 4);
-    std::vector<std::uint16_t> stored(weight.size());
-    cpu::narrow_and_round(stored.data(), weight.data(), static_cast<std::int64_t>(weight.size()));
-    std::vector<float> scratch(static_cast<std::size_t>(std::max(scratch_elements, out_features)));
+  for (const WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in})
+    for (const std::int64_t scratch_elements : {std::int64_t{1}, std::int64_t{100}, in_features * out_features}) {
+      SCOPED_TRACE(layout == WeightLayout::in_out ? "in_out" : "out_in");
+      const std::vector<float> inp = random_values(rows * in_features, 1), bias = random_values(out_features, 2);
+      const std::vector<float> dout = random_values(rows * out_features, 3);
+      std::vector<float> weight = random_values(in_features * out_features, 4);
+      std::vector<std::uint16_t> stored(weight.size());
+      cpu::narrow_and_round(stored.data(), weight.data(), static_cast<std::int64_t>(weight.size()));
+      std::vector<float> scratch(static_cast<std::size_t>(std::max(scratch_elements, in_features)));
 
-    std::vector<float> expected(rows * out_features), actual(rows * out_features);
-    cpu::matmul_forward(expected.data(), inp.data(), weight.data(), bias.data(), rows, in_features, out_features,
-                        layout);
-    cpu::matmul_forward_bf16(actual.data(), inp.data(), stored.data(), bias.data(), rows, in_features, out_features,
-                             scratch.data(), scratch_elements);
-    EXPECT_LT(max_abs_difference(expected, actual), 1e-5) << "forward, scratch " << scratch_elements;
+      std::vector<float> expected(rows * out_features), actual(rows * out_features);
+      cpu::matmul_forward(expected.data(), inp.data(), weight.data(), bias.data(), rows, in_features, out_features,
+                          layout);
+      cpu::matmul_forward_bf16(actual.data(), inp.data(), stored.data(), bias.data(), rows, in_features, out_features,
+                               layout, scratch.data(), scratch_elements);
+      EXPECT_LT(max_abs_difference(expected, actual), 1e-5) << "forward, scratch " << scratch_elements;
 
-    std::vector<float> dinp_expected(rows * in_features, 0.5f), dinp_actual = dinp_expected;
-    std::vector<float> dweight_expected(weight.size(), 0.25f), dweight_actual = dweight_expected;
-    std::vector<float> dbias_expected(out_features, 0.0f), dbias_actual = dbias_expected;
-    cpu::matmul_backward(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(), dout.data(), inp.data(),
-                         weight.data(), rows, in_features, out_features, layout);
-    cpu::matmul_backward_bf16(dinp_actual.data(), dweight_actual.data(), dbias_actual.data(), dout.data(), inp.data(),
-                              stored.data(), rows, in_features, out_features, scratch.data(), scratch_elements);
-    EXPECT_LT(max_abs_difference(dinp_expected, dinp_actual), 1e-5) << "dinp, scratch " << scratch_elements;
-    EXPECT_EQ(dweight_expected, dweight_actual) << "the weight gradient does not read the weight";
-    EXPECT_EQ(dbias_expected, dbias_actual);
-  }
+      std::vector<float> dinp_expected(rows * in_features, 0.5f), dinp_actual = dinp_expected;
+      std::vector<float> dweight_expected(weight.size(), 0.25f), dweight_actual = dweight_expected;
+      std::vector<float> dbias_expected(out_features, 0.0f), dbias_actual = dbias_expected;
+      cpu::matmul_backward(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(), dout.data(),
+                           inp.data(), weight.data(), rows, in_features, out_features, layout);
+      cpu::matmul_backward_bf16(dinp_actual.data(), dweight_actual.data(), dbias_actual.data(), dout.data(), inp.data(),
+                                stored.data(), rows, in_features, out_features, layout, scratch.data(),
+                                scratch_elements);
+      EXPECT_LT(max_abs_difference(dinp_expected, dinp_actual), 1e-5) << "dinp, scratch " << scratch_elements;
+      EXPECT_EQ(dweight_expected, dweight_actual) << "the weight gradient does not read the weight";
+      EXPECT_EQ(dbias_expected, dbias_actual);
+    }
 }
 
 TEST(Bf16Kernels, EmbeddingReadsBf16TablesExactly) {
@@ -108,7 +111,7 @@ struct Pass {
 Pass forward_backward(StorageTypes storage) {
   const GPT2Config config{3, 2, 32, 64, 16};
   const int batch = 4;
-  auto device = make_cpu_device(0);
+  auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model model(config, batch, *device, *attention, 2, Allocation::now, storage);
   model.init_weights(11);
@@ -118,11 +121,11 @@ Pass forward_backward(StorageTypes storage) {
   const test::PatternedBatch fixed =
       test::patterned_batch(static_cast<std::size_t>(batch) * config.seq_len, config.vocab);
   const MicroBatch micro{fixed.inputs, fixed.targets};
-  model.zero_grads();
+  model.store().zero_grads();
   Pass pass;
   pass.loss = executor.forward_backward(1, {&micro, 1}, Phase::full);
   for (const ParameterRows& rows : model.parameters()) {
-    const std::span<const float> grad = model.data(rows.grad);
+    const std::span<const float> grad = test::f32(model, rows.grad);
     pass.grads.emplace_back(grad.begin(), grad.end());
   }
   pass.table = model.table();

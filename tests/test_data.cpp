@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <array>
+#include <fstream>
+
 #include "core/data/data_error.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
@@ -7,6 +10,33 @@
 
 namespace strata {
 namespace {
+
+std::string load_error(const std::filesystem::path& path, int vocab) {
+  try {
+    load_tokens(path, vocab);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::int32_t header_int(const std::filesystem::path& path, int index) {
+  std::ifstream in(path, std::ios::binary);
+  std::int32_t value = 0;
+  in.seekg(index * static_cast<std::streamoff>(sizeof value));
+  in.read(reinterpret_cast<char*>(&value), sizeof value);
+  return value;
+}
+
+// A token file with any header and payload, as another writer (or a corrupt one) might leave it.
+void write_raw_token_file(const std::filesystem::path& path, std::int32_t version, std::int32_t count,
+                          const std::string& payload) {
+  std::array<std::int32_t, kTokenFileHeaderInts> header{};
+  header[0] = kTokenFileMagic;
+  header[1] = version;
+  header[2] = count;
+  test::write_text(path, std::string(reinterpret_cast<const char*>(header.data()), sizeof header) + payload);
+}
 
 std::string error_of(const DataOptions& options) {
   try {
@@ -19,8 +49,8 @@ std::string error_of(const DataOptions& options) {
 
 TEST(Data, TokenFileRoundTripAndBatchesAreDeterministic) {
   const auto dir = test::temporary_directory("data_roundtrip");
-  std::vector<std::uint16_t> tokens(5000);
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint16_t>(i % 300);
+  std::vector<std::uint32_t> tokens(5000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint32_t>(i % 300);
   write_token_file(dir / "t.bin", tokens);
   EXPECT_EQ(load_tokens(dir / "t.bin", 300), tokens);
   const Dataset dataset({dir / "t.bin", std::nullopt, 0.1, 300, 8, 4});
@@ -47,7 +77,7 @@ TEST(Data, BadFilesGetClearErrorsNamingTheFile) {
   EXPECT_NE(error_of({dir / "magic.bin", std::nullopt, 0.1, 256, 8, 2}).find("magic.bin: wrong magic number"),
             std::string::npos);
 
-  std::vector<std::uint16_t> tokens(100, 3);
+  std::vector<std::uint32_t> tokens(100, 3);
   write_token_file(dir / "full.bin", tokens);
   const auto full = std::filesystem::file_size(dir / "full.bin");
   std::filesystem::copy_file(dir / "full.bin", dir / "truncated.bin");
@@ -63,12 +93,100 @@ TEST(Data, BadFilesGetClearErrorsNamingTheFile) {
   const std::string few = error_of({dir / "tiny.txt", std::nullopt, 0.1, 256, 8, 2});
   EXPECT_NE(few.find("fewer than one batch"), std::string::npos) << few;
 
-  std::vector<std::uint16_t> big_ids(100, 3);
+  std::vector<std::uint32_t> big_ids(100, 3);
   big_ids[42] = 999;
   write_token_file(dir / "ids.bin", big_ids);
   const std::string id = error_of({dir / "ids.bin", std::nullopt, 0.1, 256, 8, 2});
   EXPECT_NE(id.find("token 999 at position 42"), std::string::npos) << id;
   EXPECT_NE(id.find("ids.bin"), std::string::npos);
+}
+
+TEST(Data, Version1RoundTripWhenIdsFitInUint16) {
+  const auto dir = test::temporary_directory("data_v1");
+  const std::vector<std::uint32_t> tokens = {0, 1, 65535, 42, 50256};
+  write_token_file(dir / "v1.bin", tokens);
+  EXPECT_EQ(header_int(dir / "v1.bin", 1), 1) << "ids below 65536 keep llm.c's uint16 format";
+  EXPECT_EQ(std::filesystem::file_size(dir / "v1.bin"), 1024 + tokens.size() * 2);
+  EXPECT_EQ(load_tokens(dir / "v1.bin", 65536), tokens);
+}
+
+TEST(Data, Version2RoundTripWithIdsOver65535) {
+  const auto dir = test::temporary_directory("data_v2");
+  std::vector<std::uint32_t> tokens(2000);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint32_t>(i * 97 % 128256);
+  tokens[7] = 128255;  // LLaMA 3's last id
+  tokens[8] = 65536;
+  write_token_file(dir / "v2.bin", tokens);
+  EXPECT_EQ(header_int(dir / "v2.bin", 1), 2);
+  EXPECT_EQ(header_int(dir / "v2.bin", 2), 2000);
+  EXPECT_EQ(std::filesystem::file_size(dir / "v2.bin"), 1024 + tokens.size() * 4);
+  EXPECT_EQ(load_tokens(dir / "v2.bin", 128256), tokens);
+  // Windows carry the wide ids through to the model's int32 inputs and targets.
+  EXPECT_NO_THROW(Dataset({dir / "v2.bin", std::nullopt, 0.1, 128256, 8, 2}));
+  std::vector<std::int32_t> inputs(8), targets(8);
+  window_at(tokens, 8, 0, inputs.data(), targets.data());
+  EXPECT_EQ(inputs[7], 128255);
+  EXPECT_EQ(targets[7], 65536);
+  EXPECT_EQ(targets[0], 97);
+}
+
+TEST(Data, Version2IdOutsideTheVocabularyIsNamed) {
+  const auto dir = test::temporary_directory("data_v2_vocab");
+  std::vector<std::uint32_t> tokens(100, 5);
+  tokens[61] = 128256;
+  write_token_file(dir / "wide.bin", tokens);
+  const std::string error = load_error(dir / "wide.bin", 128256);
+  EXPECT_NE(
+      error.find("wide.bin: token 128256 at position 61 is outside the model's vocabulary (model.vocab = 128256)"),
+      std::string::npos)
+      << error;
+  tokens[61] = 4000000000u;  // above int32: compared without wrapping negative
+  write_token_file(dir / "huge.bin", tokens);
+  EXPECT_NE(load_error(dir / "huge.bin", 128256).find("token 4000000000 at position 61"), std::string::npos);
+}
+
+TEST(Data, SizeNotMatchingTheCountIsRefusedForBothVersions) {
+  const auto dir = test::temporary_directory("data_size");
+  // Version 1: 10 uint16 tokens promised, 8 given (short) or 12 given (long).
+  write_raw_token_file(dir / "v1_short.bin", 1, 10, std::string(16, '\0'));
+  std::string error = load_error(dir / "v1_short.bin", 256);
+  EXPECT_NE(error.find("v1_short.bin: truncated token file: the version-1 header promises 10 uint16 tokens "
+                       "(expected 1044 bytes) but the file has 1040 bytes"),
+            std::string::npos)
+      << error;
+  write_raw_token_file(dir / "v1_long.bin", 1, 10, std::string(24, '\0'));
+  error = load_error(dir / "v1_long.bin", 256);
+  EXPECT_NE(error.find("v1_long.bin: token file too long: the version-1 header promises 10 uint16 tokens "
+                       "(expected 1044 bytes) but the file has 1048 bytes"),
+            std::string::npos)
+      << error;
+  // Version 2: 10 uint32 tokens need 40 bytes; 20 bytes is what a uint16 writer would leave.
+  write_raw_token_file(dir / "v2_short.bin", 2, 10, std::string(20, '\0'));
+  error = load_error(dir / "v2_short.bin", 256);
+  EXPECT_NE(error.find("v2_short.bin: truncated token file: the version-2 header promises 10 uint32 tokens "
+                       "(expected 1064 bytes) but the file has 1044 bytes"),
+            std::string::npos)
+      << error;
+  write_raw_token_file(dir / "v2_long.bin", 2, 10, std::string(44, '\0'));
+  error = load_error(dir / "v2_long.bin", 256);
+  EXPECT_NE(error.find("v2_long.bin: token file too long: the version-2 header promises 10 uint32 tokens "
+                       "(expected 1064 bytes) but the file has 1068 bytes"),
+            std::string::npos)
+      << error;
+  write_raw_token_file(dir / "v2_exact.bin", 2, 10, std::string(40, '\0'));
+  EXPECT_EQ(load_tokens(dir / "v2_exact.bin", 256), std::vector<std::uint32_t>(10, 0));
+}
+
+TEST(Data, UnknownVersionIsRefused) {
+  const auto dir = test::temporary_directory("data_version");
+  write_raw_token_file(dir / "v3.bin", 3, 10, std::string(40, '\0'));
+  const std::string error = load_error(dir / "v3.bin", 256);
+  EXPECT_NE(error.find("v3.bin: unsupported token file version 3 (expected 1 for uint16 tokens or 2 for uint32 "
+                       "tokens)"),
+            std::string::npos)
+      << error;
+  write_raw_token_file(dir / "v0.bin", 0, 10, std::string(20, '\0'));
+  EXPECT_NE(load_error(dir / "v0.bin", 256).find("unsupported token file version 0"), std::string::npos);
 }
 
 }  // namespace

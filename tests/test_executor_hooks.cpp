@@ -2,10 +2,16 @@
 // drops and recomputes activations through the context gets bitwise-identical gradients.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include <cstring>
 
-#include "core/device/device.hpp"
+#include "core/device/backend.hpp"
 #include "core/executor/executor.hpp"
+#include "core/model/gpt2/gpt2_model.hpp"
+#include "core/model/make_model.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "test_support.hpp"
 
@@ -18,24 +24,23 @@ class RecordingStrategy final : public MemoryStrategy {
   Status on_attach(HookContext&) noexcept override { return record("attach", -1); }
   Status before_forward(HookContext& c) noexcept override {
     // Weights of this layer are usable; its activations are not allocated yet.
-    if (c.tensor("h." + std::to_string(c.layer()) + ".attn.c_attn.weight").data.empty())
+    if (c.tensor("h." + std::to_string(c.layer()) + ".attn.c_attn.weight").empty())
       return Status::error("weights missing");
     return record("before_forward", c.layer());
   }
   Status after_forward(HookContext& c) noexcept override {
-    if (c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").data.empty()) return Status::error("qkv missing");
+    if (c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").empty()) return Status::error("qkv missing");
     if (c.residence(c.layer(), TensorGroup::activations) != Residence::device)
       return Status::error("activations absent");
     return record("after_forward", c.layer());
   }
   Status before_backward(HookContext& c) noexcept override {
-    if (c.tensor("h." + std::to_string(c.layer()) + ".mlp.c_fc.weight.grad").data.empty())
+    if (c.tensor("h." + std::to_string(c.layer()) + ".mlp.c_fc.weight.grad").empty())
       return Status::error("grads missing");
     return record("before_backward", c.layer());
   }
   Status after_backward(HookContext& c) noexcept override {
-    if (!c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").data.empty())
-      return Status::error("activations not freed");
+    if (!c.tensor("h." + std::to_string(c.layer()) + ".act.qkv").empty()) return Status::error("activations not freed");
     return record("after_backward", c.layer());
   }
   Status before_step(HookContext& c) noexcept override { return record("before_step", c.layer()); }
@@ -62,7 +67,7 @@ class DropAndRecompute final : public MemoryStrategy {
 
 struct Fixture {
   GPT2Config config{3, 2, 32, 256, 16};
-  std::unique_ptr<Device> device = make_cpu_device(0);
+  std::unique_ptr<Backend> device = make_cpu_backend(0);
   std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model model{config, 2, *device, *attention, 0};
   test::PlainSgd optimizer;
@@ -78,13 +83,13 @@ struct Fixture {
   }
   std::vector<float> gradients(std::vector<MemoryStrategy*> strategies, double* loss = nullptr) {
     Executor executor(model, optimizer, precision, std::move(strategies), {});
-    model.zero_grads();
+    model.store().zero_grads();
     const MicroBatch micro{tokens, targets};
     const double value = executor.forward_backward(1, {&micro, 1}, Phase::full);
     if (loss) *loss = value;
     std::vector<float> all;
     for (const ParameterRows& rows : model.parameters()) {
-      auto grad = model.data(rows.grad);
+      auto grad = test::f32(model, rows.grad);
       all.insert(all.end(), grad.begin(), grad.end());
     }
     return all;
@@ -170,27 +175,29 @@ TEST(ExecutorHooks, AFailingHookStopsTheStepWithItsMessage) {
 namespace strata {
 namespace {
 
-// Gradient accumulation: two micro batches of 2 rows equal one batch of the same 4 rows.
-TEST(GradientAccumulation, MicroBatchesMatchTheLargeBatchWithin1e6) {
-  const GPT2Config config{2, 2, 32, 256, 16};
+// Gradient accumulation: two micro batches of 2 rows equal one batch of the same 4 rows, for each
+// family.
+void expect_accumulation_matches(const ModelSpec& spec) {
   std::vector<std::int32_t> tokens(4 * 16), targets(4 * 16);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<std::int32_t>((i * 13 + 7) % 256);
     targets[i] = static_cast<std::int32_t>((i * 29 + 3) % 256);
   }
   auto run = [&](int rows, std::vector<MicroBatch> batches, double& loss) {
-    auto device = make_cpu_device(0);
+    auto device = make_cpu_backend(0);
     auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-    GPT2Model model(config, rows, *device, *attention, 0);
+    const std::unique_ptr<Model> owner =
+        make_model(spec, *device, *attention, ModelOptions{rows, 0, Allocation::now, {}, Purpose::training});
+    Model& model = *owner;
     model.init_weights(5);
     test::PlainSgd optimizer;
     test::PlainFp32 precision;
     Executor executor(model, optimizer, precision, {}, {});
-    model.zero_grads();
+    model.store().zero_grads();
     loss = executor.forward_backward(1, batches, Phase::full);
     std::vector<float> all;
     for (const ParameterRows& r : model.parameters()) {
-      auto grad = model.data(r.grad);
+      auto grad = test::f32(model, r.grad);
       all.insert(all.end(), grad.begin(), grad.end());
     }
     const auto peak = device->device_memory().stats().peak[category_index(MemoryCategory::activations)];
@@ -213,6 +220,100 @@ TEST(GradientAccumulation, MicroBatchesMatchTheLargeBatchWithin1e6) {
       static_cast<unsigned long long>(split_peak));
   EXPECT_LE(worst, 1e-6 * scale);
   EXPECT_LT(split_peak, big_peak);
+}
+
+TEST(GradientAccumulation, MicroBatchesMatchTheLargeBatchWithin1e6) {
+  ModelSpec gpt2;
+  gpt2.gpt2 = GPT2Config{2, 2, 32, 256, 16};
+  expect_accumulation_matches(gpt2);
+  ModelSpec llama;
+  llama.arch = "llama";
+  llama.llama.n_layer = 2;
+  llama.llama.n_head = 2;
+  llama.llama.n_kv_head = 1;
+  llama.llama.d_model = 32;
+  llama.llama.d_ff = 48;
+  llama.llama.vocab = 256;
+  llama.llama.seq_len = 16;
+  expect_accumulation_matches(llama);
+}
+
+// A precision policy that skips non-finite gradients, as skip_nonfinite = true does.
+class SkippingPrecision final : public PrecisionPolicy {
+ public:
+  DType weight_storage() const noexcept override { return DType::f32; }
+  DType activation_storage() const noexcept override { return DType::f32; }
+  double loss_scale() const noexcept override { return 1.0; }
+  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
+    for (const TensorView& grad : grads) decision.skip_step |= !ops.all_finite(grad.f32(), grad.count);
+    return {};
+  }
+};
+
+// A non-finite loss goes on to the precision policy, which skips the step: no exception first, and
+// no weight changes.
+TEST(NonFiniteLoss, ReachesThePrecisionPolicyWhichSkipsTheStep) {
+  const GPT2Config config{2, 2, 16, 40, 8};
+  auto device = make_cpu_backend(0);
+  auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
+  GPT2Model model(config, 2, *device, *attention, 0);
+  model.init_weights(5);
+  const ParameterRows& ln = model.parameters()[2];  // ln_f.weight
+  ASSERT_EQ(ln.name, "ln_f.weight");
+  test::f32(model, ln.param)[0] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> before;
+  for (const ParameterRows& rows : model.parameters()) {
+    const auto value = test::f32(model, rows.param);
+    before.insert(before.end(), value.begin(), value.end());
+  }
+  test::PlainSgd optimizer;
+  SkippingPrecision precision;
+  Executor executor(model, optimizer, precision, {}, {});
+  const test::PatternedBatch fixed = test::patterned_batch(2 * 8, config.vocab);
+  const MicroBatch micro{fixed.inputs, fixed.targets};
+  StepOutcome outcome;
+  ASSERT_NO_THROW(outcome = executor.train_step(1, {&micro, 1}));
+  EXPECT_TRUE(std::isnan(outcome.loss));
+  EXPECT_TRUE(outcome.skipped);
+  std::vector<float> after;
+  for (const ParameterRows& rows : model.parameters()) {
+    const auto value = test::f32(model, rows.param);
+    after.insert(after.end(), value.begin(), value.end());
+  }
+  ASSERT_EQ(before.size(), after.size());
+  EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)))
+      << "a skipped step moved weights";
+  // A policy that does not skip turns the same loss into an error naming the step.
+  test::PlainFp32 lenient;
+  Executor strict(model, optimizer, lenient, {}, {});
+  EXPECT_THROW(strict.train_step(2, {&micro, 1}), std::runtime_error);
+}
+
+// Evaluation builds no gradients, optimizer state or backward workspace; the forward pass runs
+// within the weights, activations and forward staging.
+TEST(Evaluation, AllocatesNoGradientsOptimizerStateOrBackwardWorkspace) {
+  for (const DType storage : {DType::f32, DType::bf16}) {
+    ModelSpec spec;
+    spec.gpt2 = GPT2Config{2, 2, 16, 40, 8};
+    auto device = make_cpu_backend(0);
+    auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
+    const std::unique_ptr<Model> model = make_model(
+        spec, *device, *attention, ModelOptions{2, 2, Allocation::now, {storage, storage}, Purpose::evaluation});
+    for (const TensorRow& row : model->table().rows()) {
+      EXPECT_NE(row.category, MemoryCategory::grads) << row.name;
+      EXPECT_NE(row.category, MemoryCategory::optimizer) << row.name;
+      EXPECT_FALSE(row.name.starts_with("ws.d_")) << row.name << " is backward workspace";
+    }
+    model->init_weights(1);
+    test::PlainSgd optimizer;
+    test::PlainFp32 precision;
+    Executor executor(*model, optimizer, precision, {}, {});
+    const test::PatternedBatch fixed = test::patterned_batch(2 * 8, 40);
+    EXPECT_TRUE(std::isfinite(executor.forward_loss_sum({fixed.inputs, fixed.targets}, 2)));
+    const ArenaStats stats = device->device_memory().stats();
+    EXPECT_EQ(stats.peak[category_index(MemoryCategory::grads)], 0u);
+    EXPECT_EQ(stats.peak[category_index(MemoryCategory::optimizer)], 0u);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/reductions.hpp"
 #include "kernels/cpu/residual.hpp"
 
 namespace strata::cpu {
@@ -166,19 +167,30 @@ TEST(KernelGradients, CrossEntropyWithPaddedVocab) {
     for (std::int64_t v = V; v < Vp; ++v) EXPECT_EQ(dlogits[n * Vp + v], 0.0) << "padded logits must get no gradient";
 }
 
+// GPT-2's packed (N, 3C) qkv as the three strided views attention takes.
+template <typename Real>
+reference::QkvViews<Real*> packed(Real* qkv, std::int64_t C) {
+  return {qkv, qkv + C, qkv + 2 * C, 3 * C, 3 * C};
+}
+template <typename Real>
+reference::QkvViews<const Real*> packed_const(const Real* qkv, std::int64_t C) {
+  return {qkv, qkv + C, qkv + 2 * C, 3 * C, 3 * C};
+}
+
 TEST(KernelGradients, CausalAttention) {
-  const AttentionShape shape{2, 4, 6, 2};
+  const AttentionShape shape{2, 4, 2, 2, 3};
   const std::int64_t count = 2 * 4 * 3 * 6;
   auto qkv = random_vector<double>(count, 18);
   const auto upstream = random_vector<double>(2 * 4 * 6, 19);
   std::vector<double> out(2 * 4 * 6), att(2 * 2 * 4 * 4), scratch(att.size());
   auto objective = [&] {
-    reference::attention_forward(out.data(), att.data(), qkv.data(), shape);
+    reference::attention_forward(out.data(), att.data(), packed_const<double>(qkv.data(), 6), shape);
     return dot(out, upstream);
   };
   objective();
   std::vector<double> dqkv(count);
-  reference::attention_backward(dqkv.data(), scratch.data(), upstream.data(), qkv.data(), att.data(), shape);
+  reference::attention_backward(packed(dqkv.data(), 6), scratch.data(), upstream.data(),
+                                packed_const<double>(qkv.data(), 6), att.data(), shape);
   const double error = max_relative_error(qkv, dqkv, objective);
   std::printf("attention gradient max relative error %.3g\n", error);
   EXPECT_LT(error, kGradientBound);
@@ -251,9 +263,9 @@ TEST(FastKernels, OverwrittenGradientsEqualAccumulationIntoZeros) {
   // The bf16 weight widened in chunks of 100 floats: several chunks, each writing its own columns.
   std::vector<float> accumulated(N * C, 0.0f), overwritten(N * C, std::nanf(""));
   matmul_backward_bf16(accumulated.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC,
-                       scratch.data(), 100);
+                       WeightLayout::in_out, scratch.data(), 100);
   matmul_backward_bf16(overwritten.data(), nullptr, nullptr, dout.data(), inp.data(), stored.data(), N, C, OC,
-                       scratch.data(), 100, GradientWrite::overwrite);
+                       WeightLayout::in_out, scratch.data(), 100, GradientWrite::overwrite);
   EXPECT_EQ(accumulated, overwritten);
   std::fill(accumulated.begin(), accumulated.end(), 0.0f);
   std::fill(overwritten.begin(), overwritten.end(), std::nanf(""));
@@ -343,19 +355,23 @@ TEST(FastKernels, LayerNormGeluResidualEmbeddingCrossEntropy) {
 }
 
 TEST(FastKernels, AttentionMatchesReference) {
-  const AttentionShape shape{2, 33, 64, 4};
+  const AttentionShape shape{2, 33, 4, 4, 16};
   const std::int64_t count = 2 * 33 * 3 * 64;
   auto qkv = random_vector<float>(count, 33);
   auto dout = random_vector<float>(2 * 33 * 64, 34);
   const std::size_t att_size = 2 * 4 * 33 * 33;
   std::vector<float> out_f(2 * 33 * 64), out_r(out_f.size()), att_f(att_size), att_r(att_size), scratch(att_size);
-  attention_forward(out_f.data(), att_f.data(), qkv.data(), shape);
-  reference::attention_forward(out_r.data(), att_r.data(), qkv.data(), shape);
+  const float* q = qkv.data();
+  attention_forward(out_f.data(), att_f.data(), AttentionInputs{q, q + 64, q + 128, 192, 192}, shape);
+  reference::attention_forward(out_r.data(), att_r.data(), packed_const<float>(q, 64), shape);
   expect_close("attention_forward out", out_f, out_r, 1e-5);
   expect_close("attention_forward probabilities", att_f, att_r, 1e-6);
   std::vector<float> dqkv_f(count), dqkv_r(count);
-  attention_backward(dqkv_f.data(), scratch.data(), dout.data(), qkv.data(), att_f.data(), shape);
-  reference::attention_backward(dqkv_r.data(), scratch.data(), dout.data(), qkv.data(), att_r.data(), shape);
+  float* d = dqkv_f.data();
+  attention_backward(AttentionGrads{d, d + 64, d + 128, 192, 192}, scratch.data(), dout.data(),
+                     AttentionInputs{q, q + 64, q + 128, 192, 192}, att_f.data(), shape);
+  reference::attention_backward(packed(dqkv_r.data(), 64), scratch.data(), dout.data(), packed_const<float>(q, 64),
+                                att_r.data(), shape);
   expect_close("attention_backward", dqkv_f, dqkv_r, 1e-5);
 }
 

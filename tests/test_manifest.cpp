@@ -20,7 +20,7 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
 
 TEST(Manifest, ReadsTheQuickstart) {
   const Manifest manifest = load_manifest(test::source_path("examples/quickstart.toml"));
-  EXPECT_EQ(manifest.model.n_layer, 4);
+  EXPECT_EQ(manifest.model.n_layer(), 4);
   EXPECT_EQ(manifest.device.memory_limit, 256u * 1024 * 1024);
   EXPECT_EQ(manifest.optimizer.plugin, "adamw");
   EXPECT_EQ(manifest.telemetry.size(), 2u);

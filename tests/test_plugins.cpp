@@ -60,7 +60,7 @@ StackResult build(const std::string& extra, const std::vector<std::string>& over
   registry.scan({kFixtures, STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
   try {
     const Manifest manifest = load_manifest(dir / "m.toml", overrides);
-    HostServicesImpl host(ModelInfo{2, 2, 32, 256, 16, 0});
+    HostServicesImpl host(ModelInfo{"gpt2", 2, 2, 2, 32, 256, 16, 0});
     const Stack stack = build_stack(manifest, registry, host);
     return {"", stack.optimizer != nullptr};
   } catch (const ManifestError& e) {

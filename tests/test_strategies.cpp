@@ -4,10 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "core/data/dataset.hpp"
-#include "core/device/device.hpp"
+#include "core/device/backend.hpp"
 #include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
 #include "test_support.hpp"
@@ -26,14 +27,24 @@ struct StackRun {
   std::uint64_t logits_bytes = 0;         // the logits row, as the strategies sized it
 };
 
+// The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with
+// grouped-query attention (two query heads share one key/value head).
+struct Family {
+  std::string name;
+  std::vector<std::string> overrides;
+};
+const std::vector<Family> kFamilies = {{"gpt2", {}},
+                                       {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}}};
+
 // Four blocks, AdamW, `steps` steps of 2 micro batches, with the given [[strategy]] tables (and
 // `precision`, a [precision] table, when not empty).
-StackRun run_stack(const std::string& name, const std::string& strategies, int steps = 3,
+StackRun run_stack(const Family& family, const std::string& name, const std::string& strategies, int steps = 3,
                    const std::string& precision = "", const std::vector<std::string>& overrides = {}) {
-  const auto dir = test::temporary_directory("strategies_" + name);
+  const auto dir = test::temporary_directory("strategies_" + family.name + "_" + name);
   test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + precision + strategies,
                                                        "micro_batches = 2\n"));
   std::vector<std::string> all_overrides = {"model.n_layer=4"};
+  all_overrides.insert(all_overrides.end(), family.overrides.begin(), family.overrides.end());
   all_overrides.insert(all_overrides.end(), overrides.begin(), overrides.end());
   const Manifest manifest = load_manifest(dir / "m.toml", all_overrides);
   PluginRegistry registry;
@@ -41,16 +52,19 @@ StackRun run_stack(const std::string& name, const std::string& strategies, int s
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host);
   const int rows = manifest.train.batch / manifest.train.micro_batches;
-  auto device = make_cpu_device(0);
-  GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers(),
-                  Allocation::deferred, storage_types(*stack.precision));
+  auto device = make_cpu_backend(0);
+  const std::unique_ptr<Model> model_owner =
+      make_model(manifest.model, *device, *stack.attention,
+                 ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
+                              storage_types(*stack.precision), Purpose::training});
+  Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{steps, 0, manifest.train.lr});
   executor.attach();
   model.init_weights(manifest.train.seed);
-  const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len, rows});
+  const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len(), rows});
 
-  const std::size_t micro_size = static_cast<std::size_t>(rows) * manifest.model.seq_len;
+  const std::size_t micro_size = static_cast<std::size_t>(rows) * manifest.model.seq_len();
   std::vector<std::int32_t> inputs(2 * micro_size), targets(2 * micro_size);
   const std::span<const std::int32_t> in(inputs), out(targets);
   const std::vector<MicroBatch> micro_batches = {{in.first(micro_size), out.first(micro_size)},
@@ -62,17 +76,17 @@ StackRun run_stack(const std::string& name, const std::string& strategies, int s
                           targets.data() + m * micro_size);
     run.losses.push_back(executor.train_step(step, micro_batches).loss);
   }
-  model.complete_all_moves();
+  model.store().complete_all_moves();
   for (const ParameterRows& rows_of : model.parameters()) {
-    const auto grad = model.data(rows_of.grad);
-    const auto weight = model.values(rows_of);  // the f32 master under bf16 storage
+    const auto grad = test::f32(model, rows_of.grad);
+    const auto weight = test::values(model, rows_of);  // the f32 master under bf16 storage
     run.grads.insert(run.grads.end(), grad.begin(), grad.end());
     run.weights.insert(run.weights.end(), weight.begin(), weight.end());
     const std::uint64_t stored_bytes = model.table().row(rows_of.param).bytes();
     if (rows_of.layer == 0) run.layer_weight_bytes += stored_bytes;
     if (rows_of.layer < 0) run.global_weight_bytes += stored_bytes;
   }
-  run.logits_bytes = model.table().row(model.global_activation_row(GlobalActivation::logits)).bytes();
+  run.logits_bytes = model.table().row(*model.table().find("act.logits")).bytes();
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
   return run;
@@ -99,94 +113,114 @@ const std::string kStreaming =
     "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
 
 TEST(CheckpointPlugin, BlockAndSelectiveKeepTheMathAndCutActivations) {
-  const StackRun plain = run_stack("plain", "");
-  const StackRun block = run_stack("block", kBlockCheckpoint);
-  const StackRun selective = run_stack("selective", kSelectiveCheckpoint);
-  expect_bitwise_equal(plain, block);
-  expect_bitwise_equal(plain, selective);
-  const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
-  std::printf("peak activation bytes: none %llu, selective %llu, block %llu\n",
-              static_cast<unsigned long long>(activations(plain)),
-              static_cast<unsigned long long>(activations(selective)),
-              static_cast<unsigned long long>(activations(block)));
-  // Four blocks: block mode keeps one block's activations plus four outputs, under half of all four.
-  EXPECT_LT(activations(block), activations(plain) / 2);
-  EXPECT_LT(activations(selective), activations(plain));
-  EXPECT_GT(activations(selective), activations(block));
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "plain", "");
+    const StackRun block = run_stack(family, "block", kBlockCheckpoint);
+    const StackRun selective = run_stack(family, "selective", kSelectiveCheckpoint);
+    expect_bitwise_equal(plain, block);
+    expect_bitwise_equal(plain, selective);
+    const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
+    std::printf("peak activation bytes: none %llu, selective %llu, block %llu\n",
+                static_cast<unsigned long long>(activations(plain)),
+                static_cast<unsigned long long>(activations(selective)),
+                static_cast<unsigned long long>(activations(block)));
+    // Four blocks: block mode keeps one block's activations plus four outputs, under half of all four.
+    EXPECT_LT(activations(block), activations(plain) / 2);
+    EXPECT_LT(activations(selective), activations(plain));
+    EXPECT_GT(activations(selective), activations(block));
+  }
 }
 
 TEST(CheckpointPlugin, LayersListAndPhasesSelectWhatIsDropped) {
-  const StackRun plain = run_stack("plain_layers", "");
-  const StackRun one = run_stack("one_layer", "[[strategy]]\nplugin = \"checkpoint\"\nlayers = [1]\n");
-  const StackRun none = run_stack("no_phase", "[[strategy]]\nplugin = \"checkpoint\"\nphases = [\"predict\"]\n");
-  expect_bitwise_equal(plain, one);
-  const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
-  EXPECT_LT(activations(one), activations(plain));
-  EXPECT_EQ(activations(none), activations(plain)) << "every step here is a full step, which the plugin skips";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "plain_layers", "");
+    const StackRun one = run_stack(family, "one_layer", "[[strategy]]\nplugin = \"checkpoint\"\nlayers = [1]\n");
+    const StackRun none =
+        run_stack(family, "no_phase", "[[strategy]]\nplugin = \"checkpoint\"\nphases = [\"predict\"]\n");
+    expect_bitwise_equal(plain, one);
+    const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
+    EXPECT_LT(activations(one), activations(plain));
+    EXPECT_EQ(activations(none), activations(plain)) << "every step here is a full step, which the plugin skips";
+  }
 }
 
 // A 40000-token vocabulary (the corpus uses 256 of them) spans two head chunks at d_model 32, so
 // dropping the logits keeps one chunk's room: the measured activation peak falls by exactly the
 // difference, and the math is bitwise unchanged, with f32 and with bf16 weights (widened per chunk).
 TEST(CheckpointPlugin, RecomputedLogitsKeepTheMathAndDropAllButOneChunk) {
-  const std::vector<std::string> wide = {"model.vocab=40000"};
-  const std::string drop_logits = "[[strategy]]\nplugin = \"checkpoint\"\nlayers = []\nlogits = \"recompute\"\n";
-  for (const std::string precision : {"", "[precision]\nplugin = \"bf16\"\n"}) {
-    const StackRun kept = run_stack("logits_keep", "", 2, precision, wide);
-    const StackRun dropped = run_stack("logits_recompute", drop_logits, 2, precision, wide);
-    expect_bitwise_equal(kept, dropped);
-    ASSERT_LT(dropped.logits_bytes, kept.logits_bytes);
-    std::printf("logits row %llu -> %llu bytes; peak activations %llu -> %llu\n",
-                static_cast<unsigned long long>(kept.logits_bytes),
-                static_cast<unsigned long long>(dropped.logits_bytes),
-                static_cast<unsigned long long>(peak(kept.device, MemoryCategory::activations)),
-                static_cast<unsigned long long>(peak(dropped.device, MemoryCategory::activations)));
-    EXPECT_EQ(peak(kept.device, MemoryCategory::activations) - peak(dropped.device, MemoryCategory::activations),
-              kept.logits_bytes - dropped.logits_bytes);
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const std::vector<std::string> wide = {"model.vocab=40000"};
+    const std::string drop_logits = "[[strategy]]\nplugin = \"checkpoint\"\nlayers = []\nlogits = \"recompute\"\n";
+    for (const std::string precision : {"", "[precision]\nplugin = \"bf16\"\n"}) {
+      const StackRun kept = run_stack(family, "logits_keep", "", 2, precision, wide);
+      const StackRun dropped = run_stack(family, "logits_recompute", drop_logits, 2, precision, wide);
+      expect_bitwise_equal(kept, dropped);
+      ASSERT_LT(dropped.logits_bytes, kept.logits_bytes);
+      std::printf("logits row %llu -> %llu bytes; peak activations %llu -> %llu\n",
+                  static_cast<unsigned long long>(kept.logits_bytes),
+                  static_cast<unsigned long long>(dropped.logits_bytes),
+                  static_cast<unsigned long long>(peak(kept.device, MemoryCategory::activations)),
+                  static_cast<unsigned long long>(peak(dropped.device, MemoryCategory::activations)));
+      EXPECT_EQ(peak(kept.device, MemoryCategory::activations) - peak(dropped.device, MemoryCategory::activations),
+                kept.logits_bytes - dropped.logits_bytes);
+    }
   }
 }
 
 TEST(OffloadPlugin, HostOptimizerStateKeepsTheMathAndLeavesNoOptimizerBytesOnTheDevice) {
-  const StackRun plain = run_stack("plain_offload", "");
-  const StackRun offload = run_stack("optimizer_host", kOptimizerOffload);
-  expect_bitwise_equal(plain, offload);
-  EXPECT_EQ(peak(offload.device, MemoryCategory::optimizer), 0u);
-  EXPECT_EQ(peak(offload.host, MemoryCategory::optimizer), peak(plain.device, MemoryCategory::optimizer));
-  // Gradients stream to the host block by block: at most two blocks' on the device, plus the globals'.
-  EXPECT_LE(peak(offload.device, MemoryCategory::grads), 2 * offload.layer_weight_bytes + offload.global_weight_bytes);
-  EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads));
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "plain_offload", "");
+    const StackRun offload = run_stack(family, "optimizer_host", kOptimizerOffload);
+    expect_bitwise_equal(plain, offload);
+    EXPECT_EQ(peak(offload.device, MemoryCategory::optimizer), 0u);
+    EXPECT_EQ(peak(offload.host, MemoryCategory::optimizer), peak(plain.device, MemoryCategory::optimizer));
+    // Gradients stream to the host block by block: at most two blocks' on the device, plus the globals'.
+    EXPECT_LE(peak(offload.device, MemoryCategory::grads),
+              2 * offload.layer_weight_bytes + offload.global_weight_bytes);
+    EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads));
+  }
 }
 
 TEST(OffloadPlugin, LayerStreamingBoundsResidentWeightsAndKeepsTheMath) {
-  const StackRun plain = run_stack("plain_stream", "");
-  const StackRun streamed = run_stack("streamed", kStreaming);
-  const StackRun everything = run_stack("everything", kBlockCheckpoint + kStreaming);
-  expect_bitwise_equal(plain, streamed);
-  expect_bitwise_equal(plain, everything);
-  const std::uint64_t bound = 2 * streamed.layer_weight_bytes + streamed.global_weight_bytes;
-  std::printf("device weight peak: all resident %llu, K=2 %llu (bound %llu)\n",
-              static_cast<unsigned long long>(peak(plain.device, MemoryCategory::weights)),
-              static_cast<unsigned long long>(peak(streamed.device, MemoryCategory::weights)),
-              static_cast<unsigned long long>(bound));
-  EXPECT_LE(peak(streamed.device, MemoryCategory::weights), bound);
-  EXPECT_LT(everything.device.peak_total, streamed.device.peak_total) << "checkpointing adds to streaming";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "plain_stream", "");
+    const StackRun streamed = run_stack(family, "streamed", kStreaming);
+    const StackRun everything = run_stack(family, "everything", kBlockCheckpoint + kStreaming);
+    expect_bitwise_equal(plain, streamed);
+    expect_bitwise_equal(plain, everything);
+    const std::uint64_t bound = 2 * streamed.layer_weight_bytes + streamed.global_weight_bytes;
+    std::printf("device weight peak: all resident %llu, K=2 %llu (bound %llu)\n",
+                static_cast<unsigned long long>(peak(plain.device, MemoryCategory::weights)),
+                static_cast<unsigned long long>(peak(streamed.device, MemoryCategory::weights)),
+                static_cast<unsigned long long>(bound));
+    EXPECT_LE(peak(streamed.device, MemoryCategory::weights), bound);
+    EXPECT_LT(everything.device.peak_total, streamed.device.peak_total) << "checkpointing adds to streaming";
+  }
 }
 
 // bf16 storage changes the numbers, but checkpointing and offload must not change them further:
 // under bf16 weights and activations every strategy is still bitwise equal to none.
 TEST(Bf16WithStrategies, CheckpointAndOffloadKeepTheBf16MathBitwise) {
-  const std::string bf16 = "[precision]\nplugin = \"bf16\"\n";
-  const StackRun plain = run_stack("bf16_plain", "", 3, bf16);
-  expect_bitwise_equal(plain, run_stack("bf16_block", kBlockCheckpoint, 3, bf16));
-  expect_bitwise_equal(plain, run_stack("bf16_selective", kSelectiveCheckpoint, 3, bf16));
-  const StackRun streamed = run_stack("bf16_streamed", kBlockCheckpoint + kStreaming, 3, bf16);
-  expect_bitwise_equal(plain, streamed);
-  // The f32 masters are optimizer state: offloaded with it, none of them stays on the device.
-  EXPECT_EQ(peak(streamed.device, MemoryCategory::optimizer), 0u);
-  EXPECT_LE(peak(streamed.device, MemoryCategory::weights),
-            2 * streamed.layer_weight_bytes + streamed.global_weight_bytes);
-  const StackRun f32 = run_stack("f32_plain", "");
-  EXPECT_NE(plain.losses, f32.losses) << "bf16 storage must change the numbers";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const std::string bf16 = "[precision]\nplugin = \"bf16\"\n";
+    const StackRun plain = run_stack(family, "bf16_plain", "", 3, bf16);
+    expect_bitwise_equal(plain, run_stack(family, "bf16_block", kBlockCheckpoint, 3, bf16));
+    expect_bitwise_equal(plain, run_stack(family, "bf16_selective", kSelectiveCheckpoint, 3, bf16));
+    const StackRun streamed = run_stack(family, "bf16_streamed", kBlockCheckpoint + kStreaming, 3, bf16);
+    expect_bitwise_equal(plain, streamed);
+    // The f32 masters are optimizer state: offloaded with it, none of them stays on the device.
+    EXPECT_EQ(peak(streamed.device, MemoryCategory::optimizer), 0u);
+    EXPECT_LE(peak(streamed.device, MemoryCategory::weights),
+              2 * streamed.layer_weight_bytes + streamed.global_weight_bytes);
+    const StackRun f32 = run_stack(family, "f32_plain", "");
+    EXPECT_NE(plain.losses, f32.losses) << "bf16 storage must change the numbers";
+  }
 }
 
 void expect_refused(const std::string& table, const std::string& key, const std::string& range,

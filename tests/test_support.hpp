@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/model.hpp"
 #include "strata/optimizer.hpp"
 #include "strata/precision_policy.hpp"
 
@@ -28,6 +29,17 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
 
 inline std::string source_path(const std::string& relative) {
   return std::string(STRATA_SOURCE_DIR) + "/" + relative;
+}
+
+// A row's f32 values, read in place. Tests run on the CPU backend, whose device memory is host
+// memory; engine code never does this (it copies through the backend's ops).
+inline std::span<float> f32(const Model& model, int row) {
+  const TensorView view = model.store().view(row);
+  if (view.empty() || view.dtype != DType::f32) return {};
+  return {view.f32(), static_cast<std::size_t>(view.count)};
+}
+inline std::span<float> values(const Model& model, const ParameterRows& rows) {
+  return f32(model, model.store().value_row(rows));
 }
 
 // A fixed batch of `count` positions: inputs and targets follow different strides over the vocab,
@@ -60,8 +72,8 @@ class PlainSgd final : public Optimizer {
   int state_buffers() const noexcept override { return 0; }
   Status step(const OptimizerStepInfo&, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     report.lr = 0.01;
-    for (ParamSlot& slot : slots)
-      for (std::size_t i = 0; i < slot.param.size(); ++i) slot.param[i] -= 0.01f * slot.grad[i];
+    for (ParamSlot& slot : slots)  // CPU backend: the views are host memory
+      for (std::int64_t i = 0; i < slot.param.count; ++i) slot.param.f32()[i] -= 0.01f * slot.grad.f32()[i];
     return {};
   }
 };
@@ -71,7 +83,7 @@ class PlainFp32 final : public PrecisionPolicy {
   DType weight_storage() const noexcept override { return DType::f32; }
   DType activation_storage() const noexcept override { return DType::f32; }
   double loss_scale() const noexcept override { return 1.0; }
-  Status unscale_and_check(std::span<const TensorView>, PrecisionDecision&) noexcept override { return {}; }
+  Status unscale_and_check(Ops&, std::span<const TensorView>, PrecisionDecision&) noexcept override { return {}; }
 };
 
 }  // namespace strata::test

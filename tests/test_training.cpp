@@ -68,14 +68,20 @@ TEST(Training, Bf16StorageTracksF32OnTheShippedCorpus) {
   EXPECT_LT(std::abs(bf16_sum - f32_sum) / 3.0, 0.06);
 }
 
-void expect_resume_bitwise(const std::string& name, const std::string& extra) {
+// The tiny LLaMA: the tiny manifest's shape, with two query heads sharing one key/value head.
+const std::vector<std::string> kLlama = {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"};
+
+void expect_resume_bitwise(const std::string& name, const std::string& extra,
+                           const std::vector<std::string>& family = {}) {
   const auto dir = test::temporary_directory(name);
   test::write_text(dir / "m.toml",
                    test::tiny_manifest(extra + "[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n"));
-  const TrainResult uninterrupted = train(dir / "m.toml", {"checkpoint.dir=\"" + (dir / "full").string() + "\""});
-  const TrainResult first_half = train(dir / "m.toml", {}, std::nullopt, 3);
+  std::vector<std::string> to_full = family;
+  to_full.push_back("checkpoint.dir=\"" + (dir / "full").string() + "\"");
+  const TrainResult uninterrupted = train(dir / "m.toml", to_full);
+  const TrainResult first_half = train(dir / "m.toml", family, std::nullopt, 3);
   ASSERT_TRUE(first_half.last_checkpoint);
-  const TrainResult second_half = train(dir / "m.toml", {}, dir / "ckpt");
+  const TrainResult second_half = train(dir / "m.toml", family, dir / "ckpt");
   ASSERT_EQ(second_half.losses.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(first_half.losses[i], uninterrupted.losses[i]);
@@ -90,6 +96,24 @@ TEST(Training, ResumeContinuesBitwiseIdentically) {
 // Checkpoints hold the f32 masters; the bf16 weights are their rounding, so resume is exact too.
 TEST(Training, ResumeWithBf16StorageContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_bf16", "[precision]\nplugin = \"bf16\"\n");
+}
+
+TEST(Training, LlamaResumeContinuesBitwiseIdentically) {
+  expect_resume_bitwise("resume_llama", "", kLlama);
+  expect_resume_bitwise("resume_llama_bf16", "[precision]\nplugin = \"bf16\"\n", kLlama);
+}
+
+TEST(Training, LlamaLowersValidationLossOnTheShippedCorpus) {
+  const auto dir = test::temporary_directory("llama_lowers_loss");
+  test::write_text(dir / "m.toml", test::tiny_manifest("", "eval_every = 150\n"));
+  std::vector<std::string> overrides = kLlama;
+  overrides.insert(overrides.end(), {"train.steps=150", "train.batch=8", "model.seq_len=32"});
+  const TrainResult result = train(dir / "m.toml", overrides);
+  ASSERT_TRUE(result.summary.final_val_loss);
+  std::printf("llama: train loss %.4f -> %.4f, val loss %.4f\n", result.summary.first_loss, result.summary.final_loss,
+              *result.summary.final_val_loss);
+  EXPECT_GT(result.summary.first_loss, 5.0);  // ~ln(256) at init
+  EXPECT_LT(*result.summary.final_val_loss, 3.0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/checkpoint/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
@@ -15,29 +16,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Checkpoints store exactly `vocab` rows of wte; the padded rows exist only in memory.
-std::vector<std::int64_t> stored_shape(const GPT2Model& model, const ParameterRows& rows) {
-  std::vector<std::int64_t> shape = model.table().row(rows.param).shape;
-  if (rows.name == "wte.weight") shape[0] = model.config().vocab;
-  return shape;
-}
-
 std::size_t stored_elements(const std::vector<std::int64_t>& shape) {
   std::size_t count = 1;
   for (std::int64_t extent : shape) count *= static_cast<std::size_t>(extent);
   return count;
 }
 
-nlohmann::json model_json(const GPT2Config& config) {
-  return {{"n_layer", config.n_layer},
-          {"n_head", config.n_head},
-          {"d_model", config.d_model},
-          {"vocab", config.vocab},
-          {"seq_len", config.seq_len}};
+// The first `count` f32 values of a row, brought to the host by an explicit copy.
+std::vector<float> read_row(Model& model, int row, std::size_t count) {
+  std::vector<float> values(count);
+  model.backend().ops().copy_to_host(values.data(), model.store().data(row), count * sizeof(float));
+  return values;
 }
 
-void copy_into(std::span<float> destination, const std::vector<float>& values) {
-  std::copy(values.begin(), values.end(), destination.begin());
+// Which family a safetensors file holds, by a tensor only that family has.
+std::string family_of(const SafetensorsFile& file) {
+  if (file.has("model.embed_tokens.weight")) return "llama";
+  if (file.has("wte.weight") || file.has("transformer.wte.weight")) return "gpt2";
+  return {};
 }
 
 }  // namespace
@@ -55,7 +51,7 @@ fs::path resolve_checkpoint(const fs::path& path) {
                         ": not a checkpoint directory (no 'latest', trainer.json or model.safetensors)");
 }
 
-fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const TrainerState& state) {
+fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerState& state) {
   fs::create_directories(directory);
   char name[32];
   std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(state.step));
@@ -64,16 +60,22 @@ fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const Trai
   fs::remove_all(temporary);
   fs::create_directories(temporary);
 
+  // Every value reaches the host through an explicit copy; the buffers outlive the encoding.
+  std::vector<std::vector<float>> host_values;
+  host_values.reserve(model.parameters().size() * (1 + kMaxOptimizerStateBuffers));
   std::vector<TensorToWrite> weights;
   std::vector<TensorToWrite> optimizer_state;
   for (const ParameterRows& rows : model.parameters()) {
-    const std::vector<std::int64_t> shape = stored_shape(model, rows);
+    const std::vector<std::int64_t> shape = model.stored_shape(rows);
     const std::size_t count = stored_elements(shape);
-    weights.push_back({rows.name, shape, model.values(rows).first(count)});  // f32: the master copy under bf16
+    // f32: the master copy under bf16 storage.
+    host_values.push_back(read_row(model, model.store().value_row(rows), count));
+    weights.push_back({rows.name, shape, host_values.back()});
     for (std::size_t s = 0; s < rows.state.size(); ++s)
-      if (rows.state[s] >= 0)
-        optimizer_state.push_back(
-            {rows.name + ".state" + std::to_string(s), shape, model.data(rows.state[s]).first(count)});
+      if (rows.state[s] >= 0) {
+        host_values.push_back(read_row(model, rows.state[s], count));
+        optimizer_state.push_back({rows.name + ".state" + std::to_string(s), shape, host_values.back()});
+      }
   }
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
   write_file_atomically(temporary / "model.safetensors", encode_safetensors(weights, metadata));
@@ -86,7 +88,7 @@ fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const Trai
       {"optimizer", state.optimizer},
       {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
-      {"model", model_json(model.config())}};
+      {"model", model.config_json()}};
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
 
   // Swap the finished directory into place; an older save of the same step goes only afterwards.
@@ -99,20 +101,35 @@ fs::path save_checkpoint(const fs::path& directory, GPT2Model& model, const Trai
   return final_path;
 }
 
-void load_weights(const fs::path& path, GPT2Model& model) {
+void load_weights(const fs::path& path, Model& model) {
   fs::path file = path;
   if (fs::is_directory(path)) file = resolve_checkpoint(path) / "model.safetensors";
   const SafetensorsFile weights = SafetensorsFile::read(file);
+  if (const std::string family = family_of(weights); !family.empty() && family != model.arch())
+    throw CheckpointError(file.string() + ": holds a " + family + " checkpoint, but the manifest's model is arch = \"" +
+                          std::string(model.arch()) + "\"");
+  std::set<std::string> known;
+  for (const ParameterRows& rows : model.parameters())
+    for (const std::string& name : model.file_names(rows)) known.insert(name);
+  for (const auto& [name, entry] : weights.entries())
+    if (!known.contains(name) && !model.ignorable_file_tensor(name))
+      throw CheckpointError(file.string() + ": tensor '" + name + "' is not a parameter of this " +
+                            std::string(model.arch()) +
+                            " model (is the manifest's [model] the one it was saved with?)");
   for (const ParameterRows& rows : model.parameters()) {
-    std::string name = rows.name;
-    if (!weights.has(name) && weights.has("transformer." + name)) name = "transformer." + name;
-    const std::vector<std::int64_t> shape = stored_shape(model, rows);
-    copy_into(model.values(rows), weights.tensor(name, shape));
+    const std::vector<std::string> names = model.file_names(rows);
+    std::string name = names.front();
+    for (const std::string& candidate : names)
+      if (weights.has(candidate)) {
+        name = candidate;
+        break;
+      }
+    model.write_values(rows, weights.tensor(name, model.stored_shape(rows)));
   }
-  model.publish_weights();
+  model.store().publish_weights();
 }
 
-TrainerState load_checkpoint(const fs::path& path, GPT2Model& model) {
+TrainerState load_checkpoint(const fs::path& path, Model& model) {
   const fs::path directory = resolve_checkpoint(path);
   const fs::path trainer_path = directory / "trainer.json";
   std::ifstream in(trainer_path);
@@ -124,9 +141,9 @@ TrainerState load_checkpoint(const fs::path& path, GPT2Model& model) {
     state.step = trainer.at("step").get<std::int64_t>();
     state.seed = trainer.at("seed").get<std::uint64_t>();
     state.optimizer = trainer.at("optimizer").get<std::string>();
-    if (trainer.at("model") != model_json(model.config()))
+    if (trainer.at("model") != model.config_json())
       throw CheckpointError(trainer_path.string() + ": saved for model " + trainer.at("model").dump() +
-                            ", but the manifest describes " + model_json(model.config()).dump());
+                            ", but the manifest describes " + model.config_json().dump());
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
   }
@@ -139,7 +156,9 @@ TrainerState load_checkpoint(const fs::path& path, GPT2Model& model) {
         if (!optimizer_state.has(name))
           throw CheckpointError((directory / "optimizer.safetensors").string() + ": missing '" + name +
                                 "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
-        copy_into(model.data(rows.state[s]), optimizer_state.tensor(name, stored_shape(model, rows)));
+        const std::vector<float> values = optimizer_state.tensor(name, model.stored_shape(rows));
+        model.backend().ops().copy_from_host(model.store().data(rows.state[s]), values.data(),
+                                             values.size() * sizeof(float));
       }
   return state;
 }

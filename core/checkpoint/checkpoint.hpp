@@ -1,6 +1,6 @@
 #pragma once
 // Training checkpoints: a directory per save,
-//   <dir>/step_00000100/model.safetensors      weights, Hugging Face GPT-2 names and layouts
+//   <dir>/step_00000100/model.safetensors      weights, the family's Hugging Face names and layouts
 //   <dir>/step_00000100/optimizer.safetensors  optimizer state ("<param>.state0", ...)
 //   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order
 //   <dir>/latest                               the name of the newest complete save
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/model/gpt2_model.hpp"
+#include "core/model/model.hpp"
 
 namespace strata {
 
@@ -21,15 +21,15 @@ struct TrainerState {
 };
 
 // Returns the directory written.
-std::filesystem::path save_checkpoint(const std::filesystem::path& directory, GPT2Model& model,
-                                      const TrainerState& state);
+std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Model& model, const TrainerState& state);
 
-// Weights only, from a model.safetensors file or a checkpoint directory. Accepts HF GPT-2 files:
-// an optional "transformer." prefix; attention-mask buffers and lm_head.weight (tied) are ignored.
-void load_weights(const std::filesystem::path& path, GPT2Model& model);
+// Weights only, from a model.safetensors file or a checkpoint directory. Accepts the family's HF
+// files (GPT-2: an optional "transformer." prefix, attention-mask buffers and the tied lm_head).
+// A file of another family is refused, naming the family it holds.
+void load_weights(const std::filesystem::path& path, Model& model);
 
 // Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`).
-TrainerState load_checkpoint(const std::filesystem::path& path, GPT2Model& model);
+TrainerState load_checkpoint(const std::filesystem::path& path, Model& model);
 
 // `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);

@@ -9,7 +9,7 @@
 namespace strata {
 
 Dataset::Dataset(const DataOptions& options) : options_(options) {
-  std::vector<std::uint16_t> all = load_tokens(options.train, options.vocab);
+  std::vector<std::uint32_t> all = load_tokens(options.train, options.vocab);
   if (options.val) {
     train_ = std::move(all);
     val_ = load_tokens(*options.val, options.vocab);
@@ -40,22 +40,23 @@ void Dataset::train_batch(std::uint64_t seed, std::int64_t step, int micro_batch
                    (static_cast<std::uint64_t>(micro_batch) << 32 | static_cast<std::uint64_t>(row)));
     const auto start = static_cast<std::size_t>(key % starts);
     for (std::int64_t t = 0; t < T; ++t) {
-      inputs[row * T + t] = train_[start + static_cast<std::size_t>(t)];
-      targets[row * T + t] = train_[start + static_cast<std::size_t>(t) + 1];
+      inputs[row * T + t] = static_cast<std::int32_t>(train_[start + static_cast<std::size_t>(t)]);
+      targets[row * T + t] = static_cast<std::int32_t>(train_[start + static_cast<std::size_t>(t) + 1]);
     }
   }
 }
 
-std::int64_t window_count(const std::vector<std::uint16_t>& tokens, int seq_len) {
+std::int64_t window_count(const std::vector<std::uint32_t>& tokens, int seq_len) {
   return static_cast<std::int64_t>(tokens.size()) / (seq_len + 1);
 }
 
-void window_at(const std::vector<std::uint16_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
+// Ids fit in int32: load_tokens checked each is < vocab, an int.
+void window_at(const std::vector<std::uint32_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
                std::int32_t* targets) {
   const std::size_t start = static_cast<std::size_t>(window) * static_cast<std::size_t>(seq_len + 1);
   for (int t = 0; t < seq_len; ++t) {
-    inputs[t] = tokens[start + static_cast<std::size_t>(t)];
-    targets[t] = tokens[start + static_cast<std::size_t>(t) + 1];
+    inputs[t] = static_cast<std::int32_t>(tokens[start + static_cast<std::size_t>(t)]);
+    targets[t] = static_cast<std::int32_t>(tokens[start + static_cast<std::size_t>(t) + 1]);
   }
 }
 

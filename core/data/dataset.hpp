@@ -37,13 +37,13 @@ class Dataset {
 
  private:
   DataOptions options_;
-  std::vector<std::uint16_t> train_;
-  std::vector<std::uint16_t> val_;
+  std::vector<std::uint32_t> train_;
+  std::vector<std::uint32_t> val_;
 };
 
 // Windows over any token sequence, as `strata eval --data FILE` uses them.
-std::int64_t window_count(const std::vector<std::uint16_t>& tokens, int seq_len);
-void window_at(const std::vector<std::uint16_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
+std::int64_t window_count(const std::vector<std::uint32_t>& tokens, int seq_len);
+void window_at(const std::vector<std::uint32_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
                std::int32_t* targets);
 
 }  // namespace strata

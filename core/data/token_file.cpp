@@ -1,8 +1,10 @@
 #include "core/data/token_file.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "core/data/data_error.hpp"
@@ -23,7 +25,14 @@ std::vector<char> read_all(const std::filesystem::path& path) {
   return bytes;
 }
 
-std::vector<std::uint16_t> parse_bin(const std::filesystem::path& path, const std::vector<char>& bytes) {
+template <typename Stored>
+std::vector<std::uint32_t> widen_tokens(const char* data, std::size_t count) {
+  std::vector<Stored> stored(count);
+  std::memcpy(stored.data(), data, count * sizeof(Stored));
+  return {stored.begin(), stored.end()};
+}
+
+std::vector<std::uint32_t> parse_bin(const std::filesystem::path& path, const std::vector<char>& bytes) {
   const std::size_t header_bytes = kTokenFileHeaderInts * sizeof(std::int32_t);
   if (bytes.size() < header_bytes)
     throw DataError(path.string() + ": truncated token file: " + std::to_string(bytes.size()) +
@@ -33,25 +42,29 @@ std::vector<std::uint16_t> parse_bin(const std::filesystem::path& path, const st
   if (header[0] != kTokenFileMagic)
     throw DataError(path.string() + ": wrong magic number " + std::to_string(header[0]) + " (expected " +
                     std::to_string(kTokenFileMagic) + "): not an llm.c token file");
-  if (header[1] != kTokenFileVersion)
-    throw DataError(path.string() + ": unsupported token file version " + std::to_string(header[1]) + " (expected 1)");
+  const std::int32_t version = header[1];
+  if (version != kTokenFileVersionU16 && version != kTokenFileVersionU32)
+    throw DataError(path.string() + ": unsupported token file version " + std::to_string(version) +
+                    " (expected 1 for uint16 tokens or 2 for uint32 tokens)");
   if (header[2] < 0) throw DataError(path.string() + ": negative token count " + std::to_string(header[2]));
   const auto count = static_cast<std::size_t>(header[2]);
-  const std::size_t expected = header_bytes + count * sizeof(std::uint16_t);
-  if (bytes.size() < expected)
-    throw DataError(path.string() + ": truncated token file: the header promises " + std::to_string(count) +
-                    " tokens (" + std::to_string(expected) + " bytes) but the file has " +
-                    std::to_string(bytes.size()) + " bytes");
-  std::vector<std::uint16_t> tokens(count);
-  std::memcpy(tokens.data(), bytes.data() + header_bytes, count * sizeof(std::uint16_t));
-  return tokens;
+  const std::size_t width = version == kTokenFileVersionU16 ? sizeof(std::uint16_t) : sizeof(std::uint32_t);
+  const std::size_t expected = header_bytes + count * width;
+  if (bytes.size() != expected)
+    throw DataError(path.string() + ": " + (bytes.size() < expected ? "truncated token file" : "token file too long") +
+                    ": the version-" + std::to_string(version) + " header promises " + std::to_string(count) +
+                    (version == kTokenFileVersionU16 ? " uint16" : " uint32") + " tokens (expected " +
+                    std::to_string(expected) + " bytes) but the file has " + std::to_string(bytes.size()) + " bytes");
+  const char* data = bytes.data() + header_bytes;
+  return version == kTokenFileVersionU16 ? widen_tokens<std::uint16_t>(data, count)
+                                         : widen_tokens<std::uint32_t>(data, count);
 }
 
 }  // namespace
 
-std::vector<std::uint16_t> load_tokens(const std::filesystem::path& path, int vocab) {
+std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab) {
   const std::vector<char> bytes = read_all(path);
-  std::vector<std::uint16_t> tokens;
+  std::vector<std::uint32_t> tokens;
   if (path.extension() == ".bin") {
     tokens = parse_bin(path, bytes);
   } else {
@@ -62,19 +75,29 @@ std::vector<std::uint16_t> load_tokens(const std::filesystem::path& path, int vo
     for (char byte : bytes) tokens.push_back(static_cast<unsigned char>(byte));
   }
   for (std::size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] >= vocab)
+    if (static_cast<std::int64_t>(tokens[i]) >= vocab)
       throw DataError(path.string() + ": token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
                       " is outside the model's vocabulary (model.vocab = " + std::to_string(vocab) + ")");
   return tokens;
 }
 
-void write_token_file(const std::filesystem::path& path, const std::vector<std::uint16_t>& tokens) {
+void write_token_file(const std::filesystem::path& path, const std::vector<std::uint32_t>& tokens) {
+  if (tokens.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw DataError(path.string() + ": " + std::to_string(tokens.size()) +
+                    " tokens, more than a token file's int32 count can hold");
+  const bool narrow = std::all_of(tokens.begin(), tokens.end(),
+                                  [](std::uint32_t id) { return id <= std::numeric_limits<std::uint16_t>::max(); });
   std::array<std::int32_t, kTokenFileHeaderInts> header{};
   header[0] = kTokenFileMagic;
-  header[1] = kTokenFileVersion;
+  header[1] = narrow ? kTokenFileVersionU16 : kTokenFileVersionU32;
   header[2] = static_cast<std::int32_t>(tokens.size());
   std::string bytes(reinterpret_cast<const char*>(header.data()), sizeof header);
-  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(std::uint16_t));
+  if (narrow) {
+    const std::vector<std::uint16_t> stored(tokens.begin(), tokens.end());
+    bytes.append(reinterpret_cast<const char*>(stored.data()), stored.size() * sizeof(std::uint16_t));
+  } else {
+    bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(std::uint32_t));
+  }
   write_file_atomically(path, bytes);
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 // Token sources: a .txt file read with the byte-level tokenizer (one token per byte, vocab 256)
-// or an llm.c token file (.bin): a header of 256 int32 — magic 20240520, version 1, token count —
-// followed by that many uint16 tokens.
+// or an llm.c token file (.bin): a header of 256 little-endian int32 — magic 20240520, version,
+// token count, then zeros — followed by exactly that many tokens:
+//   version 1: uint16 tokens (llm.c's format; ids below 65536),
+//   version 2: uint32 tokens (vocabularies over 65536, such as LLaMA 3's 128256).
+// The file size must match the count exactly; a shorter or longer file is refused.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
@@ -9,13 +12,16 @@
 namespace strata {
 
 inline constexpr std::int32_t kTokenFileMagic = 20240520;
-inline constexpr std::int32_t kTokenFileVersion = 1;
+inline constexpr std::int32_t kTokenFileVersionU16 = 1;
+inline constexpr std::int32_t kTokenFileVersionU32 = 2;
 inline constexpr std::size_t kTokenFileHeaderInts = 256;
 
 // Reads every token and checks each is < vocab; throws DataError naming the file and problem.
-std::vector<std::uint16_t> load_tokens(const std::filesystem::path& path, int vocab);
+std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab);
 
-// Writes an llm.c token file (atomically).
-void write_token_file(const std::filesystem::path& path, const std::vector<std::uint16_t>& tokens);
+// Writes an llm.c token file atomically: version 1 (uint16) when every id fits in uint16, so
+// llm.c and older readers still load it, and version 2 (uint32) otherwise. Throws DataError when
+// there are more tokens than the header's int32 count can hold.
+void write_token_file(const std::filesystem::path& path, const std::vector<std::uint32_t>& tokens);
 
 }  // namespace strata

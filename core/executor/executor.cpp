@@ -15,7 +15,7 @@ class ExecutorHookContext final : public HookContext {
   ExecutorHookContext(Executor& executor, int layer) : executor_(executor), layer_(layer) {}
 
   int layer() const noexcept override { return layer_; }
-  int n_layer() const noexcept override { return executor_.model_.config().n_layer; }
+  int n_layer() const noexcept override { return executor_.model_.n_layer(); }
   Phase phase() const noexcept override { return executor_.phase_; }
   std::int64_t step() const noexcept override { return executor_.step_; }
   int micro_batch() const noexcept override { return executor_.micro_batch_; }
@@ -27,18 +27,18 @@ class ExecutorHookContext final : public HookContext {
   Status fetch_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::device, true); }
   Status evict_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, true); }
   Status wait_transfers() noexcept override {
-    return guarded([&] { executor_.model_.complete_all_moves(); });
+    return guarded([&] { executor_.model_.store().complete_all_moves(); });
   }
   Status wait_for(int layer, TensorGroup group) noexcept override {
     return guarded([&] {
       if (layer != kGlobalParameters) check_layer(layer);
-      executor_.model_.complete_moves(layer, group);
-      executor_.model_.collect_finished_moves();  // everything issued earlier has landed too
+      executor_.model_.store().complete_moves(layer, group);
+      executor_.model_.store().collect_finished_moves();  // everything issued earlier has landed too
     });
   }
   Residence residence(int layer, TensorGroup group) const noexcept override {
     if (layer < kGlobalParameters || layer >= n_layer()) return Residence::absent;
-    return executor_.model_.residence(layer, group);
+    return executor_.model_.store().residence(layer, group);
   }
   Status drop_activations(int layer) noexcept override {
     return guarded([&] {
@@ -58,9 +58,9 @@ class ExecutorHookContext final : public HookContext {
   Status recompute_activations(int layer) noexcept override {
     return guarded([&] {
       check_layer(layer);
-      GPT2Model& model = executor_.model_;
+      Model& model = executor_.model_;
       if (model.layer_activations_present(layer)) return;
-      if (layer > 0 && !model.allocated(model.activation_row(layer - 1, LayerActivation::output)))
+      if (layer > 0 && !model.layer_output_kept(layer - 1))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
       if (model.only_cheap_activations_missing(layer)) {
@@ -72,16 +72,13 @@ class ExecutorHookContext final : public HookContext {
     });
   }
   TensorView tensor(std::string_view name) noexcept override {
-    GPT2Model& model = executor_.model_;
-    const std::optional<int> row = model.table().find(name);
+    const TensorStore& store = executor_.model_.store();
+    const std::optional<int> row = store.table().find(name);
     if (!row) return {};
-    const TensorRow& r = model.table().row(*row);
-    TensorView view{r.name, r.layer, {}};
-    if (r.home == Home::device) view.data = model.data(*row);
-    return view;
+    return store.view(*row);
   }
   MemorySnapshot memory() const noexcept override {
-    Device& device = executor_.model_.device();
+    Backend& device = executor_.model_.backend();
     const ArenaStats stats = device.device_memory().stats();
     return MemorySnapshot{stats.live, stats.peak, stats.limit, device.host_memory().live_total()};
   }
@@ -93,9 +90,9 @@ class ExecutorHookContext final : public HookContext {
       if (group == TensorGroup::activations)
         throw std::invalid_argument("activations are dropped and recomputed, not moved");
       if (async)
-        executor_.model_.begin_move_group(layer, group, to);
+        executor_.model_.store().begin_move_group(layer, group, to);
       else
-        executor_.model_.move_group(layer, group, to);
+        executor_.model_.store().move_group(layer, group, to);
     });
   }
   void check_layer(int layer) const {
@@ -106,7 +103,7 @@ class ExecutorHookContext final : public HookContext {
   int layer_;
 };
 
-Executor::Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& precision,
+Executor::Executor(Model& model, Optimizer& optimizer, PrecisionPolicy& precision,
                    std::vector<MemoryStrategy*> strategies, ExecutorOptions options)
     : model_(model),
       optimizer_(optimizer),
@@ -116,7 +113,7 @@ Executor::Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& prec
 
 void Executor::attach() {
   attach_without_allocating();
-  model_.allocate_persistent();
+  model_.store().allocate_persistent();
 }
 
 void Executor::attach_without_allocating() {
@@ -124,7 +121,7 @@ void Executor::attach_without_allocating() {
 }
 
 void Executor::run_hooks(Hook hook, int layer, bool reverse) {
-  model_.collect_finished_moves();  // frees the sources of copies that landed, so memory returns promptly
+  model_.store().collect_finished_moves();  // frees the sources of copies that landed, so memory returns promptly
   ExecutorHookContext context(*this, layer);
   const std::size_t count = strategies_.size();
   for (std::size_t i = 0; i < count; ++i) {
@@ -146,15 +143,16 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
 }
 
 void Executor::ensure_on_device(int layer, TensorGroup group) {
-  model_.complete_moves(layer, group);
-  if (model_.residence(layer, group) == Residence::host) model_.move_group(layer, group, Home::device);
+  TensorStore& store = model_.store();
+  store.complete_moves(layer, group);
+  if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
 }
 
 double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch> micro_batches, Phase phase) {
   step_ = step;
   phase_ = phase;
-  const int L = model_.config().n_layer;
-  const std::int64_t positions = static_cast<std::int64_t>(model_.batch()) * model_.config().seq_len;
+  const int L = model_.n_layer();
+  const std::int64_t positions = static_cast<std::int64_t>(model_.batch()) * model_.seq_len();
   // Mean over every position of every micro batch, times the precision policy's loss scale.
   const auto dloss = static_cast<float>(precision_.loss_scale() /
                                         (static_cast<double>(positions) * static_cast<double>(micro_batches.size())));
@@ -173,11 +171,9 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       run_hooks(Hook::after_forward, l, false);
     }
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
-    const double loss = model_.head_forward();
-    if (!std::isfinite(loss))
-      throw std::runtime_error("training diverged: the loss is " + std::to_string(loss) + " at step " +
-                               std::to_string(step) + " (micro batch " + std::to_string(m) + ")");
-    loss_sum += loss;
+    // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
+    // policy decides (skip_nonfinite) what the step does.
+    loss_sum += model_.head_forward();
     if (phase_needs_gradients(phase)) {
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       model_.head_backward(dloss);
@@ -209,10 +205,11 @@ std::vector<ParamSlot> Executor::parameter_slots() {
     slot.name = rows.name;
     slot.layer = rows.layer;
     slot.decay = rows.decay;
-    slot.param = model_.values(rows);
-    slot.grad = model_.data(rows.grad);
+    const TensorStore& store = model_.store();
+    slot.param = store.values(rows);
+    slot.grad = store.view(rows.grad);
     for (std::size_t s = 0; s < rows.state.size(); ++s)
-      if (rows.state[s] >= 0) slot.state[s] = model_.data(rows.state[s]);
+      if (rows.state[s] >= 0) slot.state[s] = store.view(rows.state[s]);
     slots.push_back(slot);
   }
   return slots;
@@ -221,21 +218,24 @@ std::vector<ParamSlot> Executor::parameter_slots() {
 StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> micro_batches) {
   StepOutcome outcome;
   outcome.phase = Phase::full;
-  model_.zero_grads();
+  TensorStore& store = model_.store();
+  store.zero_grads();
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
-  model_.complete_all_moves();  // the precision check and the optimizer read every gradient
+  store.complete_all_moves();  // the precision check and the optimizer read every gradient
 
   std::vector<TensorView> grads;
-  for (const ParameterRows& rows : model_.parameters())
-    grads.push_back(TensorView{rows.name, rows.layer, model_.data(rows.grad)});
+  for (const ParameterRows& rows : model_.parameters()) grads.push_back(store.view(rows.grad));
   PrecisionDecision decision;
-  if (Status status = precision_.unscale_and_check(grads, decision); !status)
+  if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
     throw HookFailed("precision policy: " + status.message());
   outcome.skipped = decision.skip_step;
+  if (!std::isfinite(outcome.loss) && !outcome.skipped)
+    throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
+                             std::to_string(step) + ", and the precision policy did not skip the step");
 
   run_hooks(Hook::before_step, -1, false);
-  model_.complete_all_moves();  // the optimizer writes where the strategies put the tensors
-  model_.drop_stale_weight_copies();
+  store.complete_all_moves();  // the optimizer writes where the strategies put the tensors
+  store.drop_stale_weight_copies();
   if (!outcome.skipped) {
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
     std::vector<ParamSlot> slots = parameter_slots();
@@ -243,13 +243,13 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
     if (Status status = optimizer_.step(info, slots, outcome.report); !status)
       throw HookFailed("optimizer: " + status.message());
   }
-  if (!outcome.skipped) model_.publish_weights();  // bf16 weights: round the updated masters
+  if (!outcome.skipped) store.publish_weights();  // bf16 weights: round the updated masters
   run_hooks(Hook::after_step, -1, true);
   return outcome;
 }
 
 double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
-  const int L = model_.config().n_layer;
+  const int L = model_.n_layer();
   model_.begin_micro_batch(batch.inputs, batch.targets);
   ensure_on_device(kGlobalParameters, TensorGroup::weights);
   model_.embed_forward();
@@ -263,10 +263,7 @@ double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
     if (l > 0) model_.free_layer_activations(l - 1, false);  // nothing goes backward here
   }
   model_.head_forward();
-  const std::span<const float> losses = model_.data(model_.global_activation_row(GlobalActivation::losses));
-  double sum = 0.0;
-  const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(model_.config().seq_len);
-  for (std::size_t i = 0; i < count; ++i) sum += losses[i];
+  const double sum = model_.loss_sum(rows);
   model_.end_micro_batch();
   return sum;
 }

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "core/model/gpt2_model.hpp"
+#include "core/model/model.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
 #include "strata/precision_policy.hpp"
@@ -33,7 +33,7 @@ struct StepOutcome {
 
 class Executor {
  public:
-  Executor(GPT2Model& model, Optimizer& optimizer, PrecisionPolicy& precision, std::vector<MemoryStrategy*> strategies,
+  Executor(Model& model, Optimizer& optimizer, PrecisionPolicy& precision, std::vector<MemoryStrategy*> strategies,
            ExecutorOptions options);
 
   // Calls every strategy's on_attach once, before the first step, then allocates the model's
@@ -49,7 +49,7 @@ class Executor {
   // Sum of per-position losses of the first `rows` sequences of a micro batch (forward only).
   double forward_loss_sum(const MicroBatch& batch, int rows);
 
-  GPT2Model& model() noexcept { return model_; }
+  Model& model() noexcept { return model_; }
 
  private:
   friend class ExecutorHookContext;
@@ -58,7 +58,7 @@ class Executor {
   void ensure_on_device(int layer, TensorGroup group);
   std::vector<ParamSlot> parameter_slots();
 
-  GPT2Model& model_;
+  Model& model_;
   Optimizer& optimizer_;
   PrecisionPolicy& precision_;
   std::vector<MemoryStrategy*> strategies_;

@@ -142,7 +142,9 @@ std::vector<PluginSpec> plugin_list(const toml::table& root, std::string_view ke
 
 const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
-      {"model", {"arch", "n_layer", "n_head", "d_model", "vocab", "seq_len"}},
+      {"model",
+       {"arch", "n_layer", "n_head", "d_model", "vocab", "seq_len", "n_kv_head", "d_ff", "rope_theta", "norm_eps",
+        "tie_embeddings"}},
       {"data", {"train", "val", "val_fraction"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads"}},
@@ -194,15 +196,43 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
 
   {
     TomlConfigView model = view_of("model");
-    manifest.arch = model.get_string("arch", "gpt2", {"gpt2"});
-    manifest.model.n_layer = static_cast<int>(model.get_int("n_layer", 12, 1, 1024));
-    manifest.model.n_head = static_cast<int>(model.get_int("n_head", 12, 1, 1024));
-    manifest.model.d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
-    manifest.model.vocab = static_cast<int>(model.get_int("vocab", 50257, 2, 65536));
-    manifest.model.seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
-    if (manifest.model.d_model % manifest.model.n_head != 0)
-      model.report_error("n_head", "n_head = " + std::to_string(manifest.model.n_head) +
-                                       " must divide d_model = " + std::to_string(manifest.model.d_model));
+    ModelSpec& spec = manifest.model;
+    spec.arch = model.get_string("arch", "gpt2", {"gpt2", "llama"});
+    const int n_layer = static_cast<int>(model.get_int("n_layer", 12, 1, 1024));
+    const int n_head = static_cast<int>(model.get_int("n_head", 12, 1, 1024));
+    const int d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
+    const int vocab = static_cast<int>(model.get_int("vocab", spec.is_llama() ? 32000 : 50257, 2, kMaxVocab));
+    const int seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
+    if (d_model % n_head != 0)
+      model.report_error("n_head",
+                         "n_head = " + std::to_string(n_head) + " must divide d_model = " + std::to_string(d_model));
+    if (spec.is_llama()) {
+      LlamaConfig& llama = spec.llama;
+      llama.n_layer = n_layer;
+      llama.n_head = n_head;
+      llama.d_model = d_model;
+      llama.vocab = vocab;
+      llama.seq_len = seq_len;
+      llama.n_kv_head = static_cast<int>(model.get_int("n_kv_head", n_head, 1, 1024));
+      llama.d_ff = static_cast<int>(model.get_int("d_ff", 4 * d_model, 1, kMaxInt));
+      llama.rope_theta = model.get_double("rope_theta", 10000.0, 1e-3, 1e12);
+      llama.norm_eps = model.get_double("norm_eps", 1e-6, 1e-12, 1.0);
+      llama.tie_embeddings = model.get_bool("tie_embeddings", false);
+      if (n_head % llama.n_kv_head != 0)
+        model.report_error("n_kv_head", "n_kv_head = " + std::to_string(llama.n_kv_head) +
+                                            " must divide n_head = " + std::to_string(n_head) +
+                                            " (each key/value head serves a whole group of query heads)");
+      if (d_model % n_head == 0 && (d_model / n_head) % 2 != 0)
+        model.report_error("n_head", "d_model / n_head = " + std::to_string(d_model / n_head) +
+                                         " is odd: RoPE rotates pairs of a head's dimensions, so it must be even");
+    } else {
+      for (const char* key : {"n_kv_head", "d_ff", "rope_theta", "norm_eps", "tie_embeddings"})
+        if (model.has(key))
+          model.report_error(key, std::string(key) +
+                                      " is a LLaMA key; it needs arch = \"llama\" (this model is "
+                                      "arch = \"gpt2\")");
+      spec.gpt2 = GPT2Config{n_layer, n_head, d_model, vocab, seq_len};
+    }
     collect(model);
   }
   {

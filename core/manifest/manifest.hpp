@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/gpt2_config.hpp"
+#include "core/model/model_spec.hpp"
 
 namespace strata {
 
@@ -54,8 +54,7 @@ struct CheckpointSpec {
 class Manifest {
  public:
   std::filesystem::path path;
-  std::string arch = "gpt2";
-  GPT2Config model;
+  ModelSpec model;  // [model]: arch and shape
   DataSpec data;
   TrainSpec train;
   DeviceSpec device;

@@ -2,9 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/cpu/adamw.hpp"
+#include "kernels/cpu/cpu_ops.hpp"
 
 namespace strata {
+
+HostServicesImpl::HostServicesImpl(ModelInfo model) : model_(model), cpu_ops_(cpu::make_cpu_ops()) {}
+
+HostServicesImpl::~HostServicesImpl() = default;
 
 void HostServicesImpl::log(LogLevel level, std::string_view message) noexcept {
   try {
@@ -16,15 +20,6 @@ void HostServicesImpl::log(LogLevel level, std::string_view message) noexcept {
     }
   } catch (...) {
   }
-}
-
-void HostServicesImpl::adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> m,
-                                    std::span<float> v, const AdamWHyper& hyper) noexcept {
-  cpu::adamw_update(param.data(), grad.data(), m.data(), v.data(), static_cast<std::int64_t>(param.size()), hyper);
-}
-
-double HostServicesImpl::sum_of_squares(std::span<const float> values) noexcept {
-  return cpu::sum_of_squares(values.data(), static_cast<std::int64_t>(values.size()));
 }
 
 }  // namespace strata

@@ -1,21 +1,26 @@
 #pragma once
+#include <memory>
+
 #include "strata/host_services.hpp"
 
 namespace strata {
 
-// What the host lends plugins: spdlog logging, the model's shape and the CPU kernels.
-class HostServicesImpl final : public HostServices, public KernelLibrary {
+// What the host lends plugins: spdlog logging, the model's shape and the backend's op table.
+class HostServicesImpl final : public HostServices {
  public:
-  explicit HostServicesImpl(ModelInfo model) : model_(model) {}
+  explicit HostServicesImpl(ModelInfo model);
+  ~HostServicesImpl() override;
   void log(LogLevel level, std::string_view message) noexcept override;
   const ModelInfo& model() const noexcept override { return model_; }
-  KernelLibrary& kernels() noexcept override { return *this; }
-  void adamw_update(std::span<float> param, std::span<const float> grad, std::span<float> m, std::span<float> v,
-                    const AdamWHyper& hyper) noexcept override;
-  double sum_of_squares(std::span<const float> values) noexcept override;
+  // The run's backend, once it exists (plugins are created first). Until then, and in tools that
+  // build no backend, the CPU op table.
+  Ops& ops() noexcept override { return backend_ops_ != nullptr ? *backend_ops_ : *cpu_ops_; }
+  void set_ops(Ops& ops) noexcept { backend_ops_ = &ops; }
 
  private:
   ModelInfo model_;
+  std::unique_ptr<Ops> cpu_ops_;
+  Ops* backend_ops_ = nullptr;
 };
 
 }  // namespace strata

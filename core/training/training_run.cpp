@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <iostream>
 
@@ -14,10 +15,11 @@
 #include "core/data/data_error.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
-#include "core/device/device.hpp"
+#include "core/device/backends.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/hook_failed.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
 
@@ -25,20 +27,26 @@ namespace strata {
 
 namespace {
 
-std::unique_ptr<Device> make_device(const Manifest& manifest) {
-  if (manifest.device.kind == "cpu") return make_cpu_device(manifest.device.memory_limit);
+std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
+  const std::vector<std::string> kinds = available_backends();
+  if (std::find(kinds.begin(), kinds.end(), manifest.device.kind) != kinds.end())
+    return make_backend(manifest.device.kind, manifest.device.memory_limit);
+  std::string known;
+  for (const std::string& kind : kinds) known += (known.empty() ? "" : ", ") + kind;
   throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind +
-                      "\": the training engine runs on the CPU backend only in this version; CUDA kernels are built "
-                      "and tested separately (kernels/cuda)");
+                      "\": this build has no such backend (available: " + known + ")");
 }
+
+// Non-finite losses in a row after which a run counts as diverged rather than unlucky.
+constexpr int kMaxConsecutiveNonfiniteSteps = 8;
 
 int micro_batch_rows(const Manifest& manifest) {
   return manifest.train.batch / manifest.train.micro_batches;
 }
 
 DataOptions data_options(const Manifest& manifest) {
-  return {manifest.data.train,  manifest.data.val,      manifest.data.val_fraction,
-          manifest.model.vocab, manifest.model.seq_len, micro_batch_rows(manifest)};
+  return {manifest.data.train,    manifest.data.val,        manifest.data.val_fraction,
+          manifest.model.vocab(), manifest.model.seq_len(), micro_batch_rows(manifest)};
 }
 
 // Mean cross-entropy over windows, `rows` windows per forward pass, the last pass padded.
@@ -66,7 +74,7 @@ double validation_loss(Executor& executor, const Dataset& dataset, const Manifes
   const std::int64_t windows = manifest.train.eval_batches > 0
                                    ? std::min<std::int64_t>(dataset.val_windows(), manifest.train.eval_batches * rows)
                                    : dataset.val_windows();
-  return mean_window_loss(executor, windows, rows, manifest.model.seq_len,
+  return mean_window_loss(executor, windows, rows, manifest.model.seq_len(),
                           [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
 }
 
@@ -86,9 +94,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const int rows = micro_batch_rows(manifest);
   const Dataset dataset(data_options(manifest));
 
-  std::unique_ptr<Device> device = make_device(manifest);
-  GPT2Model model(manifest.model, rows, *device, *stack.attention, stack.optimizer->state_buffers(),
-                  Allocation::deferred, storage_types(*stack.precision));
+  std::unique_ptr<Backend> device = backend_for(manifest);
+  host.set_ops(device->ops());
+  const std::unique_ptr<Model> model_owner =
+      make_model(manifest.model, *device, *stack.attention,
+                 ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
+                              storage_types(*stack.precision), Purpose::training});
+  Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{train.steps, train.warmup_steps, train.lr});
   executor.attach();  // strategies place the rows, then they are allocated
@@ -105,13 +117,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }
 
-  const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len;
+  const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len();
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
                manifest.model.parameter_count(), manifest.device.memory_limit};
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_start(info); !status) throw HookFailed("telemetry: " + status.message());
 
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(train.micro_batches) * rows * manifest.model.seq_len);
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(train.micro_batches) * rows * manifest.model.seq_len());
   std::vector<std::int32_t> targets(inputs.size());
   const std::size_t micro_size = inputs.size() / static_cast<std::size_t>(train.micro_batches);
   std::vector<MicroBatch> micro_batches;
@@ -121,6 +133,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   TrainResult result;
   std::vector<double> step_ms;
+  int consecutive_nonfinite = 0;
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
   model.profiler().reset();
@@ -130,7 +143,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     for (int m = 0; m < train.micro_batches; ++m)
       dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
     device_memory.reset_window();
-    const TransferTotals transfers_before = model.transfers();
+    const TransferTotals transfers_before = model.store().transfers();
     const double copy_seconds_before = device->copy_stream().busy_seconds();
     const auto step_start = std::chrono::steady_clock::now();
     const StepOutcome outcome = executor.train_step(step, micro_batches);
@@ -151,10 +164,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.peak_device_bytes = stats.window_peak_total;
     metrics.peak_device_bytes_by_category = stats.window_peak;
     metrics.host_bytes = device->host_memory().live_total();
-    metrics.bytes_to_host = model.transfers().bytes_to_host - transfers_before.bytes_to_host;
-    metrics.bytes_to_device = model.transfers().bytes_to_device - transfers_before.bytes_to_device;
+    metrics.bytes_to_host = model.store().transfers().bytes_to_host - transfers_before.bytes_to_host;
+    metrics.bytes_to_device = model.store().transfers().bytes_to_device - transfers_before.bytes_to_device;
     metrics.transfer_ms = 1000.0 * (device->copy_stream().busy_seconds() - copy_seconds_before);
-    metrics.exposed_transfer_ms = 1000.0 * (model.transfers().exposed_seconds - transfers_before.exposed_seconds);
+    metrics.exposed_transfer_ms =
+        1000.0 * (model.store().transfers().exposed_seconds - transfers_before.exposed_seconds);
     const bool eval_now = step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0);
     if (eval_now) metrics.val_loss = validation_loss(executor, dataset, manifest);
 
@@ -166,10 +180,17 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     for (const auto& sink : stack.telemetry)
       if (Status status = sink->on_step(metrics); !status) throw HookFailed("telemetry: " + status.message());
 
+    // skip_nonfinite skips a step whose gradients are not finite; a run whose loss stays non-finite
+    // step after step has diverged (the weights themselves are no longer finite), and stops.
+    consecutive_nonfinite = std::isfinite(outcome.loss) ? 0 : consecutive_nonfinite + 1;
+    if (consecutive_nonfinite >= kMaxConsecutiveNonfiniteSteps)
+      throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
+                               std::to_string(step) + ", non-finite for " + std::to_string(consecutive_nonfinite) +
+                               " steps in a row (each skipped)");
     const bool checkpoint_now =
         manifest.checkpoint.dir &&
         (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
-    if (checkpoint_now) model.complete_all_moves();
+    if (checkpoint_now) model.store().complete_all_moves();
     if (checkpoint_now)
       result.last_checkpoint =
           save_checkpoint(*manifest.checkpoint.dir, model, TrainerState{step, train.seed, manifest.optimizer.plugin});
@@ -188,10 +209,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   summary.peak_device_bytes = stats.peak_total;
   summary.peak_device_bytes_by_category = stats.peak;
   summary.peak_host_bytes = device->host_memory().stats().peak_total;
-  summary.bytes_to_host = model.transfers().bytes_to_host;
-  summary.bytes_to_device = model.transfers().bytes_to_device;
+  summary.bytes_to_host = model.store().transfers().bytes_to_host;
+  summary.bytes_to_device = model.store().transfers().bytes_to_device;
   summary.transfer_ms = 1000.0 * device->copy_stream().busy_seconds();
-  summary.exposed_transfer_ms = 1000.0 * model.transfers().exposed_seconds;
+  summary.exposed_transfer_ms = 1000.0 * model.store().transfers().exposed_seconds;
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed("telemetry: " + status.message());
   if (options.profile) {
@@ -206,14 +227,19 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
   configure_threads(manifest.train.threads);
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host, "");
-  std::unique_ptr<Device> device = make_device(manifest);
-  GPT2Model model(manifest.model, micro_batch_rows(manifest), *device, *stack.attention, 0, Allocation::now,
-                  storage_types(*stack.precision));
+  std::unique_ptr<Backend> device = backend_for(manifest);
+  host.set_ops(device->ops());
+  // Built for evaluation: no gradients, optimizer state or backward workspace exist.
+  const std::unique_ptr<Model> model_owner =
+      make_model(manifest.model, *device, *stack.attention,
+                 ModelOptions{micro_batch_rows(manifest), 0, Allocation::now, storage_types(*stack.precision),
+                              Purpose::evaluation});
+  Model& model = *model_owner;
   load_weights(checkpoint, model);
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
-  const int seq_len = manifest.model.seq_len;
+  const int seq_len = manifest.model.seq_len();
   if (data) {
-    const std::vector<std::uint16_t> tokens = load_tokens(*data, manifest.model.vocab);
+    const std::vector<std::uint32_t> tokens = load_tokens(*data, manifest.model.vocab());
     const std::int64_t windows = window_count(tokens, seq_len);
     if (windows < 1)
       throw DataError(data->string() + ": " + std::to_string(tokens.size()) +

@@ -10,9 +10,12 @@ std::string_view profile_kind_name(ProfileKind kind) noexcept {
   switch (kind) {
     case ProfileKind::embedding_forward: return "embedding_forward";
     case ProfileKind::layernorm_forward: return "layernorm_forward";
+    case ProfileKind::rmsnorm_forward: return "rmsnorm_forward";
+    case ProfileKind::rope: return "rope";
     case ProfileKind::matmul_forward: return "matmul_forward";
     case ProfileKind::attention_forward: return "attention_forward";
     case ProfileKind::gelu_forward: return "gelu_forward";
+    case ProfileKind::swiglu_forward: return "swiglu_forward";
     case ProfileKind::residual_forward: return "residual_forward";
     case ProfileKind::lm_head_forward: return "lm_head_forward";
     case ProfileKind::cross_entropy_forward: return "cross_entropy_forward";
@@ -21,7 +24,9 @@ std::string_view profile_kind_name(ProfileKind kind) noexcept {
     case ProfileKind::matmul_backward: return "matmul_backward";
     case ProfileKind::attention_backward: return "attention_backward";
     case ProfileKind::gelu_backward: return "gelu_backward";
+    case ProfileKind::swiglu_backward: return "swiglu_backward";
     case ProfileKind::layernorm_backward: return "layernorm_backward";
+    case ProfileKind::rmsnorm_backward: return "rmsnorm_backward";
     case ProfileKind::embedding_backward: return "embedding_backward";
     case ProfileKind::zero_fill: return "zero_fill";
     case ProfileKind::optimizer_step: return "optimizer_step";

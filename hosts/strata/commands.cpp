@@ -9,12 +9,12 @@
 
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
-#include "core/device/device.hpp"
+#include "core/device/backend.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
-#include "core/model/gpt2_model.hpp"
+#include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
@@ -195,10 +195,12 @@ int command_plan(const std::vector<std::string>& arguments) {
     const InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
-    std::unique_ptr<Device> device = make_cpu_device(0);
-    GPT2Model model(manifest.model, manifest.train.batch / manifest.train.micro_batches, *device,
-                    *inspected.stack.attention, inspected.stack.optimizer->state_buffers(), Allocation::deferred,
-                    storage_types(*inspected.stack.precision));
+    std::unique_ptr<Backend> device = make_cpu_backend(0);
+    const std::unique_ptr<Model> model_owner = make_model(
+        manifest.model, *device, *inspected.stack.attention,
+        ModelOptions{manifest.train.batch / manifest.train.micro_batches, inspected.stack.optimizer->state_buffers(),
+                     Allocation::deferred, storage_types(*inspected.stack.precision), Purpose::training});
+    Model& model = *model_owner;
     // The strategies place the rows (on_attach) as they would for training; nothing is allocated.
     Executor executor(model, *inspected.stack.optimizer, *inspected.stack.precision,
                       inspected.stack.strategy_pointers(), ExecutorOptions{});

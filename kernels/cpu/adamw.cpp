@@ -27,26 +27,4 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
   }
 }
 
-double sum_of_squares(const float* values, std::int64_t count) {
-  // Fixed-size chunks summed in order: the same result for any thread count.
-  constexpr std::int64_t kChunk = 1 << 14;
-  const std::int64_t chunks = (count + kChunk - 1) / kChunk;
-  double total = 0.0;
-  for (std::int64_t first_chunk = 0; first_chunk < chunks; first_chunk += 256) {
-    const std::int64_t last_chunk = std::min(first_chunk + 256, chunks);
-    double partial[256] = {};
-#pragma omp parallel for schedule(static)
-    for (std::int64_t chunk = first_chunk; chunk < last_chunk; ++chunk) {
-      const std::int64_t begin = chunk * kChunk;
-      const std::int64_t end = std::min(begin + kChunk, count);
-      double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-      for (std::int64_t i = begin; i < end; ++i) sum += static_cast<double>(values[i]) * values[i];
-      partial[chunk - first_chunk] = sum;
-    }
-    for (std::int64_t chunk = first_chunk; chunk < last_chunk; ++chunk) total += partial[chunk - first_chunk];
-  }
-  return total;
-}
-
 }  // namespace strata::cpu

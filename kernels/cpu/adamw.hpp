@@ -5,12 +5,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "strata/host_services.hpp"
+#include "strata/ops.hpp"
 
 namespace strata::cpu {
 
 void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count, const AdamWHyper& hyper);
-double sum_of_squares(const float* values, std::int64_t count);
 
 namespace reference {
 

@@ -11,32 +11,33 @@ class CpuAttentionKernel final : public Kernel {
   explicit CpuAttentionKernel(AttentionImpl impl) : impl_(impl) {}
 
   std::string_view op() const noexcept override { return "attention"; }
-
-  std::size_t saved_floats(const AttentionShape& shape) const noexcept override {
-    return static_cast<std::size_t>(shape.batch) * shape.n_head * shape.seq_len * shape.seq_len;
+  bool supports(const AttentionShape& shape) const noexcept override {
+    return shape.n_kv_head > 0 && shape.n_head % shape.n_kv_head == 0;
   }
-  std::size_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
+
+  std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
+    return static_cast<std::int64_t>(shape.batch) * shape.n_head * shape.seq_len * shape.seq_len;
+  }
+  std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
     return saved_floats(shape);
   }
 
-  Status attention_forward(const AttentionShape& shape, std::span<float> out, std::span<float> saved,
-                           std::span<const float> qkv) noexcept override {
-    if (impl_ == AttentionImpl::reference) {
-      reference::attention_forward(out.data(), saved.data(), qkv.data(), shape);
-    } else {
-      cpu::attention_forward(out.data(), saved.data(), qkv.data(), shape);
-    }
+  Status attention_forward(const AttentionShape& shape, float* out, float* saved,
+                           const AttentionInputs& in) noexcept override {
+    if (impl_ == AttentionImpl::reference)
+      reference::attention_forward<float>(out, saved, {in.q, in.k, in.v, in.q_stride, in.kv_stride}, shape);
+    else
+      cpu::attention_forward(out, saved, in, shape);
     return {};
   }
 
-  Status attention_backward(const AttentionShape& shape, std::span<float> dqkv, std::span<const float> dout,
-                            std::span<const float> qkv, std::span<const float> saved,
-                            std::span<float> scratch) noexcept override {
-    if (impl_ == AttentionImpl::reference) {
-      reference::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), saved.data(), shape);
-    } else {
-      cpu::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), saved.data(), shape);
-    }
+  Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                            const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
+    if (impl_ == AttentionImpl::reference)
+      reference::attention_backward<float>({grads.dq, grads.dk, grads.dv, grads.q_stride, grads.kv_stride}, scratch,
+                                           dout, {in.q, in.k, in.v, in.q_stride, in.kv_stride}, saved, shape);
+    else
+      cpu::attention_backward(grads, scratch, dout, in, saved, shape);
     return {};
   }
 

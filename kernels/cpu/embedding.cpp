@@ -22,8 +22,13 @@ void embed(float* out, const std::int32_t* tokens, const Stored* wte, const Stor
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t t = 0; t < seq_len; ++t) {
       const Stored* token_row = wte + static_cast<std::int64_t>(tokens[b * seq_len + t]) * channels;
-      const Stored* position_row = wpe + t * channels;
       float* y = out + (b * seq_len + t) * channels;
+      if (wpe == nullptr) {  // no position table: positions come from RoPE
+#pragma omp simd
+        for (std::int64_t c = 0; c < channels; ++c) y[c] = load(token_row[c]);
+        continue;
+      }
+      const Stored* position_row = wpe + t * channels;
 #pragma omp simd
       for (std::int64_t c = 0; c < channels; ++c) y[c] = load(token_row[c]) + load(position_row[c]);
     }
@@ -53,12 +58,12 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::
       for (std::int64_t t = 0; t < seq_len; ++t) {
         const float* d = dout + (b * seq_len + t) * channels;
         float* token_row = dwte + static_cast<std::int64_t>(tokens[b * seq_len + t]) * channels;
+#pragma omp simd
+        for (std::int64_t c = block_start; c < block_end; ++c) token_row[c] += d[c];
+        if (dwpe == nullptr) continue;
         float* position_row = dwpe + t * channels;
 #pragma omp simd
-        for (std::int64_t c = block_start; c < block_end; ++c) {
-          token_row[c] += d[c];
-          position_row[c] += d[c];
-        }
+        for (std::int64_t c = block_start; c < block_end; ++c) position_row[c] += d[c];
       }
   }
 }

@@ -22,7 +22,8 @@ void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, c
     for (std::int64_t t = 0; t < seq_len; ++t) {
       const std::int64_t token = tokens[b * seq_len + t];
       for (std::int64_t c = 0; c < channels; ++c)
-        out[(b * seq_len + t) * channels + c] = wte[token * channels + c] + wpe[t * channels + c];
+        out[(b * seq_len + t) * channels + c] =
+            wte[token * channels + c] + (wpe != nullptr ? wpe[t * channels + c] : Real(0));
     }
 }
 
@@ -35,7 +36,7 @@ void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int
       for (std::int64_t c = 0; c < channels; ++c) {
         const Real d = dout[(b * seq_len + t) * channels + c];
         dwte[token * channels + c] += d;
-        dwpe[t * channels + c] += d;
+        if (dwpe != nullptr) dwpe[t * channels + c] += d;
       }
     }
 }

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <numbers>
 
-#include "kernels/cpu/gradient_write.hpp"
+#include "strata/ops.hpp"
 
 namespace strata::cpu {
 

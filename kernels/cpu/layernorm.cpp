@@ -5,7 +5,7 @@
 namespace strata::cpu {
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                       std::int64_t rows, std::int64_t channels) {
+                       std::int64_t rows, std::int64_t channels, float eps) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < rows; ++n) {
     const float* x = inp + n * channels;
@@ -17,7 +17,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     float square_sum = 0.0f;
 #pragma omp simd reduction(+ : square_sum)
     for (std::int64_t c = 0; c < channels; ++c) square_sum += (x[c] - m) * (x[c] - m);
-    const float s = 1.0f / std::sqrt(square_sum / static_cast<float>(channels) + kLayerNormEps);
+    const float s = 1.0f / std::sqrt(square_sum / static_cast<float>(channels) + eps);
 #pragma omp simd
     for (std::int64_t c = 0; c < channels; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
     mean[n] = m;

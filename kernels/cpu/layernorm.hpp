@@ -9,7 +9,7 @@ namespace strata::cpu {
 inline constexpr float kLayerNormEps = 1e-5f;
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                       std::int64_t rows, std::int64_t channels);
+                       std::int64_t rows, std::int64_t channels, float eps = kLayerNormEps);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, std::int64_t rows,
                         std::int64_t channels);
@@ -18,7 +18,7 @@ namespace reference {
 
 template <typename Real>
 void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight, const Real* bias,
-                       std::int64_t rows, std::int64_t channels) {
+                       std::int64_t rows, std::int64_t channels, Real eps = static_cast<Real>(kLayerNormEps)) {
   for (std::int64_t n = 0; n < rows; ++n) {
     const Real* x = inp + n * channels;
     Real m = 0;
@@ -27,7 +27,7 @@ void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const
     Real variance = 0;
     for (std::int64_t c = 0; c < channels; ++c) variance += (x[c] - m) * (x[c] - m);
     variance /= static_cast<Real>(channels);
-    const Real s = Real(1) / std::sqrt(variance + static_cast<Real>(kLayerNormEps));
+    const Real s = Real(1) / std::sqrt(variance + eps);
     for (std::int64_t c = 0; c < channels; ++c) out[n * channels + c] = (x[c] - m) * s * weight[c] + bias[c];
     mean[n] = m;
     rstd[n] = s;

@@ -1,16 +1,14 @@
 #pragma once
 // Matmul with bias, forward and backward.
-//   in_out layout (HF Conv1D, every projection in a block): weight is (C, OC); out = inp @ weight + bias
-//   out_in layout (the tied LM head, wte):                  weight is (OC, C); out = inp @ weight^T
+//   in_out layout (HF Conv1D, GPT-2's projections): weight is (C, OC); out = inp @ weight + bias
+//   out_in layout (nn.Linear: LLaMA, the LM head):   weight is (OC, C); out = inp @ weight^T + bias
 // inp is (N, C), out is (N, OC). Backward accumulates into dweight and dbias, and into dinp unless
 // told to overwrite it (any of the three may be null).
 #include <cstdint>
 
-#include "kernels/cpu/gradient_write.hpp"
+#include "strata/ops.hpp"
 
 namespace strata::cpu {
-
-enum class WeightLayout { in_out, out_in };
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, std::int64_t rows,
                     std::int64_t in_features, std::int64_t out_features, WeightLayout layout);
@@ -18,16 +16,17 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, std::int64_t rows, std::int64_t in_features, std::int64_t out_features,
                      WeightLayout layout, GradientWrite dinp_write = GradientWrite::accumulate);
 
-// The same products with a bf16-stored weight in the in_out layout (a block's projections), for
-// bf16 weight storage with f32 compute. The weight is widened to f32 a few whole stored rows at a
-// time into `scratch` (at least one row, at most `scratch_elements` floats), so no f32 copy of the
-// matrix exists at once. (The LM head widens its out_in wte by vocabulary chunk itself.)
+// The same products with a bf16-stored weight, for bf16 weight storage with f32 compute. The
+// weight is widened to f32 a few whole stored rows at a time into `scratch` (at least one row, at
+// most `scratch_elements` floats), so no f32 copy of the matrix exists at once: with in_out a
+// stored row is an input feature (the chunks sum into out), with out_in an output feature (each
+// chunk writes its own columns of out). The weight and bias gradients do not read the weight.
 void matmul_forward_bf16(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
-                         std::int64_t rows, std::int64_t in_features, std::int64_t out_features, float* scratch,
-                         std::int64_t scratch_elements);
+                         std::int64_t rows, std::int64_t in_features, std::int64_t out_features, WeightLayout layout,
+                         float* scratch, std::int64_t scratch_elements);
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const std::uint16_t* weight, std::int64_t rows, std::int64_t in_features,
-                          std::int64_t out_features, float* scratch, std::int64_t scratch_elements,
+                          std::int64_t out_features, WeightLayout layout, float* scratch, std::int64_t scratch_elements,
                           GradientWrite dinp_write = GradientWrite::accumulate);
 
 namespace reference {

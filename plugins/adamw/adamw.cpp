@@ -1,5 +1,6 @@
 // AdamW: decoupled weight decay, bias correction, optional global-norm clipping, warmup + cosine.
-// The update itself is the host's vectorized, multithreaded kernel (HostServices::kernels()).
+// The norm and the update are the backend's ops (HostServices::ops()): the tensors live in the
+// backend's memory, and the plugin never reads them on the host.
 #include <cmath>
 #include <string>
 
@@ -29,9 +30,9 @@ class AdamW final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     return guarded([&] {
-      KernelLibrary& kernels = host_.kernels();
+      Ops& ops = host_.ops();
       double sum_of_squares = 0.0;
-      for (const ParamSlot& slot : slots) sum_of_squares += kernels.sum_of_squares(slot.grad);
+      for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
       report.grad_norm = std::sqrt(sum_of_squares);
       report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
       float grad_scale = 1.0f;
@@ -40,7 +41,8 @@ class AdamW final : public Optimizer {
       for (ParamSlot& slot : slots) {
         AdamWHyper hyper{static_cast<float>(report.lr),     beta1_,    beta2_,    eps_,
                          slot.decay ? weight_decay_ : 0.0f, info.step, grad_scale};
-        kernels.adamw_update(slot.param, slot.grad, slot.state[0], slot.state[1], hyper);
+        ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
+                         hyper);
       }
     });
   }

@@ -24,9 +24,10 @@ class StoragePrecision : public PrecisionPolicy {
   DType weight_storage() const noexcept override { return weights_; }
   DType activation_storage() const noexcept override { return activations_; }
   double loss_scale() const noexcept override { return 1.0; }
-  Status unscale_and_check(std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
+  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
     decision.loss_scale = 1.0;
-    const bool finite = all_finite(grads);
+    bool finite = true;
+    for (const TensorView& grad : grads) finite = finite && ops.all_finite(grad.f32(), grad.count);
     decision.skip_step = !finite && skip_nonfinite_;
     if (!finite && !skip_nonfinite_) return Status::error("non-finite gradients (skip_nonfinite = false)");
     return {};

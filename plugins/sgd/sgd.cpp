@@ -1,4 +1,5 @@
-// SGD with optional momentum and decoupled weight decay, same schedule as adamw.
+// SGD with optional momentum and decoupled weight decay, same schedule as adamw; the update is
+// the backend's sgd_update op.
 #include <cmath>
 #include <string>
 
@@ -23,27 +24,17 @@ class Sgd final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     return guarded([&] {
+      Ops& ops = host_.ops();
       double sum_of_squares = 0.0;
-      for (const ParamSlot& slot : slots) sum_of_squares += host_.kernels().sum_of_squares(slot.grad);
+      for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
       report.grad_norm = std::sqrt(sum_of_squares);
       report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
       const float scale =
           grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
-      const auto lr = static_cast<float>(report.lr);
       for (ParamSlot& slot : slots) {
-        const float decay = 1.0f - lr * (slot.decay ? weight_decay_ : 0.0f);
-        const std::size_t count = slot.param.size();
-        if (momentum_ > 0.0f) {
-          float* velocity = slot.state[0].data();
-#pragma omp parallel for simd schedule(static)
-          for (std::size_t i = 0; i < count; ++i) {
-            velocity[i] = momentum_ * velocity[i] + slot.grad[i] * scale;
-            slot.param[i] = slot.param[i] * decay - lr * velocity[i];
-          }
-        } else {
-#pragma omp parallel for simd schedule(static)
-          for (std::size_t i = 0; i < count; ++i) slot.param[i] = slot.param[i] * decay - lr * slot.grad[i] * scale;
-        }
+        const SgdHyper hyper{static_cast<float>(report.lr), momentum_, slot.decay ? weight_decay_ : 0.0f, scale};
+        ops.sgd_update(slot.param.f32(), slot.grad.f32(), momentum_ > 0.0f ? slot.state[0].f32() : nullptr,
+                       slot.param.count, hyper);
       }
     });
   }

@@ -18,6 +18,12 @@ expect 2 "unknown key 'stpes'" -- "$strata" validate examples/quickstart.toml --
 expect 2 "no such manifest file" -- "$strata" train "$work/missing.toml"
 expect 2 "unknown command" -- "$strata" frobnicate
 expect 2 "no such file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/nothing.txt\"
+# A version-2 (uint32) token file whose id 70000 is outside quickstart's vocab of 256.
+python3 -c 'import struct, sys
+tokens = [1] * 2000; tokens[3] = 70000
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 2, len(tokens), *[0] * 253) + struct.pack("<%dI" % len(tokens), *tokens))' "$work/wide.bin"
+expect 2 "wide.bin: token 70000 at position 3 is outside the model's vocabulary (model.vocab = 256)" -- \
+  "$strata" train examples/quickstart.toml --set data.train=\"$work/wide.bin\"
 expect 2 "invalid checkpoint" -- "$strata" eval examples/quickstart.toml --checkpoint "$work"
 expect 1 "memory limit exceeded" -- "$strata" train examples/quickstart.toml --set device.memory_limit=\"8MiB\" --set train.steps=2
 # SGD at lr 10 with momentum overflows the weights within a few steps: the loss goes non-finite.

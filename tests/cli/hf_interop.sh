@@ -49,6 +49,11 @@ PY
 
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens.bin" | tail -n 1)
 agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens.bin" $heads $positions)"
+# The same tokens as a version-2 (uint32) token file mean the same to both.
+"$python" "$reference" make-tokens "$work/tokens_v2.bin" 4000 $vocab 1 2
+strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens_v2.bin" | tail -n 1)
+agree "HF -> Strata (version-2 tokens)" "$strata_loss" \
+  "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens_v2.bin" $heads $positions)"
 
 for precision in fp32 bf16; do
   rm -rf "$work/ckpt"

@@ -9,7 +9,9 @@ between its loss and `strata eval` on the same file shows that the file means th
 both. (transformers itself is not packaged for Debian 12, so the suite cannot import it.)
 
   hf_gpt2_numpy.py make-weights OUT n_layer n_head d_model vocab n_positions seed
-  hf_gpt2_numpy.py make-tokens OUT count vocab seed        (an llm.c .bin token file)
+  hf_gpt2_numpy.py make-tokens OUT count vocab seed [version]
+                                                          (an llm.c .bin token file; version 1 is
+                                                           uint16, 2 uint32, default the narrowest)
   hf_gpt2_numpy.py check-names FILE n_layer vocab d_model   (exactly HF's names and shapes)
   hf_gpt2_numpy.py loss FILE TOKENS n_head seq_len          (mean cross-entropy, strata eval's windows)
 """
@@ -83,19 +85,32 @@ def make_weights(out, n_layer, n_head, d_model, vocab, n_positions, seed):
     write_safetensors(out, tensors, {"format": "pt"})
 
 
-def make_tokens(out, count, vocab, seed):
-    tokens = np.random.default_rng(seed).integers(0, vocab, size=count, dtype=np.uint16)
+def write_tokens(out, tokens, version=0):
+    """An llm.c token file: version 1 (uint16) when every id fits, else version 2 (uint32), as
+    Strata's write_token_file chooses; version 1 or 2 forces that layout."""
+    tokens = np.asarray(tokens)
+    version = version or (1 if tokens.size == 0 or int(tokens.max()) < 65536 else 2)
+    assert version in (1, 2), f"token file version {version}: only 1 (uint16) and 2 (uint32) exist"
     header = np.zeros(256, dtype="<i4")
-    header[:3] = [20240520, 1, count]
+    header[:3] = [20240520, version, tokens.size]
     with open(out, "wb") as f:
-        f.write(header.tobytes() + tokens.astype("<u2").tobytes())
+        f.write(header.tobytes() + tokens.astype("<u2" if version == 1 else "<u4").tobytes())
+
+
+def make_tokens(out, count, vocab, seed, version=0):
+    tokens = np.random.default_rng(seed).integers(0, vocab, size=count, dtype=np.uint16 if vocab <= 65536 else np.uint32)
+    write_tokens(out, tokens, version)
 
 
 def read_tokens(path):
     data = open(path, "rb").read()
     header = np.frombuffer(data[:1024], dtype="<i4")
-    assert header[0] == 20240520 and header[1] == 1, "not an llm.c token file"
-    return np.frombuffer(data[1024:], dtype="<u2")[: header[2]].astype(np.int64)
+    assert header[0] == 20240520, f"{path}: not an llm.c token file"
+    assert header[1] in (1, 2), f"{path}: unsupported token file version {header[1]}"
+    dtype = "<u2" if header[1] == 1 else "<u4"
+    expected = 1024 + int(header[2]) * np.dtype(dtype).itemsize
+    assert len(data) == expected, f"{path}: expected {expected} bytes, the file has {len(data)}"
+    return np.frombuffer(data[1024:], dtype=dtype).astype(np.int64)
 
 
 def layer_norm(x, weight, bias):

@@ -6,15 +6,21 @@
 
 namespace strata {
 
-// Storage dtypes. Compute is always f32 on the CPU backend.
-enum class DType : std::uint8_t { f32, bf16 };
+// Element types of tensors: f32 and bf16 storage (compute is f32 on the CPU backend), and i32
+// token ids.
+enum class DType : std::uint8_t { f32, bf16, i32 };
 
 constexpr std::size_t dtype_bytes(DType dtype) noexcept {
-  return dtype == DType::f32 ? 4 : 2;
+  return dtype == DType::bf16 ? 2 : 4;
 }
 
 constexpr std::string_view dtype_name(DType dtype) noexcept {
-  return dtype == DType::f32 ? "f32" : "bf16";
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+  }
+  return "f32";
 }
 
 // bf16 is the top half of an f32; rounding is to nearest, ties to even, NaN kept quiet.

@@ -191,9 +191,8 @@ class Ops {
   virtual void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits,
                                            const float* logits, const std::int32_t* targets, std::int64_t rows,
                                            std::int64_t first, std::int64_t width, std::int64_t vocab) noexcept = 0;
-  virtual void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max,
-                                    const float* running_sum, const float* target_logits,
-                                    std::int64_t rows) noexcept = 0;
+  virtual void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
+                                    const float* target_logits, std::int64_t rows) noexcept = 0;
   virtual void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
                                             const std::int32_t* targets, float dloss, std::int64_t rows,
                                             std::int64_t first, std::int64_t width, std::int64_t vocab) noexcept = 0;

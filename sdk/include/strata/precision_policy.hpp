@@ -27,7 +27,8 @@ class PrecisionPolicy {
   virtual double loss_scale() const noexcept = 0;
   // Divides gradients by the loss scale and checks them (through `ops`: the gradients are the
   // backend's memory); may adjust the scale for the next step.
-  virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept = 0;
+  virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads,
+                                   PrecisionDecision& decision) noexcept = 0;
 };
 
 }  // namespace strata

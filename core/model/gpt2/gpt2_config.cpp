@@ -1,4 +1,4 @@
-#include "core/model/gpt2_config.hpp"
+#include "core/model/gpt2/gpt2_config.hpp"
 
 namespace strata {
 
@@ -15,7 +15,8 @@ std::string GPT2Config::validate() const {
   if (d_model < 1) return "model.d_model must be >= 1";
   if (d_model % n_head != 0)
     return "model.n_head = " + std::to_string(n_head) + " must divide model.d_model = " + std::to_string(d_model);
-  if (vocab < 2 || vocab > 65536) return "model.vocab must be in [2, 65536] (tokens are stored as uint16)";
+  // Token files store uint32 ids (version 2), so the token format no longer caps vocab at 65536.
+  if (vocab < 2 || vocab > kMaxVocab) return "model.vocab must be in [2, " + std::to_string(kMaxVocab) + "]";
   if (seq_len < 1) return "model.seq_len must be >= 1";
   return {};
 }

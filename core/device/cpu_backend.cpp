@@ -1,28 +1,30 @@
-#include <cstring>
+#include <memory>
 
+#include "core/device/backend.hpp"
 #include "core/device/cpu_copy_stream.hpp"
-#include "core/device/device.hpp"
+#include "kernels/cpu/cpu_ops.hpp"
 
 namespace strata {
 
 namespace {
 
-class CpuDevice final : public Device {
+class CpuBackend final : public Backend {
  public:
-  explicit CpuDevice(std::uint64_t limit)
-      : device_("cpu device memory", make_aligned_host_resource(), limit),
+  explicit CpuBackend(std::uint64_t limit)
+      : ops_(cpu::make_cpu_ops()),
+        device_("cpu device memory", make_aligned_host_resource(), limit),
         host_("cpu host memory", make_aligned_host_resource()),
         copy_stream_(make_cpu_copy_stream()) {}
 
   std::string name() const override { return "cpu"; }
+  Ops& ops() noexcept override { return *ops_; }
   Allocator& device_memory() noexcept override { return device_; }
   Allocator& host_memory() noexcept override { return host_; }
-  void copy(void* destination, const void* source, std::uint64_t bytes) override {
-    std::memcpy(destination, source, bytes);
-  }
   CopyStream& copy_stream() noexcept override { return *copy_stream_; }
+  void synchronize() override {}  // CPU ops have finished when they return
 
  private:
+  std::unique_ptr<Ops> ops_;
   Allocator device_;
   Allocator host_;
   std::unique_ptr<CopyStream> copy_stream_;
@@ -30,8 +32,8 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_cpu_device(std::uint64_t device_memory_limit) {
-  return std::make_unique<CpuDevice>(device_memory_limit);
+std::unique_ptr<Backend> make_cpu_backend(std::uint64_t device_memory_limit) {
+  return std::make_unique<CpuBackend>(device_memory_limit);
 }
 
 }  // namespace strata

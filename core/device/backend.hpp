@@ -1,0 +1,33 @@
+#pragma once
+// A backend (DESIGN.md §7): its op table, its two arenas — device memory (accounted, optionally
+// limited) and host memory (the offload target) — and its streams. Ops run in order on the
+// compute stream; residency moves run on the copy stream, whose tickets are the events compute
+// waits on. On the CPU backend both arenas are host RAM, kept apart so that every strategy's
+// effect on "device" bytes is exact, and compute is synchronous; a CUDA backend backs the first
+// arena with cudaMallocAsync and the second with pinned memory.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/device/allocator.hpp"
+#include "core/device/copy_stream.hpp"
+#include "strata/ops.hpp"
+
+namespace strata {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  virtual Ops& ops() noexcept = 0;
+  virtual Allocator& device_memory() noexcept = 0;
+  virtual Allocator& host_memory() noexcept = 0;
+  // The stream that asynchronous residency moves run on.
+  virtual CopyStream& copy_stream() noexcept = 0;
+  // Waits until every op issued on the compute stream has finished.
+  virtual void synchronize() = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(std::uint64_t device_memory_limit);
+
+}  // namespace strata

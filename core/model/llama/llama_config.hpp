@@ -1,0 +1,32 @@
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "strata/host_services.hpp"
+
+namespace strata {
+
+// A LLaMA-family shape, as Hugging Face's LlamaConfig names it (hidden_size = d_model,
+// intermediate_size = d_ff, num_key_value_heads = n_kv_head, max_position_embeddings = seq_len).
+struct LlamaConfig {
+  int n_layer = 12;
+  int n_head = 12;
+  int n_kv_head = 12;
+  int d_model = 768;
+  int d_ff = 2048;
+  int vocab = 32000;
+  int seq_len = 1024;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-6;
+  bool tie_embeddings = false;
+
+  int head_dim() const { return d_model / n_head; }
+  int kv_dim() const { return n_kv_head * head_dim(); }
+  int padded_vocab() const { return (vocab + 63) / 64 * 64; }  // as GPT-2: faster head GEMMs
+  std::int64_t parameter_count() const;
+  ModelInfo info() const { return {"llama", n_layer, n_head, n_kv_head, d_model, vocab, seq_len, parameter_count()}; }
+  // Empty when valid; otherwise what is wrong, naming the key.
+  std::string validate() const;
+};
+
+}  // namespace strata

@@ -1,0 +1,91 @@
+#include "core/model/lm_head.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace strata {
+
+std::int64_t LmHead::chunk_columns(std::int64_t channels, std::int64_t padded_vocab) {
+  return std::clamp<std::int64_t>(kWeightScratchElements / channels / 64 * 64, 64, padded_vocab);
+}
+
+void LmHead::declare(const LmHeadShape& shape, const LmHeadRows& rows) {
+  shape_ = shape;
+  rows_ = rows;
+  chunk_columns_ = chunk_columns(shape.channels, shape.padded_vocab);
+}
+
+void LmHead::set_logits_mode(LogitsMode mode) {
+  if (store_.allocated(rows_.logits)) throw std::logic_error("the logits mode changes between micro batches only");
+  mode_ = mode;
+  store_.table().row(rows_.logits).shape.back() = mode == LogitsMode::keep ? shape_.padded_vocab : chunk_columns_;
+}
+
+float* LmHead::chunk_logits(std::int64_t first) {
+  float* logits = store_.f32(rows_.logits);
+  if (mode_ == LogitsMode::recompute) return logits;
+  // Chunk c starts after c full chunks of (N, chunk_columns_).
+  return logits + shape_.rows * first;
+}
+
+Weight LmHead::weight_chunk(int weight_row, std::int64_t first, std::int64_t width) {
+  const Weight weight = store_.weight(weight_row);
+  const std::int64_t C = shape_.channels;
+  if (weight.dtype != DType::bf16) return {store_.f32(weight_row) + first * C, DType::f32};
+  auto timer = store_.profiler().scope(ProfileKind::bf16_convert);
+  float* scratch = store_.f32(rows_.weight_scratch);
+  store_.ops().widen(scratch, store_.bf16(weight_row) + first * C, width * C);
+  return {scratch, DType::f32};
+}
+
+void LmHead::chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width) {
+  auto timer = store_.profiler().scope(ProfileKind::lm_head_forward);
+  store_.ops().matmul_forward(logits, hidden, weight, nullptr,
+                              MatmulShape{shape_.rows, shape_.channels, width, WeightLayout::out_in}, Scratch{});
+}
+
+double LmHead::forward(const float* hidden, int weight_row, const std::int32_t* targets) {
+  Ops& ops = store_.ops();
+  const std::int64_t N = shape_.rows, Vp = shape_.padded_vocab;
+  // The running max and sum live in the rows that end up holding log-sum-exp and the loss.
+  float* running_max = store_.f32(rows_.logsumexp);
+  float* running_sum = store_.f32(rows_.losses);
+  float* target_logits = store_.f32(rows_.target_logits);
+  for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
+    const std::int64_t width = std::min(chunk_columns_, Vp - first);
+    float* logits = chunk_logits(first);
+    chunk_logits_forward(logits, hidden, weight_chunk(weight_row, first, width), width);
+    auto timer = store_.profiler().scope(ProfileKind::cross_entropy_forward);
+    ops.cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, N, first, width,
+                                    shape_.vocab);
+  }
+  ops.cross_entropy_finish(store_.f32(rows_.losses), store_.f32(rows_.logsumexp), running_max, running_sum,
+                           target_logits, N);
+  // In order, in double: the same sum for any thread count.
+  return ops.sum(store_.f32(rows_.losses), N) / static_cast<double>(N);
+}
+
+void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float* hidden, int weight_row,
+                      const std::int32_t* targets) {
+  Ops& ops = store_.ops();
+  const std::int64_t N = shape_.rows, C = shape_.channels, Vp = shape_.padded_vocab;
+  for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
+    const std::int64_t width = std::min(chunk_columns_, Vp - first);
+    float* logits = chunk_logits(first);
+    const Weight weight = weight_chunk(weight_row, first, width);
+    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, weight, width);
+    {
+      auto timer = store_.profiler().scope(ProfileKind::cross_entropy_backward);
+      // In place: the chunk's logits become its dlogits.
+      ops.cross_entropy_backward_chunk(logits, logits, store_.f32(rows_.logsumexp), targets, dloss, N, first, width,
+                                       shape_.vocab);
+    }
+    auto timer = store_.profiler().scope(ProfileKind::lm_head_backward);
+    // d_hidden sums over the chunks; each chunk's rows of dweight are its own.
+    ops.matmul_backward(d_hidden, dweight + first * C, nullptr, logits, hidden, weight,
+                        MatmulShape{N, C, width, WeightLayout::out_in}, Scratch{},
+                        first == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,66 @@
+#pragma once
+// The LM head and its loss, one vocabulary chunk at a time, shared by every family: logits =
+// hidden (N, C) @ W^T for a (padded_vocab, C) head weight (tied wte, or an untied lm_head), then
+// chunked cross-entropy. A bf16 head weight is widened a chunk at a time into the weight scratch,
+// so the logits need not exist all at once.
+//
+// LogitsMode: `keep` stores every chunk's logits from the forward pass for the backward
+// (chunk-major: chunk c is an (N, width) block); `recompute` keeps one chunk's room and
+// recomputes each chunk in the backward pass, one extra head matmul for N*padded_vocab fewer
+// floats. The arithmetic is the same either way, so the results are bitwise equal.
+#include <cstdint>
+
+#include "core/tensor/tensor_store.hpp"
+
+namespace strata {
+
+enum class LogitsMode : std::uint8_t { keep, recompute };
+
+// The widest chunk of a bf16 weight widened at once: 4 MiB of f32, enough for sgemm to run at speed.
+inline constexpr std::int64_t kWeightScratchElements = std::int64_t{1} << 20;
+
+struct LmHeadRows {
+  int logits = -1;  // global activations, per micro batch
+  int losses = -1;
+  int logsumexp = -1;
+  int target_logits = -1;
+  int weight_scratch = -1;  // f32 workspace of weight_scratch_elements, or -1 when no weight is bf16
+  std::int64_t weight_scratch_elements = 0;
+};
+
+struct LmHeadShape {
+  std::int64_t rows = 0;  // N = batch * seq_len
+  std::int64_t channels = 0;
+  std::int64_t vocab = 0;
+  std::int64_t padded_vocab = 0;
+};
+
+class LmHead {
+ public:
+  explicit LmHead(TensorStore& store) : store_(store) {}
+  // Columns per chunk: about kWeightScratchElements of the weight, a multiple of 64.
+  static std::int64_t chunk_columns(std::int64_t channels, std::int64_t padded_vocab);
+
+  void declare(const LmHeadShape& shape, const LmHeadRows& rows);
+  void set_logits_mode(LogitsMode mode);
+  int losses_row() const noexcept { return rows_.losses; }
+
+  // Mean cross-entropy over the N positions.
+  double forward(const float* hidden, int weight_row, const std::int32_t* targets);
+  // d_hidden is overwritten; dweight (the head weight's gradient) accumulates chunk by chunk.
+  void backward(float dloss, float* d_hidden, float* dweight, const float* hidden, int weight_row,
+                const std::int32_t* targets);
+
+ private:
+  float* chunk_logits(std::int64_t first);
+  Weight weight_chunk(int weight_row, std::int64_t first, std::int64_t width);
+  void chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width);
+
+  TensorStore& store_;
+  LmHeadShape shape_;
+  LmHeadRows rows_;
+  LogitsMode mode_ = LogitsMode::keep;
+  std::int64_t chunk_columns_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,15 @@
+#include "core/model/make_model.hpp"
+
+#include "core/model/gpt2/gpt2_model.hpp"
+#include "core/model/llama/llama_model.hpp"
+
+namespace strata {
+
+std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, Kernel& attention,
+                                  const ModelOptions& options) {
+  if (spec.is_llama()) return std::make_unique<LlamaModel>(spec.llama, backend, attention, options);
+  return std::make_unique<GPT2Model>(spec.gpt2, options.batch, backend, attention, options.optimizer_state_buffers,
+                                     options.allocation, options.storage, options.purpose);
+}
+
+}  // namespace strata

@@ -1,0 +1,67 @@
+#include "core/model/model.hpp"
+
+#include <stdexcept>
+
+namespace strata {
+
+std::vector<std::int64_t> Model::stored_shape(const ParameterRows& rows) const {
+  return table().row(rows.param).shape;
+}
+
+void Model::add_token_rows() {
+  tokens_row_ = add_global_activation("act.tokens", {batch_, seq_len()}, ElementType::i32);
+  targets_row_ = add_global_activation("act.targets", {batch_, seq_len()}, ElementType::i32);
+}
+
+int Model::add_global_activation(const std::string& name, std::vector<std::int64_t> shape, ElementType element) {
+  const int row =
+      store_.add_row(name, -1, std::move(shape), MemoryCategory::activations, TensorGroup::activations, element);
+  global_activation_rows_.push_back(row);
+  return row;
+}
+
+void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind) {
+  layer_activation_rows_ = std::move(rows);
+  output_kind_ = output_kind;
+}
+
+void Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
+  for (int row : global_activation_rows_) store_.allocate(row);
+  ops().copy_from_host(store_.data(tokens_row_), tokens.data(), tokens.size_bytes());
+  ops().copy_from_host(store_.data(targets_row_), targets.data(), targets.size_bytes());
+}
+
+void Model::end_micro_batch() {
+  for (int l = 0; l < n_layer(); ++l) free_layer_activations(l, false);
+  for (int row : global_activation_rows_) store_.release(row);
+}
+
+void Model::allocate_layer_activations(int layer) {
+  for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
+    if (!store_.allocated(row)) store_.allocate(row);
+}
+
+void Model::free_layer_activations(int layer, bool keep_output) {
+  const std::vector<int>& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  for (std::size_t kind = 0; kind < rows.size(); ++kind) {
+    if (keep_output && static_cast<int>(kind) == output_kind_) continue;
+    store_.release(rows[kind]);
+  }
+}
+
+void Model::write_values(const ParameterRows& rows, std::span<const float> values) {
+  const TensorView view = store_.values(rows);
+  if (view.dtype == DType::f32) {
+    ops().copy_from_host(view.data, values.data(), values.size_bytes());
+    return;
+  }
+  std::vector<std::uint16_t> narrowed(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);
+  ops().copy_from_host(view.data, narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
+}
+
+double Model::loss_sum(int rows) {
+  return ops().sum(store_.f32(head_.losses_row()), static_cast<std::int64_t>(rows) * seq_len());
+}
+
+}  // namespace strata

@@ -1,0 +1,139 @@
+#pragma once
+// The interface the executor drives (DESIGN.md §7): a model family declares its parameter,
+// gradient, optimizer-state, activation and workspace rows in a TensorStore, and runs one explicit
+// forward and backward per piece (embedding, block, head) through the backend's ops. This base
+// class holds what every family shares: the store, the micro batch's token rows, per-layer
+// activation bookkeeping and the chunked LM head. One folder per family: core/model/gpt2,
+// core/model/llama.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/lm_head.hpp"
+#include "core/tensor/activation_staging.hpp"
+#include "core/tensor/tensor_store.hpp"
+#include "core/util/profiler.hpp"
+#include "strata/host_services.hpp"
+#include "strata/precision_policy.hpp"
+
+namespace strata {
+
+// Storage dtypes, as the precision policy chooses them. bf16 weights: the matrices are stored as
+// bf16 beside an f32 master copy counted as optimizer state; norm gains and biases stay f32. bf16
+// activations: the block activations kept for backward are stored as bf16 and widened into f32
+// staging rows where kernels read them; norm statistics and the attention kernel's saved rows
+// stay f32, as do the global activations.
+struct StorageTypes {
+  DType weights = DType::f32;
+  DType activations = DType::f32;
+};
+
+inline StorageTypes storage_types(const PrecisionPolicy& precision) {
+  return {precision.weight_storage(), precision.activation_storage()};
+}
+
+// What a model is built for: evaluation declares no gradients, optimizer state or backward
+// workspace, so none is ever allocated.
+enum class Purpose : std::uint8_t { training, evaluation };
+
+struct ModelOptions {
+  int batch = 1;  // micro-batch rows
+  int optimizer_state_buffers = 0;
+  Allocation allocation = Allocation::now;
+  StorageTypes storage;
+  Purpose purpose = Purpose::training;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // --- what the model is.
+  virtual std::string_view arch() const noexcept = 0;  // "gpt2", "llama"
+  virtual ModelInfo info() const = 0;
+  // The shape as checkpoints record it (trainer.json "model"): a resume must match it exactly.
+  virtual nlohmann::json config_json() const = 0;
+  virtual int n_layer() const noexcept = 0;
+  virtual int seq_len() const noexcept = 0;
+  int batch() const noexcept { return batch_; }  // the micro-batch size activations are sized for
+
+  TensorStore& store() noexcept { return store_; }
+  const TensorStore& store() const noexcept { return store_; }
+  const TensorTable& table() const noexcept { return store_.table(); }
+  const std::vector<ParameterRows>& parameters() const noexcept { return store_.parameters(); }
+  Backend& backend() noexcept { return store_.backend(); }
+  Profiler& profiler() noexcept { return profiler_; }
+
+  // --- checkpoints. Parameters are named as the family's Hugging Face files name them; the
+  // stored shape may be smaller than the row (padded vocabulary rows are never stored).
+  virtual std::vector<std::int64_t> stored_shape(const ParameterRows& rows) const;
+  // Names a file may use for a parameter, tried in order.
+  virtual std::vector<std::string> file_names(const ParameterRows& rows) const { return {rows.name}; }
+  // File tensors that belong to this family's format but are not loaded (tied heads, buffers).
+  virtual bool ignorable_file_tensor(std::string_view /*name*/) const { return false; }
+  virtual void init_weights(std::uint64_t seed) = 0;
+  // Writes the first values.size() elements of a parameter's f32 value from host memory: into its
+  // f32 value row, or, for a bf16 weight without a master copy (a model built for evaluation),
+  // rounded to bf16 on the host first. The caller publishes the weights afterwards.
+  void write_values(const ParameterRows& rows, std::span<const float> values);
+
+  // --- the step, piece by piece.
+  void begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);
+  void end_micro_batch();
+  virtual void embed_forward() = 0;
+  void allocate_layer_activations(int layer);
+  // keep_output: the block's output is the next block's input, kept by activation checkpointing.
+  void free_layer_activations(int layer, bool keep_output);
+  bool layer_activations_present(int layer) const { return store_.layer_activations_present(layer); }
+  bool layer_output_kept(int layer) const { return store_.allocated(layer_output_row(layer)); }
+  virtual void layer_forward(int layer) = 0;
+  // Selective checkpointing: frees the activations that are cheap to recompute (norm and
+  // pointwise outputs); recompute_cheap_activations rebuilds them from what is kept, bit for bit.
+  virtual void free_cheap_activations(int layer) = 0;
+  virtual bool only_cheap_activations_missing(int layer) const = 0;
+  virtual void recompute_cheap_activations(int layer) = 0;
+  virtual double head_forward() = 0;            // mean cross-entropy of the micro batch
+  virtual void head_backward(float dloss) = 0;  // dloss: gradient of the objective w.r.t. each position's loss
+  virtual void layer_backward(int layer) = 0;
+  virtual void embed_backward() = 0;
+  // Between micro batches only.
+  void set_logits_mode(LogitsMode mode) { head_.set_logits_mode(mode); }
+  // Sum of the per-position losses of the first `rows` sequences, after head_forward.
+  double loss_sum(int rows);
+
+ protected:
+  Model(Backend& backend, int batch) : store_(backend, profiler_), batch_(batch) {}
+  Ops& ops() noexcept { return store_.ops(); }
+  // act.tokens and act.targets, the micro batch's (B, T) ids.
+  void add_token_rows();
+  int add_global_activation(const std::string& name, std::vector<std::int64_t> shape,
+                            ElementType element = ElementType::f32);
+  // Registers a block's activation rows, in kind order; `output_kind` is the block's output.
+  void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind);
+  int activation_row(int layer, int kind) const {
+    return layer_activation_rows_.at(static_cast<std::size_t>(layer)).at(static_cast<std::size_t>(kind));
+  }
+  int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
+  const std::int32_t* tokens() const { return store_.i32(tokens_row_); }
+  const std::int32_t* targets() const { return store_.i32(targets_row_); }
+
+  Profiler profiler_;  // before store_, which refers to it
+  TensorStore store_;
+  int batch_;
+  LmHead head_{store_};
+
+ private:
+  int tokens_row_ = -1;
+  int targets_row_ = -1;
+  std::vector<int> global_activation_rows_;
+  std::vector<std::vector<int>> layer_activation_rows_;
+  int output_kind_ = -1;
+};
+
+}  // namespace strata

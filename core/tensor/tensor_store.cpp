@@ -1,0 +1,257 @@
+#include "core/tensor/tensor_store.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+namespace strata {
+
+namespace {
+
+DType dtype_of(ElementType element) {
+  switch (element) {
+    case ElementType::bf16: return DType::bf16;
+    case ElementType::i32: return DType::i32;
+    case ElementType::f32: break;
+  }
+  return DType::f32;
+}
+
+}  // namespace
+
+TensorStore::~TensorStore() {
+  for (PendingMove& move : pending_)
+    if (move.ticket != 0) backend_.copy_stream().wait(move.ticket);
+}
+
+int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
+                         TensorGroup group, ElementType element) {
+  TensorRow row;
+  row.name = std::move(name);
+  row.layer = layer;
+  row.shape = std::move(shape);
+  row.element = element;
+  row.category = category;
+  row.group = group;
+  row.home = Home::device;
+  const int index = table_.add(std::move(row));
+  buffers_.emplace_back();
+  pending_.emplace_back();
+  host_copy_.emplace_back();
+  return index;
+}
+
+const ParameterRows& TensorStore::add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape,
+                                                bool decay, DType storage, int optimizer_state_buffers, bool trained) {
+  if (optimizer_state_buffers < 0 || optimizer_state_buffers > kMaxOptimizerStateBuffers)
+    throw std::invalid_argument("optimizer asks for " + std::to_string(optimizer_state_buffers) +
+                                " state buffers per parameter; the host supports at most " +
+                                std::to_string(kMaxOptimizerStateBuffers));
+  ParameterRows rows;
+  rows.name = name;
+  rows.layer = layer;
+  rows.decay = decay;
+  const bool bf16 = storage == DType::bf16;
+  rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights,
+                       bf16 ? ElementType::bf16 : ElementType::f32);
+  if (!trained) {
+    parameters_.push_back(std::move(rows));
+    return parameters_.back();
+  }
+  rows.grad = add_row(name + ".grad", layer, shape, MemoryCategory::grads, TensorGroup::grads);
+  for (int s = 0; s < optimizer_state_buffers; ++s)
+    rows.state[static_cast<std::size_t>(s)] = add_row(name + ".state" + std::to_string(s), layer, shape,
+                                                      MemoryCategory::optimizer, TensorGroup::optimizer_state);
+  if (bf16)
+    rows.master = add_row(name + ".master", layer, shape, MemoryCategory::optimizer, TensorGroup::optimizer_state);
+  parameters_.push_back(std::move(rows));
+  return parameters_.back();
+}
+
+void TensorStore::allocate_persistent() {
+  for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row)
+    if (table_.row(row).category != MemoryCategory::activations && !allocated(row)) allocate(row, true);
+}
+
+void TensorStore::allocate(int row, bool zero) {
+  const TensorRow& r = table_.row(row);
+  Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
+  Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
+  buffer = arena.allocate(r.bytes(), r.category, "core", false);
+  if (!zero) return;
+  if (r.home == Home::device)
+    backend_.ops().fill(buffer.data(), 0, r.bytes());
+  else
+    std::memset(buffer.data(), 0, r.bytes());  // the host arena is host memory
+}
+
+void TensorStore::release(int row) noexcept {
+  buffers_[static_cast<std::size_t>(row)].reset();
+}
+
+Weight TensorStore::weight(int row) const noexcept {
+  return Weight{data(row), dtype_of(table_.row(row).element)};
+}
+
+TensorView TensorStore::view(int row) const noexcept {
+  const TensorRow& r = table_.row(row);
+  return TensorView{r.name,       r.layer,
+                    data(row),    dtype_of(r.element),
+                    r.elements(), r.home == Home::device ? MemorySpace::device : MemorySpace::host};
+}
+
+void TensorStore::publish_weights() {
+  if (std::none_of(parameters_.begin(), parameters_.end(), [](const ParameterRows& rows) { return rows.master >= 0; }))
+    return;
+  auto timer = profiler_.scope(ProfileKind::bf16_convert);
+  for (const ParameterRows& rows : parameters_)
+    if (rows.master >= 0) {
+      complete_rows({rows.param, rows.master});
+      backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
+    }
+}
+
+void TensorStore::zero(float* data, std::int64_t count) {
+  auto timer = profiler_.scope(ProfileKind::zero_fill);
+  backend_.ops().fill(data, 0, static_cast<std::uint64_t>(count) * sizeof(float));
+}
+
+void TensorStore::zero_grads() {
+  std::vector<int> grad_rows;
+  for (const ParameterRows& rows : parameters_)
+    if (rows.grad >= 0) grad_rows.push_back(rows.grad);
+  complete_rows(grad_rows);
+  for (const ParameterRows& rows : parameters_) {
+    if (rows.grad < 0) continue;
+    const TensorRow& r = table_.row(rows.grad);
+    if (r.home == Home::device) {
+      zero(f32(rows.grad), r.elements());
+    } else {
+      auto timer = profiler_.scope(ProfileKind::zero_fill);
+      std::memset(data(rows.grad), 0, static_cast<std::size_t>(r.elements()) * sizeof(float));
+    }
+  }
+}
+
+std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
+  std::vector<int> rows;
+  if (group == TensorGroup::activations) {
+    for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row) {
+      const TensorRow& r = table_.row(row);
+      if (layer >= 0 && r.layer == layer && r.category == MemoryCategory::activations) rows.push_back(row);
+    }
+    return rows;
+  }
+  for (const ParameterRows& parameter : parameters_) {
+    if (parameter.layer != layer) continue;
+    if (group == TensorGroup::weights) rows.push_back(parameter.param);
+    if (group == TensorGroup::grads && parameter.grad >= 0) rows.push_back(parameter.grad);
+    if (group == TensorGroup::optimizer_state) {
+      for (int state : parameter.state)
+        if (state >= 0) rows.push_back(state);
+      if (parameter.master >= 0) rows.push_back(parameter.master);
+    }
+  }
+  return rows;
+}
+
+bool TensorStore::layer_activations_present(int layer) const {
+  for (int row : group_rows(layer, TensorGroup::activations))
+    if (!allocated(row)) return false;
+  return true;
+}
+
+Residence TensorStore::residence(int layer, TensorGroup group) const {
+  const std::vector<int> rows = group_rows(layer, group);
+  if (rows.empty()) return Residence::absent;
+  if (group == TensorGroup::activations)
+    return layer_activations_present(layer) ? Residence::device : Residence::absent;
+  return table_.row(rows.front()).home == Home::device ? Residence::device : Residence::host;
+}
+
+void TensorStore::move_group(int layer, TensorGroup group, Home to) {
+  begin_move_group(layer, group, to);
+  complete_moves(layer, group);
+}
+
+void TensorStore::begin_move_group(int layer, TensorGroup group, Home to) {
+  if (group == TensorGroup::activations)
+    throw std::invalid_argument("activations are dropped and recomputed, not moved");
+  for (int row : group_rows(layer, group)) {
+    TensorRow& r = table_.row(row);
+    if (r.home == to) continue;
+    if (!allocated(row)) {  // not allocated yet: only the home changes
+      r.home = to;
+      continue;
+    }
+    // Moving back before the last move landed: let it land first, so copies never chain buffers.
+    if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
+    Buffer& host_copy = host_copy_[static_cast<std::size_t>(row)];
+    if (to == Home::host && host_copy) {
+      buffers_[static_cast<std::size_t>(row)] = std::move(host_copy);  // frees the device copy; nothing to copy
+      r.home = to;
+      continue;
+    }
+    Allocator& arena = to == Home::device ? backend_.device_memory() : backend_.host_memory();
+    PendingMove& move = pending_[static_cast<std::size_t>(row)];
+    move.destination = arena.allocate(r.bytes(), r.category, "core");
+    move.ticket = backend_.copy_stream().enqueue(move.destination.data(), data(row), r.bytes());
+    r.home = to;
+    ++moves_in_flight_;
+    (to == Home::device ? transfers_.bytes_to_device : transfers_.bytes_to_host) += r.bytes();
+  }
+}
+
+void TensorStore::complete_rows(const std::vector<int>& rows) {
+  CopyTicket last = 0;
+  for (int row : rows) last = std::max(last, pending_[static_cast<std::size_t>(row)].ticket);
+  if (last == 0) return;
+  {
+    // Copies complete in issue order, so waiting for the newest covers them all.
+    auto timer = profiler_.scope(ProfileKind::residency_transfer);
+    const auto start = std::chrono::steady_clock::now();
+    backend_.copy_stream().wait(last);
+    transfers_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  for (int row : rows) {
+    PendingMove& move = pending_[static_cast<std::size_t>(row)];
+    if (move.ticket == 0) continue;
+    Buffer& source = buffers_[static_cast<std::size_t>(row)];
+    const TensorRow& r = table_.row(row);
+    if (r.group == TensorGroup::weights && r.home == Home::device)
+      host_copy_[static_cast<std::size_t>(row)] = std::move(source);  // kept: evicting these weights is free
+    source = std::move(move.destination);                             // frees the source unless kept above
+    move.ticket = 0;
+    --moves_in_flight_;
+  }
+}
+
+void TensorStore::complete_moves(int layer, TensorGroup group) {
+  if (moves_in_flight_ == 0) return;  // the common case, on every block of every step
+  complete_rows(group_rows(layer, group));
+}
+
+void TensorStore::drop_stale_weight_copies() {
+  for (const ParameterRows& rows : parameters_)
+    if (table_.row(rows.param).home == Home::device) host_copy_[static_cast<std::size_t>(rows.param)].reset();
+}
+
+void TensorStore::collect_finished_moves() {
+  if (moves_in_flight_ == 0) return;
+  const CopyTicket landed = backend_.copy_stream().completed();
+  std::vector<int> rows;
+  for (std::size_t row = 0; row < pending_.size(); ++row)
+    if (pending_[row].ticket != 0 && pending_[row].ticket <= landed) rows.push_back(static_cast<int>(row));
+  complete_rows(rows);
+}
+
+void TensorStore::complete_all_moves() {
+  if (moves_in_flight_ == 0) return;
+  std::vector<int> rows;
+  for (std::size_t row = 0; row < pending_.size(); ++row)
+    if (pending_[row].ticket != 0) rows.push_back(static_cast<int>(row));
+  complete_rows(rows);
+}
+
+}  // namespace strata

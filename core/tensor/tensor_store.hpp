@@ -1,0 +1,128 @@
+#pragma once
+// The memory behind a TensorTable: one buffer per row, allocated in the row's home (the backend's
+// device or host arena), and residency — moving groups of rows between homes on the copy stream.
+// Model families declare rows here and compute on them through the backend's ops; strategies move
+// them through the executor's hook context. Nothing in this file knows a model family.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device/backend.hpp"
+#include "core/tensor/tensor_table.hpp"
+#include "core/util/profiler.hpp"
+#include "strata/optimizer.hpp"
+
+namespace strata {
+
+// One trainable tensor and the rows that go with it.
+struct ParameterRows {
+  std::string name;  // the table name, which is the checkpoint name of the model's family
+  int layer = -1;
+  bool decay = false;
+  int param = -1;
+  int grad = -1;
+  std::array<int, kMaxOptimizerStateBuffers> state{-1, -1};
+  int master = -1;  // the f32 master copy the optimizer updates, when `param` is stored as bf16
+};
+
+// Residency moves since the store was built. Copy time is the copy stream's own clock; exposed
+// time is how long compute stood waiting for copies (all of a synchronous move's time).
+struct TransferTotals {
+  std::uint64_t bytes_to_host = 0;
+  std::uint64_t bytes_to_device = 0;
+  double exposed_seconds = 0.0;
+};
+
+// When persistent rows (weights, grads, optimizer state, workspace) get memory: at once, on the
+// device; or later, by allocate_persistent(), in the homes that strategies chose meanwhile (so
+// offloaded state never touches the device, not even at start-up).
+enum class Allocation : std::uint8_t { now, deferred };
+
+class TensorStore {
+ public:
+  TensorStore(Backend& backend, Profiler& profiler) : backend_(backend), profiler_(profiler) {}
+  ~TensorStore();  // waits for copies in flight: they write into buffers this store owns
+  TensorStore(const TensorStore&) = delete;
+  TensorStore& operator=(const TensorStore&) = delete;
+
+  // Declaring rows (before any is allocated).
+  int add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category, TensorGroup group,
+              ElementType element = ElementType::f32);
+  // A parameter with its gradient and optimizer state; stored as `storage` (bf16 adds an f32 master
+  // copy, counted as optimizer state, which the optimizer updates). An untrained parameter (for
+  // evaluation) has the weight row only.
+  const ParameterRows& add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay,
+                                     DType storage, int optimizer_state_buffers, bool trained = true);
+
+  Backend& backend() noexcept { return backend_; }
+  Ops& ops() noexcept { return backend_.ops(); }
+  Profiler& profiler() noexcept { return profiler_; }
+  const TensorTable& table() const noexcept { return table_; }
+  TensorTable& table() noexcept { return table_; }
+  const std::vector<ParameterRows>& parameters() const noexcept { return parameters_; }
+
+  // Allocation. Persistent rows are zeroed (through the backend's fill op on the device).
+  void allocate_persistent();  // every unallocated row that is not an activation, in its home
+  void allocate(int row, bool zero = false);
+  void release(int row) noexcept;
+  bool allocated(int row) const noexcept { return static_cast<bool>(buffers_[static_cast<std::size_t>(row)]); }
+
+  // Pointers into a row's memory, for ops (null when unallocated). The caller never reads them on
+  // the host unless the row's home is the host.
+  void* data(int row) const noexcept { return buffers_[static_cast<std::size_t>(row)].data(); }
+  float* f32(int row) const noexcept { return static_cast<float*>(data(row)); }
+  std::uint16_t* bf16(int row) const noexcept { return static_cast<std::uint16_t*>(data(row)); }
+  std::int32_t* i32(int row) const noexcept { return static_cast<std::int32_t*>(data(row)); }
+  Weight weight(int row) const noexcept;
+  TensorView view(int row) const noexcept;
+  // A parameter's value in f32: its master copy when it is stored as bf16. Whoever writes it (the
+  // optimizer, a checkpoint load) calls publish_weights() afterwards.
+  int value_row(const ParameterRows& rows) const noexcept { return rows.master >= 0 ? rows.master : rows.param; }
+  TensorView values(const ParameterRows& rows) const noexcept { return view(value_row(rows)); }
+  // Rounds every master copy into its bf16 weights; nothing to do with f32 weights.
+  void publish_weights();
+  void zero_grads();
+  void zero(float* data, std::int64_t count);
+
+  // Residency of a block's weights, grads or optimizer state (layer -1: the global parameters);
+  // activations are present or absent. A group being moved reads as residing at its destination.
+  Residence residence(int layer, TensorGroup group) const;
+  bool layer_activations_present(int layer) const;
+  // Moves a group and waits for the copy.
+  void move_group(int layer, TensorGroup group, Home to);
+  // Starts moving a group on the copy stream. Until complete_moves, the group's data() is still
+  // the source: readable, but a write would be lost, so everything that writes completes first.
+  void begin_move_group(int layer, TensorGroup group, Home to);
+  void complete_moves(int layer, TensorGroup group);
+  void complete_rows(const std::vector<int>& rows);
+  void complete_all_moves();
+  // Completes the moves whose copies have already landed, freeing their sources; never waits.
+  void collect_finished_moves();
+  // Weights fetched from the host keep their host copy (ZeRO-Infinity's parameter offload): until
+  // the weights change, evicting them only frees the device copy. The optimizer calls this before
+  // it writes weights that are on the device, whose host copies would go stale.
+  void drop_stale_weight_copies();
+  const TransferTotals& transfers() const noexcept { return transfers_; }
+
+ private:
+  std::vector<int> group_rows(int layer, TensorGroup group) const;
+
+  // A move in flight: the destination buffer and the copy's ticket, per row.
+  struct PendingMove {
+    Buffer destination;
+    CopyTicket ticket = 0;
+  };
+
+  Backend& backend_;
+  Profiler& profiler_;
+  TensorTable table_;
+  std::vector<ParameterRows> parameters_;
+  std::vector<Buffer> buffers_;       // parallel to table rows
+  std::vector<PendingMove> pending_;  // parallel to table rows
+  std::size_t moves_in_flight_ = 0;   // rows with a pending move: lets hooks skip the scan when 0
+  std::vector<Buffer> host_copy_;     // parallel to table rows: clean host copies of fetched weights
+  TransferTotals transfers_;
+};
+
+}  // namespace strata

@@ -1,0 +1,54 @@
+#include "kernels/cpu/rmsnorm.hpp"
+
+#include <algorithm>
+
+namespace strata::cpu {
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t rows,
+                     std::int64_t channels, float eps) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const float* x = inp + n * channels;
+    float* y = out + n * channels;
+    float squares = 0.0f;
+#pragma omp simd reduction(+ : squares)
+    for (std::int64_t c = 0; c < channels; ++c) squares += x[c] * x[c];
+    const float r = 1.0f / std::sqrt(squares / static_cast<float>(channels) + eps);
+#pragma omp simd
+    for (std::int64_t c = 0; c < channels; ++c) y[c] = x[c] * r * weight[c];
+    rstd[n] = r;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, std::int64_t rows, std::int64_t channels) {
+  // dinp: independent per row.
+#pragma omp parallel for schedule(static)
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const float* x = inp + n * channels;
+    const float* dy = dout + n * channels;
+    float* dx = dinp + n * channels;
+    const float r = rstd[n];
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (std::int64_t c = 0; c < channels; ++c) dot += weight[c] * dy[c] * x[c];
+    const float correction = r * r * r * dot / static_cast<float>(channels);
+#pragma omp simd
+    for (std::int64_t c = 0; c < channels; ++c) dx[c] += r * weight[c] * dy[c] - correction * x[c];
+  }
+  // dweight sums over rows: parallel over column blocks, rows in order (thread-count independent).
+  constexpr std::int64_t kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t block_start = 0; block_start < channels; block_start += kBlock) {
+    const std::int64_t block_end = std::min(block_start + kBlock, channels);
+    for (std::int64_t n = 0; n < rows; ++n) {
+      const float* x = inp + n * channels;
+      const float* dy = dout + n * channels;
+      const float r = rstd[n];
+#pragma omp simd
+      for (std::int64_t c = block_start; c < block_end; ++c) dweight[c] += dy[c] * x[c] * r;
+    }
+  }
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,38 @@
+#pragma once
+// Rotary position embedding in Hugging Face's rotate_half layout, in place on x (rows, n_heads,
+// head_dim) whose rows are `stride` floats apart; row r is position r % seq_len. For i < d/2 (d =
+// head_dim) the pair (x_i, x_{i+d/2}) of every head turns by the angle p * theta^(-2i/d):
+//   x_i' = x_i cos - x_{i+d/2} sin,   x_{i+d/2}' = x_{i+d/2} cos + x_i sin.
+// inverse = true turns by the opposite angle: the transpose, which is the backward pass. The
+// frequencies and angles are computed in f32, as Hugging Face computes them.
+#include <cmath>
+#include <cstdint>
+
+namespace strata::cpu {
+
+void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
+          bool inverse);
+
+namespace reference {
+
+template <typename Real>
+void rope(Real* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, Real theta,
+          bool inverse) {
+  const int half = head_dim / 2;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Real position = static_cast<Real>(r % seq_len);
+    for (int h = 0; h < n_heads; ++h) {
+      Real* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const Real angle = position / std::pow(theta, static_cast<Real>(2 * i) / static_cast<Real>(head_dim));
+        const Real c = std::cos(angle), s = inverse ? -std::sin(angle) : std::sin(angle);
+        const Real a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
+}  // namespace reference
+}  // namespace strata::cpu
