@@ -11,7 +11,9 @@
 # back, and the ratio is taken within the round, against the faster PyTorch set-up. The last
 # lines are every round's ratios and their median.
 # Usage: bash bench/engine_bench.sh [steps] [rounds] [shapes]   (from the repository root, after
-# scripts/setup.sh); shapes defaults to "tiny gpt2 llama_tiny llama110m".
+# scripts/setup.sh); shapes defaults to "tiny gpt2 llama_tiny llama110m". With BASELINE=<path to
+# another build's strata binary> (GPT-2 shapes only), each round also times that build right after
+# this one, and the last lines give this build's step time over the baseline's, per round.
 set -euo pipefail
 steps=${1:-20}
 rounds=${2:-3}
@@ -50,6 +52,15 @@ for round in $(seq 1 "$rounds"); do
       | sed -n '/^summary/,$p' > "$out/$shape-$round.txt"
     if [ "$round" = 1 ]; then cat "$out/$shape-$round.txt"; else grep "median ms/step" "$out/$shape-$round.txt"; fi
     printf '%s\t%s\tstrata\t%s\n' "$round" "$shape" "$(awk '/median ms\/step/ {print $3}' "$out/$shape-$round.txt")" >> "$results"
+    if [ -n "${BASELINE:-}" ]; then
+      echo "== round $round: baseline $shape ($BASELINE)"
+      "$BASELINE" train bench/engine.toml --set train.steps="$steps" \
+        --set "telemetry.0.path=\"$out/$shape-$round-baseline.jsonl\"" "${keys[@]}" \
+        | sed -n '/^summary/,$p' > "$out/$shape-$round-baseline.txt"
+      grep "median ms/step" "$out/$shape-$round-baseline.txt"
+      printf '%s\t%s\tbaseline\t%s\n' "$round" "$shape" \
+        "$(awk '/median ms\/step/ {print $3}' "$out/$shape-$round-baseline.txt")" >> "$results"
+    fi
     [ "$have_torch" = 1 ] || continue
     echo "== round $round: torch $shape, OpenMP OpenBLAS"
     line=$(LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=2 \
@@ -79,4 +90,14 @@ for (r, shape, who), value in sorted(ms.items()):
     print(f"{r:>5}  {shape:<10}  {value:9.1f}  {openmp:12.1f}  {passive:13.1f}  {ratio:.3f} ({faster})")
 for shape, values in ratios.items():
     print(f"median ratio, {shape}: {statistics.median(values):.3f} over {len(values)} rounds")
+baseline = {(r, shape): v for (r, shape, who), v in ms.items() if who == "baseline"}
+if baseline:
+    print("\nround  shape       this build ms  baseline ms  ratio")
+    against = {}
+    for (r, shape), value in sorted(baseline.items()):
+        ratio = ms[(r, shape, "strata")] / value
+        against.setdefault(shape, []).append(ratio)
+        print(f"{r:>5}  {shape:<10}  {ms[(r, shape, 'strata')]:13.1f}  {value:11.1f}  {ratio:.3f}")
+    for shape, values in against.items():
+        print(f"median ratio to the baseline, {shape}: {statistics.median(values):.3f} over {len(values)} rounds")
 PY

@@ -48,5 +48,28 @@ plugin = "csv"
 path = "/dev/null"
 EOF
 expect 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml"
+# Model-family keys and shapes.
+expect 2 "n_kv_head is a LLaMA key; it needs arch = \"llama\"" -- \
+  "$strata" validate examples/quickstart.toml --set model.n_kv_head=2
+expect 2 "must divide n_head = 4" -- "$strata" validate examples/llama.toml --set model.n_kv_head=3
+expect 2 "is odd: RoPE rotates pairs" -- "$strata" validate examples/llama.toml --set model.n_head=8 \
+  --set model.n_kv_head=2 --set model.d_model=120
+expect 2 "unknown key 'rope_thetta'" -- "$strata" validate examples/llama.toml --set model.rope_thetta=1.0
+# A version-2 header over a file whose size does not match its count.
+python3 -c 'import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 2, 5000, *[0] * 253) + struct.pack("<100I", *[1] * 100))' \
+  "$work/short.bin"
+expect 2 "short.bin" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/short.bin\"
+# A checkpoint of one family loaded into a manifest of the other, both ways.
+"$strata" train examples/quickstart.toml --set train.steps=1 --set model.n_layer=1 --set model.d_model=32 \
+  --set checkpoint.dir=\"$work/gpt2_ckpt\" --set telemetry.1.path=\"$work/g.jsonl\" > /dev/null 2>&1 ||
+  fail "could not train the GPT-2 checkpoint"
+"$strata" train examples/llama.toml --set train.steps=1 --set model.n_layer=1 --set model.d_model=32 \
+  --set model.d_ff=64 --set checkpoint.dir=\"$work/llama_ckpt\" > /dev/null 2>&1 ||
+  fail "could not train the LLaMA checkpoint"
+expect 2 "holds a gpt2 checkpoint, but the manifest's model is arch = \"llama\"" -- \
+  "$strata" eval examples/llama.toml --checkpoint "$work/gpt2_ckpt"
+expect 2 "holds a llama checkpoint, but the manifest's model is arch = \"gpt2\"" -- \
+  "$strata" eval examples/quickstart.toml --checkpoint "$work/llama_ckpt"
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"
