@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_support.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/bf16.hpp"
@@ -21,42 +22,7 @@
 namespace strata::cpu {
 namespace {
 
-template <typename Real>
-std::vector<Real> random_vector(std::size_t count, std::uint32_t seed, double scale = 1.0) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<double> distribution(-scale, scale);
-  std::vector<Real> values(count);
-  for (auto& value : values) value = static_cast<Real>(distribution(generator));
-  return values;
-}
-
-// Checks d(sum(out * weights))/d(input) from `backward` against central differences of `forward`.
-// `forward` maps the (perturbed) input to the scalar objective.
-double max_relative_error(std::vector<double>& input, const std::vector<double>& analytic,
-                          const std::function<double()>& objective) {
-  const double h = 1e-6;
-  double worst = 0.0;
-  for (std::size_t i = 0; i < input.size(); ++i) {
-    const double saved = input[i];
-    input[i] = saved + h;
-    const double plus = objective();
-    input[i] = saved - h;
-    const double minus = objective();
-    input[i] = saved;
-    const double numeric = (plus - minus) / (2 * h);
-    const double error = std::abs(numeric - analytic[i]) / std::max(1.0, std::abs(numeric) + std::abs(analytic[i]));
-    worst = std::max(worst, error);
-  }
-  return worst;
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double sum = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-constexpr double kGradientBound = 1e-6;
+using namespace strata::cpu::test;
 
 TEST(KernelGradients, Matmul) {
   for (WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
@@ -211,18 +177,6 @@ TEST(KernelGradients, AdamWMatchesClosedFormFirstStep) {
 
 // ---- fast kernels against the reference, in float ----
 
-double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-  return worst;
-}
-
-void expect_close(const char* what, const std::vector<float>& fast, const std::vector<float>& ref, double bound) {
-  const double difference = max_abs_difference(fast, ref);
-  std::printf("%-28s fast vs reference max |diff| %.3g (bound %.1g)\n", what, difference, bound);
-  EXPECT_LT(difference, bound) << what;
-}
-
 TEST(FastKernels, MatmulMatchesReference) {
   for (WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
     const std::int64_t N = 37, C = 64, OC = 96;
@@ -290,6 +244,7 @@ TEST(FastKernels, LayerNormGeluResidualEmbeddingCrossEntropy) {
                                 mean_r.data(), rstd_r.data(), N, C);
   expect_close("layernorm_backward dinp", dinp_f, dinp_r, 1e-5);
   expect_close("layernorm_backward dweight", dw_f, dw_r, 1e-4);
+  expect_close("layernorm_backward dbias", db_f, db_r, 1e-4);
 
   auto x = random_vector<float>(N * C, 28, 4.0);
   gelu_forward(out_f.data(), x.data(), N * C);

@@ -17,12 +17,12 @@ namespace reference {
 
 template <typename Real>
 void rmsnorm_forward(Real* out, Real* rstd, const Real* inp, const Real* weight, std::int64_t rows,
-                     std::int64_t channels, Real eps) {
+                     std::int64_t channels, double eps) {
   for (std::int64_t n = 0; n < rows; ++n) {
     const Real* x = inp + n * channels;
     Real squares = 0;
     for (std::int64_t c = 0; c < channels; ++c) squares += x[c] * x[c];
-    const Real r = Real(1) / std::sqrt(squares / static_cast<Real>(channels) + eps);
+    const Real r = Real(1) / std::sqrt(squares / static_cast<Real>(channels) + static_cast<Real>(eps));
     for (std::int64_t c = 0; c < channels; ++c) out[n * channels + c] = x[c] * r * weight[c];
     rstd[n] = r;
   }

@@ -16,7 +16,7 @@ void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_h
 namespace reference {
 
 template <typename Real>
-void rope(Real* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, Real theta,
+void rope(Real* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, double theta,
           bool inverse) {
   const int half = head_dim / 2;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -24,7 +24,8 @@ void rope(Real* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_he
     for (int h = 0; h < n_heads; ++h) {
       Real* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
       for (int i = 0; i < half; ++i) {
-        const Real angle = position / std::pow(theta, static_cast<Real>(2 * i) / static_cast<Real>(head_dim));
+        const Real angle =
+            position / std::pow(static_cast<Real>(theta), static_cast<Real>(2 * i) / static_cast<Real>(head_dim));
         const Real c = std::cos(angle), s = inverse ? -std::sin(angle) : std::sin(angle);
         const Real a = v[i], b = v[i + half];
         v[i] = a * c - b * s;

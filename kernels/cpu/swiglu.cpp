@@ -9,14 +9,15 @@ void swiglu_forward(float* out, const float* gate, const float* up, std::int64_t
 
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                      std::int64_t count, GradientWrite write) {
-  const float keep = write == GradientWrite::accumulate ? 1.0f : 0.0f;
+  // Overwriting never reads the destination, which may hold anything (NaN included).
+  const bool accumulate = write == GradientWrite::accumulate;
 #pragma omp parallel for simd schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
     const float sigmoid = 1.0f / (1.0f + std::exp(-gate[i]));
     const float dgate_i = dout[i] * up[i] * sigmoid * (1.0f + gate[i] * (1.0f - sigmoid));
     const float dup_i = dout[i] * gate[i] * sigmoid;
-    dgate[i] = keep * dgate[i] + dgate_i;
-    dup[i] = keep * dup[i] + dup_i;
+    dgate[i] = accumulate ? dgate[i] + dgate_i : dgate_i;
+    dup[i] = accumulate ? dup[i] + dup_i : dup_i;
   }
 }
 
