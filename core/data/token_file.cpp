@@ -25,11 +25,17 @@ std::vector<char> read_all(const std::filesystem::path& path) {
   return bytes;
 }
 
+// Decodes count stored ids straight into uint32, without a second full-size buffer. Token files
+// are little-endian, as is every host Strata builds for.
 template <typename Stored>
 std::vector<std::uint32_t> widen_tokens(const char* data, std::size_t count) {
-  std::vector<Stored> stored(count);
-  std::memcpy(stored.data(), data, count * sizeof(Stored));
-  return {stored.begin(), stored.end()};
+  std::vector<std::uint32_t> tokens(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    Stored id;
+    std::memcpy(&id, data + i * sizeof(Stored), sizeof(Stored));
+    tokens[i] = id;
+  }
+  return tokens;
 }
 
 std::vector<std::uint32_t> parse_bin(const std::filesystem::path& path, const std::vector<char>& bytes) {

@@ -54,6 +54,23 @@ agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.saf
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens_v2.bin" | tail -n 1)
 agree "HF -> Strata (version-2 tokens)" "$strata_loss" \
   "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens_v2.bin" $heads $positions)"
+# A vocabulary over 65536: a version-2 file with ids above 65535 (21 of its 340) and a 70000-row
+# wte give the same loss in both, and so does a checkpoint Strata trains on that file.
+wide=70000
+"$python" "$reference" make-tokens "$work/tokens_wide.bin" 340 $wide 3
+"$python" "$reference" make-weights "$work/hf_wide.safetensors" $layers $heads $width $wide $positions 4
+strata_loss=$("$strata" eval "$work/m.toml" --set model.vocab=$wide --checkpoint "$work/hf_wide.safetensors" \
+  --data "$work/tokens_wide.bin" | tail -n 1)
+agree "HF -> Strata (vocab $wide)" "$strata_loss" \
+  "$("$python" "$reference" loss "$work/hf_wide.safetensors" "$work/tokens_wide.bin" $heads $positions)"
+"$strata" train "$work/m.toml" --set model.vocab=$wide --set "data.train=\"$work/tokens_wide.bin\"" \
+  --set "checkpoint.dir=\"$work/ckpt_wide\"" > "$work/train-wide.log" 2>&1 || { cat "$work/train-wide.log"; exit 1; }
+saved="$work/ckpt_wide/step_00000005/model.safetensors"
+"$python" "$reference" check-names "$saved" $layers $wide $width
+strata_loss=$("$strata" eval "$work/m.toml" --set model.vocab=$wide --checkpoint "$saved" \
+  --data "$work/tokens_wide.bin" | tail -n 1)
+agree "Strata (vocab $wide training) -> HF" "$strata_loss" \
+  "$("$python" "$reference" loss "$saved" "$work/tokens_wide.bin" $heads $positions)"
 
 for precision in fp32 bf16; do
   rm -rf "$work/ckpt"

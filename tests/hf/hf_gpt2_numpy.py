@@ -91,6 +91,7 @@ def write_tokens(out, tokens, version=0):
     tokens = np.asarray(tokens)
     version = version or (1 if tokens.size == 0 or int(tokens.max()) < 65536 else 2)
     assert version in (1, 2), f"token file version {version}: only 1 (uint16) and 2 (uint32) exist"
+    assert version == 2 or tokens.size == 0 or int(tokens.max()) < 65536, "ids over 65535 need version 2 (uint32)"
     header = np.zeros(256, dtype="<i4")
     header[:3] = [20240520, version, tokens.size]
     with open(out, "wb") as f:
