@@ -60,11 +60,14 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text.str();
 }
 
-// "h.3.ln_1.weight" -> "h.*.ln_1.weight"
+// The layer's number in a row's name as "*": "h.3.ln_1.weight" -> "h.*.ln_1.weight",
+// "model.layers.3.mlp.up_proj.weight" -> "model.layers.*.mlp.up_proj.weight".
 std::string layer_pattern(const TensorRow& row) {
-  const std::string prefix = "h." + std::to_string(row.layer) + ".";
-  if (row.layer >= 0 && row.name.rfind(prefix, 0) == 0) return "h.*." + row.name.substr(prefix.size());
-  return row.name;
+  if (row.layer < 0) return row.name;
+  const std::string segment = "." + std::to_string(row.layer) + ".";
+  const std::size_t at = row.name.find(segment);
+  if (at == std::string::npos) return row.name;
+  return row.name.substr(0, at) + ".*." + row.name.substr(at + segment.size());
 }
 
 }  // namespace
@@ -72,14 +75,18 @@ std::string layer_pattern(const TensorRow& row) {
 void TensorTable::print(std::ostream& out, bool summarize_layers) const {
   int layer_count = 0;
   for (const TensorRow& row : rows_) layer_count = std::max(layer_count, row.layer + 1);
-  out << std::left << std::setw(34) << "tensor" << std::setw(7) << "layer" << std::setw(20) << "shape" << std::setw(6)
-      << "dtype" << std::setw(13) << "category" << std::setw(8) << "home" << std::right << std::setw(12) << "MiB"
-      << '\n';
+  // The name column fits the longest name (LLaMA's run to 50 characters), and is at least 34 wide.
+  std::size_t name_width = 34;
+  for (const TensorRow& row : rows_) name_width = std::max(name_width, row.name.size() + 2);
+  const int width = static_cast<int>(name_width);
+  out << std::left << std::setw(width) << "tensor" << std::setw(7) << "layer" << std::setw(20) << "shape"
+      << std::setw(6) << "dtype" << std::setw(13) << "category" << std::setw(8) << "home" << std::right << std::setw(12)
+      << "MiB" << '\n';
   for (const TensorRow& row : rows_) {
     if (summarize_layers && row.layer > 0) continue;
     const bool folded = summarize_layers && row.layer == 0 && layer_count > 1;
     const std::uint64_t bytes = folded ? row.bytes() * static_cast<std::uint64_t>(layer_count) : row.bytes();
-    out << std::left << std::setw(34) << (folded ? layer_pattern(row) : row.name) << std::setw(7)
+    out << std::left << std::setw(width) << (folded ? layer_pattern(row) : row.name) << std::setw(7)
         << (row.layer < 0 ? std::string("-")
             : folded      ? "x" + std::to_string(layer_count)
                           : std::to_string(row.layer))
