@@ -92,5 +92,61 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   }
 }
 
+// The tensors of a safetensors file tile its data exactly; a header whose byte ranges overlap, or
+// leave bytes uncovered, is corrupt. A file with more layers than the model is refused by name.
+TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
+  const auto dir = test::temporary_directory("ckpt_ranges");
+  const std::vector<float> values(8, 1.0f);
+  auto file_with = [&](const std::string& name, const std::string& header_json, std::size_t data_bytes) {
+    std::string header = header_json;
+    header.append((8 - header.size() % 8) % 8, ' ');
+    std::string bytes;
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+    bytes += header;
+    bytes.append(data_bytes, '\0');
+    test::write_text(dir / name, bytes);
+    return dir / name;
+  };
+  const auto overlapping = file_with(
+      "overlap.safetensors",
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+      24);
+  try {
+    SafetensorsFile::read(overlapping);
+    FAIL() << "overlapping ranges accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("overlapping"), std::string::npos) << e.what();
+  }
+  const auto gap = file_with(
+      "gap.safetensors",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+      24);
+  try {
+    SafetensorsFile::read(gap);
+    FAIL() << "uncovered bytes accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("that no tensor covers"), std::string::npos) << e.what();
+  }
+  const auto trailing =
+      file_with("trailing.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 16);
+  EXPECT_THROW(SafetensorsFile::read(trailing), CheckpointError);
+  EXPECT_NO_THROW(SafetensorsFile::read(
+      file_with("ok.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8)));
+
+  // A 3-layer checkpoint into the 2-layer model: its layer-2 tensors are not parameters here.
+  auto device = make_cpu_backend(0);
+  auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
+  GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, 1, *device, *attention, 2);
+  deeper.init_weights(1);
+  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw"});
+  ModelFixture shallow;
+  try {
+    load_weights(saved / "model.safetensors", shallow.model);
+    FAIL() << "a deeper checkpoint loaded";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'h.2."), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -75,6 +75,9 @@ TEST(Manifest, SetOverridesAreValidatedTheSameWay) {
   EXPECT_NE(error_of(base, {"train.steps=-4"}).find("--set train.steps: [train] steps = -4 is out of range"),
             std::string::npos);
   EXPECT_NE(error_of(base, {"train.steps.x=1"}).find("is not a table"), std::string::npos);
+  // A line break in a value would inject more TOML: refused, naming the key.
+  const std::string injected = error_of(base, {"data.train=\"x\"\n[device]\nmemory_limit = 1"});
+  EXPECT_NE(injected.find("--set data.train: the value contains a line break"), std::string::npos) << injected;
 }
 
 }  // namespace

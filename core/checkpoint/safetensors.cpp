@@ -1,5 +1,6 @@
 #include "core/checkpoint/safetensors.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -121,6 +122,22 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(where + "corrupt header: " + e.what());
   }
+  // As the format requires, the tensors tile the data exactly: no two share a byte, none is left out.
+  std::vector<std::pair<std::uint64_t, std::string>> starts;
+  for (const auto& [name, entry] : file.entries_) starts.emplace_back(entry.begin, name);
+  std::sort(starts.begin(), starts.end());
+  std::uint64_t covered = 0;
+  for (const auto& [begin, name] : starts) {
+    if (begin != covered)
+      throw CheckpointError(where + "corrupt: tensor '" + name + "' starts at byte " + std::to_string(begin) +
+                            (begin < covered ? ", inside the previous tensor (overlapping byte ranges)"
+                                             : ", leaving bytes [" + std::to_string(covered) + ", " +
+                                                   std::to_string(begin) + ") that no tensor covers"));
+    covered = file.entries_.at(name).end;
+  }
+  if (covered != file.data_.size())
+    throw CheckpointError(where + "corrupt: the tensors cover " + std::to_string(covered) + " of " +
+                          std::to_string(file.data_.size()) + " data bytes");
   return file;
 }
 

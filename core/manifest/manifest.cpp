@@ -35,6 +35,11 @@ void apply_override(toml::table& root, const std::string& assignment, std::set<s
   }
   const std::string key_path = assignment.substr(0, equals);
   const std::string value_text = assignment.substr(equals + 1);
+  // One value per --set: a line break would let the value smuggle in more TOML.
+  if (assignment.find_first_of("\n\r") != std::string::npos) {
+    problems.push_back("--set " + key_path + ": the value contains a line break; one --set sets one value");
+    return;
+  }
   std::vector<std::string> parts;
   std::stringstream stream(key_path);
   for (std::string part; std::getline(stream, part, '.');) parts.push_back(part);

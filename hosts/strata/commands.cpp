@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -160,6 +161,14 @@ int command_eval(const std::vector<std::string>& arguments) {
     if (!data.empty()) data_path = data;
     const double loss = run_eval(manifest, registry, checkpoint, data_path);
     std::printf("eval_loss=%.6f\n", loss);
+    if (!std::isfinite(loss)) {
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "strata eval: the loss is not finite (%f): the checkpoint's weights or the data give "
+                   "non-finite logits\n",
+                   loss);
+      return static_cast<int>(kExitRunFailed);
+    }
     return static_cast<int>(kExitSuccess);
   });
 }

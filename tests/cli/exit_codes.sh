@@ -71,5 +71,16 @@ expect 2 "holds a gpt2 checkpoint, but the manifest's model is arch = \"llama\""
   "$strata" eval examples/llama.toml --checkpoint "$work/gpt2_ckpt"
 expect 2 "holds a llama checkpoint, but the manifest's model is arch = \"gpt2\"" -- \
   "$strata" eval examples/quickstart.toml --checkpoint "$work/llama_ckpt"
+# A checkpoint whose weights hold a NaN: eval prints the loss and exits 1, not 0.
+python3 -c 'import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+start = 8 + int.from_bytes(data[:8], "little")
+data[start:start + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(data)' "$work/gpt2_ckpt/step_00000001/model.safetensors" "$work/nan.safetensors"
+expect 1 "the loss is not finite" -- "$strata" eval examples/quickstart.toml --set model.n_layer=1 \
+  --set model.d_model=32 --checkpoint "$work/nan.safetensors"
+expect 2 "the value contains a line break" -- "$strata" validate examples/quickstart.toml \
+  --set "train.steps=3
+[device]"
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"
