@@ -16,6 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr std::int64_t kMaxCheckpointStep = std::int64_t{1} << 48;
+
 std::size_t stored_elements(const std::vector<std::int64_t>& shape) {
   std::size_t count = 1;
   for (std::int64_t extent : shape) count *= static_cast<std::size_t>(extent);
@@ -37,6 +39,23 @@ std::string family_of(const SafetensorsFile& file) {
 }
 
 }  // namespace
+
+void check_checkpoint_directory(const fs::path& directory) {
+  const std::string where = directory.string() + " ([checkpoint] dir): ";
+  std::error_code error;
+  fs::create_directories(directory, error);
+  if (error) throw CheckpointError(where + "cannot create it: " + error.message());
+  if (!fs::is_directory(directory, error)) throw CheckpointError(where + "not a directory");
+  const fs::path probe = directory / (".write-probe-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(probe, std::ios::binary);
+    if (!(out << "probe") || !out.flush()) {
+      fs::remove(probe, error);
+      throw CheckpointError(where + "not writable");
+    }
+  }
+  fs::remove(probe, error);
+}
 
 fs::path resolve_checkpoint(const fs::path& path) {
   if (fs::is_regular_file(path / "latest")) {
@@ -139,6 +158,10 @@ TrainerState load_checkpoint(const fs::path& path, Model& model) {
   try {
     trainer = nlohmann::json::parse(in);
     state.step = trainer.at("step").get<std::int64_t>();
+    // Steps are counted in int64 and added to; a value near its limit is corruption, not progress.
+    if (state.step < 0 || state.step > kMaxCheckpointStep)
+      throw CheckpointError(trainer_path.string() + ": step " + std::to_string(state.step) + " is outside [0, " +
+                            std::to_string(kMaxCheckpointStep) + "]");
     state.seed = trainer.at("seed").get<std::uint64_t>();
     state.optimizer = trainer.at("optimizer").get<std::string>();
     if (trainer.at("model") != model.config_json())

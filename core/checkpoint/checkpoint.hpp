@@ -31,6 +31,10 @@ void load_weights(const std::filesystem::path& path, Model& model);
 // Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`).
 TrainerState load_checkpoint(const std::filesystem::path& path, Model& model);
 
+// Creates the directory if needed and proves it writable with a probe file, so an unwritable
+// [checkpoint] dir is refused at start rather than at the first save. Throws CheckpointError.
+void check_checkpoint_directory(const std::filesystem::path& directory);
+
 // `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 

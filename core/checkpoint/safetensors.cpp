@@ -73,6 +73,9 @@ std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
 
 SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
   const std::string where = path.string() + ": ";
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error))
+    throw CheckpointError(where + "not a regular file (checkpoints are read from regular files only)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(where + "cannot open (no such file?)");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

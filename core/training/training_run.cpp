@@ -93,6 +93,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const TrainSpec& train = manifest.train;
   const int rows = micro_batch_rows(manifest);
   const Dataset dataset(data_options(manifest));
+  if (manifest.checkpoint.dir) check_checkpoint_directory(*manifest.checkpoint.dir);  // now, not at the first save
 
   std::unique_ptr<Backend> device = backend_for(manifest);
   host.set_ops(device->ops());

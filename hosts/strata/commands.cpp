@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
 #include "core/device/backend.hpp"
@@ -182,11 +183,16 @@ int command_validate(const std::vector<std::string>& arguments) {
   return run_guarded("validate", [&] {
     const InspectedStack inspected(common, "console");
     const Manifest& manifest = inspected.manifest;
-    std::error_code error;
-    if (!std::filesystem::is_regular_file(manifest.data.train, error))
-      throw DataError(manifest.data.train.string() + ": no such file ([data] train)");
-    if (manifest.data.val && !std::filesystem::is_regular_file(*manifest.data.val, error))
-      throw DataError(manifest.data.val->string() + ": no such file ([data] val)");
+    // Data is read from regular files only (a FIFO would block, a device never ends).
+    auto check_data = [](const std::filesystem::path& path, const char* key) {
+      std::error_code error;
+      if (!std::filesystem::exists(path, error)) throw DataError(path.string() + ": no such file ([data] " + key + ")");
+      if (!std::filesystem::is_regular_file(path, error))
+        throw DataError(path.string() + ": not a regular file ([data] " + key + ")");
+    };
+    check_data(manifest.data.train, "train");
+    if (manifest.data.val) check_data(*manifest.data.val, "val");
+    if (manifest.checkpoint.dir) check_checkpoint_directory(*manifest.checkpoint.dir);
     std::cout << manifest.path.string() << ": ok (" << inspected.stack.description << ", "
               << manifest.model.parameter_count() << " parameters)\n";
     return static_cast<int>(kExitSuccess);

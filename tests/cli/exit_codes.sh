@@ -82,5 +82,21 @@ expect 1 "the loss is not finite" -- "$strata" eval examples/quickstart.toml --s
 expect 2 "the value contains a line break" -- "$strata" validate examples/quickstart.toml \
   --set "train.steps=3
 [device]"
+# Regular files only: a FIFO as data is refused at once instead of blocking.
+mkfifo "$work/fifo.bin"
+expect 2 "fifo.bin: not a regular file" -- "$strata" validate examples/quickstart.toml --set data.train=\"$work/fifo.bin\"
+expect 2 "fifo.bin: not a regular file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/fifo.bin\"
+expect 2 "fifo.bin: not a regular file" -- "$strata" eval examples/quickstart.toml --checkpoint "$work/fifo.bin"
+# An unwritable checkpoint directory is refused at start, by validate and by train.
+touch "$work/a_file"
+expect 2 "([checkpoint] dir)" -- "$strata" validate examples/quickstart.toml --set checkpoint.dir=\"$work/a_file/ckpt\"
+expect 2 "([checkpoint] dir)" -- "$strata" train examples/quickstart.toml --set checkpoint.dir=\"$work/a_file/ckpt\"
+# A trainer.json whose step is near INT64_MAX is a corrupt checkpoint, not a run to continue.
+cp -r "$work/gpt2_ckpt" "$work/huge_step"
+python3 -c 'import json, sys
+p = sys.argv[1]; t = json.load(open(p)); t["step"] = 9223372036854775800; json.dump(t, open(p, "w"))' \
+  "$work/huge_step/step_00000001/trainer.json"
+expect 2 "is outside [0," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 \
+  --set checkpoint.dir=\"$work/huge_step\" --resume
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"
