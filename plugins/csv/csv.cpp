@@ -1,6 +1,7 @@
 // One CSV row per step; the memory columns are bytes per category at the end of the step.
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "strata/plugin.hpp"
 
@@ -28,6 +29,8 @@ class Csv final : public TelemetrySink {
         for (MemoryCategory category : kAllMemoryCategories) out_ << ",device_" << category_name(category);
         out_ << '\n';
       }
+      out_.flush();
+      if (!out_) return Status::error("csv: cannot write to '" + path_ + "' (disk full or I/O error)");
       return {};
     });
   }
@@ -43,6 +46,8 @@ class Csv final : public TelemetrySink {
       for (MemoryCategory category : kAllMemoryCategories) out_ << ',' << m.device_bytes[category_index(category)];
       out_ << '\n';
       out_.flush();
+      // A row that does not reach the file fails the run: never exit 0 with rows missing.
+      if (!out_) throw std::runtime_error("csv: cannot write to '" + path_ + "' (disk full or I/O error)");
     });
   }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "strata/plugin.hpp"
 
@@ -86,9 +87,12 @@ class Jsonl final : public TelemetrySink {
   }
 
  private:
+  // A record that does not reach the file fails the run (guarded turns the throw into a Status):
+  // a run must not finish with exit 0 and records missing, as on a full disk.
   void write(const nlohmann::ordered_json& record) {
     out_ << record.dump() << '\n';
     out_.flush();
+    if (!out_) throw std::runtime_error("jsonl: cannot write to '" + path_ + "' (disk full or I/O error)");
   }
   std::string path_;
   std::ofstream out_;

@@ -98,5 +98,10 @@ p = sys.argv[1]; t = json.load(open(p)); t["step"] = 9223372036854775800; json.d
   "$work/huge_step/step_00000001/trainer.json"
 expect 2 "is outside [0," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 \
   --set checkpoint.dir=\"$work/huge_step\" --resume
+# Telemetry that cannot be written fails the run, naming the file (/dev/full: every write is ENOSPC).
+expect 1 "jsonl: cannot write to '/dev/full'" -- "$strata" train examples/quickstart.toml --set train.steps=2 \
+  --set checkpoint.dir=\"$work/full_ckpt\" --set telemetry.1.path=\"/dev/full\"
+expect 1 "csv: cannot write to '/dev/full'" -- "$strata" train "$work/diverge.toml" --set train.steps=2 \
+  --set telemetry.0.path=\"/dev/full\"
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"
