@@ -23,7 +23,7 @@ TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
   ModelFixture a;
   a.model.init_weights(1);
   for (const ParameterRows& rows : a.model.parameters()) test::f32(a.model, rows.state[0])[0] = 0.25f;
-  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw"});
+  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", ""});
   EXPECT_EQ(resolve_checkpoint(dir), saved);
   const SafetensorsFile file = SafetensorsFile::read(saved / "model.safetensors");
   EXPECT_EQ(file.entry("wte.weight").shape, (std::vector<std::int64_t>{50, 16}))
@@ -68,7 +68,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   const auto dir = test::temporary_directory("ckpt_bad");
   ModelFixture a;
   a.model.init_weights(3);
-  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw"});
+  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", ""});
   const auto size = std::filesystem::file_size(saved / "model.safetensors");
   std::filesystem::copy_file(saved / "model.safetensors", dir / "truncated.safetensors");
   std::filesystem::resize_file(dir / "truncated.safetensors", size / 2);
@@ -138,7 +138,7 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, 1, *device, *attention, 2);
   deeper.init_weights(1);
-  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw"});
+  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", ""});
   ModelFixture shallow;
   try {
     load_weights(saved / "model.safetensors", shallow.model);
@@ -146,6 +146,31 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("tensor 'h.2."), std::string::npos) << e.what();
   }
+}
+
+// keep_last keeps the newest saves (and always the one `latest` names); partial saves of processes
+// that no longer run are removed at the next start, those of a live process are left alone.
+TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
+  const auto dir = test::temporary_directory("ckpt_keep");
+  ModelFixture a;
+  a.model.init_weights(2);
+  for (std::int64_t step : {1, 2, 3, 4}) {
+    save_checkpoint(dir, a.model, {step, 1, "adamw", "", ""});
+    prune_checkpoints(dir, 2);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "step_00000001"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "step_00000002"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "step_00000003"));
+  EXPECT_EQ(resolve_checkpoint(dir), dir / "step_00000004");
+
+  // PID 1 runs (init); a PID this large does not.
+  std::filesystem::create_directories(dir / ".step_00000009.tmp-1");
+  std::filesystem::create_directories(dir / ".step_00000009.tmp-2147483646");
+  std::filesystem::create_directories(dir / ".step_00000008.old-2147483645");
+  EXPECT_EQ(remove_stale_partial_saves(dir), 2);
+  EXPECT_TRUE(std::filesystem::exists(dir / ".step_00000009.tmp-1")) << "a running process's save was removed";
+  EXPECT_FALSE(std::filesystem::exists(dir / ".step_00000009.tmp-2147483646"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "step_00000004"));
 }
 
 }  // namespace

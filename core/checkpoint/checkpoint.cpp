@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,13 @@ std::vector<float> read_row(Model& model, int row, std::size_t count) {
   return values;
 }
 
+void require_finite(const std::vector<float>& values, const fs::path& file, const std::string& name) {
+  const auto bad = std::find_if(values.begin(), values.end(), [](float value) { return !std::isfinite(value); });
+  if (bad != values.end())
+    throw CheckpointError(file.string() + ": corrupt checkpoint: tensor '" + name + "' holds " + std::to_string(*bad) +
+                          " at element " + std::to_string(bad - values.begin()));
+}
+
 // Which family a safetensors file holds, by a tensor only that family has.
 std::string family_of(const SafetensorsFile& file) {
   if (file.has("model.embed_tokens.weight")) return "llama";
@@ -39,23 +48,6 @@ std::string family_of(const SafetensorsFile& file) {
 }
 
 }  // namespace
-
-void check_checkpoint_directory(const fs::path& directory) {
-  const std::string where = directory.string() + " ([checkpoint] dir): ";
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error) throw CheckpointError(where + "cannot create it: " + error.message());
-  if (!fs::is_directory(directory, error)) throw CheckpointError(where + "not a directory");
-  const fs::path probe = directory / (".write-probe-" + std::to_string(::getpid()));
-  {
-    std::ofstream out(probe, std::ios::binary);
-    if (!(out << "probe") || !out.flush()) {
-      fs::remove(probe, error);
-      throw CheckpointError(where + "not writable");
-    }
-  }
-  fs::remove(probe, error);
-}
 
 fs::path resolve_checkpoint(const fs::path& path) {
   if (fs::is_regular_file(path / "latest")) {
@@ -105,6 +97,8 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       {"step", state.step},
       {"seed", state.seed},
       {"optimizer", state.optimizer},
+      {"stack", state.stack},
+      {"data", state.data},
       {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
       {"model", model.config_json()}};
@@ -164,6 +158,8 @@ TrainerState load_checkpoint(const fs::path& path, Model& model) {
                             std::to_string(kMaxCheckpointStep) + "]");
     state.seed = trainer.at("seed").get<std::uint64_t>();
     state.optimizer = trainer.at("optimizer").get<std::string>();
+    state.stack = trainer.value("stack", std::string());
+    state.data = trainer.value("data", std::string());
     if (trainer.at("model") != model.config_json())
       throw CheckpointError(trainer_path.string() + ": saved for model " + trainer.at("model").dump() +
                             ", but the manifest describes " + model.config_json().dump());
@@ -180,9 +176,17 @@ TrainerState load_checkpoint(const fs::path& path, Model& model) {
           throw CheckpointError((directory / "optimizer.safetensors").string() + ": missing '" + name +
                                 "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
         const std::vector<float> values = optimizer_state.tensor(name, model.stored_shape(rows));
+        require_finite(values, directory / "optimizer.safetensors", name);
         model.backend().ops().copy_from_host(model.store().data(rows.state[s]), values.data(),
                                              values.size() * sizeof(float));
       }
+  // The weights, as loaded: a NaN here would otherwise surface steps later as "divergence".
+  for (const ParameterRows& rows : model.parameters()) {
+    const std::vector<std::int64_t> shape = model.stored_shape(rows);
+    std::size_t count = 1;
+    for (std::int64_t extent : shape) count *= static_cast<std::size_t>(extent);
+    require_finite(read_row(model, model.store().value_row(rows), count), directory / "model.safetensors", rows.name);
+  }
   return state;
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/checkpoint/checkpoint_directory.hpp"
 #include "core/model/model.hpp"
 
 namespace strata {
@@ -18,6 +19,10 @@ struct TrainerState {
   std::int64_t step = 0;  // optimizer steps completed
   std::uint64_t seed = 0;
   std::string optimizer;  // plugin name
+  // The run's identity beside the model shape: its plugin stack and its training data. Empty when
+  // read from a checkpoint saved before they were recorded.
+  std::string stack;
+  std::string data;
 };
 
 // Returns the directory written.
@@ -28,12 +33,10 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Mo
 // A file of another family is refused, naming the family it holds.
 void load_weights(const std::filesystem::path& path, Model& model);
 
-// Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`).
+// Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`). A
+// non-finite weight or optimizer value is a corrupt checkpoint (CheckpointError), not a run that
+// will later look diverged.
 TrainerState load_checkpoint(const std::filesystem::path& path, Model& model);
-
-// Creates the directory if needed and proves it writable with a probe file, so an unwritable
-// [checkpoint] dir is refused at start rather than at the first save. Throws CheckpointError.
-void check_checkpoint_directory(const std::filesystem::path& directory);
 
 // `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);

@@ -154,7 +154,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads"}},
       {"device", {"kind", "memory_limit"}},
-      {"checkpoint", {"dir", "every"}},
+      {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
   };
   return keys;
@@ -292,6 +292,7 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
     TomlConfigView checkpoint = view_of("checkpoint");
     if (checkpoint.has("dir")) manifest.checkpoint.dir = checkpoint.get_string("dir", "", {});
     manifest.checkpoint.every = checkpoint.get_int("every", 0, 0, std::numeric_limits<std::int64_t>::max());
+    manifest.checkpoint.keep_last = checkpoint.get_int("keep_last", 0, 0, std::numeric_limits<std::int64_t>::max());
     collect(checkpoint);
   }
   {

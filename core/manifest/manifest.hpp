@@ -48,7 +48,8 @@ struct DeviceSpec {
 
 struct CheckpointSpec {
   std::optional<std::filesystem::path> dir;
-  std::int64_t every = 0;  // 0: only when training ends
+  std::int64_t every = 0;      // 0: only when training ends
+  std::int64_t keep_last = 0;  // keep the newest N saves; 0: keep all
 };
 
 class Manifest {

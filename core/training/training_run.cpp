@@ -93,7 +93,15 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const TrainSpec& train = manifest.train;
   const int rows = micro_batch_rows(manifest);
   const Dataset dataset(data_options(manifest));
-  if (manifest.checkpoint.dir) check_checkpoint_directory(*manifest.checkpoint.dir);  // now, not at the first save
+  // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
+  // cleared of partial saves a killed run left.
+  std::optional<CheckpointDirectoryLock> checkpoint_lock;
+  if (manifest.checkpoint.dir) {
+    check_checkpoint_directory(*manifest.checkpoint.dir);
+    checkpoint_lock.emplace(*manifest.checkpoint.dir);
+    if (const int removed = remove_stale_partial_saves(*manifest.checkpoint.dir); removed > 0)
+      spdlog::info("removed {} partial save(s) a stopped run left in {}", removed, manifest.checkpoint.dir->string());
+  }
 
   std::unique_ptr<Backend> device = backend_for(manifest);
   host.set_ops(device->ops());
@@ -111,6 +119,18 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   std::int64_t start_step = 0;
   if (options.resume) {
     const TrainerState state = load_checkpoint(*options.resume, model);
+    // The checkpoint must come from this run: the same seed (data order), stack and data.
+    std::string differences;
+    if (state.seed != train.seed)
+      differences += "\n  seed: saved " + std::to_string(state.seed) + ", manifest " + std::to_string(train.seed);
+    if (!state.stack.empty() && state.stack != stack.description)
+      differences += "\n  stack: saved '" + state.stack + "', manifest '" + stack.description + "'";
+    if (!state.data.empty() && state.data != manifest.data.train.string())
+      differences += "\n  data: saved '" + state.data + "', manifest '" + manifest.data.train.string() + "'";
+    if (!differences.empty() && !options.force_resume)
+      throw CheckpointError(options.resume->string() + ": saved by a different run:" + differences +
+                            "\n(resume anyway with --force-resume)");
+    if (!differences.empty()) spdlog::warn("resuming a different run (--force-resume):{}", differences);
     if (state.optimizer != manifest.optimizer.plugin)
       throw CheckpointError(options.resume->string() + ": saved with optimizer '" + state.optimizer +
                             "', but the manifest uses '" + manifest.optimizer.plugin + "'");
@@ -193,8 +213,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
         (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
     if (checkpoint_now) model.store().complete_all_moves();
     if (checkpoint_now)
-      result.last_checkpoint =
-          save_checkpoint(*manifest.checkpoint.dir, model, TrainerState{step, train.seed, manifest.optimizer.plugin});
+      result.last_checkpoint = save_checkpoint(
+          *manifest.checkpoint.dir, model,
+          TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description, manifest.data.train.string()});
+    if (checkpoint_now) prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
   }
 
   RunSummary& summary = result.summary;

@@ -18,6 +18,8 @@ struct TrainOptions {
   // Stop after this step of the schedule (a checkpoint is written there when [checkpoint] dir is
   // set), so a long run can be done in resumable pieces; 0: run to train.steps.
   std::int64_t stop_after_step = 0;
+  // Resume even when the checkpoint was saved by a run with another seed, stack or training data.
+  bool force_resume = false;
 };
 
 struct TrainResult {

@@ -112,6 +112,7 @@ int command_train(const std::vector<std::string>& arguments) {
   add_manifest_options(options, common);
   options.add_options()("resume", po::value(&resume)->implicit_value(""),
                         "resume from a checkpoint directory (default: checkpoint.dir's latest)")(
+      "force-resume", "resume even a checkpoint saved with another seed, stack or training data")(
       "stop-after", po::value<std::int64_t>()->default_value(0),
       "stop after this step of the schedule (checkpointing there), to resume later")(
       "table", "print the tensor table before training")("profile", "print time per kernel at the end")(
@@ -129,6 +130,7 @@ int command_train(const std::vector<std::string>& arguments) {
     train_options.print_table = values.count("table") > 0;
     train_options.profile = values.count("profile") > 0;
     train_options.stop_after_step = values["stop-after"].as<std::int64_t>();
+    train_options.force_resume = values.count("force-resume") > 0;
     if (values.count("resume")) {
       if (!resume.empty()) {
         train_options.resume = resume;

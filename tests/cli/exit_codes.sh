@@ -103,5 +103,22 @@ expect 1 "jsonl: cannot write to '/dev/full'" -- "$strata" train examples/quicks
   --set checkpoint.dir=\"$work/full_ckpt\" --set telemetry.1.path=\"/dev/full\"
 expect 1 "csv: cannot write to '/dev/full'" -- "$strata" train "$work/diverge.toml" --set train.steps=2 \
   --set telemetry.0.path=\"/dev/full\"
+# One run per checkpoint directory: while another holds its lock, a second run is refused.
+mkdir -p "$work/shared_ckpt" && touch "$work/shared_ckpt/.lock"
+expect 2 "another run is using this checkpoint directory" -- flock "$work/shared_ckpt/.lock" \
+  "$strata" train examples/quickstart.toml --set train.steps=1 --set checkpoint.dir=\"$work/shared_ckpt\"
+# A resume must come from the same run: another seed is refused unless forced.
+small=(--set model.n_layer=1 --set model.d_model=32 --set train.steps=2 --set telemetry.1.path=\"$work/r.jsonl\")
+"$strata" train examples/quickstart.toml "${small[@]}" --set checkpoint.dir=\"$work/run_ckpt\" --stop-after 1 \
+  > /dev/null 2>&1 || fail "could not train the checkpoint to resume"
+expect 2 "saved by a different run" -- "$strata" train examples/quickstart.toml "${small[@]}" \
+  --set checkpoint.dir=\"$work/run_ckpt\" --set train.seed=7 --resume
+expect 0 "resuming a different run" -- "$strata" train examples/quickstart.toml "${small[@]}" \
+  --set checkpoint.dir=\"$work/run_ckpt\" --set train.seed=7 --resume --force-resume
+# A NaN weight in a checkpoint is reported as a corrupt checkpoint on resume, not as divergence.
+cp -r "$work/gpt2_ckpt" "$work/nan_ckpt"
+cp "$work/nan.safetensors" "$work/nan_ckpt/step_00000001/model.safetensors"
+expect 2 "corrupt checkpoint: tensor" -- "$strata" train examples/quickstart.toml --set model.n_layer=1 \
+  --set model.d_model=32 --set train.steps=2 --set checkpoint.dir=\"$work/nan_ckpt\" --resume
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"

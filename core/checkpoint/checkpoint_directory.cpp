@@ -1,0 +1,105 @@
+#include "core/checkpoint/checkpoint_directory.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/safetensors.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+void check_checkpoint_directory(const fs::path& directory) {
+  const std::string where = directory.string() + " ([checkpoint] dir): ";
+  std::error_code error;
+  fs::create_directories(directory, error);
+  if (error) throw CheckpointError(where + "cannot create it: " + error.message());
+  if (!fs::is_directory(directory, error)) throw CheckpointError(where + "not a directory");
+  const fs::path probe = directory / (".write-probe-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(probe, std::ios::binary);
+    if (!(out << "probe") || !out.flush()) {
+      fs::remove(probe, error);
+      throw CheckpointError(where + "not writable");
+    }
+  }
+  fs::remove(probe, error);
+}
+
+namespace {
+
+// The PID after ".tmp-" or ".old-" in a partial save's name; 0 when the name is not one.
+pid_t partial_save_owner(const std::string& name) {
+  if (!name.starts_with(".step_")) return 0;
+  for (const char* marker : {".tmp-", ".old-"}) {
+    const std::size_t at = name.rfind(marker);
+    if (at == std::string::npos) continue;
+    try {
+      return static_cast<pid_t>(std::stol(name.substr(at + 5)));
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+bool process_runs(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+int remove_stale_partial_saves(const fs::path& directory) {
+  std::error_code error;
+  int removed = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+    const pid_t owner = partial_save_owner(entry.path().filename().string());
+    if (owner <= 0 || owner == ::getpid() || process_runs(owner)) continue;
+    fs::remove_all(entry.path(), error);
+    ++removed;
+  }
+  return removed;
+}
+
+void prune_checkpoints(const fs::path& directory, std::int64_t keep_last) {
+  if (keep_last <= 0) return;
+  std::error_code error;
+  std::vector<fs::path> saves;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.starts_with("step_")) saves.push_back(entry.path());
+  }
+  std::sort(saves.begin(), saves.end());  // step_%08lld: names sort by step
+  const fs::path latest = resolve_checkpoint(directory);
+  const auto excess = static_cast<std::int64_t>(saves.size()) - keep_last;
+  for (std::int64_t i = 0; i < excess; ++i)
+    if (saves[static_cast<std::size_t>(i)] != latest) fs::remove_all(saves[static_cast<std::size_t>(i)], error);
+}
+
+CheckpointDirectoryLock::CheckpointDirectoryLock(const fs::path& directory) {
+  const fs::path path = directory / ".lock";
+  descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (descriptor_ < 0) throw CheckpointError(path.string() + ": cannot open the lock file");
+  if (::flock(descriptor_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(descriptor_);
+    descriptor_ = -1;
+    throw CheckpointError(directory.string() +
+                          " ([checkpoint] dir): another run is using this checkpoint directory; give each run its "
+                          "own dir");
+  }
+}
+
+CheckpointDirectoryLock::~CheckpointDirectoryLock() {
+  if (descriptor_ >= 0) ::close(descriptor_);  // closing releases the lock
+}
+
+}  // namespace strata

@@ -1,0 +1,33 @@
+#pragma once
+// The checkpoint directory as a whole: checked writable at start, locked for one run at a time,
+// cleared of partial saves a killed run left behind, and pruned to the newest saves.
+#include <cstdint>
+#include <filesystem>
+
+namespace strata {
+
+// Creates the directory if needed and proves it writable with a probe file, so an unwritable
+// [checkpoint] dir is refused at start rather than at the first save. Throws CheckpointError.
+void check_checkpoint_directory(const std::filesystem::path& directory);
+
+// Removes the temporary and superseded save directories (".step_*.tmp-PID", ".step_*.old-PID") of
+// processes that no longer run; returns how many it removed.
+int remove_stale_partial_saves(const std::filesystem::path& directory);
+
+// Keeps the newest `keep_last` step directories (and always the one `latest` names); 0 keeps all.
+void prune_checkpoints(const std::filesystem::path& directory, std::int64_t keep_last);
+
+// An exclusive advisory lock on <directory>/.lock for the life of the object: a second run on the
+// same directory is refused (CheckpointError naming the directory) instead of overwriting the first.
+class CheckpointDirectoryLock {
+ public:
+  explicit CheckpointDirectoryLock(const std::filesystem::path& directory);
+  ~CheckpointDirectoryLock();
+  CheckpointDirectoryLock(const CheckpointDirectoryLock&) = delete;
+  CheckpointDirectoryLock& operator=(const CheckpointDirectoryLock&) = delete;
+
+ private:
+  int descriptor_ = -1;
+};
+
+}  // namespace strata
