@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "core/manifest/manifest.hpp"
 #include "core/training/training_run.hpp"
@@ -96,6 +97,28 @@ TEST(Training, ResumeContinuesBitwiseIdentically) {
 // Checkpoints hold the f32 masters; the bf16 weights are their rounding, so resume is exact too.
 TEST(Training, ResumeWithBf16StorageContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_bf16", "[precision]\nplugin = \"bf16\"\n");
+}
+
+// Resuming from an older save continues the step log from there: the steps the first run took
+// past that save, and its summary, are dropped instead of appearing twice.
+TEST(Training, ResumeContinuesTheJsonlLogWithoutDuplicateSteps) {
+  const auto dir = test::temporary_directory("resume_log");
+  const std::string log = (dir / "steps.jsonl").string();
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest("[checkpoint]\ndir = \"" + (dir / "ckpt").string() +
+                                       "\"\nevery = 2\n[[telemetry]]\nplugin = \"jsonl\"\npath = \"" + log + "\"\n"));
+  train(dir / "m.toml", {"train.steps=4"});
+  train(dir / "m.toml", {"train.steps=4"}, dir / "ckpt" / "step_00000002");
+  std::ifstream in(log);
+  std::vector<std::int64_t> steps;
+  int summaries = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"record\":\"summary\"") != std::string::npos) ++summaries;
+    const std::size_t at = line.find("{\"step\":");
+    if (at == 0) steps.push_back(std::stoll(line.substr(8)));
+  }
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(summaries, 1) << "only the resumed run's summary remains";
 }
 
 TEST(Training, LlamaResumeContinuesBitwiseIdentically) {

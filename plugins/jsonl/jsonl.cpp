@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "strata/plugin.hpp"
 
@@ -30,6 +32,7 @@ class Jsonl final : public TelemetrySink {
     return guarded([&]() -> Status {
       const std::filesystem::path path(path_);
       if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+      if (info.start_step > 0) truncate_after(path, info.start_step);
       out_.open(path, info.start_step > 0 ? std::ios::app : std::ios::trunc);
       if (!out_) return Status::error("jsonl: cannot open '" + path_ + "' for writing");
       write({{"record", "run"},
@@ -87,6 +90,32 @@ class Jsonl final : public TelemetrySink {
   }
 
  private:
+  // A resumed run continues the file from its resume step: the records after that step (steps the
+  // interrupted run took past its last checkpoint, and its summary) are dropped, so no step appears
+  // twice. The file is rewritten beside itself and renamed over, so a crash keeps one whole file.
+  static void truncate_after(const std::filesystem::path& path, std::int64_t resume_step) {
+    std::ifstream in(path);
+    if (!in) return;  // nothing logged yet
+    std::vector<std::string> kept;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+      if (record.is_discarded()) continue;  // a line cut short by a crash
+      if (record.contains("step") && record["step"].is_number_integer() &&
+          record["step"].get<std::int64_t>() > resume_step)
+        break;
+      if (record.value("record", "") == "summary") continue;
+      kept.push_back(line);
+    }
+    const std::filesystem::path temporary = path.string() + ".truncating";
+    {
+      std::ofstream out(temporary, std::ios::trunc);
+      for (const std::string& line : kept) out << line << '\n';
+      out.flush();
+      if (!out) throw std::runtime_error("jsonl: cannot rewrite '" + path.string() + "' for the resumed run");
+    }
+    std::filesystem::rename(temporary, path);
+  }
+
   // A record that does not reach the file fails the run (guarded turns the throw into a Status):
   // a run must not finish with exit 0 and records missing, as on a full disk.
   void write(const nlohmann::ordered_json& record) {
