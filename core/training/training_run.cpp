@@ -22,6 +22,7 @@
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/stop_signal.hpp"
 
 namespace strata {
 
@@ -155,6 +156,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   TrainResult result;
   std::vector<double> step_ms;
   int consecutive_nonfinite = 0;
+  const StopSignal stop_signal;  // SIGINT/SIGTERM finish the step in hand, then stop
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
   model.profiler().reset();
@@ -208,15 +210,21 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
                                std::to_string(step) + ", non-finite for " + std::to_string(consecutive_nonfinite) +
                                " steps in a row (each skipped)");
+    result.stopped_by_signal = stop_signal.received();
     const bool checkpoint_now =
-        manifest.checkpoint.dir &&
-        (step == last_step || (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
+        manifest.checkpoint.dir && (step == last_step || result.stopped_by_signal != 0 ||
+                                    (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
     if (checkpoint_now) model.store().complete_all_moves();
     if (checkpoint_now)
       result.last_checkpoint = save_checkpoint(
           *manifest.checkpoint.dir, model,
           TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description, manifest.data.train.string()});
     if (checkpoint_now) prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
+    if (result.stopped_by_signal != 0) {
+      spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,
+                   result.last_checkpoint ? " (checkpoint " + result.last_checkpoint->string() + ")" : "");
+      break;
+    }
   }
 
   RunSummary& summary = result.summary;

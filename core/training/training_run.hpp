@@ -26,6 +26,9 @@ struct TrainResult {
   RunSummary summary;
   std::vector<double> losses;  // per step, from the first step run
   std::optional<std::filesystem::path> last_checkpoint;
+  // SIGINT or SIGTERM stopped the run after a whole step (checkpointed when [checkpoint] dir is
+  // set); 0 when it ran to its last step. The CLI exits 128 + this.
+  int stopped_by_signal = 0;
 };
 
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and

@@ -142,6 +142,7 @@ int command_train(const std::vector<std::string>& arguments) {
     }
     const TrainResult result = run_training(manifest, registry, train_options);
     if (result.last_checkpoint) spdlog::info("checkpoint: {}", result.last_checkpoint->string());
+    if (result.stopped_by_signal != 0) return 128 + result.stopped_by_signal;  // the shell's convention: 130, 143
     return static_cast<int>(kExitSuccess);
   });
 }

@@ -120,5 +120,25 @@ cp -r "$work/gpt2_ckpt" "$work/nan_ckpt"
 cp "$work/nan.safetensors" "$work/nan_ckpt/step_00000001/model.safetensors"
 expect 2 "corrupt checkpoint: tensor" -- "$strata" train examples/quickstart.toml --set model.n_layer=1 \
   --set model.d_model=32 --set train.steps=2 --set checkpoint.dir=\"$work/nan_ckpt\" --resume
+# SIGTERM (and SIGINT) finish the step in hand, write a checkpoint and exit 128 + the signal.
+for signal in TERM INT; do
+  rm -rf "$work/signal_ckpt" "$work/signal.jsonl"
+  "$strata" train examples/quickstart.toml --set train.steps=100000 --set checkpoint.dir=\"$work/signal_ckpt\" \
+    --set telemetry.1.path=\"$work/signal.jsonl\" > "$work/signal.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 300); do  # until a few steps are logged (at most 30 s)
+    logged=$(grep -c '"step"' "$work/signal.jsonl" 2>/dev/null)
+    [ "${logged:-0}" -ge 3 ] && break
+    sleep 0.1
+  done
+  kill -s "$signal" "$pid"
+  wait "$pid"
+  code=$?
+  expected=$([ "$signal" = TERM ] && echo 143 || echo 130)
+  [ "$code" = "$expected" ] || fail "SIG$signal: exit $code, expected $expected: $(tail -3 "$work/signal.log")"
+  grep -q "stopped by signal" "$work/signal.log" || fail "SIG$signal: no stop message"
+  [ -f "$work/signal_ckpt/latest" ] || fail "SIG$signal: no checkpoint written"
+  echo "ok ($code): SIG$signal stops after a whole step with checkpoint $(cat "$work/signal_ckpt/latest")"
+done
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"
