@@ -1,5 +1,6 @@
 #include "core/model/model.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace strata {
@@ -58,6 +59,18 @@ void Model::write_values(const ParameterRows& rows, std::span<const float> value
   std::vector<std::uint16_t> narrowed(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);
   ops().copy_from_host(view.data, narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
+}
+
+void Model::declare_weight_scratch_and_head(std::int64_t largest_bf16_matrix, const LmHeadShape& shape,
+                                            LmHeadRows rows) {
+  if (largest_bf16_matrix > 0) {
+    weight_scratch_elements_ = std::min(largest_bf16_matrix, kWeightScratchElements);
+    weight_scratch_row_ = store_.add_row("ws.f32.weight_chunk", -1, {weight_scratch_elements_},
+                                         MemoryCategory::workspace, TensorGroup::activations);
+  }
+  rows.weight_scratch = weight_scratch_row_;
+  rows.weight_scratch_elements = weight_scratch_elements_;
+  head_.declare(shape, rows);
 }
 
 double Model::loss_sum(int rows) {

@@ -182,14 +182,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
     for (const auto& [which, row] : slots) staging_.assign(static_cast<int>(which), row);
     input_staging_row_ = narrow_a;
   }
-  if (largest_matrix > 0) {
-    weight_scratch_elements_ = std::min(largest_matrix, kWeightScratchElements);
-    weight_scratch_row_ = store_.add_row("ws.f32.weight_chunk", -1, {weight_scratch_elements_},
-                                         MemoryCategory::workspace, TensorGroup::activations);
-  }
-  head_rows.weight_scratch = weight_scratch_row_;
-  head_rows.weight_scratch_elements = weight_scratch_elements_;
-  head_.declare(LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
+  declare_weight_scratch_and_head(largest_matrix, LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
   // Activations are allocated per micro batch.
   if (allocation == Allocation::now) store_.allocate_persistent();
 }
@@ -271,10 +264,8 @@ void GPT2Model::project_forward(int layer, LayerParam weight, LayerParam bias, f
   const auto& rows =
       parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(weight)])];
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  ops().matmul_forward(
-      out, inp, store_.weight(rows.param), vec(layer, bias),
-      MatmulShape{N, in_features, out_features, WeightLayout::in_out},
-      Scratch{weight_scratch_row_ >= 0 ? store_.f32(weight_scratch_row_) : nullptr, weight_scratch_elements_});
+  ops().matmul_forward(out, inp, store_.weight(rows.param), vec(layer, bias),
+                       MatmulShape{N, in_features, out_features, WeightLayout::in_out}, weight_scratch());
 }
 
 // Scratch gradients that one kernel writes are overwritten, not zeroed and accumulated into.
@@ -283,11 +274,9 @@ void GPT2Model::project_backward(int layer, LayerParam weight, LayerParam bias, 
   const auto& rows =
       parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(weight)])];
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  ops().matmul_backward(
-      dinp, store_.f32(rows.grad), grad(layer, bias), dout, inp, store_.weight(rows.param),
-      MatmulShape{N, in_features, out_features, WeightLayout::in_out},
-      Scratch{weight_scratch_row_ >= 0 ? store_.f32(weight_scratch_row_) : nullptr, weight_scratch_elements_},
-      GradientWrite::overwrite);
+  ops().matmul_backward(dinp, store_.f32(rows.grad), grad(layer, bias), dout, inp, store_.weight(rows.param),
+                        MatmulShape{N, in_features, out_features, WeightLayout::in_out}, weight_scratch(),
+                        GradientWrite::overwrite);
 }
 
 void GPT2Model::init_weights(std::uint64_t seed) {

@@ -126,8 +126,6 @@ class GPT2Model final : public Model {
   std::array<int, kWorkspaceCount> workspace_rows_{};
   ActivationStaging staging_{store_, static_cast<int>(kLayerActivationCount)};
   int input_staging_row_ = -1;  // bf16 activations: where the previous block's output is widened
-  int weight_scratch_row_ = -1;
-  std::int64_t weight_scratch_elements_ = 0;
 };
 
 }  // namespace strata

@@ -152,14 +152,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
     input_staging_row_ =
         store_.add_row("ws.f32.input", -1, {B, T, C}, MemoryCategory::workspace, TensorGroup::activations);
   }
-  if (largest_matrix > 0) {
-    weight_scratch_elements_ = std::min(largest_matrix, kWeightScratchElements);
-    weight_scratch_row_ = store_.add_row("ws.f32.weight_chunk", -1, {weight_scratch_elements_},
-                                         MemoryCategory::workspace, TensorGroup::activations);
-  }
-  head_rows.weight_scratch = weight_scratch_row_;
-  head_rows.weight_scratch_elements = weight_scratch_elements_;
-  head_.declare(LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
+  declare_weight_scratch_and_head(largest_matrix, LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
   if (options.allocation == Allocation::now) store_.allocate_persistent();
 }
 
@@ -212,10 +205,6 @@ void LlamaModel::init_weights(std::uint64_t seed) {
 
 int LlamaModel::head_weight_row() const {
   return parameters()[static_cast<std::size_t>(lm_head_)].param;
-}
-
-Scratch LlamaModel::weight_scratch() const {
-  return Scratch{weight_scratch_row_ >= 0 ? store_.f32(weight_scratch_row_) : nullptr, weight_scratch_elements_};
 }
 
 }  // namespace strata

@@ -107,7 +107,6 @@ class LlamaModel final : public Model {
   float* ws(LlamaWorkspace which) const { return store_.f32(workspace_rows_[static_cast<std::size_t>(which)]); }
   const float* gain(int layer, LlamaParam which) const { return store_.values(parameter(layer, which)).f32(); }
   float* grad(int layer, LlamaParam which) const { return store_.f32(parameter(layer, which).grad); }
-  Scratch weight_scratch() const;
   void project_forward(int layer, LlamaParam weight, float* out, const float* inp, std::int64_t in_features,
                        std::int64_t out_features);
   void project_backward(int layer, LlamaParam weight, float* dinp, const float* dout, const float* inp,
@@ -128,8 +127,6 @@ class LlamaModel final : public Model {
   std::array<int, kLlamaWorkspaceCount> workspace_rows_{};
   ActivationStaging staging_{store_, static_cast<int>(kLlamaActivationCount)};
   int input_staging_row_ = -1;
-  int weight_scratch_row_ = -1;
-  std::int64_t weight_scratch_elements_ = 0;
 };
 
 }  // namespace strata
