@@ -18,7 +18,6 @@ struct ModelSpec {
   int seq_len() const noexcept { return is_llama() ? llama.seq_len : gpt2.seq_len; }
   ModelInfo info() const { return is_llama() ? llama.info() : gpt2.info(); }
   std::int64_t parameter_count() const { return is_llama() ? llama.parameter_count() : gpt2.parameter_count(); }
-  std::string validate() const { return is_llama() ? llama.validate() : gpt2.validate(); }
 };
 
 }  // namespace strata

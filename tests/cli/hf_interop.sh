@@ -37,15 +37,7 @@ plugin = "csv"
 path = "/dev/null"
 TOML
 
-agree() {  # name, strata's eval_loss line, numpy's loss
-  "$python" - "$1" "$2" "$3" <<'PY'
-import sys
-name, strata, numpy_loss = sys.argv[1], float(sys.argv[2].split("=")[1]), float(sys.argv[3])
-difference = abs(strata - numpy_loss) / numpy_loss
-print(f"{name}: strata eval {strata:.6f}, numpy {numpy_loss:.6f}, relative difference {difference:.2e}")
-assert difference < 1e-5, "the two models disagree"
-PY
-}
+source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS
 
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens.bin" | tail -n 1)
 agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens.bin" $heads $positions)"

@@ -25,15 +25,7 @@ tail -n 1 "$work/selftest.log"
 layers=2 heads=4 kv_heads=2 width=32 ff=64 vocab=300 positions=16 theta=500000.0 eps=1e-5
 "$python" "$reference" make-tokens "$work/tokens.bin" 4000 $vocab 1
 
-agree() {  # name, strata's eval_loss line, numpy's loss
-  "$python" - "$1" "$2" "$3" <<'PY'
-import sys
-name, strata, numpy_loss = sys.argv[1], float(sys.argv[2].split("=")[1]), float(sys.argv[3])
-difference = abs(strata - numpy_loss) / numpy_loss
-print(f"{name}: strata eval {strata:.6f}, numpy {numpy_loss:.6f}, relative difference {difference:.2e}")
-assert difference < 1e-5, "the two models disagree"
-PY
-}
+source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS
 
 numpy_loss() {  # safetensors file; tied or not as $flag says
   "$python" "$reference" loss "$1" "$work/tokens.bin" $heads $kv_heads $positions $theta $eps "${flag[@]}"

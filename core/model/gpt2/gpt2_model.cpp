@@ -126,7 +126,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   lnf_mean_row_ = add_global_activation("act.lnf_mean", {B, T});
   lnf_rstd_row_ = add_global_activation("act.lnf_rstd", {B, T});
   LmHeadRows head_rows;
-  logits_row_ = head_rows.logits = add_global_activation("act.logits", {B, T, Vp});
+  head_rows.logits = add_global_activation("act.logits", {B, T, Vp});
   head_rows.losses = add_global_activation("act.losses", {B, T});
   head_rows.logsumexp = add_global_activation("act.logsumexp", {B, T});
   head_rows.target_logits = add_global_activation("act.target_logits", {B, T});

@@ -84,7 +84,6 @@ class GPT2Model final : public Model {
   int activation_row(int layer, LayerActivation which) const {
     return Model::activation_row(layer, static_cast<int>(which));
   }
-  int logits_row() const noexcept { return logits_row_; }
 
   void embed_forward() override;
   void layer_forward(int layer) override;
@@ -122,7 +121,7 @@ class GPT2Model final : public Model {
   AttentionShape attention_shape_;
   std::array<int, kGlobalParamCount> global_parameters_{};  // indices into parameters()
   std::vector<std::array<int, kLayerParamCount>> layer_parameters_;
-  int encoded_row_ = -1, lnf_row_ = -1, lnf_mean_row_ = -1, lnf_rstd_row_ = -1, logits_row_ = -1;
+  int encoded_row_ = -1, lnf_row_ = -1, lnf_mean_row_ = -1, lnf_rstd_row_ = -1;
   std::array<int, kWorkspaceCount> workspace_rows_{};
   ActivationStaging staging_{store_, static_cast<int>(kLayerActivationCount)};
   int input_staging_row_ = -1;  // bf16 activations: where the previous block's output is widened
