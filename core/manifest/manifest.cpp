@@ -152,7 +152,8 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
         "tie_embeddings"}},
       {"data", {"train", "val", "val_fraction"}},
       {"train",
-       {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads"}},
+       {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
+        "divergence_factor", "divergence_steps"}},
       {"device", {"kind", "memory_limit"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
@@ -260,6 +261,12 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
     t.eval_every = train.get_int("eval_every", 0, 0, std::numeric_limits<std::int64_t>::max());
     t.eval_batches = train.get_int("eval_batches", 8, 0, std::numeric_limits<std::int64_t>::max());
     t.threads = static_cast<int>(train.get_int("threads", 0, 0, 4096));
+    t.divergence_factor = train.get_double("divergence_factor", 100.0, 0.0, 1e12);
+    t.divergence_steps = train.get_int("divergence_steps", 8, 1, 1'000'000);
+    if (t.divergence_factor > 0.0 && t.divergence_factor <= 1.0)
+      train.report_error("divergence_factor", "divergence_factor = " + std::to_string(t.divergence_factor) +
+                                                  " must be above 1 (a loss above its best is normal noise), or 0 "
+                                                  "to turn the check off");
     if (t.batch % t.micro_batches != 0)
       train.report_error("micro_batches", "micro_batches = " + std::to_string(t.micro_batches) +
                                               " must divide batch = " + std::to_string(t.batch));

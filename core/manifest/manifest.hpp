@@ -30,9 +30,11 @@ struct TrainSpec {
   double lr = 3e-4;
   std::int64_t warmup_steps = 0;
   std::uint64_t seed = 42;
-  std::int64_t eval_every = 0;    // 0: evaluate once, at the end
-  std::int64_t eval_batches = 8;  // 0: every validation window
-  int threads = 0;                // 0: all cores
+  std::int64_t eval_every = 0;        // 0: evaluate once, at the end
+  std::int64_t eval_batches = 8;      // 0: every validation window
+  int threads = 0;                    // 0: all cores
+  double divergence_factor = 100.0;   // stop when the loss stays this far above its best; 0: never
+  std::int64_t divergence_steps = 8;  // ... for this many steps in a row (also non-finite steps)
 };
 
 struct DataSpec {

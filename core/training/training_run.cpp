@@ -22,6 +22,7 @@
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/divergence_guard.hpp"
 #include "core/training/stop_signal.hpp"
 
 namespace strata {
@@ -37,9 +38,6 @@ std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
   throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind +
                       "\": this build has no such backend (available: " + known + ")");
 }
-
-// Non-finite losses in a row after which a run counts as diverged rather than unlucky.
-constexpr int kMaxConsecutiveNonfiniteSteps = 8;
 
 int micro_batch_rows(const Manifest& manifest) {
   return manifest.train.batch / manifest.train.micro_batches;
@@ -155,7 +153,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   TrainResult result;
   std::vector<double> step_ms;
-  int consecutive_nonfinite = 0;
+  DivergenceGuard divergence({train.divergence_factor, train.divergence_steps});
   const StopSignal stop_signal;  // SIGINT/SIGTERM finish the step in hand, then stop
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
@@ -203,13 +201,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     for (const auto& sink : stack.telemetry)
       if (Status status = sink->on_step(metrics); !status) throw HookFailed("telemetry: " + status.message());
 
-    // skip_nonfinite skips a step whose gradients are not finite; a run whose loss stays non-finite
-    // step after step has diverged (the weights themselves are no longer finite), and stops.
-    consecutive_nonfinite = std::isfinite(outcome.loss) ? 0 : consecutive_nonfinite + 1;
-    if (consecutive_nonfinite >= kMaxConsecutiveNonfiniteSteps)
-      throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
-                               std::to_string(step) + ", non-finite for " + std::to_string(consecutive_nonfinite) +
-                               " steps in a row (each skipped)");
+    // The step's records are written before the run stops, so the log shows the blow-up.
+    if (auto diverged = divergence.observe(step, outcome.loss)) throw std::runtime_error(*diverged);
     result.stopped_by_signal = stop_signal.received();
     const bool checkpoint_now =
         manifest.checkpoint.dir && (step == last_step || result.stopped_by_signal != 0 ||

@@ -48,6 +48,10 @@ plugin = "csv"
 path = "/dev/null"
 EOF
 expect 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml"
+# A finite blow-up: the loss stays above divergence_factor x its best for divergence_steps steps.
+expect 1 "x its best" -- "$strata" train "$work/diverge.toml" --set train.divergence_factor=1.5 \
+  --set train.divergence_steps=2
+expect 2 "must be above 1" -- "$strata" validate examples/quickstart.toml --set train.divergence_factor=0.5
 # Model-family keys and shapes.
 expect 2 "n_kv_head is a LLaMA key; it needs arch = \"llama\"" -- \
   "$strata" validate examples/quickstart.toml --set model.n_kv_head=2
