@@ -126,19 +126,21 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
   const std::size_t count = strategies_.size();
   for (std::size_t i = 0; i < count; ++i) {
     MemoryStrategy& strategy = *strategies_[reverse ? count - 1 - i : i];
-    Status status;
-    switch (hook) {
-      case Hook::attach: status = strategy.on_attach(context); break;
-      case Hook::before_forward: status = strategy.before_forward(context); break;
-      case Hook::after_forward: status = strategy.after_forward(context); break;
-      case Hook::before_backward: status = strategy.before_backward(context); break;
-      case Hook::after_backward: status = strategy.after_backward(context); break;
-      case Hook::before_step: status = strategy.before_step(context); break;
-      case Hook::after_step: status = strategy.after_step(context); break;
-    }
-    if (!status)
-      throw HookFailed("strategy hook failed at step " + std::to_string(step_) + ", layer " + std::to_string(layer) +
-                       ": " + status.message());
+    // Strategies from a stack are wrapped (guarded_plugins.hpp) and name themselves, the hook
+    // and the layer in their errors; `guarded` also catches what an unwrapped one throws.
+    const Status status = guarded([&] {
+      switch (hook) {
+        case Hook::attach: return strategy.on_attach(context);
+        case Hook::before_forward: return strategy.before_forward(context);
+        case Hook::after_forward: return strategy.after_forward(context);
+        case Hook::before_backward: return strategy.before_backward(context);
+        case Hook::after_backward: return strategy.after_backward(context);
+        case Hook::before_step: return strategy.before_step(context);
+        case Hook::after_step: return strategy.after_step(context);
+      }
+      return Status{};
+    });
+    if (!status) throw HookFailed("memory strategy: " + status.message());
   }
 }
 
@@ -227,7 +229,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   for (const ParameterRows& rows : model_.parameters()) grads.push_back(store.view(rows.grad));
   PrecisionDecision decision;
   if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
-    throw HookFailed("precision policy: " + status.message());
+    throw HookFailed(status.message());
   outcome.skipped = decision.skip_step;
   if (!std::isfinite(outcome.loss) && !outcome.skipped)
     throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
@@ -240,8 +242,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
     std::vector<ParamSlot> slots = parameter_slots();
     OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
-    if (Status status = optimizer_.step(info, slots, outcome.report); !status)
-      throw HookFailed("optimizer: " + status.message());
+    if (Status status = optimizer_.step(info, slots, outcome.report); !status) throw HookFailed(status.message());
   }
   if (!outcome.skipped) store.publish_weights();  // bf16 weights: round the updated masters
   run_hooks(Hook::after_step, -1, true);

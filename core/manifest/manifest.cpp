@@ -316,6 +316,14 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
     } else {
       problems.push_back(location(path, *node) + ": plugin_path must be a string or an array of strings");
     }
+    // A directory the manifest names but that is not there is a typo to report, not to skip: the
+    // run would otherwise fail later, naming a plugin "unknown" instead of the path.
+    for (const std::filesystem::path& directory : manifest.plugin_path) {
+      std::error_code error;
+      if (!std::filesystem::is_directory(directory, error))
+        problems.push_back(location(path, *node) + ": plugin_path \"" + directory.string() + "\" is not a directory" +
+                           (error ? " (" + error.message() + ")" : std::string(" (no such directory)")));
+    }
   }
 
   manifest.optimizer = plugin_spec(table_at(root, "optimizer", path, problems), "[optimizer]", "optimizer", "adamw",

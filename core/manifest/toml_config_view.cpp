@@ -41,6 +41,7 @@ void TomlConfigView::problem(std::string_view key, const std::string& message) {
 }
 
 const toml::node* TomlConfigView::find(std::string_view key) {
+  read_keys_.emplace(key);
   if (std::find(declared_keys_.begin(), declared_keys_.end(), key) == declared_keys_.end()) {
     problem(key, "read key '" + std::string(key) +
                      "' that its plugin did not declare (declared: " + join_words(declared_keys_) + ")");
@@ -54,7 +55,18 @@ std::string TomlConfigView::type_problem(std::string_view key, std::string_view 
   return std::string(key) + " must be " + std::string(expected) + ", not " + std::string(toml_type_name(node));
 }
 
+std::vector<std::string> TomlConfigView::unread_keys() const {
+  std::vector<std::string> unread;
+  for (const std::string& key : declared_keys_)
+    if (key != "plugin" && !read_keys_.contains(key)) unread.push_back(key);
+  return unread;
+}
+
 bool TomlConfigView::has(std::string_view key) const noexcept {
+  try {
+    read_keys_.emplace(key);
+  } catch (...) {  // out of memory: the key only goes unrecorded, and at worst draws a false warning
+  }
   return table_ != nullptr && table_->contains(key);
 }
 

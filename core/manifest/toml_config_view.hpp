@@ -41,6 +41,9 @@ class TomlConfigView final : public ConfigView {
   // Adds a problem for every key present in the table but not declared.
   void check_unknown_keys();
   const std::vector<std::string>& problems() const noexcept { return problems_; }
+  // Declared keys nothing has read or asked about (has) so far, `plugin` aside: after a plugin's
+  // factory ran, a declared key it never reads is a descriptor mistake, and setting it does nothing.
+  std::vector<std::string> unread_keys() const;
   // "file:line:column" of a key, or of the table when the key is absent.
   std::string where(std::string_view key) const;
 
@@ -59,6 +62,7 @@ class TomlConfigView final : public ConfigView {
   TableOrigin origin_;
   std::vector<std::string> declared_keys_;
   std::vector<std::string> problems_;
+  mutable std::set<std::string, std::less<>> read_keys_;
 };
 
 // toml++'s node type, in words.

@@ -13,6 +13,27 @@ std::string abi_text(std::uint32_t major, std::uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+// Returns what is wrong with one of a factory's name lists, or empty. The list is counted, so a
+// null entry is a mistake (often a leftover terminator), not the end.
+std::string validate_name_list(const NameList& list, std::string_view what) {
+  constexpr std::size_t kMaxNames = 1024;  // far above any real list: a larger count is garbage
+  if (list.count == 0) return {};
+  if (list.names == nullptr)
+    return std::string(what) + " has a count of " + std::to_string(list.count) + " but no names";
+  if (list.count > kMaxNames)
+    return std::string(what) + " claims " + std::to_string(list.count) + " names (at most " +
+           std::to_string(kMaxNames) + ")";
+  std::set<std::string_view> seen;
+  for (std::size_t i = 0; i < list.count; ++i) {
+    const char* name = list.names[i];
+    if (name == nullptr || *name == '\0')
+      return std::string(what) + " entry #" + std::to_string(i + 1) + " is " + (name ? "empty" : "null") +
+             " (lists are counted: drop a trailing nullptr)";
+    if (!seen.insert(name).second) return std::string(what) + " names '" + name + "' twice";
+  }
+  return {};
+}
+
 // Returns the reason a descriptor is unusable, or empty.
 std::string validate_descriptor(const PluginDescriptor* descriptor) {
   const std::string host_abi = abi_text(kAbiMajor, kAbiMinor);
@@ -30,11 +51,19 @@ std::string validate_descriptor(const PluginDescriptor* descriptor) {
     return "plugin '" + name + "' provides no factories";
   for (std::size_t i = 0; i < descriptor->factory_count; ++i) {
     const FactoryDescriptor& factory = descriptor->factories[i];
-    if (factory.name == nullptr || factory.create == nullptr || factory.destroy == nullptr ||
-        factory.config_keys == nullptr)
-      return "plugin '" + name + "': factory #" + std::to_string(i + 1) + " lacks a name, create, destroy or key list";
+    if (factory.name == nullptr || factory.create == nullptr || factory.destroy == nullptr)
+      return "plugin '" + name + "': factory #" + std::to_string(i + 1) + " lacks a name, create or destroy";
     if (static_cast<std::uint32_t>(factory.kind) > static_cast<std::uint32_t>(InterfaceKind::kernel))
       return "plugin '" + name + "': factory '" + factory.name + "' has an unknown interface kind";
+    for (const auto& [list, what] : {std::pair{&factory.config_keys, "its config key list"},
+                                     std::pair{&factory.requires_plugins, "its requires list"},
+                                     std::pair{&factory.conflicts_with, "its conflicts list"}})
+      if (std::string problem = validate_name_list(*list, what); !problem.empty())
+        return "plugin '" + name + "': factory '" + factory.name + "': " + problem;
+    for (const char* key : factory.config_keys)
+      if (std::string_view(key) == "plugin")
+        return "plugin '" + name + "': factory '" + factory.name +
+               "' declares the key 'plugin', which every table has already";
   }
   return {};
 }
@@ -79,13 +108,33 @@ void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories)
     std::error_code error;
     if (!std::filesystem::is_directory(directory, error)) continue;
     searched_.push_back(directory);
+    // Every filesystem call takes an error_code: a symlink loop or an unreadable entry is a
+    // failure to list under its path, never an exception that ends `strata plugins`.
     std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(directory, error))
-      if (entry.is_regular_file() && entry.path().extension() == ".so") files.push_back(entry.path());
+    std::filesystem::directory_iterator entries(directory, error);
+    if (error) {
+      failures_.push_back({directory, "cannot list the directory: " + error.message()});
+      continue;
+    }
+    for (const std::filesystem::directory_entry& entry : entries) {
+      if (entry.path().extension() != ".so") continue;
+      std::error_code status_error;
+      const bool regular = entry.is_regular_file(status_error);
+      if (status_error == std::errc::no_such_file_or_directory)
+        failures_.push_back({entry.path(), "a symlink to nothing (dangling)"});
+      else if (status_error == std::errc::too_many_symbolic_link_levels)
+        failures_.push_back({entry.path(), "cannot read: " + status_error.message() + " (a symlink loop)"});
+      else if (status_error)
+        failures_.push_back({entry.path(), "cannot read: " + status_error.message()});
+      else if (!regular)
+        failures_.push_back({entry.path(), "not a regular file"});
+      else
+        files.push_back(entry.path());
+    }
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       const auto canonical = std::filesystem::weakly_canonical(file, error);
-      if (!seen.insert(canonical).second) continue;
+      if (!seen.insert(error ? file : canonical).second) continue;
       load(file);
     }
   }
@@ -109,6 +158,20 @@ std::vector<std::string> PluginRegistry::names(InterfaceKind kind) const {
   return names;
 }
 
+namespace {
+
+// Whether `path` lies inside `directory` (both made absolute and normal first).
+bool is_inside(const std::filesystem::path& path, const std::filesystem::path& directory) {
+  std::error_code error;
+  const auto inner = std::filesystem::weakly_canonical(path, error);
+  const auto outer = std::filesystem::weakly_canonical(directory, error);
+  if (error) return false;
+  auto [mismatch, ignored] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return mismatch == outer.end();
+}
+
+}  // namespace
+
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths) {
   std::vector<std::filesystem::path> path = manifest_paths;
   if (const char* environment = std::getenv("STRATA_PLUGIN_PATH")) {
@@ -116,8 +179,15 @@ std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::fil
     for (std::string entry; std::getline(stream, entry, ':');)
       if (!entry.empty()) path.emplace_back(entry);
   }
-  path.emplace_back(STRATA_BUILD_PLUGIN_DIR);
-  path.emplace_back(STRATA_INSTALL_PLUGIN_DIR);
+  // Then the plugins installed beside this program (<prefix>/lib/strata/plugins, wherever
+  // `cmake --install --prefix` put it), the build tree's for a program inside the build tree,
+  // and the prefix configured at build time. Directories that do not exist are skipped.
+  std::error_code error;
+  const std::filesystem::path executable = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) path.push_back((executable.parent_path() / STRATA_PLUGIN_DIR_FROM_BINDIR).lexically_normal());
+  if (!error && is_inside(executable, STRATA_BINARY_DIR)) path.emplace_back(STRATA_BUILD_PLUGIN_DIR);
+  if (std::find(path.begin(), path.end(), std::filesystem::path(STRATA_INSTALL_PLUGIN_DIR)) == path.end())
+    path.emplace_back(STRATA_INSTALL_PLUGIN_DIR);
   return path;
 }
 

@@ -51,7 +51,9 @@ class PluginRegistry {
   std::vector<std::filesystem::path> searched_;
 };
 
-// Manifest plugin_path, then STRATA_PLUGIN_PATH (':'-separated), the build tree, the install prefix.
+// Manifest plugin_path, then STRATA_PLUGIN_PATH (':'-separated), <prefix>/lib/strata/plugins
+// beside the running program, the build tree's plugins (for a program inside the build tree), and
+// the install prefix configured at build time.
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths);
 
 }  // namespace strata

@@ -1,7 +1,10 @@
 #include "core/plugin/stack.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
+#include "core/plugin/guarded_plugins.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 
@@ -23,10 +26,10 @@ std::string where(const Manifest& manifest, const PluginSpec& spec) {
 
 template <typename Interface>
 std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& resolved, HostServices& host,
-                                  std::vector<std::string>& problems) {
+                                  std::vector<std::string>& problems, std::vector<std::string>& warnings) {
   const FactoryDescriptor& factory = *resolved.factory.factory;
   std::vector<std::string> keys = {"plugin"};
-  for (const char* const* key = factory.config_keys; *key != nullptr; ++key) keys.emplace_back(*key);
+  for (const char* key : factory.config_keys) keys.emplace_back(key);
   const PluginSpec& spec = *resolved.spec;
   const std::string label = spec.label + " (" + spec.plugin + ")";
   TomlConfigView view(spec.table, {manifest.path.string(), label, spec.dotted_path, &manifest.overridden}, keys);
@@ -46,10 +49,26 @@ std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& reso
   std::shared_ptr<Interface> owned(static_cast<Interface*>(object),
                                    [destroy, library](Interface* pointer) { destroy(pointer); });
   if (!view.problems().empty()) return nullptr;
-  return owned;
+  for (const std::string& key : view.unread_keys())
+    warnings.push_back(label + " declares key '" + key + "' but did not read it: setting it has no effect (" +
+                       resolved.factory.plugin->path.string() + ")");
+  return guard_plugin(std::move(owned), spec.label + " '" + spec.plugin + "'");
 }
 
 }  // namespace
+
+std::optional<std::vector<std::string>> unread_keys_with_defaults(const FactoryRef& factory, HostServices& host) {
+  const FactoryDescriptor& descriptor = *factory.factory;
+  std::vector<std::string> keys = {"plugin"};
+  for (const char* key : descriptor.config_keys) keys.emplace_back(key);
+  const toml::table empty;
+  TomlConfigView view(&empty, {"(defaults)", descriptor.name, descriptor.name, nullptr}, keys);
+  std::string error;
+  void* object = descriptor.create(view, host, &error);
+  if (object == nullptr) return std::nullopt;
+  descriptor.destroy(object);
+  return view.unread_keys();
+}
 
 std::vector<MemoryStrategy*> Stack::strategy_pointers() const {
   std::vector<MemoryStrategy*> pointers;
@@ -108,35 +127,37 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   // Requirements and conflicts, before anything is created.
   for (const Resolved& r : resolved) {
     const FactoryDescriptor& factory = *r.factory.factory;
-    if (factory.requires_plugins != nullptr)
-      for (const char* const* required = factory.requires_plugins; *required != nullptr; ++required) {
-        const bool present = std::any_of(resolved.begin(), resolved.end(),
-                                         [&](const Resolved& other) { return other.spec->plugin == *required; });
-        if (!present)
-          problems.push_back(where(manifest, *r.spec) + ": " + r.spec->label + " '" + r.spec->plugin +
-                             "' requires plugin '" + *required + "', which the stack does not include");
-      }
-    if (factory.conflicts_with != nullptr)
-      for (const char* const* conflict = factory.conflicts_with; *conflict != nullptr; ++conflict)
-        for (const Resolved& other : resolved)
-          if (&other != &r && other.spec->plugin == *conflict)
-            problems.push_back(where(manifest, *r.spec) + ": incompatible stack: " + r.spec->label + " '" +
-                               r.spec->plugin + "' conflicts with " + other.spec->label + " '" + other.spec->plugin +
-                               "'");
+    for (const char* required : factory.requires_plugins) {
+      const bool present = std::any_of(resolved.begin(), resolved.end(),
+                                       [&](const Resolved& other) { return other.spec->plugin == required; });
+      if (!present)
+        problems.push_back(where(manifest, *r.spec) + ": " + r.spec->label + " '" + r.spec->plugin +
+                           "' requires plugin '" + required + "', which the stack does not include");
+    }
+    for (const char* conflict : factory.conflicts_with)
+      for (const Resolved& other : resolved)
+        if (&other != &r && other.spec->plugin == conflict)
+          problems.push_back(where(manifest, *r.spec) + ": incompatible stack: " + r.spec->label + " '" +
+                             r.spec->plugin + "' conflicts with " + other.spec->label + " '" + other.spec->plugin +
+                             "'");
   }
   if (!problems.empty()) throw ManifestError(problems);
 
   for (const Resolved& r : resolved) {
     switch (r.kind) {
-      case InterfaceKind::optimizer: stack.optimizer = create<Optimizer>(manifest, r, host, problems); break;
-      case InterfaceKind::precision: stack.precision = create<PrecisionPolicy>(manifest, r, host, problems); break;
+      case InterfaceKind::optimizer:
+        stack.optimizer = create<Optimizer>(manifest, r, host, problems, stack.warnings);
+        break;
+      case InterfaceKind::precision:
+        stack.precision = create<PrecisionPolicy>(manifest, r, host, problems, stack.warnings);
+        break;
       case InterfaceKind::memory_strategy:
-        stack.strategies.push_back(create<MemoryStrategy>(manifest, r, host, problems));
+        stack.strategies.push_back(create<MemoryStrategy>(manifest, r, host, problems, stack.warnings));
         break;
       case InterfaceKind::telemetry:
-        stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems));
+        stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems, stack.warnings));
         break;
-      case InterfaceKind::kernel: stack.attention = create<Kernel>(manifest, r, host, problems); break;
+      case InterfaceKind::kernel: stack.attention = create<Kernel>(manifest, r, host, problems, stack.warnings); break;
     }
   }
   if (stack.attention && stack.attention->op() != "attention")
@@ -146,6 +167,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;
   if (attention != "fast") stack.description += " + attention:" + attention;
+  for (const std::string& warning : stack.warnings) spdlog::warn("{}", warning);
   return stack;
 }
 

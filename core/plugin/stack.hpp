@@ -3,6 +3,7 @@
 // whose deleter calls the plugin's destroy function and keeps its library loaded, so no object can
 // outlive the code that implements it.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +20,22 @@ struct Stack {
   std::vector<std::shared_ptr<TelemetrySink>> telemetry;
   std::shared_ptr<Kernel> attention;
   std::string description;  // "adamw + fp32 + checkpoint"
+  // Descriptor mistakes worth a warning, not a refusal: declared keys the plugin never read.
+  std::vector<std::string> warnings;
 
   std::vector<MemoryStrategy*> strategy_pointers() const;
 };
 
 // Resolves every plugin named in the manifest, checks requirements and conflicts, and creates
-// each object with its own table. Throws ManifestError naming the file, key and plugin.
+// each object with its own table. Throws ManifestError naming the file, key and plugin. Each
+// object is wrapped (guarded_plugins.hpp) so its failures and exceptions name it.
 // With no [[telemetry]] table, `default_telemetry` is used ("console").
+// Warnings (stack.warnings) are also logged.
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
                   const std::string& default_telemetry = "console");
+
+// Creates the factory's object from an empty table (every key at its default), destroys it, and
+// returns the declared keys it never read; nothing when it cannot be created without keys.
+std::optional<std::vector<std::string>> unread_keys_with_defaults(const FactoryRef& factory, HostServices& host);
 
 }  // namespace strata

@@ -141,7 +141,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
                manifest.model.parameter_count(), manifest.device.memory_limit};
   for (const auto& sink : stack.telemetry)
-    if (Status status = sink->on_run_start(info); !status) throw HookFailed("telemetry: " + status.message());
+    if (Status status = sink->on_run_start(info); !status) throw HookFailed(status.message());
 
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(train.micro_batches) * rows * manifest.model.seq_len());
   std::vector<std::int32_t> targets(inputs.size());
@@ -199,7 +199,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     result.summary.final_loss = outcome.loss;
     if (metrics.val_loss) result.summary.final_val_loss = metrics.val_loss;
     for (const auto& sink : stack.telemetry)
-      if (Status status = sink->on_step(metrics); !status) throw HookFailed("telemetry: " + status.message());
+      if (Status status = sink->on_step(metrics); !status) throw HookFailed(status.message());
 
     // The step's records are written before the run stops, so the log shows the blow-up.
     if (auto diverged = divergence.observe(step, outcome.loss)) throw std::runtime_error(*diverged);
@@ -238,7 +238,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   summary.transfer_ms = 1000.0 * device->copy_stream().busy_seconds();
   summary.exposed_transfer_ms = 1000.0 * model.store().transfers().exposed_seconds;
   for (const auto& sink : stack.telemetry)
-    if (Status status = sink->on_run_end(summary); !status) throw HookFailed("telemetry: " + status.message());
+    if (Status status = sink->on_run_end(summary); !status) throw HookFailed(status.message());
   if (options.profile) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);

@@ -51,9 +51,9 @@ class LossEma final : public TelemetrySink {
   double ema_ = NAN;
 };
 
-constexpr const char* kKeys[] = {"alpha", "path", nullptr};
-const FactoryDescriptor kFactories[] = {
-    make_factory<TelemetrySink, LossEma>("loss_ema", "exponential moving average of the training loss", kKeys)};
+constexpr const char* kKeys[] = {"alpha", "path"};
+const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, LossEma>(
+    "loss_ema", "exponential moving average of the training loss", name_list(kKeys))};
 
 }  // namespace
 

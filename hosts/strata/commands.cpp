@@ -238,6 +238,9 @@ int command_plugins(const std::vector<std::string>& arguments) {
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
   const bool verbose = values.count("verbose") > 0;
+  // The plugins are created once with every key at its default to see which keys they read; a
+  // default model stands in for the manifest's.
+  HostServicesImpl host(Manifest{}.model.info());
   std::cout << "search path:\n";
   for (const auto& directory : plugin_search_path({}))
     std::cout << "  " << directory.string()
@@ -255,20 +258,20 @@ int command_plugins(const std::vector<std::string>& arguments) {
       const FactoryDescriptor& f = d.factories[i];
       std::cout << "    " << interface_name(f.kind) << " '" << f.name << "'"
                 << (f.summary ? std::string(": ") + f.summary : "") << '\n';
+      if (auto unread = unread_keys_with_defaults({plugin.get(), &f}, host))
+        for (const std::string& key : *unread)
+          std::cout << "      warning: declares key '" << key << "' but does not read it (with every key at "
+                    << "its default): setting it has no effect\n";
       if (!verbose) continue;
-      std::cout << "      keys:";
-      for (const char* const* key = f.config_keys; *key != nullptr; ++key) std::cout << ' ' << *key;
-      std::cout << '\n';
-      if (f.requires_plugins) {
-        std::cout << "      requires:";
-        for (const char* const* r = f.requires_plugins; *r != nullptr; ++r) std::cout << ' ' << *r;
+      auto print_names = [](const char* title, const NameList& names) {
+        if (names.empty()) return;
+        std::cout << "      " << title << ':';
+        for (const char* name : names) std::cout << ' ' << name;
         std::cout << '\n';
-      }
-      if (f.conflicts_with) {
-        std::cout << "      conflicts with:";
-        for (const char* const* r = f.conflicts_with; *r != nullptr; ++r) std::cout << ' ' << *r;
-        std::cout << '\n';
-      }
+      };
+      print_names("keys", f.config_keys);
+      print_names("requires", f.requires_plugins);
+      print_names("conflicts with", f.conflicts_with);
     }
   }
   std::cout << "  built in: kernel 'fast' and 'reference' (op attention)\n";

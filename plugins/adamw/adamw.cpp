@@ -58,9 +58,9 @@ class AdamW final : public Optimizer {
   double min_lr_ratio_ = 0.1;
 };
 
-constexpr const char* kKeys[] = {"betas", "eps", "weight_decay", "grad_clip", "schedule", "min_lr_ratio", nullptr};
-const FactoryDescriptor kFactories[] = {
-    make_factory<Optimizer, AdamW>("adamw", "AdamW with warmup + cosine schedule and global-norm clipping", kKeys)};
+constexpr const char* kKeys[] = {"betas", "eps", "weight_decay", "grad_clip", "schedule", "min_lr_ratio"};
+const FactoryDescriptor kFactories[] = {make_factory<Optimizer, AdamW>(
+    "adamw", "AdamW with warmup + cosine schedule and global-norm clipping", name_list(kKeys))};
 
 }  // namespace
 

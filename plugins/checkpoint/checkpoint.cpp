@@ -74,9 +74,9 @@ class Checkpoint final : public MemoryStrategy {
   bool drop_logits_ = false;
 };
 
-constexpr const char* kKeys[] = {"every", "layers", "mode", "phases", "logits", nullptr};
+constexpr const char* kKeys[] = {"every", "layers", "mode", "phases", "logits"};
 const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Checkpoint>(
-    "checkpoint", "drop activations after a block's forward and recompute them for its backward", kKeys)};
+    "checkpoint", "drop activations after a block's forward and recompute them for its backward", name_list(kKeys))};
 
 }  // namespace
 

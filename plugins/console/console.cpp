@@ -96,9 +96,9 @@ class Console final : public TelemetrySink {
   double elapsed_ms_ = 0.0;
 };
 
-constexpr const char* kKeys[] = {"every", "progress", nullptr};
+constexpr const char* kKeys[] = {"every", "progress"};
 const FactoryDescriptor kFactories[] = {
-    make_factory<TelemetrySink, Console>("console", "progress line and end-of-run summary", kKeys)};
+    make_factory<TelemetrySink, Console>("console", "progress line and end-of-run summary", name_list(kKeys))};
 
 }  // namespace
 

@@ -58,8 +58,9 @@ class Csv final : public TelemetrySink {
   std::ofstream out_;
 };
 
-constexpr const char* kKeys[] = {"path", nullptr};
-const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, Csv>("csv", "one CSV row per step", kKeys)};
+constexpr const char* kKeys[] = {"path"};
+const FactoryDescriptor kFactories[] = {
+    make_factory<TelemetrySink, Csv>("csv", "one CSV row per step", name_list(kKeys))};
 
 }  // namespace
 

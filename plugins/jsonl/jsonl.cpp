@@ -127,8 +127,9 @@ class Jsonl final : public TelemetrySink {
   std::ofstream out_;
 };
 
-constexpr const char* kKeys[] = {"path", nullptr};
-const FactoryDescriptor kFactories[] = {make_factory<TelemetrySink, Jsonl>("jsonl", "one JSON record per step", kKeys)};
+constexpr const char* kKeys[] = {"path"};
+const FactoryDescriptor kFactories[] = {
+    make_factory<TelemetrySink, Jsonl>("jsonl", "one JSON record per step", name_list(kKeys))};
 
 }  // namespace
 

@@ -165,9 +165,9 @@ class Offload final : public MemoryStrategy {
   int prefetch_ = 0;
 };
 
-constexpr const char* kKeys[] = {"optimizer_state", "max_resident_layers", "prefetch", nullptr};
+constexpr const char* kKeys[] = {"optimizer_state", "max_resident_layers", "prefetch"};
 const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Offload>(
-    "offload", "optimizer state and block weights in host memory, moved on a copy stream", kKeys)};
+    "offload", "optimizer state and block weights in host memory, moved on a copy stream", name_list(kKeys))};
 
 }  // namespace
 

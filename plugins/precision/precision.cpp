@@ -54,11 +54,12 @@ class Bf16 final : public StoragePrecision {
       : StoragePrecision(config, storage_key(config, "weights"), storage_key(config, "activations")) {}
 };
 
-constexpr const char* kFp32Keys[] = {"skip_nonfinite", nullptr};
-constexpr const char* kBf16Keys[] = {"weights", "activations", "skip_nonfinite", nullptr};
+constexpr const char* kFp32Keys[] = {"skip_nonfinite"};
+constexpr const char* kBf16Keys[] = {"weights", "activations", "skip_nonfinite"};
 const FactoryDescriptor kFactories[] = {
-    make_factory<PrecisionPolicy, Fp32>("fp32", "f32 everywhere", kFp32Keys),
-    make_factory<PrecisionPolicy, Bf16>("bf16", "bf16 storage of weights and activations, f32 compute", kBf16Keys)};
+    make_factory<PrecisionPolicy, Fp32>("fp32", "f32 everywhere", name_list(kFp32Keys)),
+    make_factory<PrecisionPolicy, Bf16>("bf16", "bf16 storage of weights and activations, f32 compute",
+                                        name_list(kBf16Keys))};
 
 }  // namespace
 

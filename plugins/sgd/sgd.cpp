@@ -48,8 +48,8 @@ class Sgd final : public Optimizer {
   double min_lr_ratio_ = 0.1;
 };
 
-constexpr const char* kKeys[] = {"momentum", "weight_decay", "grad_clip", "schedule", "min_lr_ratio", nullptr};
-const FactoryDescriptor kFactories[] = {make_factory<Optimizer, Sgd>("sgd", "SGD with momentum", kKeys)};
+constexpr const char* kKeys[] = {"momentum", "weight_decay", "grad_clip", "schedule", "min_lr_ratio"};
+const FactoryDescriptor kFactories[] = {make_factory<Optimizer, Sgd>("sgd", "SGD with momentum", name_list(kKeys))};
 
 }  // namespace
 

@@ -52,6 +52,16 @@ expect 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml
 expect 1 "x its best" -- "$strata" train "$work/diverge.toml" --set train.divergence_factor=1.5 \
   --set train.divergence_steps=2
 expect 2 "must be above 1" -- "$strata" validate examples/quickstart.toml --set train.divergence_factor=0.5
+# Plugin mistakes: a raw throw from a hook is a failed run naming the plugin, hook and layer; a
+# declared key the plugin never reads draws a warning; a missing plugin_path is invalid input.
+fixtures=$(dirname "$strata")/../tests/fixture_plugins
+{ echo "plugin_path = \"$fixtures\""; cat "$work/diverge.toml"; printf '[[strategy]]\nplugin = "fixture_throwing_hook"\n'; } \
+  > "$work/throwing.toml"
+expect 1 "'fixture_throwing_hook' threw in before_forward (layer 1, step 1): fixture hook exploded" -- \
+  "$strata" train "$work/throwing.toml"
+expect 0 "declares key 'unused' but did not read it" -- "$strata" validate "$work/throwing.toml"
+expect 0 "warning: declares key 'unused' but does not read it" -- env STRATA_PLUGIN_PATH="$fixtures" "$strata" plugins
+expect 2 "is not a directory" -- "$strata" validate examples/quickstart.toml --set plugin_path=\"$work/nowhere\"
 # Model-family keys and shapes.
 expect 2 "n_kv_head is a LLaMA key; it needs arch = \"llama\"" -- \
   "$strata" validate examples/quickstart.toml --set model.n_kv_head=2

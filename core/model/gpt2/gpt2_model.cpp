@@ -392,7 +392,7 @@ void GPT2Model::layer_forward(int l) {
     auto timer = profiler_.scope(ProfileKind::attention_forward);
     const Status status = attention_.attention_forward(
         attention_shape_, act(l, LA::atty), store_.f32(activation_row(l, LA::attention_saved)), attention_inputs(l));
-    if (!status) throw std::runtime_error("attention kernel: " + status.message());
+    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
   }
   save_activation(l, LA::atty);
   {
@@ -469,7 +469,7 @@ void GPT2Model::layer_backward(int l) {
     const Status status =
         attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), attention_inputs(l),
                                       store_.f32(activation_row(l, LA::attention_saved)), ws(W::attention_scratch));
-    if (!status) throw std::runtime_error("attention kernel: " + status.message());
+    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
   }
   load_activation(l, LA::ln1);
   {

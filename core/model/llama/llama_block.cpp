@@ -128,7 +128,7 @@ void LlamaModel::layer_forward(int l) {
     auto timer = profiler_.scope(ProfileKind::attention_forward);
     const Status status = attention_.attention_forward(
         attention_shape_, act(l, LA::atty), store_.f32(activation_row(l, LA::attention_saved)), attention_inputs(l));
-    if (!status) throw std::runtime_error("attention kernel: " + status.message());
+    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
   }
   save_activation(l, LA::atty);
   project_forward(l, P::o_proj, act(l, LA::residual2), act(l, LA::atty), C, C);
@@ -194,7 +194,7 @@ void LlamaModel::layer_backward(int l) {
     const Status status =
         attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), attention_inputs(l),
                                       store_.f32(activation_row(l, LA::attention_saved)), ws(W::attention_scratch));
-    if (!status) throw std::runtime_error("attention kernel: " + status.message());
+    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
   }
   // RoPE is a rotation: its backward turns the gradients back.
   rope(ws(W::d_q), C, config_.n_head, true);

@@ -10,7 +10,10 @@ namespace strata {
 // HostServices; TensorView carries dtype, element count and memory space instead of an f32 span;
 // optimizers and precision policies reach tensors through ops; the attention Kernel takes
 // separate q, k, v with key/value heads. Plugins built for 2.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 3;
+// Major 4: FactoryDescriptor's key, requirement and conflict lists are counted (NameList), not
+// nullptr-terminated; plugin hooks may throw (the host catches and reports every exception with
+// the plugin's name, the hook and the layer). Plugins built for 3.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 4;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x

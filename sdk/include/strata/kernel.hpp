@@ -22,12 +22,13 @@ class Kernel {
   virtual std::int64_t saved_floats(const AttentionShape& shape) const noexcept = 0;
   virtual std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept = 0;
 
-  // Causal; out is (N, n_head * head_dim).
+  // Causal; out is (N, n_head * head_dim). Both may throw: the host reports the exception with
+  // the plugin's name and the layer, as it does an error Status.
   virtual Status attention_forward(const AttentionShape& shape, float* out, float* saved,
-                                   const AttentionInputs& in) noexcept = 0;
+                                   const AttentionInputs& in) = 0;
   // Adds into the gradients.
   virtual Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                                    const AttentionInputs& in, const float* saved, float* scratch) noexcept = 0;
+                                    const AttentionInputs& in, const float* saved, float* scratch) = 0;
 };
 
 }  // namespace strata

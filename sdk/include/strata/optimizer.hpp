@@ -42,7 +42,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // f32 buffers of the parameter's size that this optimizer keeps per parameter.
   virtual int state_buffers() const noexcept = 0;
-  virtual Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept = 0;
+  // May throw: the host reports any exception with the plugin's name, as it does an error Status.
+  virtual Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) = 0;
 };
 
 }  // namespace strata

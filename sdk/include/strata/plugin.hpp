@@ -1,7 +1,9 @@
 #pragma once
 // The plugin descriptor: one per shared library, exported under the alias `strata_plugin`.
 //
-//   const strata::FactoryDescriptor kFactories[] = {strata::make_factory<Optimizer, AdamW>("adamw", ...)};
+//   constexpr const char* kKeys[] = {"betas", "eps"};
+//   const strata::FactoryDescriptor kFactories[] = {
+//       strata::make_factory<Optimizer, AdamW>("adamw", "AdamW ...", strata::name_list(kKeys))};
 //   STRATA_DEFINE_PLUGIN(adamw, "1.0.0", kFactories)
 //
 // Version first (LLVM's PassPluginLibraryInfo), required fields validated by the host, reserved
@@ -63,6 +65,23 @@ constexpr InterfaceKind interface_kind_of<Kernel>() {
   return InterfaceKind::kernel;
 }
 
+// A counted list of names (config keys, required or conflicting plugins). The count travels with
+// the pointer, so a host never scans for a terminator and cannot read past the array; build one
+// from an array with name_list(kKeys).
+struct NameList {
+  const char* const* names = nullptr;
+  std::size_t count = 0;
+
+  constexpr const char* const* begin() const noexcept { return names; }
+  constexpr const char* const* end() const noexcept { return names + count; }
+  constexpr bool empty() const noexcept { return count == 0; }
+};
+
+template <std::size_t N>
+constexpr NameList name_list(const char* const (&names)[N]) noexcept {
+  return NameList{names, N};
+}
+
 // Returns an object of the factory's interface type, or nullptr with *error set.
 using CreateFunction = void* (*)(ConfigView& config, HostServices& host, std::string* error) noexcept;
 using DestroyFunction = void (*)(void* object) noexcept;
@@ -71,9 +90,9 @@ struct FactoryDescriptor {
   InterfaceKind kind;
   const char* name;  // what manifests write: plugin = "adamw"
   const char* summary;
-  const char* const* config_keys;       // nullptr-terminated; `plugin` is implied
-  const char* const* requires_plugins;  // nullptr-terminated or nullptr: must also be in the stack
-  const char* const* conflicts_with;    // nullptr-terminated or nullptr: must not be in the stack
+  NameList config_keys;       // the keys its table may hold; `plugin` is implied
+  NameList requires_plugins;  // plugins that must also be in the stack
+  NameList conflicts_with;    // plugins that must not be in the stack
   CreateFunction create;
   DestroyFunction destroy;
 };
@@ -110,9 +129,8 @@ void destroy_plugin_object(void* object) noexcept {
 }
 
 template <typename Interface, typename Impl>
-constexpr FactoryDescriptor make_factory(const char* name, const char* summary, const char* const* config_keys,
-                                         const char* const* requires_plugins = nullptr,
-                                         const char* const* conflicts_with = nullptr) {
+constexpr FactoryDescriptor make_factory(const char* name, const char* summary, NameList config_keys = {},
+                                         NameList requires_plugins = {}, NameList conflicts_with = {}) {
   return FactoryDescriptor{interface_kind_of<Interface>(),
                            name,
                            summary,

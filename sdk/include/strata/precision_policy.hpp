@@ -26,9 +26,8 @@ class PrecisionPolicy {
   // The factor the loss gradient is multiplied by before backward.
   virtual double loss_scale() const noexcept = 0;
   // Divides gradients by the loss scale and checks them (through `ops`: the gradients are the
-  // backend's memory); may adjust the scale for the next step.
-  virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads,
-                                   PrecisionDecision& decision) noexcept = 0;
+  // backend's memory); may adjust the scale for the next step. May throw: the host reports it.
+  virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) = 0;
 };
 
 }  // namespace strata

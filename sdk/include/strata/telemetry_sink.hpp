@@ -62,9 +62,10 @@ struct RunSummary {
 class TelemetrySink {
  public:
   virtual ~TelemetrySink() = default;
-  virtual Status on_run_start(const RunInfo& info) noexcept = 0;
-  virtual Status on_step(const StepMetrics& metrics) noexcept = 0;
-  virtual Status on_run_end(const RunSummary& summary) noexcept = 0;
+  // Each may throw: the host reports any exception with the plugin's name, as it does an error.
+  virtual Status on_run_start(const RunInfo& info) = 0;
+  virtual Status on_step(const StepMetrics& metrics) = 0;
+  virtual Status on_run_end(const RunSummary& summary) = 0;
 };
 
 }  // namespace strata

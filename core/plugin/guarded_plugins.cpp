@@ -1,0 +1,163 @@
+#include "core/plugin/guarded_plugins.hpp"
+
+#include <exception>
+#include <string_view>
+#include <utility>
+
+namespace strata {
+
+namespace {
+
+// Runs one plugin call; `where` says when it happened (" (layer 3, step 5)").
+template <typename Body>
+Status guarded_call(const std::string& label, std::string_view hook, const std::string& where, Body&& body) noexcept {
+  try {
+    Status status = body();
+    if (status) return status;
+    return Status::error(label + " failed in " + std::string(hook) + where + ": " + status.message());
+  } catch (const std::exception& e) {
+    return Status::error(label + " threw in " + std::string(hook) + where + ": " + e.what());
+  } catch (...) {
+    return Status::error(label + " threw in " + std::string(hook) + where +
+                         ": an exception that is not a std::exception (no message)");
+  }
+}
+
+std::string step_text(std::int64_t step) {
+  return " (step " + std::to_string(step) + ")";
+}
+
+class GuardedStrategy final : public MemoryStrategy {
+ public:
+  GuardedStrategy(std::shared_ptr<MemoryStrategy> plugin, std::string label)
+      : plugin_(std::move(plugin)), label_(std::move(label)) {}
+
+  Status on_attach(HookContext& context) noexcept override {
+    return guarded_call(label_, "on_attach", " (before the first step)", [&] { return plugin_->on_attach(context); });
+  }
+  Status before_forward(HookContext& context) noexcept override {
+    return guarded_call(label_, "before_forward", where(context), [&] { return plugin_->before_forward(context); });
+  }
+  Status after_forward(HookContext& context) noexcept override {
+    return guarded_call(label_, "after_forward", where(context), [&] { return plugin_->after_forward(context); });
+  }
+  Status before_backward(HookContext& context) noexcept override {
+    return guarded_call(label_, "before_backward", where(context), [&] { return plugin_->before_backward(context); });
+  }
+  Status after_backward(HookContext& context) noexcept override {
+    return guarded_call(label_, "after_backward", where(context), [&] { return plugin_->after_backward(context); });
+  }
+  Status before_step(HookContext& context) noexcept override {
+    return guarded_call(label_, "before_step", where(context), [&] { return plugin_->before_step(context); });
+  }
+  Status after_step(HookContext& context) noexcept override {
+    return guarded_call(label_, "after_step", where(context), [&] { return plugin_->after_step(context); });
+  }
+
+ private:
+  static std::string where(const HookContext& context) {
+    if (context.layer() < 0) return step_text(context.step());
+    return " (layer " + std::to_string(context.layer()) + ", step " + std::to_string(context.step()) + ")";
+  }
+  std::shared_ptr<MemoryStrategy> plugin_;
+  std::string label_;
+};
+
+class GuardedOptimizer final : public Optimizer {
+ public:
+  GuardedOptimizer(std::shared_ptr<Optimizer> plugin, std::string label)
+      : plugin_(std::move(plugin)), label_(std::move(label)) {}
+  int state_buffers() const noexcept override { return plugin_->state_buffers(); }
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
+    return guarded_call(label_, "step", step_text(info.step), [&] { return plugin_->step(info, slots, report); });
+  }
+
+ private:
+  std::shared_ptr<Optimizer> plugin_;
+  std::string label_;
+};
+
+class GuardedPrecision final : public PrecisionPolicy {
+ public:
+  GuardedPrecision(std::shared_ptr<PrecisionPolicy> plugin, std::string label)
+      : plugin_(std::move(plugin)), label_(std::move(label)) {}
+  DType weight_storage() const noexcept override { return plugin_->weight_storage(); }
+  DType activation_storage() const noexcept override { return plugin_->activation_storage(); }
+  double loss_scale() const noexcept override { return plugin_->loss_scale(); }
+  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
+    return guarded_call(label_, "unscale_and_check", "",
+                        [&] { return plugin_->unscale_and_check(ops, grads, decision); });
+  }
+
+ private:
+  std::shared_ptr<PrecisionPolicy> plugin_;
+  std::string label_;
+};
+
+class GuardedSink final : public TelemetrySink {
+ public:
+  GuardedSink(std::shared_ptr<TelemetrySink> plugin, std::string label)
+      : plugin_(std::move(plugin)), label_(std::move(label)) {}
+  Status on_run_start(const RunInfo& info) noexcept override {
+    return guarded_call(label_, "on_run_start", "", [&] { return plugin_->on_run_start(info); });
+  }
+  Status on_step(const StepMetrics& metrics) noexcept override {
+    return guarded_call(label_, "on_step", step_text(metrics.step), [&] { return plugin_->on_step(metrics); });
+  }
+  Status on_run_end(const RunSummary& summary) noexcept override {
+    return guarded_call(label_, "on_run_end", "", [&] { return plugin_->on_run_end(summary); });
+  }
+
+ private:
+  std::shared_ptr<TelemetrySink> plugin_;
+  std::string label_;
+};
+
+// The model names the layer when it reports a kernel's failure; the kernel never sees it.
+class GuardedKernel final : public Kernel {
+ public:
+  GuardedKernel(std::shared_ptr<Kernel> plugin, std::string label)
+      : plugin_(std::move(plugin)), label_(std::move(label)) {}
+  std::string_view op() const noexcept override { return plugin_->op(); }
+  bool supports(const AttentionShape& shape) const noexcept override { return plugin_->supports(shape); }
+  std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
+    return plugin_->saved_floats(shape);
+  }
+  std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
+    return plugin_->backward_scratch_floats(shape);
+  }
+  Status attention_forward(const AttentionShape& shape, float* out, float* saved,
+                           const AttentionInputs& in) noexcept override {
+    return guarded_call(label_, "attention_forward", "",
+                        [&] { return plugin_->attention_forward(shape, out, saved, in); });
+  }
+  Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                            const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
+    return guarded_call(label_, "attention_backward", "",
+                        [&] { return plugin_->attention_backward(shape, grads, dout, in, saved, scratch); });
+  }
+
+ private:
+  std::shared_ptr<Kernel> plugin_;
+  std::string label_;
+};
+
+}  // namespace
+
+std::shared_ptr<MemoryStrategy> guard_plugin(std::shared_ptr<MemoryStrategy> plugin, std::string label) {
+  return std::make_shared<GuardedStrategy>(std::move(plugin), std::move(label));
+}
+std::shared_ptr<Optimizer> guard_plugin(std::shared_ptr<Optimizer> plugin, std::string label) {
+  return std::make_shared<GuardedOptimizer>(std::move(plugin), std::move(label));
+}
+std::shared_ptr<PrecisionPolicy> guard_plugin(std::shared_ptr<PrecisionPolicy> plugin, std::string label) {
+  return std::make_shared<GuardedPrecision>(std::move(plugin), std::move(label));
+}
+std::shared_ptr<TelemetrySink> guard_plugin(std::shared_ptr<TelemetrySink> plugin, std::string label) {
+  return std::make_shared<GuardedSink>(std::move(plugin), std::move(label));
+}
+std::shared_ptr<Kernel> guard_plugin(std::shared_ptr<Kernel> plugin, std::string label) {
+  return std::make_shared<GuardedKernel>(std::move(plugin), std::move(label));
+}
+
+}  // namespace strata

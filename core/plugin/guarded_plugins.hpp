@@ -1,0 +1,25 @@
+#pragma once
+// Every plugin object the host calls is wrapped in one of these adapters. The adapter forwards
+// each call and turns an error Status or any exception the plugin lets escape (std::exception or
+// not) into an error Status that names the plugin, the hook and where the step was, so a plugin
+// author reads "[[strategy]] #1 'offload' threw in before_forward (layer 3, step 5): ..." instead
+// of a bare message or std::terminate.
+#include <memory>
+#include <string>
+
+#include "strata/kernel.hpp"
+#include "strata/memory_strategy.hpp"
+#include "strata/optimizer.hpp"
+#include "strata/precision_policy.hpp"
+#include "strata/telemetry_sink.hpp"
+
+namespace strata {
+
+// `label` names the plugin as the manifest does: "[optimizer] 'adamw'", "[[strategy]] #2 'offload'".
+std::shared_ptr<MemoryStrategy> guard_plugin(std::shared_ptr<MemoryStrategy> plugin, std::string label);
+std::shared_ptr<Optimizer> guard_plugin(std::shared_ptr<Optimizer> plugin, std::string label);
+std::shared_ptr<PrecisionPolicy> guard_plugin(std::shared_ptr<PrecisionPolicy> plugin, std::string label);
+std::shared_ptr<TelemetrySink> guard_plugin(std::shared_ptr<TelemetrySink> plugin, std::string label);
+std::shared_ptr<Kernel> guard_plugin(std::shared_ptr<Kernel> plugin, std::string label);
+
+}  // namespace strata
