@@ -19,7 +19,7 @@ class LossEma final : public TelemetrySink {
     if (path_.empty()) config.report_error("path", "needs path = \"runs/name/loss_ema.csv\"");
   }
 
-  Status on_run_start(const RunInfo&) noexcept override {
+  Status on_run_start(const RunInfo&) override {
     return guarded([&]() -> Status {
       out_.open(path_, std::ios::trunc);
       if (!out_) return Status::error("loss_ema: cannot open '" + path_ + "' for writing");
@@ -28,7 +28,7 @@ class LossEma final : public TelemetrySink {
     });
   }
 
-  Status on_step(const StepMetrics& metrics) noexcept override {
+  Status on_step(const StepMetrics& metrics) override {
     return guarded([&] {
       ema_ = std::isnan(ema_) ? metrics.loss : alpha_ * metrics.loss + (1.0 - alpha_) * ema_;
       out_ << metrics.step << ',' << metrics.loss << ',' << ema_ << '\n';
@@ -36,7 +36,7 @@ class LossEma final : public TelemetrySink {
     });
   }
 
-  Status on_run_end(const RunSummary& summary) noexcept override {
+  Status on_run_end(const RunSummary& summary) override {
     return guarded([&] {
       host_.log(LogLevel::info, "loss_ema: smoothed training loss " + std::to_string(ema_) + " after " +
                                     std::to_string(summary.steps) + " steps");

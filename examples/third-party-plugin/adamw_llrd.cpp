@@ -1,0 +1,88 @@
+// A third-party optimizer: AdamW with layer-wise learning-rate decay and an inverse-square-root
+// schedule, the usual recipe for fine-tuning a pretrained transformer. Block l of L trains at
+// lr * decay^(L - 1 - l): the top block at the full rate, lower blocks (general features worth
+// keeping) more slowly; the embeddings at decay^L and the final norm at the full rate. After
+// `warmup_steps` of linear warmup the rate falls as 1/sqrt(step).
+//
+// The contract it follows (docs/plugin-guide.md): the host owns the state buffers (two per
+// parameter, asked for by state_buffers(), so they are accounted and may be offloaded); the
+// tensors are the backend's memory, so the update and the gradient norm go through the op table,
+// never through host reads; it includes only SDK headers.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+class AdamWLlrd final : public Optimizer {
+ public:
+  AdamWLlrd(ConfigView& config, HostServices& host) : host_(host), n_layer_(host.model().n_layer) {
+    decay_ = config.get_double("decay", 0.8, 0.01, 1.0);
+    const std::vector<double> betas = config.get_double_list("betas", {0.9, 0.999});
+    if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1) || !(betas[1] >= 0 && betas[1] < 1))
+      config.report_error("betas", "betas must be two numbers in [0, 1), e.g. [0.9, 0.999]");
+    else
+      beta1_ = static_cast<float>(betas[0]), beta2_ = static_cast<float>(betas[1]);
+    weight_decay_ = static_cast<float>(config.get_double("weight_decay", 0.01, 0.0, 1.0));
+    grad_clip_ = config.get_double("grad_clip", 1.0, 0.0, 1e9);
+  }
+
+  int state_buffers() const noexcept override { return 2; }  // first and second moments
+
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
+    Ops& ops = host_.ops();
+    double sum_of_squares = 0.0;
+    for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
+    report.grad_norm = std::sqrt(sum_of_squares);
+    report.lr = scheduled_lr(info);
+    const float grad_scale =
+        grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
+    for (ParamSlot& slot : slots) {
+      const double lr = report.lr * layer_factor(slot);
+      const AdamWHyper hyper{
+          static_cast<float>(lr), beta1_, beta2_, 1e-8f, slot.decay ? weight_decay_ : 0.0f, info.step, grad_scale};
+      ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
+                       hyper);
+    }
+    return {};
+  }
+
+ private:
+  // Linear warmup, then base * sqrt(warmup / step) (the rate is continuous at the end of warmup).
+  static double scheduled_lr(const OptimizerStepInfo& info) {
+    const double warmup = static_cast<double>(std::max<std::int64_t>(info.warmup_steps, 1));
+    const double step = static_cast<double>(info.step);
+    if (step <= warmup) return info.base_lr * step / warmup;
+    return info.base_lr * std::sqrt(warmup / step);
+  }
+
+  // Slots outside the blocks (layer -1): the embeddings sit below block 0, the final norm and an
+  // untied head above the last block.
+  double layer_factor(const ParamSlot& slot) const {
+    if (slot.layer >= 0) return std::pow(decay_, n_layer_ - 1 - slot.layer);
+    const bool embedding = slot.name.find("wte") != std::string_view::npos ||
+                           slot.name.find("wpe") != std::string_view::npos ||
+                           slot.name.find("embed_tokens") != std::string_view::npos;
+    return embedding ? std::pow(decay_, n_layer_) : 1.0;
+  }
+
+  HostServices& host_;
+  int n_layer_;
+  double decay_ = 0.8;
+  float beta1_ = 0.9f;
+  float beta2_ = 0.999f;
+  float weight_decay_ = 0.01f;
+  double grad_clip_ = 1.0;
+};
+
+constexpr const char* kKeys[] = {"decay", "betas", "weight_decay", "grad_clip"};
+const FactoryDescriptor kFactories[] = {make_factory<Optimizer, AdamWLlrd>(
+    "adamw_llrd", "AdamW with layer-wise learning-rate decay and an inverse-sqrt schedule", name_list(kKeys))};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(adamw_llrd, "1.0.0", kFactories)
