@@ -20,6 +20,9 @@ const std::vector<std::string> kTopLevelKeys = {"model",     "data",       "trai
                                                 "telemetry", "checkpoint", "plugin_path"};
 
 std::string location(const std::filesystem::path& file, const toml::node& node) {
+  // A value --set parsed carries "--set key.path" as its source; a table --set created has none.
+  if (node.source().path && node.source().path->starts_with("--set ")) return *node.source().path;
+  if (node.source().begin.line == 0) return file.string() + " (a table created by --set)";
   std::ostringstream text;
   text << file.string() << ':' << node.source().begin.line << ':' << node.source().begin.column;
   return text.str();
@@ -81,7 +84,7 @@ void apply_override(toml::table& root, const std::string& assignment, std::set<s
   }
   // The value is TOML ("30", "\"x\"", "[0.9, 0.95]"); a bare word is taken as a string.
   try {
-    toml::table parsed = toml::parse("value = " + value_text);
+    toml::table parsed = toml::parse("value = " + value_text, "--set " + key_path);
     toml::node* node = parsed.get("value");
     if (node->is_table()) {
       problems.push_back("--set " + assignment + ": a value cannot be a table");

@@ -4,28 +4,21 @@ set -uo pipefail
 strata=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work"
-fail() { echo "FAIL: $*"; exit 1; }
-expect() {  # expect CODE TEXT -- command...
-  local code=$1 text=$2; shift 3
-  output=$("$@" 2>&1); actual=$?
-  [ "$actual" = "$code" ] || fail "'$*' exited $actual, expected $code: $output"
-  echo "$output" | grep -qF -- "$text" || fail "'$*' did not say '$text': $output"
-  echo "ok ($code): $*"
-}
+source "$(dirname "$0")/expect.sh"
 expect 0 "usage: strata train" -- "$strata" train --help
 expect 0 "ok (adamw + fp32" -- "$strata" validate examples/quickstart.toml
-expect 2 "unknown key 'stpes'" -- "$strata" validate examples/quickstart.toml --set train.stpes=3
-expect 2 "no such manifest file" -- "$strata" train "$work/missing.toml"
-expect 2 "unknown command" -- "$strata" frobnicate
-expect 2 "no such file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/nothing.txt\"
+fault "misspelt key through --set" 2 "unknown key 'stpes'" -- "$strata" validate examples/quickstart.toml --set train.stpes=3
+fault "manifest file missing" 2 "no such manifest file" -- "$strata" train "$work/missing.toml"
+fault "unknown command" 2 "unknown command" -- "$strata" frobnicate
+fault "data.train file missing" 2 "no such file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/nothing.txt\"
 # A version-2 (uint32) token file whose id 70000 is outside quickstart's vocab of 256.
 python3 -c 'import struct, sys
 tokens = [1] * 2000; tokens[3] = 70000
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 2, len(tokens), *[0] * 253) + struct.pack("<%dI" % len(tokens), *tokens))' "$work/wide.bin"
-expect 2 "wide.bin: token 70000 at position 3 is outside the model's vocabulary (model.vocab = 256)" -- \
+fault "token id outside the vocabulary (uint32 file)" 2 "wide.bin: token 70000 at position 3 is outside the model's vocabulary (model.vocab = 256)" -- \
   "$strata" train examples/quickstart.toml --set data.train=\"$work/wide.bin\"
-expect 2 "invalid checkpoint" -- "$strata" eval examples/quickstart.toml --checkpoint "$work"
-expect 1 "memory limit exceeded" -- "$strata" train examples/quickstart.toml --set device.memory_limit=\"8MiB\" --set train.steps=2
+fault "eval of a directory that holds no checkpoint" 2 "invalid checkpoint" -- "$strata" eval examples/quickstart.toml --checkpoint "$work"
+fault "device memory limit below what the model needs" 1 "memory limit exceeded" -- "$strata" train examples/quickstart.toml --set device.memory_limit=\"8MiB\" --set train.steps=2
 # SGD at lr 10 with momentum overflows the weights within a few steps: the loss goes non-finite.
 cat > "$work/diverge.toml" <<EOF
 [model]
@@ -47,33 +40,33 @@ momentum = 0.9
 plugin = "csv"
 path = "/dev/null"
 EOF
-expect 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml"
+fault "loss non-finite for divergence_steps steps" 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml"
 # A finite blow-up: the loss stays above divergence_factor x its best for divergence_steps steps.
-expect 1 "x its best" -- "$strata" train "$work/diverge.toml" --set train.divergence_factor=1.5 \
+fault "finite blow-up: loss above divergence_factor x its best" 1 "x its best" -- "$strata" train "$work/diverge.toml" --set train.divergence_factor=1.5 \
   --set train.divergence_steps=2
-expect 2 "must be above 1" -- "$strata" validate examples/quickstart.toml --set train.divergence_factor=0.5
+fault "divergence_factor in (0, 1]" 2 "must be above 1" -- "$strata" validate examples/quickstart.toml --set train.divergence_factor=0.5
 # Plugin mistakes: a raw throw from a hook is a failed run naming the plugin, hook and layer; a
 # declared key the plugin never reads draws a warning; a missing plugin_path is invalid input.
 fixtures=$(dirname "$strata")/../tests/fixture_plugins
 { echo "plugin_path = \"$fixtures\""; cat "$work/diverge.toml"; printf '[[strategy]]\nplugin = "fixture_throwing_hook"\n'; } \
   > "$work/throwing.toml"
-expect 1 "'fixture_throwing_hook' threw in before_forward (layer 1, step 1): fixture hook exploded" -- \
+fault "a plugin hook throws" 1 "'fixture_throwing_hook' threw in before_forward (layer 1, step 1): fixture hook exploded" -- \
   "$strata" train "$work/throwing.toml"
 expect 0 "declares key 'unused' but did not read it" -- "$strata" validate "$work/throwing.toml"
 expect 0 "warning: declares key 'unused' but does not read it" -- env STRATA_PLUGIN_PATH="$fixtures" "$strata" plugins
-expect 2 "is not a directory" -- "$strata" validate examples/quickstart.toml --set plugin_path=\"$work/nowhere\"
+fault "plugin_path names no directory" 2 "is not a directory" -- "$strata" validate examples/quickstart.toml --set plugin_path=\"$work/nowhere\"
 # Model-family keys and shapes.
-expect 2 "n_kv_head is a LLaMA key; it needs arch = \"llama\"" -- \
+fault "LLaMA key in a GPT-2 manifest" 2 "n_kv_head is a LLaMA key; it needs arch = \"llama\"" -- \
   "$strata" validate examples/quickstart.toml --set model.n_kv_head=2
-expect 2 "must divide n_head = 4" -- "$strata" validate examples/llama.toml --set model.n_kv_head=3
-expect 2 "is odd: RoPE rotates pairs" -- "$strata" validate examples/llama.toml --set model.n_head=8 \
+fault "n_kv_head does not divide n_head" 2 "must divide n_head = 4" -- "$strata" validate examples/llama.toml --set model.n_kv_head=3
+fault "odd head dimension with RoPE" 2 "is odd: RoPE rotates pairs" -- "$strata" validate examples/llama.toml --set model.n_head=8 \
   --set model.n_kv_head=2 --set model.d_model=120
-expect 2 "unknown key 'rope_thetta'" -- "$strata" validate examples/llama.toml --set model.rope_thetta=1.0
+fault "misspelt LLaMA key" 2 "unknown key 'rope_thetta'" -- "$strata" validate examples/llama.toml --set model.rope_thetta=1.0
 # A version-2 header over a file whose size does not match its count.
 python3 -c 'import struct, sys
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 2, 5000, *[0] * 253) + struct.pack("<100I", *[1] * 100))' \
   "$work/short.bin"
-expect 2 "short.bin" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/short.bin\"
+fault "token file shorter than its header's count" 2 "short.bin" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/short.bin\"
 # A checkpoint of one family loaded into a manifest of the other, both ways.
 "$strata" train examples/quickstart.toml --set train.steps=1 --set model.n_layer=1 --set model.d_model=32 \
   --set checkpoint.dir=\"$work/gpt2_ckpt\" --set telemetry.1.path=\"$work/g.jsonl\" > /dev/null 2>&1 ||
@@ -81,9 +74,9 @@ expect 2 "short.bin" -- "$strata" train examples/quickstart.toml --set data.trai
 "$strata" train examples/llama.toml --set train.steps=1 --set model.n_layer=1 --set model.d_model=32 \
   --set model.d_ff=64 --set checkpoint.dir=\"$work/llama_ckpt\" > /dev/null 2>&1 ||
   fail "could not train the LLaMA checkpoint"
-expect 2 "holds a gpt2 checkpoint, but the manifest's model is arch = \"llama\"" -- \
+fault "GPT-2 checkpoint into a LLaMA manifest" 2 "holds a gpt2 checkpoint, but the manifest's model is arch = \"llama\"" -- \
   "$strata" eval examples/llama.toml --checkpoint "$work/gpt2_ckpt"
-expect 2 "holds a llama checkpoint, but the manifest's model is arch = \"gpt2\"" -- \
+fault "LLaMA checkpoint into a GPT-2 manifest" 2 "holds a llama checkpoint, but the manifest's model is arch = \"gpt2\"" -- \
   "$strata" eval examples/quickstart.toml --checkpoint "$work/llama_ckpt"
 # A checkpoint whose weights hold a NaN: eval prints the loss and exits 1, not 0.
 python3 -c 'import struct, sys
@@ -91,48 +84,48 @@ data = bytearray(open(sys.argv[1], "rb").read())
 start = 8 + int.from_bytes(data[:8], "little")
 data[start:start + 4] = struct.pack("<f", float("nan"))
 open(sys.argv[2], "wb").write(data)' "$work/gpt2_ckpt/step_00000001/model.safetensors" "$work/nan.safetensors"
-expect 1 "the loss is not finite" -- "$strata" eval examples/quickstart.toml --set model.n_layer=1 \
+fault "eval of a checkpoint holding a NaN weight" 1 "the loss is not finite" -- "$strata" eval examples/quickstart.toml --set model.n_layer=1 \
   --set model.d_model=32 --checkpoint "$work/nan.safetensors"
-expect 2 "the value contains a line break" -- "$strata" validate examples/quickstart.toml \
+fault "--set value with a line break (TOML injection)" 2 "the value contains a line break" -- "$strata" validate examples/quickstart.toml \
   --set "train.steps=3
 [device]"
 # Regular files only: a FIFO as data is refused at once instead of blocking.
 mkfifo "$work/fifo.bin"
-expect 2 "fifo.bin: not a regular file" -- "$strata" validate examples/quickstart.toml --set data.train=\"$work/fifo.bin\"
-expect 2 "fifo.bin: not a regular file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/fifo.bin\"
-expect 2 "fifo.bin: not a regular file" -- "$strata" eval examples/quickstart.toml --checkpoint "$work/fifo.bin"
+fault "FIFO as data (validate)" 2 "fifo.bin: not a regular file" -- "$strata" validate examples/quickstart.toml --set data.train=\"$work/fifo.bin\"
+fault "FIFO as data (train)" 2 "fifo.bin: not a regular file" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/fifo.bin\"
+fault "FIFO as checkpoint (eval)" 2 "fifo.bin: not a regular file" -- "$strata" eval examples/quickstart.toml --checkpoint "$work/fifo.bin"
 # An unwritable checkpoint directory is refused at start, by validate and by train.
 touch "$work/a_file"
-expect 2 "([checkpoint] dir)" -- "$strata" validate examples/quickstart.toml --set checkpoint.dir=\"$work/a_file/ckpt\"
-expect 2 "([checkpoint] dir)" -- "$strata" train examples/quickstart.toml --set checkpoint.dir=\"$work/a_file/ckpt\"
+fault "checkpoint.dir not creatable (validate)" 2 "([checkpoint] dir)" -- "$strata" validate examples/quickstart.toml --set checkpoint.dir=\"$work/a_file/ckpt\"
+fault "checkpoint.dir not creatable (train)" 2 "([checkpoint] dir)" -- "$strata" train examples/quickstart.toml --set checkpoint.dir=\"$work/a_file/ckpt\"
 # A trainer.json whose step is near INT64_MAX is a corrupt checkpoint, not a run to continue.
 cp -r "$work/gpt2_ckpt" "$work/huge_step"
 python3 -c 'import json, sys
 p = sys.argv[1]; t = json.load(open(p)); t["step"] = 9223372036854775800; json.dump(t, open(p, "w"))' \
   "$work/huge_step/step_00000001/trainer.json"
-expect 2 "is outside [0," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 \
+fault "trainer.json step near INT64_MAX" 2 "is outside [0," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 \
   --set checkpoint.dir=\"$work/huge_step\" --resume
 # Telemetry that cannot be written fails the run, naming the file (/dev/full: every write is ENOSPC).
-expect 1 "jsonl: cannot write to '/dev/full'" -- "$strata" train examples/quickstart.toml --set train.steps=2 \
+fault "jsonl telemetry write fails (disk full)" 1 "jsonl: cannot write to '/dev/full'" -- "$strata" train examples/quickstart.toml --set train.steps=2 \
   --set checkpoint.dir=\"$work/full_ckpt\" --set telemetry.1.path=\"/dev/full\"
-expect 1 "csv: cannot write to '/dev/full'" -- "$strata" train "$work/diverge.toml" --set train.steps=2 \
+fault "csv telemetry write fails (disk full)" 1 "csv: cannot write to '/dev/full'" -- "$strata" train "$work/diverge.toml" --set train.steps=2 \
   --set telemetry.0.path=\"/dev/full\"
 # One run per checkpoint directory: while another holds its lock, a second run is refused.
 mkdir -p "$work/shared_ckpt" && touch "$work/shared_ckpt/.lock"
-expect 2 "another run is using this checkpoint directory" -- flock "$work/shared_ckpt/.lock" \
+fault "checkpoint.dir locked by another run" 2 "another run is using this checkpoint directory" -- flock "$work/shared_ckpt/.lock" \
   "$strata" train examples/quickstart.toml --set train.steps=1 --set checkpoint.dir=\"$work/shared_ckpt\"
 # A resume must come from the same run: another seed is refused unless forced.
 small=(--set model.n_layer=1 --set model.d_model=32 --set train.steps=2 --set telemetry.1.path=\"$work/r.jsonl\")
 "$strata" train examples/quickstart.toml "${small[@]}" --set checkpoint.dir=\"$work/run_ckpt\" --stop-after 1 \
   > /dev/null 2>&1 || fail "could not train the checkpoint to resume"
-expect 2 "saved by a different run" -- "$strata" train examples/quickstart.toml "${small[@]}" \
+fault "resume with another seed" 2 "saved by a different run" -- "$strata" train examples/quickstart.toml "${small[@]}" \
   --set checkpoint.dir=\"$work/run_ckpt\" --set train.seed=7 --resume
 expect 0 "resuming a different run" -- "$strata" train examples/quickstart.toml "${small[@]}" \
   --set checkpoint.dir=\"$work/run_ckpt\" --set train.seed=7 --resume --force-resume
 # A NaN weight in a checkpoint is reported as a corrupt checkpoint on resume, not as divergence.
 cp -r "$work/gpt2_ckpt" "$work/nan_ckpt"
 cp "$work/nan.safetensors" "$work/nan_ckpt/step_00000001/model.safetensors"
-expect 2 "corrupt checkpoint: tensor" -- "$strata" train examples/quickstart.toml --set model.n_layer=1 \
+fault "NaN weight in the checkpoint to resume" 2 "corrupt checkpoint: tensor" -- "$strata" train examples/quickstart.toml --set model.n_layer=1 \
   --set model.d_model=32 --set train.steps=2 --set checkpoint.dir=\"$work/nan_ckpt\" --resume
 # SIGTERM (and SIGINT) finish the step in hand, write a checkpoint and exit 128 + the signal.
 for signal in TERM INT; do
@@ -153,6 +146,9 @@ for signal in TERM INT; do
   grep -q "stopped by signal" "$work/signal.log" || fail "SIG$signal: no stop message"
   [ -f "$work/signal_ckpt/latest" ] || fail "SIG$signal: no checkpoint written"
   echo "ok ($code): SIG$signal stops after a whole step with checkpoint $(cat "$work/signal_ckpt/latest")"
+  [ -z "${RELIABILITY_TABLE:-}" ] || printf 'SIG%s during training\t%s\t%s (checkpoint written)\n' "$signal" "$code" \
+    "$(grep -m1 'stopped by signal' "$work/signal.log" | sed -e 's/^\[[0-9: .-]*\] //' -e "s#$work#WORK#g")" \
+    >> "$RELIABILITY_TABLE"
 done
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
 echo "all exit codes as documented"
