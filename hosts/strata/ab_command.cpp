@@ -22,6 +22,7 @@
 #include "ab_report.hpp"
 #include "ab_verdict.hpp"
 #include "commands.hpp"
+#include "core/data/data_error.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "exit_codes.hpp"
@@ -172,8 +173,9 @@ ChildOutcome run_child(const std::vector<std::string>& command, const std::files
 void check_data_file(const std::filesystem::path& path, const Manifest& manifest, const char* key) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error))
-    throw ManifestError(manifest.path.string() + ": [data] " + key + " = \"" + path.string() +
-                        "\": " + (std::filesystem::exists(path, error) ? "not a regular file" : "no such file"));
+    throw DataError(path.string() + ": " +
+                    (std::filesystem::exists(path, error) ? "not a regular file" : "no such file") + " ([data] " + key +
+                    " in " + manifest.path.string() + ")");
 }
 
 }  // namespace
@@ -236,6 +238,9 @@ int command_ab(const std::vector<std::string>& arguments) {
     }
   } catch (const ManifestError& e) {
     std::cerr << "strata ab: invalid manifest:\n" << e.what() << '\n';
+    return kExitInvalidInput;
+  } catch (const DataError& e) {
+    std::cerr << "strata ab: invalid data: " << e.what() << '\n';
     return kExitInvalidInput;
   }
 

@@ -99,7 +99,8 @@ ab examples/quickstart.toml > /dev/null
 ab examples/quickstart.toml examples/quickstart.toml --set "data.train=\"$work/nothing.txt\"" --out "$work/runs6" \
   > /dev/null
 [ "$code" = 2 ] || fail "a missing data file must exit 2, not $code: $out"
-echo "$out" | grep -q "nothing.txt\": no such file" || fail "the missing data file is not named: $out"
+echo "$out" | grep -q "invalid data: .*nothing.txt: no such file (\[data\] train in examples/quickstart.toml)" ||
+  fail "the missing data file is not named: $out"
 [ ! -e "$work/runs6" ] || fail "ab ran something despite invalid input"
 ab examples/quickstart.toml examples/quickstart.toml --last-k 0 > /dev/null
 [ "$code" = 2 ] || fail "--last-k 0 must exit 2, not $code"
