@@ -1,13 +1,16 @@
-// strata ab A.toml B.toml [...]: each manifest trains in its own process (same seed, so the same
-// data order), writing JSONL that this process reads back into one table, verdicts and a report.
+// strata ab A.toml B.toml [...]: each manifest trains in its own process, writing JSONL that this
+// process reads back into one table, verdicts against the first manifest's run, and a report.
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,8 +18,11 @@
 #include <set>
 #include <thread>
 
+#include "ab_conditions.hpp"
 #include "ab_report.hpp"
+#include "ab_verdict.hpp"
 #include "commands.hpp"
+#include "core/data/data_error.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "exit_codes.hpp"
@@ -42,63 +48,162 @@ std::int64_t steps_written(const std::filesystem::path& jsonl) {
   return lines;
 }
 
-// Runs the command with stdout and stderr going to `log`; returns its exit code. While it runs,
-// `progress` is called twice a second.
-int run_child(const std::vector<std::string>& command, const std::filesystem::path& log,
-              const std::function<void()>& progress) {
+// What a child run left: its exit code and the last line it wrote to stderr (its error message).
+struct ChildOutcome {
+  int exit_code = 0;
+  std::string last_stderr_line;
+};
+
+// Keeps the last non-empty line of a stream that arrives in pieces.
+class LastLine {
+ public:
+  void add(std::string_view text) {
+    for (char c : text) {
+      if (c == '\n') {
+        finish();
+      } else {
+        partial_ += c;
+      }
+    }
+  }
+  std::string get() {
+    finish();
+    return last_;
+  }
+
+ private:
+  void finish() {
+    if (partial_.find_first_not_of(" \t\r") != std::string::npos) last_ = partial_;
+    partial_.clear();
+  }
+  std::string partial_;
+  std::string last_;
+};
+
+// Closes a file descriptor when it goes out of scope.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { reset(); }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// Runs the command with stdout going to `log` and stderr through a pipe into the same log (so the
+// child's last error line is known); returns its exit code. While it runs, `progress` is called
+// twice a second.
+ChildOutcome run_child(const std::vector<std::string>& command, const std::filesystem::path& log,
+                       const std::function<void()>& progress) {
+  // O_APPEND on both writers: the child's stdout and this process's copy of its stderr interleave
+  // without overwriting each other.
+  const FileDescriptor log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644));
+  if (log_fd.get() < 0) throw std::runtime_error("cannot write " + log.string() + ": " + std::strerror(errno));
+  int pipe_ends[2];
+  if (::pipe2(pipe_ends, O_CLOEXEC) != 0)
+    throw std::runtime_error("cannot create a pipe: " + std::string(std::strerror(errno)));
+  const FileDescriptor stderr_read(pipe_ends[0]);
+  FileDescriptor stderr_write(pipe_ends[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log_fd.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, stderr_write.get(), STDERR_FILENO);
   std::vector<char*> argv;
   for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
   argv.push_back(nullptr);
   pid_t pid = 0;
   const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  stderr_write.reset();  // the child holds the only write end: end of file when it exits
   if (error != 0) throw std::runtime_error("cannot start " + command[0] + ": " + std::strerror(error));
+  LastLine last_line;
+  enum class Pipe { data, quiet, closed };
+  // Copies what the pipe holds into the log, waiting up to timeout_ms for something to arrive.
+  auto drain = [&](int timeout_ms) {
+    pollfd ready{stderr_read.get(), POLLIN, 0};
+    if (::poll(&ready, 1, timeout_ms) <= 0) return Pipe::quiet;
+    char buffer[4096];
+    const ssize_t n = ::read(stderr_read.get(), buffer, sizeof buffer);
+    if (n < 0) return errno == EINTR ? Pipe::quiet : Pipe::closed;
+    if (n == 0) return Pipe::closed;
+    last_line.add(std::string_view(buffer, static_cast<std::size_t>(n)));
+    for (ssize_t written = 0; written < n;) {
+      const ssize_t w = ::write(log_fd.get(), buffer + written, static_cast<std::size_t>(n - written));
+      if (w <= 0) break;  // the log is best effort; the exit code and the last line still arrive
+      written += w;
+    }
+    return Pipe::data;
+  };
   int status = 0;
+  bool pipe_open = true;
+  auto last_progress = std::chrono::steady_clock::now();
   while (true) {
+    if (pipe_open)
+      pipe_open = drain(500) != Pipe::closed;
+    else  // the child closed stderr as it exited: it is about to be reaped
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) throw std::runtime_error("waitpid failed: " + std::string(std::strerror(errno)));
-    progress();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (std::chrono::steady_clock::now() - last_progress >= std::chrono::milliseconds(500)) {
+      progress();
+      last_progress = std::chrono::steady_clock::now();
+    }
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  // What the child wrote just before it exited (nothing else holds the pipe, so this ends).
+  while (pipe_open && drain(0) == Pipe::data) {
+  }
+  ChildOutcome outcome;
+  outcome.last_stderr_line = last_line.get();
+  if (WIFEXITED(status))
+    outcome.exit_code = WEXITSTATUS(status);
+  else
+    outcome.exit_code = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return outcome;
 }
 
-std::string last_error_line(const std::filesystem::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find("strata train") != std::string::npos || line.find("error") != std::string::npos) last = line;
-  return last;
+// Data is read from regular files only; a missing one is invalid input, found before any run.
+void check_data_file(const std::filesystem::path& path, const Manifest& manifest, const char* key) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error))
+    throw DataError(path.string() + ": " +
+                    (std::filesystem::exists(path, error) ? "not a regular file" : "no such file") + " ([data] " + key +
+                    " in " + manifest.path.string() + ")");
 }
 
 }  // namespace
 
 int command_ab(const std::vector<std::string>& arguments) {
-  std::vector<std::string> manifests;
+  std::vector<std::string> manifest_paths;
   std::vector<std::string> overrides;
   std::int64_t steps = 0;
+  std::int64_t last_k = 0;
   std::string html;
   std::string out_dir;
-  double tolerance = 1e-2;
+  AbSettings settings;
   po::options_description options("ab options");
-  options.add_options()("manifest", po::value(&manifests)->composing(),
+  options.add_options()("manifest", po::value(&manifest_paths)->composing(),
                         "two or more manifests; the first is the reference")(
       "steps", po::value(&steps), "train each for this many steps (sets train.steps)")(
       "set", po::value(&overrides)->composing(), "override a key in every manifest (repeatable)")(
       "html", po::value(&html), "also write a self-contained HTML report here")(
       "out", po::value(&out_dir)->default_value("runs/ab"), "where each run's JSONL and log go")(
-      "tolerance", po::value(&tolerance)->default_value(1e-2),
-      "largest relative loss difference, at any step, still called 'within tolerance'");
+      "tolerance", po::value(&settings.tolerance)->default_value(kDefaultTolerance),
+      "largest relative loss difference (mean over the last k steps, and any single step) still called "
+      "'within tolerance'")("last-k", po::value(&last_k),
+                            "compare the mean loss over the last N steps (default: min(10, steps/4 rounded up))");
   options.add_options()("help,h", "show this help");
   po::positional_options_description positional;
   positional.add("manifest", -1);
-  const std::string synopsis = "A.toml B.toml [more.toml...] [--steps N] [--set key=value]... [--html FILE]";
+  const std::string synopsis =
+      "A.toml B.toml [more.toml...] [--steps N] [--set key=value]... [--html FILE] [--tolerance X] [--last-k N]";
   po::variables_map values;
   try {
     po::store(po::command_line_parser(arguments).options(options).positional(positional).run(), values);
@@ -107,46 +212,56 @@ int command_ab(const std::vector<std::string>& arguments) {
       return kExitSuccess;
     }
     po::notify(values);
-    if (manifests.size() < 2) throw po::error("needs at least two manifests to compare");
+    if (manifest_paths.size() < 2) throw po::error("needs at least two manifests to compare");
     if (values.count("steps") && steps < 1) throw po::error("--steps must be at least 1");
+    if (!(settings.tolerance >= 0.0) || !std::isfinite(settings.tolerance))
+      throw po::error("--tolerance must be a finite number >= 0");
+    if (values.count("last-k") && last_k < 1) throw po::error("--last-k must be at least 1");
   } catch (const po::error& e) {
     std::cerr << "strata ab: " << e.what() << "\nusage: strata ab " << synopsis << '\n';
     return kExitInvalidInput;
   }
+  settings.tolerance_given = !values["tolerance"].defaulted();
+  if (values.count("last-k")) settings.last_k = last_k;
 
-  // Validate everything before the first run starts, and take the reference's seed for all.
+  // Validate every manifest and its data before the first run starts. The loaded manifests, with
+  // the children's overrides, decide which runs' losses can be compared.
   std::vector<std::string> shared = overrides;
   if (steps > 0) shared.push_back("train.steps=" + std::to_string(steps));
-  std::uint64_t seed = 0;
-  std::vector<std::int64_t> total_steps;  // per manifest, for the progress line
+  std::vector<Manifest> manifests;
   try {
-    for (std::size_t i = 0; i < manifests.size(); ++i) {
-      const Manifest manifest = load_manifest(manifests[i], shared);
-      if (i == 0) seed = manifest.train.seed;
-      total_steps.push_back(manifest.train.steps);
+    for (const std::string& path : manifest_paths) {
+      manifests.push_back(load_manifest(path, shared));
+      const Manifest& manifest = manifests.back();
+      check_data_file(manifest.data.train, manifest, "train");
+      if (manifest.data.val) check_data_file(*manifest.data.val, manifest, "val");
     }
   } catch (const ManifestError& e) {
     std::cerr << "strata ab: invalid manifest:\n" << e.what() << '\n';
     return kExitInvalidInput;
+  } catch (const DataError& e) {
+    std::cerr << "strata ab: invalid data: " << e.what() << '\n';
+    return kExitInvalidInput;
   }
-  shared.push_back("train.seed=" + std::to_string(seed));
 
   std::filesystem::create_directories(out_dir);
   std::vector<AbRun> runs;
   std::set<std::string> labels;
   bool any_failed = false;
-  for (std::size_t i = 0; i < manifests.size(); ++i) {
-    std::string label = std::filesystem::path(manifests[i]).stem().string();
+  for (std::size_t i = 0; i < manifest_paths.size(); ++i) {
+    const std::string stem = std::filesystem::path(manifest_paths[i]).stem().string();
+    std::string label = stem;
     while (labels.count(label)) label += "'";
     labels.insert(label);
-    const std::string base = std::to_string(i + 1) + "-" + std::filesystem::path(manifests[i]).stem().string();
+    const std::string base = std::to_string(i + 1) + "-" + stem;
     const std::filesystem::path jsonl = std::filesystem::path(out_dir) / (base + ".jsonl");
     const std::filesystem::path log = std::filesystem::path(out_dir) / (base + ".log");
     std::filesystem::remove(jsonl);
-    std::vector<std::string> command = {own_executable().string(), "train", manifests[i], "--metrics", jsonl.string()};
+    std::vector<std::string> command = {own_executable().string(), "train", manifest_paths[i], "--metrics",
+                                        jsonl.string()};
     for (const std::string& assignment : shared) command.insert(command.end(), {"--set", assignment});
     const std::string prefix =
-        "[" + std::to_string(i + 1) + "/" + std::to_string(manifests.size()) + "] " + manifests[i] + " ... ";
+        "[" + std::to_string(i + 1) + "/" + std::to_string(manifest_paths.size()) + "] " + manifest_paths[i] + " ... ";
     std::printf("%s", prefix.c_str());
     std::fflush(stdout);
     const bool terminal = isatty(STDOUT_FILENO) != 0;
@@ -154,42 +269,53 @@ int command_ab(const std::vector<std::string>& arguments) {
     auto progress = [&] {
       if (!terminal) return;  // logs get one line per run
       std::printf("\r%sstep %lld/%lld", prefix.c_str(), static_cast<long long>(steps_written(jsonl)),
-                  static_cast<long long>(total_steps[i]));
+                  static_cast<long long>(manifests[i].train.steps));
       std::fflush(stdout);
     };
     AbRun run;
+    ChildOutcome outcome;
     try {
-      const int code = run_child(command, log, progress);
-      run = read_ab_run(jsonl);
-      run.exit_code = code;
+      outcome = run_child(command, log, progress);
     } catch (const std::exception& e) {
-      run.exit_code = kExitRunFailed;
-      run.failure = e.what();
+      outcome = {kExitRunFailed, e.what()};
     }
-    run.manifest = manifests[i];
+    try {
+      run = read_ab_run(jsonl);
+    } catch (const std::exception& e) {  // a record cut short: the run's metrics are not whole
+      run = AbRun{};
+      if (outcome.exit_code == 0) outcome = {kExitRunFailed, std::string("unreadable metrics: ") + e.what()};
+    }
+    run.exit_code = outcome.exit_code;
+    run.manifest = manifest_paths[i];
     run.label = label;
+    if (run.failed()) run.failure = outcome.last_stderr_line;
+    if (run.exit_code == 0 && !run.complete) run.failure = "no summary record in " + jsonl.string();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (run.exit_code != 0 && run.failure.empty()) run.failure = last_error_line(log);
     if (terminal) std::printf("\r%s", prefix.c_str());
-    std::printf("%s in %.1f s (log: %s)%s\n", run.exit_code == 0 ? "done" : "FAILED", seconds, log.c_str(),
+    std::printf("%s in %.1f s (log: %s)%s\n", run.failed() ? "FAILED" : "done", seconds, log.c_str(),
                 terminal ? "\x1b[K" : "");
-    if (run.exit_code != 0) {
-      std::printf("    exit %d: %s\n", run.exit_code, run.failure.c_str());
+    if (run.failed()) {
+      std::printf("    exit %d: %s\n", run.exit_code,
+                  run.failure.empty() ? "(nothing on stderr)" : run.failure.c_str());
       any_failed = true;
     }
     runs.push_back(std::move(run));
   }
 
-  std::vector<AbVerdict> verdicts;
-  for (const AbRun& run : runs)
-    verdicts.push_back(&run == &runs.front() ? AbVerdict{} : compare_runs(runs.front(), run, tolerance));
+  std::vector<AbVerdict> verdicts = {reference_verdict(runs.front())};
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    verdicts.push_back(
+        compare_runs(runs.front(), runs[i], compare_conditions(manifests.front(), manifests[i]), settings));
   std::printf("\n");
   print_ab_table(std::cout, runs, verdicts);
+  std::cout << '\n';
+  print_ab_verdicts(std::cout, runs, verdicts, settings);
+  std::cout.flush();
   if (!html.empty()) {
     const std::filesystem::path html_path(html);
     if (html_path.has_parent_path()) std::filesystem::create_directories(html_path.parent_path());
     std::ofstream report(html_path);
-    write_ab_html(report, runs, verdicts);
+    write_ab_html(report, runs, verdicts, settings);
     if (!report) {
       std::cerr << "strata ab: cannot write " << html << '\n';
       return kExitRunFailed;

@@ -42,6 +42,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;
   bool markers = false;  // points only (validation losses)
   double width = 2.0;
+  bool dashed = false;
 };
 
 // A line chart with labelled axes; y_format renders tick values.
@@ -80,22 +81,24 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   }
   svg << "<text x='" << kLeft + plot_w / 2 << "' y='" << kHeight - 8 << "' font-size='12' text-anchor='middle'>"
       << escape(x_label) << "</text>\n";
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const Series& s = series[i];
+  int legend_entries = 0;
+  for (const Series& s : series) {
     if (s.markers) {
       for (const auto& [x, y] : s.points)
         if (std::isfinite(y))
           svg << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='4' fill='" << s.color << "'/>\n";
     } else {
-      svg << "<polyline fill='none' stroke='" << s.color << "' stroke-width='" << s.width << "' points='";
+      svg << "<polyline fill='none' stroke='" << s.color << "' stroke-width='" << s.width
+          << (s.dashed ? "' stroke-dasharray='6 4" : "") << "' points='";
       for (const auto& [x, y] : s.points)
         if (std::isfinite(y)) svg << number(px(x), 1) << ',' << number(py(y), 1) << ' ';
       svg << "'/>\n";
     }
-    const double legend_y = kTop + 14 + 15 * static_cast<double>(i);
-    svg << "<rect x='" << kLeft + plot_w - 190 << "' y='" << legend_y - 9 << "' width='10' height='10' fill='"
-        << s.color << "'/><text x='" << kLeft + plot_w - 175 << "' y='" << legend_y << "' font-size='11'>"
-        << escape(s.name) << "</text>\n";
+    if (s.name.empty()) continue;  // drawn without a legend entry
+    const double legend_y = kTop + 14 + 15 * static_cast<double>(legend_entries++);
+    svg << "<rect x='" << kLeft + plot_w - 190 << "' y='" << legend_y - 9 << "' width='10' height='"
+        << (s.dashed ? 3 : 10) << "' fill='" << s.color << "'/><text x='" << kLeft + plot_w - 175 << "' y='" << legend_y
+        << "' font-size='11'>" << escape(s.name) << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();
@@ -108,22 +111,93 @@ std::string mib_format(double value) {
   return number(value / (1024.0 * 1024.0), 1) + " MiB";
 }
 
+constexpr const char* kCategoryColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+
+// One horizontal bar per run: each category's peak device bytes stacked, and a black tick at the
+// peak of the total. Categories peak at different moments of a step, so the stack can reach past
+// the tick; the gap is memory that is never live all at once.
+std::string stacked_memory_bars(const std::vector<AbRun>& runs) {
+  constexpr double kWidth = 560, kLeft = 130, kRight = 110, kTop = 34, kBar = 26, kGap = 14;
+  const double plot_w = kWidth - kLeft - kRight;
+  double scale = 1.0;
+  for (const AbRun& run : runs) {
+    double sum = 0.0;
+    for (std::uint64_t bytes : run.peak_device_bytes_by_category) sum += static_cast<double>(bytes);
+    scale = std::max({scale, sum, static_cast<double>(run.peak_device_bytes)});
+  }
+  const double legend_y = kTop + static_cast<double>(runs.size()) * (kBar + kGap) + 8;
+  const double height = legend_y + 24;
+  std::ostringstream svg;
+  svg << "<svg class='memory-bars' xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << height
+      << "' viewBox='0 0 " << kWidth << ' ' << height << "'>\n<text x='10' y='20' font-size='15' font-weight='bold'>"
+      << "peak device memory by category</text>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const AbRun& run = runs[i];
+    const double y = kTop + static_cast<double>(i) * (kBar + kGap);
+    svg << "<text x='" << kLeft - 8 << "' y='" << y + kBar / 2 + 4 << "' font-size='12' text-anchor='end' fill='"
+        << kColors[i % std::size(kColors)] << "'>" << escape(run.label) << "</text>\n";
+    if (!run.complete) {
+      svg << "<text x='" << kLeft << "' y='" << y + kBar / 2 + 4 << "' font-size='12'>no summary (failed)</text>\n";
+      continue;
+    }
+    double x = kLeft;
+    for (MemoryCategory category : kAllMemoryCategories) {
+      const double bytes = static_cast<double>(run.peak_device_bytes_by_category[category_index(category)]);
+      if (bytes <= 0) continue;
+      const double w = bytes / scale * plot_w;
+      svg << "<rect class='category-" << category_name(category) << "' x='" << number(x, 2) << "' y='" << y
+          << "' width='" << number(w, 2) << "' height='" << kBar << "' fill='"
+          << kCategoryColors[category_index(category)] << "'><title>" << escape(run.label) << ": "
+          << category_name(category) << " " << mib_format(bytes) << " at its peak</title></rect>\n";
+      x += w;
+    }
+    const double peak_x = kLeft + static_cast<double>(run.peak_device_bytes) / scale * plot_w;
+    svg << "<line x1='" << number(peak_x, 2) << "' x2='" << number(peak_x, 2) << "' y1='" << y - 4 << "' y2='"
+        << y + kBar + 4 << "' stroke='#000' stroke-width='2'><title>peak of the total: "
+        << mib_format(static_cast<double>(run.peak_device_bytes)) << "</title></line>\n";
+    svg << "<text x='" << number(std::max(x, peak_x) + 6, 2) << "' y='" << y + kBar / 2 + 4 << "' font-size='11'>"
+        << mib_format(static_cast<double>(run.peak_device_bytes)) << "</text>\n";
+  }
+  double x = 10;
+  for (MemoryCategory category : kAllMemoryCategories) {
+    svg << "<rect x='" << x << "' y='" << legend_y << "' width='10' height='10' fill='"
+        << kCategoryColors[category_index(category)] << "'/><text x='" << x + 14 << "' y='" << legend_y + 9
+        << "' font-size='11'>" << category_name(category) << "</text>\n";
+    x += 24 + 7.0 * static_cast<double>(category_name(category).size());
+  }
+  svg << "<line x1='" << x << "' x2='" << x << "' y1='" << legend_y - 2 << "' y2='" << legend_y + 12
+      << "' stroke='#000' stroke-width='2'/><text x='" << x + 6 << "' y='" << legend_y + 9
+      << "' font-size='11'>peak of the total</text>\n</svg>\n";
+  return svg.str();
+}
+
+std::uint64_t total(const CategoryBytes& bytes) {
+  std::uint64_t sum = 0;
+  for (std::uint64_t b : bytes) sum += b;
+  return sum;
+}
+
 }  // namespace
 
-void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std::vector<AbVerdict>& verdicts) {
+void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std::vector<AbVerdict>& verdicts,
+                   const AbSettings& settings) {
   out << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata ab report</title>\n<style>"
          "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}"
-         "pre{background:#f6f6f6;padding:8px;font-size:12px}</style></head><body>\n<h1>strata ab</h1>\n";
+         "td.verdict{text-align:left;max-width:640px}pre{background:#f6f6f6;padding:8px;font-size:12px}"
+         ".row{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}</style></head><body>\n"
+         "<h1>strata ab</h1>\n";
   out << "<h2>Comparison</h2>\n<pre>";
   std::ostringstream table;
   print_ab_table(table, runs, verdicts);
+  table << '\n';
+  print_ab_verdicts(table, runs, verdicts, settings);
   out << escape(table.str())
       << "</pre>\n<h2>Runs</h2>\n<table><tr><th>run</th><th>manifest</th><th>stack</th><th>verdict</th></tr>\n";
   for (std::size_t i = 0; i < runs.size(); ++i)
     out << "<tr><td style='color:" << kColors[i % std::size(kColors)] << "'>" << escape(runs[i].label) << "</td><td>"
-        << escape(runs[i].manifest.string()) << "</td><td>" << escape(runs[i].stack) << "</td><td>"
-        << escape(verdicts[i].kind == AbVerdict::Kind::reference ? "reference" : verdicts[i].text) << "</td></tr>\n";
+        << escape(runs[i].manifest.string()) << "</td><td>" << escape(runs[i].stack) << "</td><td class='verdict'>"
+        << escape(verdicts[i].text) << "</td></tr>\n";
   out << "</table>\n<h2>Loss</h2>\n";
   std::vector<Series> losses;
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -138,23 +212,33 @@ void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std:
     if (!val.points.empty()) losses.push_back(val);
   }
   out << line_chart("training loss (lines) and validation loss (dots)", "step", losses, loss_format);
-  out << "<h2>Device memory per step</h2>\n<p>The peak within each step, in total and per category, as the "
-         "allocator measured it.</p>\n";
+  out << "<h2>Device memory</h2>\n<p>Left: each run's peak device memory, every category at its own peak, "
+         "stacked; the black tick is the peak of the total (categories peak at different moments, so the stack "
+         "can pass the tick). Right: per step, the peak within the step (solid) and what stays live at its end "
+         "(dashed), the state kept from one step to the next. A step with fixed "
+         "shapes allocates the same buffers every time, so both lines are flat once training runs; a line that "
+         "rises is memory that a step does not give back.</p>\n<div class='row'>\n";
+  out << stacked_memory_bars(runs);
   std::vector<Series> totals;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    Series total{runs[i].label, kColors[i % std::size(kColors)], {}, false, 2.0};
-    for (const AbStep& step : runs[i].steps)
-      total.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
-    totals.push_back(total);
+    Series peak{runs[i].label, kColors[i % std::size(kColors)], {}, false, 2.0};
+    Series live{"", kColors[i % std::size(kColors)], {}, false, 1.5, true};
+    for (const AbStep& step : runs[i].steps) {
+      peak.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
+      live.points.emplace_back(static_cast<double>(step.step), static_cast<double>(total(step.device_bytes)));
+    }
+    totals.push_back(peak);
+    totals.push_back(live);
   }
-  out << line_chart("all runs — peak device memory within each step", "step", totals, mib_format, true);
-  constexpr const char* kCategoryColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+  out << line_chart("per step: peak within the step (solid), live at its end (dashed)", "step", totals, mib_format,
+                    true);
+  out << "</div>\n<h3>Per run, by category: the peak within each step</h3>\n";
   for (const AbRun& run : runs) {
     std::vector<Series> memory;
-    Series total{"total", "#000", {}, false, 2.5};
+    Series peak{"total", "#000", {}, false, 2.5};
     for (const AbStep& step : run.steps)
-      total.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
-    memory.push_back(total);
+      peak.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
+    memory.push_back(peak);
     for (MemoryCategory category : kAllMemoryCategories) {
       Series s{std::string(category_name(category)), kCategoryColors[category_index(category)], {}, false, 1.5};
       bool any = false;

@@ -15,8 +15,9 @@ struct AbStep {
   double loss = 0.0;
   std::optional<double> val_loss;
   double ms = 0.0;
-  std::uint64_t peak_device_bytes = 0;
-  CategoryBytes peak_device_bytes_by_category{};
+  std::uint64_t peak_device_bytes = 0;            // the peak within the step
+  CategoryBytes peak_device_bytes_by_category{};  // each category's own peak within the step
+  CategoryBytes device_bytes{};                   // live at the end of the step
   std::uint64_t host_bytes = 0;
 };
 
@@ -25,7 +26,7 @@ struct AbRun {
   std::string label;  // the manifest's file name, made unique
   std::string stack;
   int exit_code = 0;
-  std::string failure;  // the child's last stderr line when it failed
+  std::string failure;  // the child's last stderr line (or why its metrics are unreadable) when it failed
   std::vector<AbStep> steps;
   // From the summary record.
   std::uint64_t peak_device_bytes = 0;
@@ -40,17 +41,10 @@ struct AbRun {
   double transfer_ms = 0.0;
   double exposed_transfer_ms = 0.0;
   bool complete = false;  // a summary record was read
-};
 
-// How a run's losses compare with the reference run's, step by step.
-struct AbVerdict {
-  enum class Kind { reference, identical, within_tolerance, diverged, failed } kind = Kind::reference;
-  double max_relative_difference = 0.0;
-  std::int64_t worst_step = 0;
-  std::string text;  // "identical", "within tolerance (max rel. diff 2.1e-04 <= 1e-02)", ...
+  bool failed() const { return exit_code != 0 || !complete; }
 };
 
 AbRun read_ab_run(const std::filesystem::path& jsonl);  // throws std::runtime_error on unreadable records
-AbVerdict compare_runs(const AbRun& reference, const AbRun& run, double tolerance);
 
 }  // namespace strata

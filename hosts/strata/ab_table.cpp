@@ -79,8 +79,7 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
                             : "-");
   rows.push_back(hidden);
   Row verdict{"verdict", {}};
-  for (const AbVerdict& v : verdicts)
-    verdict.cells.push_back(v.kind == AbVerdict::Kind::reference ? "reference" : v.text);
+  for (const AbVerdict& v : verdicts) verdict.cells.push_back(v.label);
   rows.push_back(verdict);
 
   std::size_t name_width = 0;
@@ -100,6 +99,32 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
     out << '\n';
   }
   out << std::right;
+}
+
+void print_ab_verdicts(std::ostream& out, const std::vector<AbRun>& runs, const std::vector<AbVerdict>& verdicts,
+                       const AbSettings& settings) {
+  const AbRun& reference = runs.front();
+  if (reference.failed()) {
+    out << "no verdicts: the reference, " << reference.label << ", failed (exit " << reference.exit_code << ")\n";
+  } else {
+    const std::int64_t k = last_k_for(settings, static_cast<std::int64_t>(reference.steps.size()));
+    out << "verdicts against " << reference.label << '\n'
+        << "  differences: relative, (run - reference) / reference, of the train loss and of the val loss where "
+           "both runs evaluated\n"
+        << "  last-k:      the mean over the last " << k << (k == 1 ? " step" : " steps")
+        << (settings.last_k ? " (--last-k)" : " (default: min(10, steps/4 rounded up); --last-k sets it)")
+        << ", and the worst single step\n"
+        << "  tolerance:   " << tolerance_text(settings)
+        << (settings.tolerance_given ? "" : ": 1% of the loss, above bf16 storage's rounding; --tolerance sets it")
+        << "\n"
+        << "  other optimizer settings make an optimizer comparison; another model, data, batch, seed or step count "
+           "makes the losses not comparable\n";
+  }
+  std::size_t width = 0;
+  for (const AbRun& run : runs) width = std::max(width, run.label.size());
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out << "  " << std::left << std::setw(static_cast<int>(width)) << runs[i].label << std::right << "  "
+        << verdicts[i].text << '\n';
 }
 
 }  // namespace strata

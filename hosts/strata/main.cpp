@@ -21,10 +21,10 @@ commands:
   plan MANIFEST [--set ...] [--full]
                          print the tensor table as the strategies place it (every buffer, its
                          home, MiB per row, totals per category on the device and the host)
-  ab A.toml B.toml [more.toml...] [--steps N] [--set ...]... [--html FILE]
+  ab A.toml B.toml [more.toml...] [--steps N] [--set ...]... [--html FILE] [--tolerance X] [--last-k N]
                          train each manifest in its own process and compare them: peak memory
-                         by category, speed, losses, and a verdict (identical, within tolerance,
-                         diverged) against the first
+                         by category, speed, losses, and a verdict against the first (identical,
+                         within tolerance, diverged, optimizer comparison, not comparable)
   plugins [--verbose]    the plugins found, their interfaces and keys, and why any failed to load
 
 `strata <command> --help` describes a command. Exit codes: 0 success, 1 the run failed

@@ -1,0 +1,27 @@
+#pragma once
+// What two manifests say about comparing their runs' losses: whether they train the same model on
+// the same batches (if not, a loss difference means nothing), and whether they train it with
+// another optimizer or learning-rate schedule (then a loss difference is the point of the
+// comparison, not a fault of the stack).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/manifest/manifest.hpp"
+
+namespace strata {
+
+struct AbConditions {
+  // The first field that differs in model, data, batch, seed or steps: "model.n_layer 2 vs 4".
+  std::optional<std::string> not_comparable;
+  // Every optimizer difference (plugin, its table's keys, train.lr, train.warmup_steps):
+  // "train.lr 0.002 vs 0.004".
+  std::vector<std::string> optimizer_changes;
+  // Why validation losses cannot be compared when train losses can: "train.eval_batches 2 vs 8".
+  std::optional<std::string> val_not_comparable;
+};
+
+// Both manifests as the runs see them: loaded with the same --set overrides.
+AbConditions compare_conditions(const Manifest& reference, const Manifest& run);
+
+}  // namespace strata
