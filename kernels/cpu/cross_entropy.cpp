@@ -1,6 +1,32 @@
 #include "kernels/cpu/cross_entropy.hpp"
 
+#include "kernels/cpu/cpu_clones.hpp"
+
 namespace strata::cpu {
+
+namespace {
+
+// The row bodies are bound by exp: each clone calls glibc's vector expf of its width (libmvec).
+STRATA_CPU_CLONES float row_max(const float* row, std::int64_t valid) {
+  float chunk_max = row[0];
+#pragma omp simd reduction(max : chunk_max)
+  for (std::int64_t v = 0; v < valid; ++v) chunk_max = std::max(chunk_max, row[v]);
+  return chunk_max;
+}
+
+STRATA_CPU_CLONES float row_sum_exp(const float* row, std::int64_t valid, float max_value) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(row[v] - max_value);
+  return sum;
+}
+
+STRATA_CPU_CLONES void row_softmax_gradient(float* drow, const float* row, std::int64_t valid, float lse, float dloss) {
+#pragma omp simd
+  for (std::int64_t v = 0; v < valid; ++v) drow[v] = std::exp(row[v] - lse) * dloss;
+}
+
+}  // namespace
 
 void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
                                  const std::int32_t* targets, std::int64_t rows, std::int64_t first, std::int64_t width,
@@ -10,14 +36,10 @@ void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* 
 #pragma omp parallel for schedule(static)
   for (std::int64_t n = 0; n < rows; ++n) {
     const float* row = logits + n * width;
-    float chunk_max = row[0];
-#pragma omp simd reduction(max : chunk_max)
-    for (std::int64_t v = 0; v < valid; ++v) chunk_max = std::max(chunk_max, row[v]);
+    const float chunk_max = row_max(row, valid);
     // The first chunk starts the running values; no -inf arithmetic (this file is -ffast-math).
     const float max_value = first == 0 ? chunk_max : std::max(running_max[n], chunk_max);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (std::int64_t v = 0; v < valid; ++v) sum += std::exp(row[v] - max_value);
+    const float sum = row_sum_exp(row, valid, max_value);
     running_sum[n] = first == 0 ? sum : running_sum[n] * std::exp(running_max[n] - max_value) + sum;
     running_max[n] = max_value;
     const std::int64_t target = targets[n];
@@ -43,8 +65,7 @@ void cross_entropy_backward_chunk(float* dlogits, const float* logits, const flo
     const float* row = logits + n * width;
     float* drow = dlogits + n * width;
     const float lse = logsumexp[n];
-#pragma omp simd
-    for (std::int64_t v = 0; v < valid; ++v) drow[v] = std::exp(row[v] - lse) * dloss;
+    row_softmax_gradient(drow, row, valid, lse, dloss);
     for (std::int64_t v = valid; v < width; ++v) drow[v] = 0.0f;
     const std::int64_t target = targets[n];
     if (target >= first && target < first + valid) drow[target - first] -= dloss;
