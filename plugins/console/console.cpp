@@ -19,8 +19,12 @@ double mib(std::uint64_t bytes) {
 }
 
 std::string eta_text(double seconds) {
+  // train.steps may be as large as INT64_MAX: past 10^5 hours (or not finite) the ETA is only
+  // "long", and converting it to an integer would overflow.
+  constexpr double kLongest = 1e5 * 3600.0;
+  if (!(seconds < kLongest)) return ">100000h";
   char text[32];
-  const auto total = static_cast<long long>(seconds + 0.5);
+  const auto total = static_cast<long long>(std::max(seconds, 0.0) + 0.5);
   std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", total / 3600, (total / 60) % 60, total % 60);
   return text;
 }

@@ -114,6 +114,11 @@ fault "csv telemetry write fails (disk full)" 1 "csv: cannot write to '/dev/full
 mkdir -p "$work/shared_ckpt" && touch "$work/shared_ckpt/.lock"
 fault "checkpoint.dir locked by another run" 2 "another run is using this checkpoint directory" -- flock "$work/shared_ckpt/.lock" \
   "$strata" train examples/quickstart.toml --set train.steps=1 --set checkpoint.dir=\"$work/shared_ckpt\"
+# train.steps at INT64_MAX: the schedule and the progress line's ETA must not overflow (UBSan
+# checks this under scripts/test-sanitized.sh).
+expect 0 "ETA >100000h" -- "$strata" train examples/quickstart.toml --set train.steps=9223372036854775807 \
+  --set model.n_layer=1 --set model.d_model=32 --set checkpoint.dir=\"$work/max_steps\" \
+  --set telemetry.1.path=\"$work/max_steps.jsonl\" --stop-after 2
 # A resume must come from the same run: another seed is refused unless forced.
 small=(--set model.n_layer=1 --set model.d_model=32 --set train.steps=2 --set telemetry.1.path=\"$work/r.jsonl\")
 "$strata" train examples/quickstart.toml "${small[@]}" --set checkpoint.dir=\"$work/run_ckpt\" --stop-after 1 \

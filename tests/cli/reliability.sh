@@ -86,6 +86,8 @@ damaged() {  # damaged NAME: a copy of the checkpoint to break
 eval_small=(--set model.n_layer=2 --set model.d_model=32 --set model.seq_len=16 --set train.batch=4)
 fault "checkpoint of another depth" 2 "model.safetensors" -- "$strata" eval $q --set model.n_layer=1 \
   --set model.d_model=32 --set model.seq_len=16 --checkpoint "$step"
+fault "checkpoint with fewer layers than the model" 2 "missing tensor 'h.2." -- "$strata" eval $q \
+  --set model.n_layer=3 --set model.d_model=32 --set model.seq_len=16 --checkpoint "$step"
 fault "checkpoint of another width" 2 "model.safetensors" -- "$strata" eval $q --set model.n_layer=2 \
   --set model.d_model=64 --set model.seq_len=16 --checkpoint "$step"
 d=$(damaged truncated); head -c 5000 "$step/model.safetensors" > "$d/model.safetensors"
