@@ -78,7 +78,12 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
     throw CheckpointError(where + "not a regular file (checkpoints are read from regular files only)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(where + "cannot open (no such file?)");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse(bytes, path);
+}
+
+SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::filesystem::path& path) {
+  const std::string where = path.string() + ": ";
   if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
   std::uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "core/manifest/manifest_error.hpp"
@@ -161,18 +163,28 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
 }
 
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
-  Manifest manifest;
-  manifest.path = path;
   const std::string file = path.string();
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) throw ManifestError(file + ": no such manifest file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ManifestError(file + ": cannot open the manifest file for reading");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ManifestError(file + ": read error");
+  return parse_manifest(text, path, overrides);
+}
+
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
+                        const std::vector<std::string>& overrides) {
+  Manifest manifest;
+  manifest.path = path;
+  const std::string file = path.string();
   try {
-    manifest.document = std::make_shared<toml::table>(toml::parse_file(file));
+    manifest.document = std::make_shared<toml::table>(toml::parse(text, file));
   } catch (const toml::parse_error& e) {
-    std::ostringstream text;
-    text << file << ':' << e.source().begin.line << ':' << e.source().begin.column
-         << ": malformed TOML: " << e.description();
-    throw ManifestError(text.str());
+    std::ostringstream message;
+    message << file << ':' << e.source().begin.line << ':' << e.source().begin.column
+            << ": malformed TOML: " << e.description();
+    throw ManifestError(message.str());
   }
   toml::table& root = *manifest.document;
   std::vector<std::string> problems;
