@@ -8,6 +8,7 @@
 
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
+#include "core/manifest/toml_text_guard.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "core/util/format_bytes.hpp"
 
@@ -81,9 +82,16 @@ void apply_override(toml::table& root, const std::string& assignment, std::set<s
     problems.push_back("--set " + assignment + ": " + dotted + " is not a table");
     return;
   }
-  // The value is TOML ("30", "\"x\"", "[0.9, 0.95]"); a bare word is taken as a string.
+  // The value is TOML ("30", "\"x\"", "[0.9, 0.95]"); a bare word is taken as a string, and so is
+  // text toml++ must not see (toml_text_guard.hpp).
+  const std::string document = "value = " + value_text;
+  if (find_unsafe_toml_character(document)) {
+    target->insert_or_assign(parts.back(), value_text);
+    overridden.insert(key_path);
+    return;
+  }
   try {
-    toml::table parsed = toml::parse("value = " + value_text);
+    toml::table parsed = toml::parse(document);
     toml::node* node = parsed.get("value");
     if (node->is_table()) {
       problems.push_back("--set " + assignment + ": a value cannot be a table");
@@ -178,6 +186,9 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   Manifest manifest;
   manifest.path = path;
   const std::string file = path.string();
+  if (const auto unsafe = find_unsafe_toml_character(text))
+    throw ManifestError(file + ':' + std::to_string(unsafe->line) + ':' + std::to_string(unsafe->column) +
+                        ": malformed TOML: " + unsafe->problem);
   try {
     manifest.document = std::make_shared<toml::table>(toml::parse(text, file));
   } catch (const toml::parse_error& e) {
