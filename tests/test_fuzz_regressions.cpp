@@ -77,6 +77,9 @@ TEST(FuzzRegressions, ManifestNonAsciiWhereTomlppTestsForWhitespaceIsRefused) {
             "string or comment (TOML allows "
             "them only there)");
   EXPECT_NE(manifest_error("x = 1 \xd0\x97\n").find("fuzzed.toml:1:7: malformed TOML"), std::string::npos);
+  // A quote inside a malformed bare word opens no string: toml++ reads on to the next whitespace.
+  EXPECT_NE(manifest_error("[model]\nn_layer = 2lama\"\x0en_la\xef\xbb\xbc\"\n").find("fuzzed.toml:2:22: malformed"),
+            std::string::npos);
   EXPECT_NE(manifest_error("x = \"\"\"\\\xc3\xa9\"\"\"\n")
                 .find("fuzzed.toml:1:9: malformed TOML: a non-ASCII "
                       "character right after a backslash"),

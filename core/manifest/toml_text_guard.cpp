@@ -38,7 +38,13 @@ UnsafeTomlCharacter at_offset(std::string_view text, std::size_t offset, std::st
 std::optional<UnsafeTomlCharacter> find_unsafe_toml_character(std::string_view text) {
   enum class Context { plain, comment, basic, literal, multi_line_basic, multi_line_literal };
   Context context = Context::plain;
-  std::size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte order mark, which toml++ skips
+  const std::size_t start = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a byte order mark, which toml++ skips
+  // A quote opens a string only where a key or value starts. Inside a malformed bare word (2x"é)
+  // toml++ reads on to the next whitespace, testing every character, so the quote opens nothing.
+  auto opens_string = [&](std::size_t at) {
+    return at == start || std::string_view(" \t\r\n=[{,.").find(text[at - 1]) != std::string_view::npos;
+  };
+  std::size_t i = start;
   while (i < text.size()) {
     const char byte = text[i];
     switch (context) {
@@ -47,7 +53,7 @@ std::optional<UnsafeTomlCharacter> find_unsafe_toml_character(std::string_view t
           return at_offset(text, i, "a non-ASCII character outside a string or comment (TOML allows them only there)");
         if (byte == '#') {
           context = Context::comment;
-        } else if (byte == '"' || byte == '\'') {
+        } else if ((byte == '"' || byte == '\'') && opens_string(i)) {
           const std::size_t count = quotes_at(text, i, byte);
           if (count >= 3) {
             context = byte == '"' ? Context::multi_line_basic : Context::multi_line_literal;
