@@ -39,7 +39,7 @@ for target in manifest safetensors token_file; do
     -artifact_prefix="build-fuzz/findings/$target-" "${dictionary[@]}" \
     "build-fuzz/corpus/$target" "fuzz/corpus/$target" >"build-fuzz/fuzz_$target.log" 2>&1 || status=$?
   elapsed_ms=$((($(date +%s%N) - start) / 1000000))
-  grep -E '^#[0-9]+ +DONE|^Done [0-9]+ runs|^stat::(number_of_executed_units|peak_rss_mb)' "build-fuzz/fuzz_$target.log" || true
+  grep -E '^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs|^stat::(number_of_executed_units|peak_rss_mb)' "build-fuzz/fuzz_$target.log" || true
   echo "fuzz_$target: exit $status, $((elapsed_ms / 1000)).$((elapsed_ms % 1000 / 100)) s wall"
   if [ "$status" -ne 0 ]; then
     tail -n 60 "build-fuzz/fuzz_$target.log"
