@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "strata/dtype.hpp"
@@ -21,6 +22,15 @@ std::size_t dtype_size(const std::string& dtype) {
   if (dtype == "F32") return 4;
   if (dtype == "F16" || dtype == "BF16") return 2;
   return 0;
+}
+
+// A header number that must be a non-negative integer. nlohmann's get<> would convert a float or a
+// negative number too (and a float out of range is undefined behaviour), so the type is checked.
+std::uint64_t non_negative_integer(const nlohmann::json& value, const std::string& what) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  throw CheckpointError(what + " must hold non-negative integers, not " + text);
 }
 
 float half_to_float(std::uint16_t half) {
@@ -78,7 +88,12 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
     throw CheckpointError(where + "not a regular file (checkpoints are read from regular files only)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(where + "cannot open (no such file?)");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse(bytes, path);
+}
+
+SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::filesystem::path& path) {
+  const std::string where = path.string() + ": ";
   if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
   std::uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i)
@@ -100,24 +115,38 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
   try {
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {
+        if (!value.is_object()) throw CheckpointError(where + "corrupt header: __metadata__ must be an object");
         for (const auto& [key, text] : value.items()) file.metadata_[key] = text.get<std::string>();
         continue;
       }
+      const std::string context = where + "corrupt header: tensor '" + name + "': ";
       Entry entry;
       entry.dtype = value.at("dtype").get<std::string>();
-      entry.shape = value.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = value.at("data_offsets").get<std::vector<std::uint64_t>>();
-      if (offsets.size() != 2) throw CheckpointError(where + "tensor '" + name + "': data_offsets must have 2 entries");
-      entry.begin = offsets[0];
-      entry.end = offsets[1];
+      const nlohmann::json& shape = value.at("shape");
+      const nlohmann::json& offsets = value.at("data_offsets");
+      if (!shape.is_array()) throw CheckpointError(context + "shape must be an array");
+      if (!offsets.is_array() || offsets.size() != 2)
+        throw CheckpointError(context + "data_offsets must be an array of 2 entries");
+      // The byte count is computed without overflow: a wrapped product could match the data's size.
+      constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+      std::uint64_t elements = 1;
+      bool overflow = false;
+      for (const nlohmann::json& extent : shape) {
+        const std::uint64_t count = non_negative_integer(extent, context + "shape");
+        if (count > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+          throw CheckpointError(context + "shape extent " + std::to_string(count) + " is too large");
+        entry.shape.push_back(static_cast<std::int64_t>(count));
+        overflow = overflow || (count != 0 && elements > kMax / count);
+        elements = overflow ? 0 : elements * count;
+      }
+      entry.begin = non_negative_integer(offsets[0], context + "data_offsets");
+      entry.end = non_negative_integer(offsets[1], context + "data_offsets");
       if (entry.begin > entry.end || entry.end > file.data_.size())
         throw CheckpointError(where + "truncated or corrupt: tensor '" + name + "' spans bytes [" +
                               std::to_string(entry.begin) + ", " + std::to_string(entry.end) + ") of " +
                               std::to_string(file.data_.size()));
-      std::uint64_t elements = 1;
-      for (std::int64_t extent : entry.shape) elements *= static_cast<std::uint64_t>(extent);
-      const std::size_t size = dtype_size(entry.dtype);
-      if (size != 0 && elements * size != entry.end - entry.begin)
+      const std::uint64_t size = dtype_size(entry.dtype);
+      if (size != 0 && (overflow || elements > kMax / size || elements * size != entry.end - entry.begin))
         throw CheckpointError(where + "corrupt: tensor '" + name + "' has shape " + shape_text(entry.shape) + " but " +
                               std::to_string(entry.end - entry.begin) + " bytes");
       file.entries_.emplace(name, std::move(entry));
@@ -162,7 +191,7 @@ std::vector<float> SafetensorsFile::tensor(const std::string& name,
   std::vector<float> values(count);
   const char* source = data_.data() + e.begin;
   if (e.dtype == "F32") {
-    std::memcpy(values.data(), source, count * 4);
+    if (count != 0) std::memcpy(values.data(), source, count * 4);  // an empty vector's data() may be null
   } else {
     for (std::size_t i = 0; i < count; ++i) {
       std::uint16_t half;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ class SafetensorsFile {
  public:
   // Reads and validates the whole file; throws CheckpointError naming the file and the problem.
   static SafetensorsFile read(const std::filesystem::path& path);
+  // The same from the file's bytes; `path` names the file in messages and nothing is read from it.
+  static SafetensorsFile parse(std::span<const char> bytes, const std::filesystem::path& path);
 
   struct Entry {
     std::string dtype;

@@ -41,7 +41,7 @@ std::vector<std::uint32_t> widen_tokens(const char* data, std::size_t count) {
   return tokens;
 }
 
-std::vector<std::uint32_t> parse_bin(const std::filesystem::path& path, const std::vector<char>& bytes) {
+std::vector<std::uint32_t> parse_bin(const std::filesystem::path& path, std::span<const char> bytes) {
   const std::size_t header_bytes = kTokenFileHeaderInts * sizeof(std::int32_t);
   if (bytes.size() < header_bytes)
     throw DataError(path.string() + ": truncated token file: " + std::to_string(bytes.size()) +
@@ -72,7 +72,10 @@ std::vector<std::uint32_t> parse_bin(const std::filesystem::path& path, const st
 }  // namespace
 
 std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab) {
-  const std::vector<char> bytes = read_all(path);
+  return parse_tokens(read_all(path), path, vocab);
+}
+
+std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::filesystem::path& path, int vocab) {
   std::vector<std::uint32_t> tokens;
   if (path.extension() == ".bin") {
     tokens = parse_bin(path, bytes);

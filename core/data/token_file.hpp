@@ -7,6 +7,7 @@
 // The file size must match the count exactly; a shorter or longer file is refused.
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <vector>
 
 namespace strata {
@@ -18,6 +19,9 @@ inline constexpr std::size_t kTokenFileHeaderInts = 256;
 
 // Reads every token and checks each is < vocab; throws DataError naming the file and problem.
 std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab);
+// The same from the file's bytes: `path` picks the format by its extension (.bin or text) and
+// names the file in messages; nothing is read from it. load_tokens reads the file and calls this.
+std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::filesystem::path& path, int vocab);
 
 // Writes an llm.c token file atomically: version 1 (uint16) when every id fits in uint16, so
 // llm.c and older readers still load it, and version 2 (uint32) otherwise. Throws DataError when

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
+#include "core/manifest/toml_text_guard.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "core/util/format_bytes.hpp"
 
@@ -82,9 +85,16 @@ void apply_override(toml::table& root, const std::string& assignment, std::set<s
     problems.push_back("--set " + assignment + ": " + dotted + " is not a table");
     return;
   }
-  // The value is TOML ("30", "\"x\"", "[0.9, 0.95]"); a bare word is taken as a string.
+  // The value is TOML ("30", "\"x\"", "[0.9, 0.95]"); a bare word is taken as a string, and so is
+  // text toml++ must not see (toml_text_guard.hpp).
+  const std::string document = "value = " + value_text;
+  if (find_unsafe_toml_character(document)) {
+    target->insert_or_assign(parts.back(), value_text);
+    overridden.insert(key_path);
+    return;
+  }
   try {
-    toml::table parsed = toml::parse("value = " + value_text, "--set " + key_path);
+    toml::table parsed = toml::parse(document, "--set " + key_path);
     toml::node* node = parsed.get("value");
     if (node->is_table()) {
       problems.push_back("--set " + assignment + ": a value cannot be a table");
@@ -165,18 +175,31 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
 }
 
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
-  Manifest manifest;
-  manifest.path = path;
   const std::string file = path.string();
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) throw ManifestError(file + ": no such manifest file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ManifestError(file + ": cannot open the manifest file for reading");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ManifestError(file + ": read error");
+  return parse_manifest(text, path, overrides);
+}
+
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
+                        const std::vector<std::string>& overrides) {
+  Manifest manifest;
+  manifest.path = path;
+  const std::string file = path.string();
+  if (const auto unsafe = find_unsafe_toml_character(text))
+    throw ManifestError(file + ':' + std::to_string(unsafe->line) + ':' + std::to_string(unsafe->column) +
+                        ": malformed TOML: " + unsafe->problem);
   try {
-    manifest.document = std::make_shared<toml::table>(toml::parse_file(file));
+    manifest.document = std::make_shared<toml::table>(toml::parse(text, file));
   } catch (const toml::parse_error& e) {
-    std::ostringstream text;
-    text << file << ':' << e.source().begin.line << ':' << e.source().begin.column
-         << ": malformed TOML: " << e.description();
-    throw ManifestError(text.str());
+    std::ostringstream message;
+    message << file << ':' << e.source().begin.line << ':' << e.source().begin.column
+            << ": malformed TOML: " << e.description();
+    throw ManifestError(message.str());
   }
   toml::table& root = *manifest.document;
   std::vector<std::string> problems;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model/model_spec.hpp"
@@ -77,6 +78,11 @@ class Manifest {
 // Parses and validates core tables; plugin tables are checked when the stack is built.
 // `overrides` are "key.path=value" strings from --set. Throws ManifestError.
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
+
+// The same from the manifest's text: `path` becomes Manifest::path and names the file in messages,
+// but nothing is read from it. load_manifest reads the file and calls this; so does the fuzz target.
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
+                        const std::vector<std::string>& overrides = {});
 
 // Adds a [[telemetry]] table after the manifest's own (string-valued keys), as `strata train
 // --metrics` does. With no [[telemetry]] in the manifest, it replaces the default console sink.

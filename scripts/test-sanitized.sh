@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite again, built with AddressSanitizer and UndefinedBehaviorSanitizer (GCC) in
+# its own tree, build-asan: -O1, every report fatal, leaks included. Needs the packages that
+# scripts/setup.sh installs; .ci/run runs it after scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# No CUDA here: the CUDA runtime and ASan's shadow memory do not mix without extra settings, and
+# the kernels nvcc compiles would not be instrumented anyway. No benchmarks: nothing runs them.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+  -DSTRATA_WERROR=ON -DSTRATA_BENCH=OFF -DSTRATA_CUDA=OFF
+cmake --build build-asan -j"$(nproc)"
+
+# Every report ends the process with exit code 86, which no Strata command uses, so a CLI test that
+# expects exit 1 or 2 cannot mistake a sanitizer report for the failure it wanted. The settings reach
+# the strata processes the shell tests start and the children of `strata ab`.
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:exitcode=86:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=86
+export LSAN_OPTIONS=exitcode=86
+cd build-asan
+ctest --output-on-failure -j1
