@@ -11,7 +11,7 @@ namespace strata {
 namespace {
 
 TEST(DivergenceGuard, StopsAfterStepsInARowAboveFactorTimesTheBest) {
-  DivergenceGuard guard({10.0, 3});
+  DivergenceGuard guard({10.0, 3, 8});
   EXPECT_FALSE(guard.observe(1, 5.0));
   EXPECT_FALSE(guard.observe(2, 2.0));  // best: 2
   EXPECT_FALSE(guard.observe(3, 25.0));
@@ -23,7 +23,7 @@ TEST(DivergenceGuard, StopsAfterStepsInARowAboveFactorTimesTheBest) {
 }
 
 TEST(DivergenceGuard, AStepBackUnderTheLimitRestartsTheCount) {
-  DivergenceGuard guard({10.0, 3});
+  DivergenceGuard guard({10.0, 3, 8});
   EXPECT_FALSE(guard.observe(1, 1.0));
   EXPECT_FALSE(guard.observe(2, 11.0));
   EXPECT_FALSE(guard.observe(3, 12.0));
@@ -34,13 +34,13 @@ TEST(DivergenceGuard, AStepBackUnderTheLimitRestartsTheCount) {
 }
 
 TEST(DivergenceGuard, FactorZeroNeverStopsAFiniteRun) {
-  DivergenceGuard guard({0.0, 1});
+  DivergenceGuard guard({0.0, 1, 8});
   EXPECT_FALSE(guard.observe(1, 1.0));
   for (int step = 2; step < 50; ++step) EXPECT_FALSE(guard.observe(step, 1e30));
 }
 
 TEST(DivergenceGuard, NonFiniteStreakStopsEvenWithFactorZero) {
-  DivergenceGuard guard({0.0, 2});
+  DivergenceGuard guard({0.0, 1, 2});
   const double nan = std::numeric_limits<double>::quiet_NaN();
   EXPECT_FALSE(guard.observe(1, 3.0));
   EXPECT_FALSE(guard.observe(2, nan));
@@ -49,6 +49,17 @@ TEST(DivergenceGuard, NonFiniteStreakStopsEvenWithFactorZero) {
   const auto reason = guard.observe(5, nan);
   ASSERT_TRUE(reason);
   EXPECT_NE(reason->find("non-finite for 2 steps in a row"), std::string::npos) << *reason;
+}
+
+TEST(DivergenceGuard, AlternatingNonFiniteAndHugeLossesStillStop) {
+  DivergenceGuard guard({10.0, 3, 8});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(guard.observe(1, 1.0));
+  EXPECT_FALSE(guard.observe(2, 50.0));
+  EXPECT_FALSE(guard.observe(3, nan));
+  EXPECT_FALSE(guard.observe(4, 50.0));
+  EXPECT_FALSE(guard.observe(5, nan));
+  EXPECT_TRUE(guard.observe(6, 50.0)) << "three huge finite losses, with NaNs between them";
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <stdexcept>
 
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/manifest/toml_config_view.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
@@ -50,24 +52,60 @@ TEST(PluginHost, ANonStandardExceptionIsCaughtToo) {
       << error;
 }
 
+// An optimizer that throws from its step, for the SDK's own adapter.
+class ThrowingOptimizer final : public Optimizer {
+ public:
+  ThrowingOptimizer(ConfigView&, HostServices&) {}
+  int state_buffers() const noexcept override { return 0; }
+  Status step(const OptimizerStepInfo&, std::span<ParamSlot>, OptimizerReport&) override {
+    throw std::runtime_error("optimizer exploded");
+  }
+};
+
+TEST(PluginHost, TheSdkFactoryWrapsObjectsSoExceptionsStopInsideThePlugin) {
+  const toml::table empty;
+  TomlConfigView view(&empty, {"m.toml", "[optimizer]", "optimizer", nullptr}, {"plugin"});
+  HostServicesImpl host(ModelInfo{"gpt2", 2, 2, 2, 32, 256, 16, 0});
+  std::string error;
+  const std::unique_ptr<Optimizer> optimizer(
+      static_cast<Optimizer*>(create_plugin_object<Optimizer, ThrowingOptimizer>(view, host, &error)));
+  ASSERT_TRUE(optimizer) << error;
+  OptimizerReport report;
+  const Status status = optimizer->step(OptimizerStepInfo{}, {}, report);  // must not throw
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(status.message(), "threw: optimizer exploded");
+}
+
 TEST(PluginHost, DeclaredKeysTheFactoryNeverReadsAreWarnedAbout) {
   const auto dir = test::temporary_directory("unread_keys");
-  test::write_text(dir / "m.toml", test::tiny_manifest("[[strategy]]\nplugin = \"fixture_throwing_hook\"\n"));
-  const Manifest manifest = load_manifest(dir / "m.toml");
+  const std::string table = "[[strategy]]\nplugin = \"fixture_throwing_hook\"\n";
+  test::write_text(dir / "quiet.toml", test::tiny_manifest(table));
+  test::write_text(dir / "set.toml", test::tiny_manifest(table + "unused = 3\n"));
   PluginRegistry registry;
   registry.scan({kFixtures, STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
-  HostServicesImpl host(manifest.model.info());
-  const Stack stack = build_stack(manifest, registry, host);
+  HostServicesImpl host(ModelInfo{"gpt2", 2, 2, 2, 32, 256, 16, 0});
+  EXPECT_TRUE(build_stack(load_manifest(dir / "quiet.toml"), registry, host).warnings.empty())
+      << "a key the manifest does not set draws no warning in a run";
+  const Stack stack = build_stack(load_manifest(dir / "set.toml"), registry, host);
   ASSERT_EQ(stack.warnings.size(), 1u);
-  EXPECT_NE(stack.warnings[0].find("declares key 'unused' but did not read it"), std::string::npos)
+  EXPECT_NE(stack.warnings[0].find("sets key 'unused', which the plugin declares but did not read"), std::string::npos)
       << stack.warnings[0];
 
+  // The author's view (strata plugins): every declared key the factory leaves unread, set or not.
   const auto factory = registry.find(InterfaceKind::memory_strategy, "fixture_throwing_hook");
   ASSERT_TRUE(factory);
-  EXPECT_EQ(unread_keys_with_defaults(*factory, host), std::vector<std::string>{"unused"});
+  const auto check = check_with_defaults(*factory, host);
+  ASSERT_TRUE(check);
+  EXPECT_EQ(check->unread_keys, std::vector<std::string>{"unused"});
   const auto adamw = registry.find(InterfaceKind::optimizer, "adamw");
   ASSERT_TRUE(adamw);
-  EXPECT_EQ(unread_keys_with_defaults(*adamw, host), std::vector<std::string>{}) << "adamw reads every key";
+  EXPECT_EQ(check_with_defaults(*adamw, host)->unread_keys, std::vector<std::string>{}) << "adamw reads every key";
+  const auto sneaky = registry.find(InterfaceKind::memory_strategy, "fixture_undeclared");
+  ASSERT_TRUE(sneaky);
+  const auto sneaky_check = check_with_defaults(*sneaky, host);
+  ASSERT_TRUE(sneaky_check);
+  ASSERT_EQ(sneaky_check->problems.size(), 1u);
+  EXPECT_NE(sneaky_check->problems[0].find("read key 'secret' that its plugin did not declare"), std::string::npos);
 }
 
 TEST(PluginHost, ANullEntryInACountedKeyListIsRefused) {

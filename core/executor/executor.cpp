@@ -140,7 +140,7 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
       }
       return Status{};
     });
-    if (!status) throw HookFailed("memory strategy: " + status.message());
+    if (!status) throw HookFailed(status.message());
   }
 }
 

@@ -177,7 +177,10 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
   const std::string file = path.string();
   std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) throw ManifestError(file + ": no such manifest file");
+  if (!std::filesystem::is_regular_file(path, error))
+    throw ManifestError(file + (std::filesystem::exists(path, error)
+                                    ? ": not a regular file (a manifest is a TOML file)"
+                                    : ": no such manifest file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ManifestError(file + ": cannot open the manifest file for reading");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -290,9 +293,10 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     t.divergence_factor = train.get_double("divergence_factor", 100.0, 0.0, 1e12);
     t.divergence_steps = train.get_int("divergence_steps", 8, 1, 1'000'000);
     if (t.divergence_factor > 0.0 && t.divergence_factor <= 1.0)
-      train.report_error("divergence_factor", "divergence_factor = " + std::to_string(t.divergence_factor) +
-                                                  " must be above 1 (a loss above its best is normal noise), or 0 "
-                                                  "to turn the check off");
+      train.report_error("divergence_factor",
+                         (std::ostringstream() << "divergence_factor = " << t.divergence_factor).str() +
+                             " must be above 1 (a loss above its best is normal noise), or 0 "
+                             "to turn the check off");
     if (t.batch % t.micro_batches != 0)
       train.report_error("micro_batches", "micro_batches = " + std::to_string(t.micro_batches) +
                                               " must divide batch = " + std::to_string(t.batch));
@@ -348,7 +352,9 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       std::error_code error;
       if (!std::filesystem::is_directory(directory, error))
         problems.push_back(location(path, *node) + ": plugin_path \"" + directory.string() + "\" is not a directory" +
-                           (error ? " (" + error.message() + ")" : std::string(" (no such directory)")));
+                           (error                                       ? " (" + error.message() + ")"
+                            : std::filesystem::exists(directory, error) ? std::string(" (it is a file)")
+                                                                        : std::string(" (no such directory)")));
     }
   }
 

@@ -1,5 +1,7 @@
 #include "core/plugin/guarded_plugins.hpp"
 
+#include "strata/plugin_guard.hpp"
+
 #include <exception>
 #include <string_view>
 #include <utility>
@@ -14,8 +16,12 @@ Status guarded_call(const std::string& label, std::string_view hook, const std::
   try {
     Status status = body();
     if (status) return status;
+    // The SDK's adapter in the plugin caught an exception (plugin_guard.hpp).
+    if (status.message().starts_with(plugin_guard::kThrew))
+      return Status::error(label + " threw in " + std::string(hook) + where + ": " +
+                           status.message().substr(plugin_guard::kThrew.size()));
     return Status::error(label + " failed in " + std::string(hook) + where + ": " + status.message());
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // an object not made by make_factory
     return Status::error(label + " threw in " + std::string(hook) + where + ": " + e.what());
   } catch (...) {
     return Status::error(label + " threw in " + std::string(hook) + where +

@@ -1,9 +1,10 @@
 #pragma once
 // Every plugin object the host calls is wrapped in one of these adapters. The adapter forwards
-// each call and turns an error Status or any exception the plugin lets escape (std::exception or
-// not) into an error Status that names the plugin, the hook and where the step was, so a plugin
-// author reads "[[strategy]] #1 'offload' threw in before_forward (layer 3, step 5): ..." instead
-// of a bare message or std::terminate.
+// each call and words an error Status so that it names the plugin, the hook and where the step
+// was: "[[strategy]] #1 'offload' threw in before_forward (layer 3, step 5): ...". Exceptions are
+// caught inside the plugin, by the SDK's adapter make_factory wraps each object in
+// (strata/plugin_guard.hpp), and arrive here as a Status; this adapter also catches, for an
+// object made without make_factory.
 #include <memory>
 #include <string>
 

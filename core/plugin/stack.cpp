@@ -49,15 +49,19 @@ std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& reso
   std::shared_ptr<Interface> owned(static_cast<Interface*>(object),
                                    [destroy, library](Interface* pointer) { destroy(pointer); });
   if (!view.problems().empty()) return nullptr;
+  // Only keys the manifest sets: those are the settings that silently do nothing. A declared key
+  // nobody sets is the plugin author's concern, which `strata plugins` reports.
   for (const std::string& key : view.unread_keys())
-    warnings.push_back(label + " declares key '" + key + "' but did not read it: setting it has no effect (" +
-                       resolved.factory.plugin->path.string() + ")");
+    if (spec.table != nullptr && spec.table->contains(key))
+      warnings.push_back(view.where(key) + ": " + label + " sets key '" + key +
+                         "', which the plugin declares but did not read: it has no effect (" +
+                         resolved.factory.plugin->path.string() + ")");
   return guard_plugin(std::move(owned), spec.label + " '" + spec.plugin + "'");
 }
 
 }  // namespace
 
-std::optional<std::vector<std::string>> unread_keys_with_defaults(const FactoryRef& factory, HostServices& host) {
+std::optional<DefaultsCheck> check_with_defaults(const FactoryRef& factory, HostServices& host) {
   const FactoryDescriptor& descriptor = *factory.factory;
   std::vector<std::string> keys = {"plugin"};
   for (const char* key : descriptor.config_keys) keys.emplace_back(key);
@@ -67,7 +71,7 @@ std::optional<std::vector<std::string>> unread_keys_with_defaults(const FactoryR
   void* object = descriptor.create(view, host, &error);
   if (object == nullptr) return std::nullopt;
   descriptor.destroy(object);
-  return view.unread_keys();
+  return DefaultsCheck{view.unread_keys(), view.problems()};
 }
 
 std::vector<MemoryStrategy*> Stack::strategy_pointers() const {

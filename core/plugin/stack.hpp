@@ -20,7 +20,7 @@ struct Stack {
   std::vector<std::shared_ptr<TelemetrySink>> telemetry;
   std::shared_ptr<Kernel> attention;
   std::string description;  // "adamw + fp32 + checkpoint"
-  // Descriptor mistakes worth a warning, not a refusal: declared keys the plugin never read.
+  // Worth a warning, not a refusal: keys the manifest sets that the plugin declares but never read.
   std::vector<std::string> warnings;
 
   std::vector<MemoryStrategy*> strategy_pointers() const;
@@ -34,8 +34,13 @@ struct Stack {
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
                   const std::string& default_telemetry = "console");
 
-// Creates the factory's object from an empty table (every key at its default), destroys it, and
-// returns the declared keys it never read; nothing when it cannot be created without keys.
-std::optional<std::vector<std::string>> unread_keys_with_defaults(const FactoryRef& factory, HostServices& host);
+// What creating a factory's object from an empty table (every key at its default) shows about its
+// descriptor: declared keys it never reads (or asks about with has()), and problems such as a read
+// of an undeclared key. Nothing when it cannot be created without keys.
+struct DefaultsCheck {
+  std::vector<std::string> unread_keys;
+  std::vector<std::string> problems;
+};
+std::optional<DefaultsCheck> check_with_defaults(const FactoryRef& factory, HostServices& host);
 
 }  // namespace strata

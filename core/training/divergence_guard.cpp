@@ -7,9 +7,9 @@ namespace strata {
 
 std::optional<std::string> DivergenceGuard::observe(std::int64_t step, double loss) {
   if (!std::isfinite(loss)) {
-    // A non-finite loss neither improves the best nor counts as a finite blow-up.
-    above_in_a_row_ = 0;
-    if (++nonfinite_in_a_row_ < limits_.steps) return std::nullopt;
+    // A non-finite loss neither improves the best nor ends a finite blow-up's run of steps, so a
+    // run alternating NaN and huge losses still stops.
+    if (++nonfinite_in_a_row_ < limits_.nonfinite_steps) return std::nullopt;
     std::ostringstream text;
     text << "training diverged: the loss is " << loss << " at step " << step << ", non-finite for "
          << nonfinite_in_a_row_ << " steps in a row (each skipped)";

@@ -1,10 +1,11 @@
 #pragma once
 // Decides when a run has diverged, from its training loss step by step. Two signs:
-//   - the loss is non-finite for `steps` steps in a row (skip_nonfinite skipped each of them, so
-//     the weights themselves are no longer finite);
-//   - the loss stays above `factor` times the best loss seen so far for `steps` steps in a row: a
-//     finite blow-up that would otherwise burn hours of compute on a lost run.
-// One bad step is noise; `steps` in a row is a trend.
+//   - the loss is non-finite for `nonfinite_steps` steps in a row (skip_nonfinite skipped each of
+//     them, so the weights themselves are no longer finite);
+//   - the loss stays above `factor` times the best loss seen so far for `steps` finite steps in a
+//     row (non-finite steps between them neither count nor break the run of them): a finite
+//     blow-up that would otherwise burn hours of compute on a lost run.
+// One bad step is noise; several in a row are a trend.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@ namespace strata {
 struct DivergenceLimits {
   double factor = 100.0;  // 0: never stop on a finite blow-up
   std::int64_t steps = 8;
+  std::int64_t nonfinite_steps = 8;
 };
 
 class DivergenceGuard {

@@ -27,8 +27,6 @@
 
 namespace strata {
 
-namespace {
-
 std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
   const std::vector<std::string> kinds = available_backends();
   if (std::find(kinds.begin(), kinds.end(), manifest.device.kind) != kinds.end())
@@ -36,8 +34,10 @@ std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
   std::string known;
   for (const std::string& kind : kinds) known += (known.empty() ? "" : ", ") + kind;
   throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind +
-                      "\": this build has no such backend (available: " + known + ")");
+                      "\": no such backend in this build (available: " + known + ")");
 }
+
+namespace {
 
 int micro_batch_rows(const Manifest& manifest) {
   return manifest.train.batch / manifest.train.micro_batches;
@@ -87,6 +87,9 @@ void configure_threads(int threads) {
 
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options) {
   configure_threads(manifest.train.threads);
+  // The backend first: an unknown device is invalid input, refused before anything is written,
+  // and the backend must outlive the plugin objects (their ops() points into it).
+  std::unique_ptr<Backend> device = backend_for(manifest);
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host);
   const TrainSpec& train = manifest.train;
@@ -102,7 +105,6 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       spdlog::info("removed {} partial save(s) a stopped run left in {}", removed, manifest.checkpoint.dir->string());
   }
 
-  std::unique_ptr<Backend> device = backend_for(manifest);
   host.set_ops(device->ops());
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, *stack.attention,
@@ -153,7 +155,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   TrainResult result;
   std::vector<double> step_ms;
-  DivergenceGuard divergence({train.divergence_factor, train.divergence_steps});
+  // Non-finite losses in a row after which a run has diverged rather than been unlucky (each is
+  // a step skip_nonfinite skipped).
+  constexpr std::int64_t kMaxConsecutiveNonfiniteSteps = 8;
+  DivergenceGuard divergence({train.divergence_factor, train.divergence_steps, kMaxConsecutiveNonfiniteSteps});
   const StopSignal stop_signal;  // SIGINT/SIGTERM finish the step in hand, then stop
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
@@ -249,9 +254,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
                 const std::optional<std::filesystem::path>& data) {
   configure_threads(manifest.train.threads);
+  std::unique_ptr<Backend> device = backend_for(manifest);  // outlives the plugin objects
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host, "");
-  std::unique_ptr<Backend> device = backend_for(manifest);
   host.set_ops(device->ops());
   // Built for evaluation: no gradients, optimizer state or backward workspace exist.
   const std::unique_ptr<Model> model_owner =

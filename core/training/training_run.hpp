@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/device/backend.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "strata/telemetry_sink.hpp"
@@ -34,6 +35,9 @@ struct TrainResult {
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and
 // std::runtime_error (the run failed).
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options);
+
+// The manifest's [device] backend; throws ManifestError when this build has none of that kind.
+std::unique_ptr<Backend> backend_for(const Manifest& manifest);
 
 // Mean cross-entropy of a checkpoint over consecutive windows of seq_len+1 tokens: of `data` when
 // given (the whole file), else of the manifest's validation split.

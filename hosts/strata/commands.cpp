@@ -1,10 +1,12 @@
 #include "commands.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -58,6 +60,25 @@ std::optional<int> parse(const std::string& name, const std::string& synopsis, p
 void add_manifest_options(po::options_description& options, CommonArguments& common) {
   options.add_options()("manifest", po::value(&common.manifest)->required(), "the manifest (TOML)")(
       "set", po::value(&common.overrides)->composing(), "override a manifest key: --set train.steps=30 (repeatable)");
+}
+
+// An output file named on the command line must be creatable: its directory is created now and
+// proved writable with a probe file, so a bad path is invalid input before the run starts.
+void check_output_file(const std::string& option, const std::filesystem::path& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw ManifestError(option + " " + path.string() + ": is a directory, not a file");
+  const std::filesystem::path directory = std::filesystem::absolute(path, error).parent_path();
+  std::filesystem::create_directories(directory, error);
+  const std::filesystem::path probe = directory / (".strata-probe-" + std::to_string(::getpid()));
+  if (!error) {
+    const bool written = static_cast<bool>(std::ofstream(probe).put('\n'));
+    std::filesystem::remove(probe, error);
+    if (!written) error = std::make_error_code(std::errc::permission_denied);
+  }
+  if (error)
+    throw ManifestError(option + " " + path.string() + ": cannot be created in " + directory.string() + " (" +
+                        error.message() + ")");
 }
 
 PluginRegistry load_plugins(const Manifest& manifest) {
@@ -124,7 +145,10 @@ int command_train(const std::vector<std::string>& arguments) {
     return *code;
   return run_guarded("train", [&] {
     Manifest manifest = load_manifest(common.manifest, common.overrides);
-    if (values.count("metrics")) append_telemetry(manifest, "jsonl", {{"path", values["metrics"].as<std::string>()}});
+    if (values.count("metrics")) {
+      check_output_file("--metrics", values["metrics"].as<std::string>());
+      append_telemetry(manifest, "jsonl", {{"path", values["metrics"].as<std::string>()}});
+    }
     PluginRegistry registry = load_plugins(manifest);
     TrainOptions train_options;
     train_options.print_table = values.count("table") > 0;
@@ -195,6 +219,7 @@ int command_validate(const std::vector<std::string>& arguments) {
     };
     check_data(manifest.data.train, "train");
     if (manifest.data.val) check_data(*manifest.data.val, "val");
+    (void)backend_for(manifest);  // the device kind exists in this build
     if (manifest.checkpoint.dir) check_checkpoint_directory(*manifest.checkpoint.dir);
     std::cout << manifest.path.string() << ": ok (" << inspected.stack.description << ", "
               << manifest.model.parameter_count() << " parameters)\n";
@@ -258,10 +283,12 @@ int command_plugins(const std::vector<std::string>& arguments) {
       const FactoryDescriptor& f = d.factories[i];
       std::cout << "    " << interface_name(f.kind) << " '" << f.name << "'"
                 << (f.summary ? std::string(": ") + f.summary : "") << '\n';
-      if (auto unread = unread_keys_with_defaults({plugin.get(), &f}, host))
-        for (const std::string& key : *unread)
+      if (auto check = check_with_defaults({plugin.get(), &f}, host)) {
+        for (const std::string& key : check->unread_keys)
           std::cout << "      warning: declares key '" << key << "' but does not read it (with every key at "
                     << "its default): setting it has no effect\n";
+        for (const std::string& problem : check->problems) std::cout << "      warning: " << problem << '\n';
+      }
       if (!verbose) continue;
       auto print_names = [](const char* title, const NameList& names) {
         if (names.empty()) return;

@@ -28,7 +28,7 @@ class AdamW final : public Optimizer {
 
   int state_buffers() const noexcept override { return 2; }
 
-  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {
       Ops& ops = host_.ops();
       double sum_of_squares = 0.0;

@@ -56,9 +56,9 @@ class Checkpoint final : public MemoryStrategy {
         if (phase_name(phase) == name) phases_[static_cast<std::size_t>(phase)] = true;
   }
 
-  Status on_attach(HookContext& context) noexcept override { return drop_logits_ ? context.drop_logits() : Status{}; }
+  Status on_attach(HookContext& context) override { return drop_logits_ ? context.drop_logits() : Status{}; }
 
-  Status after_forward(HookContext& context) noexcept override {
+  Status after_forward(HookContext& context) override {
     if (!applies(context)) return {};
     return selective_ ? context.drop_cheap_activations(context.layer()) : context.drop_activations(context.layer());
   }

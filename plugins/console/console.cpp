@@ -37,7 +37,7 @@ class Console final : public TelemetrySink {
     redraw_ = mode == "line" || (mode == "auto" && ::isatty(STDOUT_FILENO));
   }
 
-  Status on_run_start(const RunInfo& info) noexcept override {
+  Status on_run_start(const RunInfo& info) override {
     return guarded([&] {
       total_ = info.total_steps;
       spdlog::info(
@@ -47,7 +47,7 @@ class Console final : public TelemetrySink {
     });
   }
 
-  Status on_step(const StepMetrics& m) noexcept override {
+  Status on_step(const StepMetrics& m) override {
     return guarded([&] {
       elapsed_ms_ += m.ms;
       ++steps_seen_;
@@ -67,7 +67,7 @@ class Console final : public TelemetrySink {
     });
   }
 
-  Status on_run_end(const RunSummary& s) noexcept override {
+  Status on_run_end(const RunSummary& s) override {
     return guarded([&] {
       std::printf("\n%-28s %s\n", "summary", "");
       std::printf("%-28s %lld\n", "steps", static_cast<long long>(s.steps));

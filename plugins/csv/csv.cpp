@@ -16,7 +16,7 @@ class Csv final : public TelemetrySink {
     if (path_.empty()) config.report_error("path", "needs path = \"runs/name.csv\"");
   }
 
-  Status on_run_start(const RunInfo& info) noexcept override {
+  Status on_run_start(const RunInfo& info) override {
     return guarded([&]() -> Status {
       const std::filesystem::path path(path_);
       if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -35,7 +35,7 @@ class Csv final : public TelemetrySink {
     });
   }
 
-  Status on_step(const StepMetrics& m) noexcept override {
+  Status on_step(const StepMetrics& m) override {
     return guarded([&] {
       out_.precision(9);
       out_ << m.step << ',' << phase_name(m.phase) << ',' << m.loss << ',';
@@ -51,7 +51,7 @@ class Csv final : public TelemetrySink {
     });
   }
 
-  Status on_run_end(const RunSummary&) noexcept override { return {}; }
+  Status on_run_end(const RunSummary&) override { return {}; }
 
  private:
   std::string path_;

@@ -28,7 +28,7 @@ class Jsonl final : public TelemetrySink {
     if (path_.empty()) config.report_error("path", "needs path = \"runs/name.jsonl\"");
   }
 
-  Status on_run_start(const RunInfo& info) noexcept override {
+  Status on_run_start(const RunInfo& info) override {
     return guarded([&]() -> Status {
       const std::filesystem::path path(path_);
       if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -47,7 +47,7 @@ class Jsonl final : public TelemetrySink {
     });
   }
 
-  Status on_step(const StepMetrics& m) noexcept override {
+  Status on_step(const StepMetrics& m) override {
     return guarded([&] {
       nlohmann::ordered_json record = {{"step", m.step}, {"phase", std::string(phase_name(m.phase))}, {"loss", m.loss}};
       if (m.val_loss) record["val_loss"] = *m.val_loss;
@@ -71,7 +71,7 @@ class Jsonl final : public TelemetrySink {
     });
   }
 
-  Status on_run_end(const RunSummary& s) noexcept override {
+  Status on_run_end(const RunSummary& s) override {
     return guarded([&] {
       nlohmann::ordered_json record = {
           {"record", "summary"}, {"steps", s.steps}, {"first_loss", s.first_loss}, {"final_loss", s.final_loss}};

@@ -47,7 +47,7 @@ class Offload final : public MemoryStrategy {
                           "nothing to offload: set optimizer_state = \"host\", max_resident_layers = K, or both");
   }
 
-  Status on_attach(HookContext& context) noexcept override {
+  Status on_attach(HookContext& context) override {
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
       if (Status s = context.evict(layer, TensorGroup::optimizer_state); !s) return s;
       if (Status s = context.evict(layer, TensorGroup::grads); !s) return s;
@@ -57,13 +57,13 @@ class Offload final : public MemoryStrategy {
     return {};
   }
 
-  Status before_forward(HookContext& context) noexcept override {
+  Status before_forward(HookContext& context) override {
     if (!streaming_) return {};
     const int layer = context.layer();
     return bring_blocks(context, layer, std::min(layer + prefetch_, n_layer_ - 1), /*forward=*/true, false);
   }
 
-  Status after_forward(HookContext& context) noexcept override {
+  Status after_forward(HookContext& context) override {
     if (context.layer() != n_layer_ - 1) return {};
     // The head's backward comes next: start the gradients it and the last block accumulate into.
     if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::grads); !s) return s;
@@ -71,7 +71,7 @@ class Offload final : public MemoryStrategy {
     return {};
   }
 
-  Status before_backward(HookContext& context) noexcept override {
+  Status before_backward(HookContext& context) override {
     const int layer = context.layer();
     // The block above finished its backward and its gradients left for the host: wait until they
     // have (and with them every earlier move, such as the previous micro batch's), so at most two
@@ -85,7 +85,7 @@ class Offload final : public MemoryStrategy {
     return {};
   }
 
-  Status after_backward(HookContext& context) noexcept override {
+  Status after_backward(HookContext& context) override {
     const int layer = context.layer();
     const bool last_micro_batch = context.micro_batch() == context.micro_batches() - 1;
     // Gradients leave after every micro batch (and come back for the next one's accumulation, as
@@ -96,7 +96,7 @@ class Offload final : public MemoryStrategy {
     return {};
   }
 
-  Status before_step(HookContext& context) noexcept override {
+  Status before_step(HookContext& context) override {
     // The optimizer runs where the state is: bring everything it touches to the host.
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
       if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
@@ -105,7 +105,7 @@ class Offload final : public MemoryStrategy {
     return context.wait_transfers();
   }
 
-  Status after_step(HookContext& context) noexcept override {
+  Status after_step(HookContext& context) override {
     // Updated weights go back in the order the next forward wants them.
     if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::weights); !s) return s;
     const int first_blocks = streaming_ ? std::min(prefetch_ + 1, n_layer_) : n_layer_;

@@ -24,7 +24,7 @@ class StoragePrecision : public PrecisionPolicy {
   DType weight_storage() const noexcept override { return weights_; }
   DType activation_storage() const noexcept override { return activations_; }
   double loss_scale() const noexcept override { return 1.0; }
-  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
+  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) override {
     decision.loss_scale = 1.0;
     bool finite = true;
     for (const TensorView& grad : grads) finite = finite && ops.all_finite(grad.f32(), grad.count);

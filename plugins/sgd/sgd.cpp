@@ -22,7 +22,7 @@ class Sgd final : public Optimizer {
 
   int state_buffers() const noexcept override { return momentum_ > 0.0f ? 1 : 0; }
 
-  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {
       Ops& ops = host_.ops();
       double sum_of_squares = 0.0;

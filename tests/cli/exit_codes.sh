@@ -40,19 +40,20 @@ momentum = 0.9
 plugin = "csv"
 path = "/dev/null"
 EOF
-fault "loss non-finite for divergence_steps steps" 1 "training diverged: the loss is" -- "$strata" train "$work/diverge.toml"
+fault "loss non-finite for 8 steps in a row" 1 "non-finite for 8 steps in a row" -- "$strata" train "$work/diverge.toml" \
+  --set train.divergence_factor=0
 # A finite blow-up: the loss stays above divergence_factor x its best for divergence_steps steps.
 fault "finite blow-up: loss above divergence_factor x its best" 1 "x its best" -- "$strata" train "$work/diverge.toml" --set train.divergence_factor=1.5 \
   --set train.divergence_steps=2
 fault "divergence_factor in (0, 1]" 2 "must be above 1" -- "$strata" validate examples/quickstart.toml --set train.divergence_factor=0.5
 # Plugin mistakes: a raw throw from a hook is a failed run naming the plugin, hook and layer; a
 # declared key the plugin never reads draws a warning; a missing plugin_path is invalid input.
-fixtures=$(dirname "$strata")/../tests/fixture_plugins
-{ echo "plugin_path = \"$fixtures\""; cat "$work/diverge.toml"; printf '[[strategy]]\nplugin = "fixture_throwing_hook"\n'; } \
+fixtures=$(dirname "$strata")/../tests/fixture_plugins  # the build tree of this strata
+{ echo "plugin_path = \"$fixtures\""; cat "$work/diverge.toml"; printf '[[strategy]]\nplugin = "fixture_throwing_hook"\nunused = 1\n'; } \
   > "$work/throwing.toml"
 fault "a plugin hook throws" 1 "'fixture_throwing_hook' threw in before_forward (layer 1, step 1): fixture hook exploded" -- \
   "$strata" train "$work/throwing.toml"
-expect 0 "declares key 'unused' but did not read it" -- "$strata" validate "$work/throwing.toml"
+expect 0 "sets key 'unused', which the plugin declares but did not read" -- "$strata" validate "$work/throwing.toml"
 expect 0 "warning: declares key 'unused' but does not read it" -- env STRATA_PLUGIN_PATH="$fixtures" "$strata" plugins
 fault "plugin_path names no directory" 2 "is not a directory" -- "$strata" validate examples/quickstart.toml --set plugin_path=\"$work/nowhere\"
 # Model-family keys and shapes.
@@ -66,7 +67,7 @@ fault "misspelt LLaMA key" 2 "unknown key 'rope_thetta'" -- "$strata" validate e
 python3 -c 'import struct, sys
 open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 2, 5000, *[0] * 253) + struct.pack("<100I", *[1] * 100))' \
   "$work/short.bin"
-fault "token file shorter than its header's count" 2 "short.bin" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/short.bin\"
+fault "token file shorter than its header's count" 2 "short.bin: truncated" -- "$strata" train examples/quickstart.toml --set data.train=\"$work/short.bin\"
 # A checkpoint of one family loaded into a manifest of the other, both ways.
 "$strata" train examples/quickstart.toml --set train.steps=1 --set model.n_layer=1 --set model.d_model=32 \
   --set checkpoint.dir=\"$work/gpt2_ckpt\" --set telemetry.1.path=\"$work/g.jsonl\" > /dev/null 2>&1 ||
@@ -151,9 +152,9 @@ for signal in TERM INT; do
   grep -q "stopped by signal" "$work/signal.log" || fail "SIG$signal: no stop message"
   [ -f "$work/signal_ckpt/latest" ] || fail "SIG$signal: no checkpoint written"
   echo "ok ($code): SIG$signal stops after a whole step with checkpoint $(cat "$work/signal_ckpt/latest")"
-  [ -z "${RELIABILITY_TABLE:-}" ] || printf 'SIG%s during training\t%s\t%s (checkpoint written)\n' "$signal" "$code" \
+  [ -z "${RELIABILITY_TABLE:-}" ] || printf 'SIG%s during training (a checkpoint is written)\t%s\t%s\n' "$signal" "$code" \
     "$(grep -m1 'stopped by signal' "$work/signal.log" | sed -e 's/^\[[0-9: .-]*\] //' -e "s#$work#WORK#g")" \
     >> "$RELIABILITY_TABLE"
 done
-expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH=build/tests/fixture_plugins "$strata" plugins --verbose
+expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH="$fixtures" "$strata" plugins --verbose
 echo "all exit codes as documented"

@@ -27,12 +27,13 @@ fault "--set without a value" 2 "expected key.path=value" -- "$strata" validate 
 fault "memory_limit that is not a size" 2 "memory_limit = \"lots\" is not a size" -- \
   "$strata" validate $q --set device.memory_limit='"lots"'
 fault "unknown device kind" 2 "kind = \"tpu\" must be \"cpu\" or \"cuda:N\"" -- "$strata" validate $q --set device.kind='"tpu"'
-fault "a device this build lacks" 2 "this build has no such backend" -- \
+fault "a device this build lacks" 2 "no such backend in this build" -- \
   "$strata" train $q --set device.kind='"cuda:7"' --set checkpoint.dir=\"$work/no_backend\"
+[ ! -e "$work/no_backend" ] || fail "a refused run created its checkpoint directory"
 fault "val_fraction out of range" 2 "val_fraction = 0.9 is out of range" -- "$strata" validate $q --set data.val_fraction=0.9
 fault "negative keep_last" 2 "keep_last = -1 is out of range" -- "$strata" validate $q --set checkpoint.keep_last=-1
 fault "plugin_path is a file" 2 "is not a directory" -- "$strata" validate $q --set plugin_path=\"$work/top.toml\"
-fault "manifest is a directory" 2 "no such manifest file" -- "$strata" validate "$work"
+fault "manifest is a directory" 2 "not a regular file (a manifest is a TOML file)" -- "$strata" validate "$work"
 fault "unknown command-line option" 2 "unrecognised option '--stpes'" -- "$strata" train $q --stpes 3
 fault "eval without --checkpoint" 2 "'--checkpoint' is required" -- "$strata" eval $q
 
@@ -53,8 +54,9 @@ fault "offload prefetch beyond its resident layers" 2 "prefetch = 1 needs max_re
   "$strata" validate "$work/offload.toml"
 fault "unknown attention kernel" 2 "attention = \"flash\" is not a known implementation" -- \
   "$strata" validate $q --set kernels.attention='"flash"'
-fault "telemetry file in a directory that cannot exist" 1 "'jsonl' failed in on_run_start" -- \
+fault "--metrics file that cannot be created" 2 "--metrics /proc/none/x.jsonl: cannot be created" -- \
   "$strata" train $q --set train.steps=1 --set checkpoint.dir=\"$work/metrics_ckpt\" --metrics /proc/none/x.jsonl
+[ ! -e "$work/metrics_ckpt" ] || fail "a refused run created its checkpoint directory"
 
 # Data.
 : > "$work/empty.txt"
@@ -69,34 +71,39 @@ open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 3, 10, *[0] * 253) 
 fault "token file of an unknown version" 2 "unsupported token file version 3" -- \
   "$strata" train $q --set data.train=\"$work/v3.bin\"
 head -c 100 "$work/magic.bin" > "$work/header.bin"
-fault "token file shorter than its header" 2 "header.bin" -- "$strata" train $q --set data.train=\"$work/header.bin\"
+fault "token file shorter than its header" 2 "header.bin: truncated token file" -- "$strata" train $q --set data.train=\"$work/header.bin\"
 fault "validation file missing" 2 "nope.txt: no such file ([data] val)" -- \
   "$strata" validate $q --set data.val=\"$work/nope.txt\"
 fault "/dev/zero as data" 2 "not a regular file" -- "$strata" validate $q --set data.train='"/dev/zero"'
 
-# Checkpoints: one real save, then damaged copies of it. Nothing may touch the original.
+# Checkpoints: one real save, then damaged copies of it. No failed command may change the
+# original or a damaged copy (each is hashed before its command and at the end).
+digest() { find "$1" -type f -exec sha256sum {} + | sort; }
 small=(--set model.n_layer=2 --set model.d_model=32 --set model.seq_len=16 --set train.batch=4 --set train.steps=2
   --set telemetry.1.path=\"$work/steps.jsonl\")
 "$strata" train $q "${small[@]}" --set checkpoint.dir=\"$work/ckpt\" > /dev/null 2>&1 || fail "could not train"
-saved=$(find "$work/ckpt" -type f -exec sha256sum {} + | sort)
+saved=$(digest "$work/ckpt")
 step=$work/ckpt/$(cat "$work/ckpt/latest")
-damaged() {  # damaged NAME: a copy of the checkpoint to break
+damaged() {  # damaged NAME: a copy of the checkpoint to break (its digest is taken by `broken`)
   rm -rf "$work/$1" && cp -r "$work/ckpt" "$work/$1" && echo "$work/$1/$(cat "$work/ckpt/latest")"
 }
+declare -A broken_digest
+broken() { broken_digest[$1]=$(digest "$work/$1"); }  # broken NAME: after damaging, before the command
 eval_small=(--set model.n_layer=2 --set model.d_model=32 --set model.seq_len=16 --set train.batch=4)
-fault "checkpoint of another depth" 2 "model.safetensors" -- "$strata" eval $q --set model.n_layer=1 \
+fault "checkpoint of another depth" 2 "is not a parameter of this gpt2 model" -- "$strata" eval $q --set model.n_layer=1 \
   --set model.d_model=32 --set model.seq_len=16 --checkpoint "$step"
 fault "checkpoint with fewer layers than the model" 2 "missing tensor 'h.2." -- "$strata" eval $q \
   --set model.n_layer=3 --set model.d_model=32 --set model.seq_len=16 --checkpoint "$step"
-fault "checkpoint of another width" 2 "model.safetensors" -- "$strata" eval $q --set model.n_layer=2 \
+fault "checkpoint of another width" 2 "has shape [256, 32], the model expects [256, 64]" -- "$strata" eval $q --set model.n_layer=2 \
   --set model.d_model=64 --set model.seq_len=16 --checkpoint "$step"
-d=$(damaged truncated); head -c 5000 "$step/model.safetensors" > "$d/model.safetensors"
-fault "truncated safetensors" 2 "model.safetensors" -- "$strata" eval $q "${eval_small[@]}" --checkpoint "$d"
+d=$(damaged truncated); head -c 5000 "$step/model.safetensors" > "$d/model.safetensors"; broken truncated
+fault "truncated safetensors" 2 "truncated or corrupt: tensor" -- "$strata" eval $q "${eval_small[@]}" --checkpoint "$d"
 d=$(damaged huge_header)
 python3 -c 'import sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[:8] = (1 << 62).to_bytes(8, "little"); open(p, "wb").write(b)' \
   "$d/model.safetensors"
-fault "safetensors header length of 2^62" 2 "model.safetensors" -- "$strata" eval $q "${eval_small[@]}" --checkpoint "$d"
+broken huge_header
+fault "safetensors header length of 2^62" 2 "header length 4611686018427387904 exceeds the file" -- "$strata" eval $q "${eval_small[@]}" --checkpoint "$d"
 d=$(damaged overlap)
 python3 -c 'import json, sys
 p = sys.argv[1]; b = open(p, "rb").read(); n = int.from_bytes(b[:8], "little"); h = json.loads(b[8:8 + n])
@@ -107,12 +114,13 @@ a, b2 = next((x, y) for x in names for y in names
 h[b2]["data_offsets"] = h[a]["data_offsets"]
 t = json.dumps(h, separators=(",", ":")).encode(); assert len(t) <= n
 open(p, "wb").write(b[:8] + t + b" " * (n - len(t)) + b[8 + n:])' "$d/model.safetensors"
+broken overlap
 fault "safetensors with overlapping tensors" 2 "overlapping byte ranges" -- \
   "$strata" eval $q "${eval_small[@]}" --checkpoint "$d"
-d=$(damaged bad_json); printf '{"step": 2,' > "$d/trainer.json"
-fault "malformed trainer.json" 2 "trainer.json" -- "$strata" train $q "${small[@]}" --set train.steps=3 \
+d=$(damaged bad_json); printf '{"step": 2,' > "$d/trainer.json"; broken bad_json
+fault "malformed trainer.json" 2 "trainer.json: corrupt" -- "$strata" train $q "${small[@]}" --set train.steps=3 \
   --set checkpoint.dir=\"$work/bad_json\" --resume
-rm -rf "$work/dangling" && cp -r "$work/ckpt" "$work/dangling" && echo "step_99999999" > "$work/dangling/latest"
+d=$(damaged dangling); echo "step_99999999" > "$work/dangling/latest"; broken dangling
 fault "'latest' names a missing save" 2 "step_99999999" -- "$strata" train $q "${small[@]}" --set train.steps=3 \
   --set checkpoint.dir=\"$work/dangling\" --resume
 mkdir -p "$work/empty_ckpt"
@@ -120,5 +128,8 @@ fault "--resume from an empty directory" 2 "not a checkpoint directory" -- "$str
   --set checkpoint.dir=\"$work/empty_ckpt\" --resume
 fault "resume with another model shape" 2 "saved for model" -- "$strata" train $q "${small[@]}" --set model.d_model=64 \
   --set train.steps=3 --set checkpoint.dir=\"$work/ckpt\" --resume
-[ "$(find "$work/ckpt" -type f -exec sha256sum {} + | sort)" = "$saved" ] || fail "a failed command changed the checkpoint"
+[ "$(digest "$work/ckpt")" = "$saved" ] || fail "a failed command changed the checkpoint"
+for name in "${!broken_digest[@]}"; do
+  [ "$(digest "$work/$name")" = "${broken_digest[$name]}" ] || fail "a failed command changed the checkpoint $name"
+done
 echo "every bad input refused, the original checkpoint untouched"

@@ -11,8 +11,9 @@ namespace strata {
 // optimizers and precision policies reach tensors through ops; the attention Kernel takes
 // separate q, k, v with key/value heads. Plugins built for 2.x are refused.
 // Major 4: FactoryDescriptor's key, requirement and conflict lists are counted (NameList), not
-// nullptr-terminated; plugin hooks may throw (the host catches and reports every exception with
-// the plugin's name, the hook and the layer). Plugins built for 3.x are refused.
+// nullptr-terminated, and it has reserved room; plugin hooks may throw (make_factory's adapter,
+// compiled into the plugin, catches every exception, and the host reports it with the plugin's
+// name, the hook and the layer). Plugins built for 3.x are refused.
 inline constexpr std::uint32_t kAbiMajor = 4;
 inline constexpr std::uint32_t kAbiMinor = 0;
 

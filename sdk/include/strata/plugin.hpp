@@ -24,6 +24,7 @@
 #include "strata/kernel.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/plugin_guard.hpp"
 #include "strata/precision_policy.hpp"
 #include "strata/telemetry_sink.hpp"
 
@@ -95,6 +96,7 @@ struct FactoryDescriptor {
   NameList conflicts_with;    // plugins that must not be in the stack
   CreateFunction create;
   DestroyFunction destroy;
+  const void* reserved[4];  // zero; room to grow within a major version
 };
 
 struct PluginDescriptor {
@@ -109,11 +111,13 @@ struct PluginDescriptor {
 };
 
 // Factory helpers: `Impl` has a constructor (ConfigView&, HostServices&) and derives from
-// `Interface`. Exceptions stop here.
+// `Interface`. Exceptions stop here: the constructor's, and (through plugin_guard's adapter, which
+// the object is wrapped in) every hook's.
 template <typename Interface, typename Impl>
 void* create_plugin_object(ConfigView& config, HostServices& host, std::string* error) noexcept {
   try {
-    std::unique_ptr<Interface> object = std::make_unique<Impl>(config, host);
+    std::unique_ptr<Interface> object =
+        plugin_guard::wrap(std::unique_ptr<Interface>(std::make_unique<Impl>(config, host)));
     return object.release();  // ownership passes to the host, which calls destroy_plugin_object
   } catch (const std::exception& e) {
     if (error != nullptr) *error = e.what();
@@ -138,7 +142,8 @@ constexpr FactoryDescriptor make_factory(const char* name, const char* summary, 
                            requires_plugins,
                            conflicts_with,
                            &create_plugin_object<Interface, Impl>,
-                           &destroy_plugin_object<Interface>};
+                           &destroy_plugin_object<Interface>,
+                           {}};
 }
 
 }  // namespace strata

@@ -1,0 +1,147 @@
+#pragma once
+// Exceptions never cross the library boundary: make_factory wraps every object a plugin creates
+// in one of these adapters, compiled into the plugin itself (they are header-only). Each forwards
+// the hooks to the plugin's object and turns any exception it throws, std::exception or not, into
+// an error Status ("threw: <what>"), caught by the plugin's own runtime. The host then names the
+// plugin, the hook, the layer and the step. Plugin authors never see these classes.
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "strata/kernel.hpp"
+#include "strata/memory_strategy.hpp"
+#include "strata/optimizer.hpp"
+#include "strata/precision_policy.hpp"
+#include "strata/telemetry_sink.hpp"
+
+namespace strata::plugin_guard {
+
+// How an adapter's error Status says that the plugin threw; the host words it "threw in <hook>".
+inline constexpr std::string_view kThrew = "threw: ";
+
+template <typename Body>
+Status catch_all(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Status::error(std::string(kThrew) + e.what());
+  } catch (...) {
+    return Status::error(std::string(kThrew) + "an exception that is not a std::exception (no message)");
+  }
+}
+
+class Strategy final : public MemoryStrategy {
+ public:
+  explicit Strategy(std::unique_ptr<MemoryStrategy> object) : object_(std::move(object)) {}
+  Status on_attach(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->on_attach(c); });
+  }
+  Status before_forward(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->before_forward(c); });
+  }
+  Status after_forward(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->after_forward(c); });
+  }
+  Status before_backward(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->before_backward(c); });
+  }
+  Status after_backward(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->after_backward(c); });
+  }
+  Status before_step(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->before_step(c); });
+  }
+  Status after_step(HookContext& c) noexcept override {
+    return catch_all([&] { return object_->after_step(c); });
+  }
+
+ private:
+  std::unique_ptr<MemoryStrategy> object_;
+};
+
+class OptimizerGuard final : public Optimizer {
+ public:
+  explicit OptimizerGuard(std::unique_ptr<Optimizer> object) : object_(std::move(object)) {}
+  int state_buffers() const noexcept override { return object_->state_buffers(); }
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
+    return catch_all([&] { return object_->step(info, slots, report); });
+  }
+
+ private:
+  std::unique_ptr<Optimizer> object_;
+};
+
+class Precision final : public PrecisionPolicy {
+ public:
+  explicit Precision(std::unique_ptr<PrecisionPolicy> object) : object_(std::move(object)) {}
+  DType weight_storage() const noexcept override { return object_->weight_storage(); }
+  DType activation_storage() const noexcept override { return object_->activation_storage(); }
+  double loss_scale() const noexcept override { return object_->loss_scale(); }
+  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
+    return catch_all([&] { return object_->unscale_and_check(ops, grads, decision); });
+  }
+
+ private:
+  std::unique_ptr<PrecisionPolicy> object_;
+};
+
+class Telemetry final : public TelemetrySink {
+ public:
+  explicit Telemetry(std::unique_ptr<TelemetrySink> object) : object_(std::move(object)) {}
+  Status on_run_start(const RunInfo& info) noexcept override {
+    return catch_all([&] { return object_->on_run_start(info); });
+  }
+  Status on_step(const StepMetrics& metrics) noexcept override {
+    return catch_all([&] { return object_->on_step(metrics); });
+  }
+  Status on_run_end(const RunSummary& summary) noexcept override {
+    return catch_all([&] { return object_->on_run_end(summary); });
+  }
+
+ private:
+  std::unique_ptr<TelemetrySink> object_;
+};
+
+class KernelGuard final : public Kernel {
+ public:
+  explicit KernelGuard(std::unique_ptr<Kernel> object) : object_(std::move(object)) {}
+  std::string_view op() const noexcept override { return object_->op(); }
+  bool supports(const AttentionShape& shape) const noexcept override { return object_->supports(shape); }
+  std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
+    return object_->saved_floats(shape);
+  }
+  std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
+    return object_->backward_scratch_floats(shape);
+  }
+  Status attention_forward(const AttentionShape& shape, float* out, float* saved,
+                           const AttentionInputs& in) noexcept override {
+    return catch_all([&] { return object_->attention_forward(shape, out, saved, in); });
+  }
+  Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                            const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
+    return catch_all([&] { return object_->attention_backward(shape, grads, dout, in, saved, scratch); });
+  }
+
+ private:
+  std::unique_ptr<Kernel> object_;
+};
+
+inline std::unique_ptr<MemoryStrategy> wrap(std::unique_ptr<MemoryStrategy> object) {
+  return std::make_unique<Strategy>(std::move(object));
+}
+inline std::unique_ptr<Optimizer> wrap(std::unique_ptr<Optimizer> object) {
+  return std::make_unique<OptimizerGuard>(std::move(object));
+}
+inline std::unique_ptr<PrecisionPolicy> wrap(std::unique_ptr<PrecisionPolicy> object) {
+  return std::make_unique<Precision>(std::move(object));
+}
+inline std::unique_ptr<TelemetrySink> wrap(std::unique_ptr<TelemetrySink> object) {
+  return std::make_unique<Telemetry>(std::move(object));
+}
+inline std::unique_ptr<Kernel> wrap(std::unique_ptr<Kernel> object) {
+  return std::make_unique<KernelGuard>(std::move(object));
+}
+
+}  // namespace strata::plugin_guard
