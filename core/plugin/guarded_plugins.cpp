@@ -10,21 +10,22 @@ namespace strata {
 
 namespace {
 
-// Runs one plugin call; `where` says when it happened (" (layer 3, step 5)").
-template <typename Body>
-Status guarded_call(const std::string& label, std::string_view hook, const std::string& where, Body&& body) noexcept {
+// Runs one plugin call; `where_of()` says when it happened (" (layer 3, step 5)"), worded only
+// when the call failed.
+template <typename Where, typename Body>
+Status guarded_call(const std::string& label, std::string_view hook, Where&& where_of, Body&& body) noexcept {
   try {
     Status status = body();
     if (status) return status;
     // The SDK's adapter in the plugin caught an exception (plugin_guard.hpp).
     if (status.message().starts_with(plugin_guard::kThrew))
-      return Status::error(label + " threw in " + std::string(hook) + where + ": " +
+      return Status::error(label + " threw in " + std::string(hook) + where_of() + ": " +
                            status.message().substr(plugin_guard::kThrew.size()));
-    return Status::error(label + " failed in " + std::string(hook) + where + ": " + status.message());
+    return Status::error(label + " failed in " + std::string(hook) + where_of() + ": " + status.message());
   } catch (const std::exception& e) {  // an object not made by make_factory
-    return Status::error(label + " threw in " + std::string(hook) + where + ": " + e.what());
+    return Status::error(label + " threw in " + std::string(hook) + where_of() + ": " + e.what());
   } catch (...) {
-    return Status::error(label + " threw in " + std::string(hook) + where +
+    return Status::error(label + " threw in " + std::string(hook) + where_of() +
                          ": an exception that is not a std::exception (no message)");
   }
 }
@@ -39,25 +40,33 @@ class GuardedStrategy final : public MemoryStrategy {
       : plugin_(std::move(plugin)), label_(std::move(label)) {}
 
   Status on_attach(HookContext& context) noexcept override {
-    return guarded_call(label_, "on_attach", " (before the first step)", [&] { return plugin_->on_attach(context); });
+    return guarded_call(
+        label_, "on_attach", [] { return std::string(" (before the first step)"); },
+        [&] { return plugin_->on_attach(context); });
   }
   Status before_forward(HookContext& context) noexcept override {
-    return guarded_call(label_, "before_forward", where(context), [&] { return plugin_->before_forward(context); });
+    return guarded_call(
+        label_, "before_forward", [&] { return where(context); }, [&] { return plugin_->before_forward(context); });
   }
   Status after_forward(HookContext& context) noexcept override {
-    return guarded_call(label_, "after_forward", where(context), [&] { return plugin_->after_forward(context); });
+    return guarded_call(
+        label_, "after_forward", [&] { return where(context); }, [&] { return plugin_->after_forward(context); });
   }
   Status before_backward(HookContext& context) noexcept override {
-    return guarded_call(label_, "before_backward", where(context), [&] { return plugin_->before_backward(context); });
+    return guarded_call(
+        label_, "before_backward", [&] { return where(context); }, [&] { return plugin_->before_backward(context); });
   }
   Status after_backward(HookContext& context) noexcept override {
-    return guarded_call(label_, "after_backward", where(context), [&] { return plugin_->after_backward(context); });
+    return guarded_call(
+        label_, "after_backward", [&] { return where(context); }, [&] { return plugin_->after_backward(context); });
   }
   Status before_step(HookContext& context) noexcept override {
-    return guarded_call(label_, "before_step", where(context), [&] { return plugin_->before_step(context); });
+    return guarded_call(
+        label_, "before_step", [&] { return where(context); }, [&] { return plugin_->before_step(context); });
   }
   Status after_step(HookContext& context) noexcept override {
-    return guarded_call(label_, "after_step", where(context), [&] { return plugin_->after_step(context); });
+    return guarded_call(
+        label_, "after_step", [&] { return where(context); }, [&] { return plugin_->after_step(context); });
   }
 
  private:
@@ -75,7 +84,8 @@ class GuardedOptimizer final : public Optimizer {
       : plugin_(std::move(plugin)), label_(std::move(label)) {}
   int state_buffers() const noexcept override { return plugin_->state_buffers(); }
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
-    return guarded_call(label_, "step", step_text(info.step), [&] { return plugin_->step(info, slots, report); });
+    return guarded_call(
+        label_, "step", [&] { return step_text(info.step); }, [&] { return plugin_->step(info, slots, report); });
   }
 
  private:
@@ -91,8 +101,9 @@ class GuardedPrecision final : public PrecisionPolicy {
   DType activation_storage() const noexcept override { return plugin_->activation_storage(); }
   double loss_scale() const noexcept override { return plugin_->loss_scale(); }
   Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
-    return guarded_call(label_, "unscale_and_check", "",
-                        [&] { return plugin_->unscale_and_check(ops, grads, decision); });
+    return guarded_call(
+        label_, "unscale_and_check", [] { return std::string(); },
+        [&] { return plugin_->unscale_and_check(ops, grads, decision); });
   }
 
  private:
@@ -105,13 +116,16 @@ class GuardedSink final : public TelemetrySink {
   GuardedSink(std::shared_ptr<TelemetrySink> plugin, std::string label)
       : plugin_(std::move(plugin)), label_(std::move(label)) {}
   Status on_run_start(const RunInfo& info) noexcept override {
-    return guarded_call(label_, "on_run_start", "", [&] { return plugin_->on_run_start(info); });
+    return guarded_call(
+        label_, "on_run_start", [] { return std::string(); }, [&] { return plugin_->on_run_start(info); });
   }
   Status on_step(const StepMetrics& metrics) noexcept override {
-    return guarded_call(label_, "on_step", step_text(metrics.step), [&] { return plugin_->on_step(metrics); });
+    return guarded_call(
+        label_, "on_step", [&] { return step_text(metrics.step); }, [&] { return plugin_->on_step(metrics); });
   }
   Status on_run_end(const RunSummary& summary) noexcept override {
-    return guarded_call(label_, "on_run_end", "", [&] { return plugin_->on_run_end(summary); });
+    return guarded_call(
+        label_, "on_run_end", [] { return std::string(); }, [&] { return plugin_->on_run_end(summary); });
   }
 
  private:
@@ -134,13 +148,15 @@ class GuardedKernel final : public Kernel {
   }
   Status attention_forward(const AttentionShape& shape, float* out, float* saved,
                            const AttentionInputs& in) noexcept override {
-    return guarded_call(label_, "attention_forward", "",
-                        [&] { return plugin_->attention_forward(shape, out, saved, in); });
+    return guarded_call(
+        label_, "attention_forward", [] { return std::string(); },
+        [&] { return plugin_->attention_forward(shape, out, saved, in); });
   }
   Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
                             const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    return guarded_call(label_, "attention_backward", "",
-                        [&] { return plugin_->attention_backward(shape, grads, dout, in, saved, scratch); });
+    return guarded_call(
+        label_, "attention_backward", [] { return std::string(); },
+        [&] { return plugin_->attention_backward(shape, grads, dout, in, saved, scratch); });
   }
 
  private:

@@ -7,7 +7,7 @@ expect() {
   local code=$1 text=$2; shift 3
   output=$("$@" 2>&1); actual=$?
   [ "$actual" = "$code" ] || fail "'$*' exited $actual, expected $code: $output"
-  echo "$output" | grep -qF -- "$text" || fail "'$*' did not say '$text': $output"
+  grep -qF -- "$text" <<< "$output" || fail "'$*' did not say '$text': $output"
   echo "ok ($code): $*"
 }
 fault() {
