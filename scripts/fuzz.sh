@@ -8,17 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 
-packages=(clang-14 libclang-rt-14-dev llvm-14 cmake ninja-build libtomlplusplus-dev nlohmann-json3-dev libboost-dev)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${missing[@]}"
-fi
+source scripts/install-packages.sh
+install_missing clang-14 libclang-rt-14-dev llvm-14 cmake ninja-build libtomlplusplus-dev nlohmann-json3-dev libboost-dev
 
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug -DSTRATA_FUZZ=ON \
   -DSTRATA_WERROR=ON >/dev/null
