@@ -137,7 +137,11 @@ void load_weights(const fs::path& path, Model& model) {
         name = candidate;
         break;
       }
-    model.write_values(rows, weights.tensor(name, model.stored_shape(rows)));
+    // A NaN or infinite weight is a corrupt checkpoint; found here, it would otherwise surface
+    // as a NaN loss (eval) or steps later as "divergence" (resume).
+    const std::vector<float> values = weights.tensor(name, model.stored_shape(rows));
+    require_finite(values, file, name);
+    model.write_values(rows, values);
   }
   model.store().publish_weights();
 }
@@ -180,13 +184,6 @@ TrainerState load_checkpoint(const fs::path& path, Model& model) {
         model.backend().ops().copy_from_host(model.store().data(rows.state[s]), values.data(),
                                              values.size() * sizeof(float));
       }
-  // The weights, as loaded: a NaN here would otherwise surface steps later as "divergence".
-  for (const ParameterRows& rows : model.parameters()) {
-    const std::vector<std::int64_t> shape = model.stored_shape(rows);
-    std::size_t count = 1;
-    for (std::int64_t extent : shape) count *= static_cast<std::size_t>(extent);
-    require_finite(read_row(model, model.store().value_row(rows), count), directory / "model.safetensors", rows.name);
-  }
   return state;
 }
 

@@ -79,14 +79,20 @@ fault "GPT-2 checkpoint into a LLaMA manifest" 2 "holds a gpt2 checkpoint, but t
   "$strata" eval examples/llama.toml --checkpoint "$work/gpt2_ckpt"
 fault "LLaMA checkpoint into a GPT-2 manifest" 2 "holds a llama checkpoint, but the manifest's model is arch = \"gpt2\"" -- \
   "$strata" eval examples/quickstart.toml --checkpoint "$work/llama_ckpt"
-# A checkpoint whose weights hold a NaN: eval prints the loss and exits 1, not 0.
+# A checkpoint whose weights hold a NaN is corrupt (exit 2); finite weights so large that the loss
+# overflows make a non-finite eval loss, which is a failed run (exit 1), not eval_loss=nan and 0.
 python3 -c 'import struct, sys
 data = bytearray(open(sys.argv[1], "rb").read())
 start = 8 + int.from_bytes(data[:8], "little")
 data[start:start + 4] = struct.pack("<f", float("nan"))
-open(sys.argv[2], "wb").write(data)' "$work/gpt2_ckpt/step_00000001/model.safetensors" "$work/nan.safetensors"
-fault "eval of a checkpoint holding a NaN weight" 1 "the loss is not finite" -- "$strata" eval examples/quickstart.toml --set model.n_layer=1 \
-  --set model.d_model=32 --checkpoint "$work/nan.safetensors"
+open(sys.argv[2], "wb").write(data)
+for i in range(0, 256, 4): data[start + i:start + i + 4] = struct.pack("<f", 3e38)
+open(sys.argv[3], "wb").write(data)' "$work/gpt2_ckpt/step_00000001/model.safetensors" "$work/nan.safetensors" \
+  "$work/huge.safetensors"
+fault "eval of a checkpoint holding a NaN weight" 2 "corrupt checkpoint: tensor 'wte.weight' holds nan" -- \
+  "$strata" eval examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 --checkpoint "$work/nan.safetensors"
+fault "eval whose loss overflows (weights of 3e38)" 1 "the loss is not finite" -- "$strata" eval examples/quickstart.toml \
+  --set model.n_layer=1 --set model.d_model=32 --checkpoint "$work/huge.safetensors"
 fault "--set value with a line break (TOML injection)" 2 "the value contains a line break" -- "$strata" validate examples/quickstart.toml \
   --set "train.steps=3
 [device]"
