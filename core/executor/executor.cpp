@@ -126,20 +126,18 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
   const std::size_t count = strategies_.size();
   for (std::size_t i = 0; i < count; ++i) {
     MemoryStrategy& strategy = *strategies_[reverse ? count - 1 - i : i];
-    // Strategies from a stack are wrapped (guarded_plugins.hpp) and name themselves, the hook
-    // and the layer in their errors; `guarded` also catches what an unwrapped one throws.
-    const Status status = guarded([&] {
-      switch (hook) {
-        case Hook::attach: return strategy.on_attach(context);
-        case Hook::before_forward: return strategy.before_forward(context);
-        case Hook::after_forward: return strategy.after_forward(context);
-        case Hook::before_backward: return strategy.before_backward(context);
-        case Hook::after_backward: return strategy.after_backward(context);
-        case Hook::before_step: return strategy.before_step(context);
-        case Hook::after_step: return strategy.after_step(context);
-      }
-      return Status{};
-    });
+    // Strategies from a stack are wrapped (guarded_plugins.hpp): their errors name the plugin,
+    // the hook and the layer.
+    Status status;
+    switch (hook) {
+      case Hook::attach: status = strategy.on_attach(context); break;
+      case Hook::before_forward: status = strategy.before_forward(context); break;
+      case Hook::after_forward: status = strategy.after_forward(context); break;
+      case Hook::before_backward: status = strategy.before_backward(context); break;
+      case Hook::after_backward: status = strategy.after_backward(context); break;
+      case Hook::before_step: status = strategy.before_step(context); break;
+      case Hook::after_step: status = strategy.after_step(context); break;
+    }
     if (!status) throw HookFailed(status.message());
   }
 }

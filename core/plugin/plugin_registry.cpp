@@ -27,8 +27,8 @@ std::string validate_name_list(const NameList& list, std::string_view what) {
   for (std::size_t i = 0; i < list.count; ++i) {
     const char* name = list.names[i];
     if (name == nullptr || *name == '\0')
-      return std::string(what) + " entry #" + std::to_string(i + 1) + " is " + (name ? "empty" : "null") +
-             " (lists are counted: drop a trailing nullptr)";
+      return std::string(what) + " entry #" + std::to_string(i + 1) +
+             (name ? " is empty" : " is null (lists are counted: drop a trailing nullptr)");
     if (!seen.insert(name).second) return std::string(what) + " names '" + name + "' twice";
   }
   return {};

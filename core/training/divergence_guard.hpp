@@ -15,7 +15,7 @@ namespace strata {
 struct DivergenceLimits {
   double factor = 100.0;  // 0: never stop on a finite blow-up
   std::int64_t steps = 8;
-  std::int64_t nonfinite_steps = 8;
+  std::int64_t nonfinite_steps = 8;  // each a step skip_nonfinite skipped
 };
 
 class DivergenceGuard {

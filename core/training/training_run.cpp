@@ -155,10 +155,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   TrainResult result;
   std::vector<double> step_ms;
-  // Non-finite losses in a row after which a run has diverged rather than been unlucky (each is
-  // a step skip_nonfinite skipped).
-  constexpr std::int64_t kMaxConsecutiveNonfiniteSteps = 8;
-  DivergenceGuard divergence({train.divergence_factor, train.divergence_steps, kMaxConsecutiveNonfiniteSteps});
+  DivergenceGuard divergence({.factor = train.divergence_factor, .steps = train.divergence_steps});
   const StopSignal stop_signal;  // SIGINT/SIGTERM finish the step in hand, then stop
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();

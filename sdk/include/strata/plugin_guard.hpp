@@ -32,9 +32,9 @@ Status catch_all(Body&& body) noexcept {
   }
 }
 
-class Strategy final : public MemoryStrategy {
+class StrategyGuard final : public MemoryStrategy {
  public:
-  explicit Strategy(std::unique_ptr<MemoryStrategy> object) : object_(std::move(object)) {}
+  explicit StrategyGuard(std::unique_ptr<MemoryStrategy> object) : object_(std::move(object)) {}
   Status on_attach(HookContext& c) noexcept override {
     return catch_all([&] { return object_->on_attach(c); });
   }
@@ -73,9 +73,9 @@ class OptimizerGuard final : public Optimizer {
   std::unique_ptr<Optimizer> object_;
 };
 
-class Precision final : public PrecisionPolicy {
+class PrecisionGuard final : public PrecisionPolicy {
  public:
-  explicit Precision(std::unique_ptr<PrecisionPolicy> object) : object_(std::move(object)) {}
+  explicit PrecisionGuard(std::unique_ptr<PrecisionPolicy> object) : object_(std::move(object)) {}
   DType weight_storage() const noexcept override { return object_->weight_storage(); }
   DType activation_storage() const noexcept override { return object_->activation_storage(); }
   double loss_scale() const noexcept override { return object_->loss_scale(); }
@@ -87,9 +87,9 @@ class Precision final : public PrecisionPolicy {
   std::unique_ptr<PrecisionPolicy> object_;
 };
 
-class Telemetry final : public TelemetrySink {
+class TelemetryGuard final : public TelemetrySink {
  public:
-  explicit Telemetry(std::unique_ptr<TelemetrySink> object) : object_(std::move(object)) {}
+  explicit TelemetryGuard(std::unique_ptr<TelemetrySink> object) : object_(std::move(object)) {}
   Status on_run_start(const RunInfo& info) noexcept override {
     return catch_all([&] { return object_->on_run_start(info); });
   }
@@ -129,16 +129,16 @@ class KernelGuard final : public Kernel {
 };
 
 inline std::unique_ptr<MemoryStrategy> wrap(std::unique_ptr<MemoryStrategy> object) {
-  return std::make_unique<Strategy>(std::move(object));
+  return std::make_unique<StrategyGuard>(std::move(object));
 }
 inline std::unique_ptr<Optimizer> wrap(std::unique_ptr<Optimizer> object) {
   return std::make_unique<OptimizerGuard>(std::move(object));
 }
 inline std::unique_ptr<PrecisionPolicy> wrap(std::unique_ptr<PrecisionPolicy> object) {
-  return std::make_unique<Precision>(std::move(object));
+  return std::make_unique<PrecisionGuard>(std::move(object));
 }
 inline std::unique_ptr<TelemetrySink> wrap(std::unique_ptr<TelemetrySink> object) {
-  return std::make_unique<Telemetry>(std::move(object));
+  return std::make_unique<TelemetryGuard>(std::move(object));
 }
 inline std::unique_ptr<Kernel> wrap(std::unique_ptr<Kernel> object) {
   return std::make_unique<KernelGuard>(std::move(object));
