@@ -33,6 +33,10 @@ std::unique_ptr<MemoryResource> make_aligned_host_resource() {
   return std::make_unique<AlignedHostResource>();
 }
 
+void MemoryResource::zero(void* pointer, std::uint64_t bytes) {
+  std::memset(pointer, 0, bytes);
+}
+
 Buffer::Buffer(Buffer&& other) noexcept
     : arena_(other.arena_),
       data_(other.data_),
@@ -102,13 +106,15 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
     } else {
       // Drop cached blocks before growing past the limit: reserved bytes should not exceed it either.
       if (stats_.limit != 0 && stats_.reserved + size > stats_.limit) {
-        for (auto& [cached_size, pointer] : cache_) {
-          resource_->deallocate(pointer, cached_size);
-          stats_.reserved -= cached_size;
-        }
-        cache_.clear();
+        drop_cache_locked();
       }
-      data = resource_->allocate(size);
+      try {
+        data = resource_->allocate(size);
+      } catch (const std::bad_alloc&) {
+        // Blocks cached for other sizes may be what the resource is missing: return them, then try once more.
+        drop_cache_locked();
+        data = resource_->allocate(size);
+      }
       stats_.reserved += size;
     }
     const std::size_t index = category_index(category);
@@ -120,7 +126,7 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
     stats_.peak_total = std::max(stats_.peak_total, live_total_);
     stats_.window_peak_total = std::max(stats_.window_peak_total, live_total_);
   }
-  if (zero) std::memset(data, 0, size);
+  if (zero) resource_->zero(data, size);
   return Buffer(this, data, size, category, owner_index);
 }
 
@@ -162,6 +168,10 @@ void Allocator::reset_window() {
 
 void Allocator::release_cache() {
   std::lock_guard lock(mutex_);
+  drop_cache_locked();
+}
+
+void Allocator::drop_cache_locked() noexcept {
   for (auto& [size, pointer] : cache_) {
     resource_->deallocate(pointer, size);
     stats_.reserved -= size;

@@ -24,6 +24,8 @@ class MemoryResource {
   virtual ~MemoryResource() = default;
   virtual void* allocate(std::uint64_t bytes) = 0;  // throws std::bad_alloc
   virtual void deallocate(void* pointer, std::uint64_t bytes) noexcept = 0;
+  // Sets bytes to zero where the memory lives (a device memset on a GPU, not a host write).
+  virtual void zero(void* pointer, std::uint64_t bytes);
 };
 
 std::unique_ptr<MemoryResource> make_aligned_host_resource();
@@ -92,6 +94,7 @@ class Allocator {
   friend class Buffer;
   void release(void* data, std::uint64_t bytes, MemoryCategory category, int owner_id) noexcept;
   int owner_id(std::string_view owner);
+  void drop_cache_locked() noexcept;  // returns every cached block to the resource; mutex_ held
 
   std::string name_;
   std::unique_ptr<MemoryResource> resource_;

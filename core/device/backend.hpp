@@ -7,6 +7,7 @@
 // arena with cudaMallocAsync and the second with pinned memory.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/device/allocator.hpp"
@@ -24,8 +25,17 @@ class Backend {
   virtual Allocator& host_memory() noexcept = 0;
   // The stream that asynchronous residency moves run on.
   virtual CopyStream& copy_stream() noexcept = 0;
-  // Waits until every op issued on the compute stream has finished.
+  // Waits until every op issued on the compute stream has finished, and throws the first failure of
+  // an op since the last call (ops are noexcept; a GPU reports its errors here).
   virtual void synchronize() = 0;
+  // What the driver reports for the whole device, to cross-check the arena's accounting: the
+  // arena's reserved bytes plus the context, cuBLAS and kernel images should explain "used".
+  // Empty on the CPU, where nothing but the arena exists.
+  struct DriverMemory {
+    std::uint64_t used = 0;  // total - free, every process on the device included
+    std::uint64_t total = 0;
+  };
+  virtual std::optional<DriverMemory> driver_memory() const { return std::nullopt; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::uint64_t device_memory_limit);

@@ -1,6 +1,7 @@
 #pragma once
-// The backends this build can run on: "cpu" always; "cuda:N" once kernels/cuda joins and a device
-// is visible. The conformance test (tests/test_backend_ops.cpp) runs its table on each.
+// The backends this build can run on: "cpu" always; "cuda:N" for each visible device when the build
+// has the CUDA backend (STRATA_CUDA). The conformance test (tests/test_backend_ops.cpp) runs its
+// table on each.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,7 +13,14 @@ namespace strata {
 
 std::vector<std::string> available_backends();
 
-// Throws std::invalid_argument naming the kind when this build cannot run it.
+// Whether this build has the CUDA backend compiled in.
+bool cuda_backend_built();
+
+// Why `kind` cannot run here ("no CUDA device visible (...)", "this build has no CUDA backend"),
+// or empty when it can.
+std::string backend_unavailable_reason(const std::string& kind);
+
+// Throws std::invalid_argument naming the kind when this build or machine cannot run it.
 std::unique_ptr<Backend> make_backend(const std::string& kind, std::uint64_t device_memory_limit);
 
 }  // namespace strata

@@ -28,13 +28,9 @@
 namespace strata {
 
 std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
-  const std::vector<std::string> kinds = available_backends();
-  if (std::find(kinds.begin(), kinds.end(), manifest.device.kind) != kinds.end())
-    return make_backend(manifest.device.kind, manifest.device.memory_limit);
-  std::string known;
-  for (const std::string& kind : kinds) known += (known.empty() ? "" : ", ") + kind;
-  throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind +
-                      "\": no such backend in this build (available: " + known + ")");
+  if (const std::string why = backend_unavailable_reason(manifest.device.kind); !why.empty())
+    throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind + "\": " + why);
+  return make_backend(manifest.device.kind, manifest.device.memory_limit);
 }
 
 namespace {
@@ -170,6 +166,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     const double copy_seconds_before = device->copy_stream().busy_seconds();
     const auto step_start = std::chrono::steady_clock::now();
     const StepOutcome outcome = executor.train_step(step, micro_batches);
+    device->synchronize();  // the step's time is the device's too, and an op's failure surfaces here
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
     const ArenaStats stats = device_memory.stats();
 
@@ -187,6 +184,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.peak_device_bytes = stats.window_peak_total;
     metrics.peak_device_bytes_by_category = stats.window_peak;
     metrics.host_bytes = device->host_memory().live_total();
+    if (const auto driver = device->driver_memory()) {
+      metrics.driver_device_bytes = driver->used;
+      result.summary.peak_driver_device_bytes = std::max(result.summary.peak_driver_device_bytes, driver->used);
+    }
     metrics.bytes_to_host = model.store().transfers().bytes_to_host - transfers_before.bytes_to_host;
     metrics.bytes_to_device = model.store().transfers().bytes_to_device - transfers_before.bytes_to_device;
     metrics.transfer_ms = 1000.0 * (device->copy_stream().busy_seconds() - copy_seconds_before);

@@ -79,6 +79,9 @@ class Console final : public TelemetrySink {
       for (MemoryCategory category : kAllMemoryCategories)
         std::printf("  %-26s %.2f MiB\n", std::string(category_name(category)).c_str(),
                     mib(s.peak_device_bytes_by_category[category_index(category)]));
+      if (s.peak_driver_device_bytes > 0)  // the cross-check: arena reserve + context + cuBLAS + other processes
+        std::printf("%-28s %.2f MiB (driver, whole device)\n", "peak device memory in use",
+                    mib(s.peak_driver_device_bytes));
       std::printf("%-28s %.2f MiB\n", "peak host (offload) memory", mib(s.peak_host_bytes));
       if (s.bytes_to_host + s.bytes_to_device > 0) {
         std::printf("%-28s %.1f MiB to host, %.1f MiB to device\n", "residency transfers", mib(s.bytes_to_host),

@@ -67,6 +67,8 @@ class Jsonl final : public TelemetrySink {
       // The share of copy time hidden behind compute; absent when nothing moved.
       if (m.transfer_ms > 0.0)
         record["transfer_overlap"] = std::clamp(1.0 - m.exposed_transfer_ms / m.transfer_ms, 0.0, 1.0);
+      // The driver's view (a GPU only), beside the arena's accounting above.
+      if (m.driver_device_bytes > 0) record["driver_device_bytes"] = m.driver_device_bytes;
       write(record);
     });
   }
@@ -85,6 +87,7 @@ class Jsonl final : public TelemetrySink {
       record["bytes_to_device"] = s.bytes_to_device;
       record["transfer_ms"] = s.transfer_ms;
       record["exposed_transfer_ms"] = s.exposed_transfer_ms;
+      if (s.peak_driver_device_bytes > 0) record["peak_driver_device_bytes"] = s.peak_driver_device_bytes;
       write(record);
     });
   }

@@ -15,7 +15,8 @@ namespace strata {
 // compiled into the plugin, catches every exception, and the host reports it with the plugin's
 // name, the hook and the layer). Plugins built for 3.x are refused.
 inline constexpr std::uint32_t kAbiMajor = 4;
-inline constexpr std::uint32_t kAbiMinor = 0;
+// Minor 1: StepMetrics and RunSummary end with the driver's view of device memory.
+inline constexpr std::uint32_t kAbiMinor = 1;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

@@ -39,6 +39,10 @@ struct StepMetrics {
   std::uint64_t bytes_to_device = 0;
   double transfer_ms = 0.0;          // time the copies took
   double exposed_transfer_ms = 0.0;  // of which compute waited for (synchronous moves included)
+  // ABI 4.1: what the driver reports in use on the whole device at the end of the step (CUDA:
+  // cudaMemGetInfo's total - free, so the context, cuBLAS and other processes too), to cross-check
+  // the arena's accounting; 0 on the CPU.
+  std::uint64_t driver_device_bytes = 0;
 };
 
 struct RunSummary {
@@ -57,6 +61,7 @@ struct RunSummary {
   std::uint64_t bytes_to_device = 0;
   double transfer_ms = 0.0;
   double exposed_transfer_ms = 0.0;
+  std::uint64_t peak_driver_device_bytes = 0;  // ABI 4.1: the largest driver_device_bytes of any step
 };
 
 class TelemetrySink {
