@@ -19,6 +19,19 @@ fault "token id outside the vocabulary (uint32 file)" 2 "wide.bin: token 70000 a
   "$strata" train examples/quickstart.toml --set data.train=\"$work/wide.bin\"
 fault "eval of a directory that holds no checkpoint" 2 "invalid checkpoint" -- "$strata" eval examples/quickstart.toml --checkpoint "$work"
 fault "device memory limit below what the model needs" 1 "memory limit exceeded" -- "$strata" train examples/quickstart.toml --set device.memory_limit=\"8MiB\" --set train.steps=2
+# A device this machine cannot run: no GPU visible (or a build without the CUDA backend) is invalid
+# input, refused before anything is written; validate checks the kind the same way.
+# (STRATA_CUDA_BUILT comes from CTest; by hand, set it to ON or OFF as the build was configured.)
+why_no_cuda="no CUDA device visible"
+[ "${STRATA_CUDA_BUILT:-ON}" = ON ] || why_no_cuda="this build has no CUDA backend"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  fault "device.kind = cuda:0 where no GPU is visible (train)" 2 "[device] kind = \"cuda:0\": $why_no_cuda" -- \
+    "$strata" train examples/quickstart.toml --set device.kind=\"cuda:0\"
+  fault "device.kind = cuda:0 where no GPU is visible (validate)" 2 "[device] kind = \"cuda:0\": $why_no_cuda" -- \
+    "$strata" validate examples/quickstart.toml --set device.kind=\"cuda:0\"
+fi
+fault "device.kind = cuda:x (not a device number)" 2 'kind = "cuda:x": no such backend' -- \
+  "$strata" validate examples/quickstart.toml --set device.kind=\"cuda:x\"
 # SGD at lr 10 with momentum overflows the weights within a few steps: the loss goes non-finite.
 cat > "$work/diverge.toml" <<EOF
 [model]
