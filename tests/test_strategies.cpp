@@ -54,7 +54,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   const int rows = manifest.train.batch / manifest.train.micro_batches;
   auto device = make_cpu_backend(0);
   const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, *stack.attention,
+      make_model(manifest.model, *device, stack.attention_on(*device),
                  ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
                               storage_types(*stack.precision), Purpose::training});
   Model& model = *model_owner;

@@ -4,6 +4,7 @@
 
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
+#include "core/model/ops_attention_kernel.hpp"
 #include "core/plugin/guarded_plugins.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
@@ -80,6 +81,17 @@ std::vector<MemoryStrategy*> Stack::strategy_pointers() const {
   return pointers;
 }
 
+Kernel& Stack::attention_on(Backend& backend) {
+  if (!attention) {
+    attention = std::make_shared<OpsAttentionKernel>(backend.ops());
+  } else if (attention_name != "fast" && backend.name() != "cpu") {
+    throw ManifestError(manifest_path + ": [kernels] attention = \"" + attention_name +
+                        "\" runs on the CPU backend only, not on " + backend.name() +
+                        " (leave [kernels] attention unset to run the backend's own attention)");
+  }
+  return *attention;
+}
+
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
                   const std::string& default_telemetry) {
   std::vector<std::string> problems;
@@ -115,9 +127,12 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   const std::string attention = manifest.kernels.contains("attention") ? manifest.kernels.at("attention") : "fast";
   PluginSpec attention_spec{attention, nullptr, "[kernels] attention", "kernels"};
   Stack stack;
-  if (attention == "fast" || attention == "reference") {
-    stack.attention =
-        cpu::make_attention_kernel(attention == "fast" ? cpu::AttentionImpl::fast : cpu::AttentionImpl::reference);
+  stack.attention_name = attention;
+  stack.manifest_path = manifest.path.string();
+  if (attention == "fast") {
+    // The backend's own attention op, bound once the backend exists (attention_on).
+  } else if (attention == "reference") {
+    stack.attention = cpu::make_attention_kernel(cpu::AttentionImpl::reference);
   } else if (auto factory = registry.find(InterfaceKind::kernel, attention)) {
     resolved.push_back({&attention_spec, InterfaceKind::kernel, *factory});
   } else {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device/backend.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "strata/plugin.hpp"
@@ -18,12 +19,20 @@ struct Stack {
   std::shared_ptr<PrecisionPolicy> precision;
   std::vector<std::shared_ptr<MemoryStrategy>> strategies;
   std::vector<std::shared_ptr<TelemetrySink>> telemetry;
+  // The manifest's attention kernel: null for the default ("fast"), which is the backend's own
+  // attention op; "reference" or a kernel plugin otherwise. attention_on() picks for a backend.
   std::shared_ptr<Kernel> attention;
+  std::string attention_name = "fast";
+  std::string manifest_path;
   std::string description;  // "adamw + fp32 + checkpoint"
   // Worth a warning, not a refusal: keys the manifest sets that the plugin declares but never read.
   std::vector<std::string> warnings;
 
   std::vector<MemoryStrategy*> strategy_pointers() const;
+  // The kernel the model calls on `backend`. A kernel other than the default runs on host memory
+  // (the CPU reference, or a plugin built against CPU pointers), so another backend refuses it
+  // with ManifestError.
+  Kernel& attention_on(Backend& backend);
 };
 
 // Resolves every plugin named in the manifest, checks requirements and conflicts, and creates

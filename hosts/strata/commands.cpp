@@ -235,12 +235,12 @@ int command_plan(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full]", options, arguments, values)) return *code;
   return run_guarded("plan", [&] {
-    const InspectedStack inspected(common, "");
+    InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     const std::unique_ptr<Model> model_owner = make_model(
-        manifest.model, *device, *inspected.stack.attention,
+        manifest.model, *device, inspected.stack.attention_on(*device),
         ModelOptions{manifest.train.batch / manifest.train.micro_batches, inspected.stack.optimizer->state_buffers(),
                      Allocation::deferred, storage_types(*inspected.stack.precision), Purpose::training});
     Model& model = *model_owner;

@@ -27,7 +27,8 @@ fault "--set without a value" 2 "expected key.path=value" -- "$strata" validate 
 fault "memory_limit that is not a size" 2 "memory_limit = \"lots\" is not a size" -- \
   "$strata" validate $q --set device.memory_limit='"lots"'
 fault "unknown device kind" 2 "kind = \"tpu\" must be \"cpu\" or \"cuda:N\"" -- "$strata" validate $q --set device.kind='"tpu"'
-fault "a device this build lacks" 2 "no such backend in this build" -- \
+# cuda:7: no such device here (none visible, 1 visible, or no CUDA backend in this build).
+fault "a device this machine or build lacks" 2 "[device] kind = \"cuda:7\": " -- \
   "$strata" train $q --set device.kind='"cuda:7"' --set checkpoint.dir=\"$work/no_backend\"
 [ ! -e "$work/no_backend" ] || fail "a refused run created its checkpoint directory"
 fault "val_fraction out of range" 2 "val_fraction = 0.9 is out of range" -- "$strata" validate $q --set data.val_fraction=0.9
