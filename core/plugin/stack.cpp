@@ -5,6 +5,7 @@
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
 #include "core/plugin/guarded_plugins.hpp"
+#include "core/plugin/op_table_attention.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 
@@ -115,9 +116,12 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   const std::string attention = manifest.kernels.contains("attention") ? manifest.kernels.at("attention") : "fast";
   PluginSpec attention_spec{attention, nullptr, "[kernels] attention", "kernels"};
   Stack stack;
-  if (attention == "fast" || attention == "reference") {
-    stack.attention =
-        cpu::make_attention_kernel(attention == "fast" ? cpu::AttentionImpl::fast : cpu::AttentionImpl::reference);
+  // "fast" is the backend's attention op, which runs where the tensors live; "reference" is the
+  // CPU's plain loops, for checking the others on the CPU backend.
+  if (attention == "fast") {
+    stack.attention = make_op_table_attention(host);
+  } else if (attention == "reference") {
+    stack.attention = cpu::make_attention_kernel(cpu::AttentionImpl::reference);
   } else if (auto factory = registry.find(InterfaceKind::kernel, attention)) {
     resolved.push_back({&attention_spec, InterfaceKind::kernel, *factory});
   } else {
