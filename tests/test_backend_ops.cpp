@@ -2,7 +2,8 @@
 // has (core/device/backends.hpp) against the reference kernels (kernels/cpu, plain loops in double
 // or float). Inputs go to the backend's memory and results come back through its copy ops, as
 // they would from a GPU. Each line prints the op, shape, dtype, backend, the error and its bound;
-// a backend that lacks an op says so. A new backend joins by being listed in available_backends().
+// a backend that lacks an op says so. A new backend joins by being listed in available_backends();
+// the sealed CPU backend (sealed_backend.hpp) runs the table as well.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/swiglu.hpp"
+#include "sealed_backend.hpp"
 
 namespace strata {
 namespace {
@@ -499,8 +501,12 @@ std::vector<Case> conformance_table() {
 
 TEST(BackendConformance, EveryOpOfEveryBackendMatchesTheReference) {
   const std::vector<Case> cases = conformance_table();
-  for (const std::string& kind : available_backends()) {
-    std::unique_ptr<Backend> backend = make_backend(kind, 0);
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
+  for (const std::string& kind : available_backends()) backends.emplace_back(kind, make_backend(kind, 0));
+  // The sealed CPU backend too: the table must reach backend memory through the ops alone, as it
+  // does a GPU's, or this backend crashes.
+  backends.emplace_back("sealed", test::make_sealed_cpu_backend(0));
+  for (const auto& [kind, backend] : backends) {
     std::printf("%-14s %-36s %-11s %-7s %10s %10s\n", "op", "shape", "dtype", "backend", "error", "bound");
     for (const Case& c : cases) {
       if (!backend->ops().has(c.kind)) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 
 #include "core/device/memory_limit_exceeded.hpp"
@@ -31,10 +30,6 @@ class AlignedHostResource final : public MemoryResource {
 
 std::unique_ptr<MemoryResource> make_aligned_host_resource() {
   return std::make_unique<AlignedHostResource>();
-}
-
-void MemoryResource::zero(void* pointer, std::uint64_t bytes) {
-  std::memset(pointer, 0, bytes);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
@@ -91,7 +86,7 @@ int Allocator::owner_id(std::string_view owner) {
   return static_cast<int>(owners_.size() - 1);
 }
 
-Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::string_view owner, bool zero) {
+Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::string_view owner) {
   const std::uint64_t size = round_up(bytes);
   void* data = nullptr;
   int owner_index = 0;
@@ -126,7 +121,6 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
     stats_.peak_total = std::max(stats_.peak_total, live_total_);
     stats_.window_peak_total = std::max(stats_.window_peak_total, live_total_);
   }
-  if (zero) resource_->zero(data, size);
   return Buffer(this, data, size, category, owner_index);
 }
 

@@ -24,8 +24,6 @@ class MemoryResource {
   virtual ~MemoryResource() = default;
   virtual void* allocate(std::uint64_t bytes) = 0;  // throws std::bad_alloc
   virtual void deallocate(void* pointer, std::uint64_t bytes) noexcept = 0;
-  // Sets bytes to zero where the memory lives (a device memset on a GPU, not a host write).
-  virtual void zero(void* pointer, std::uint64_t bytes);
 };
 
 std::unique_ptr<MemoryResource> make_aligned_host_resource();
@@ -78,8 +76,9 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // Memory is uninitialized unless zero is set. Throws MemoryLimitExceeded over the limit.
-  Buffer allocate(std::uint64_t bytes, MemoryCategory category, std::string_view owner = "core", bool zero = false);
+  // Memory is uninitialized: the arena may be device memory, which only the backend's ops may
+  // write (TensorStore zeroes rows through the fill op). Throws MemoryLimitExceeded over the limit.
+  Buffer allocate(std::uint64_t bytes, MemoryCategory category, std::string_view owner = "core");
 
   const std::string& name() const noexcept { return name_; }
   std::uint64_t limit() const noexcept { return stats_.limit; }  // fixed at construction

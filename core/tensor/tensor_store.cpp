@@ -78,7 +78,7 @@ void TensorStore::allocate(int row, bool zero) {
   const TensorRow& r = table_.row(row);
   Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
   Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
-  buffer = arena.allocate(r.bytes(), r.category, "core", false);
+  buffer = arena.allocate(r.bytes(), r.category, "core");
   if (!zero) return;
   if (r.home == Home::device)
     backend_.ops().fill(buffer.data(), 0, r.bytes());

@@ -85,7 +85,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   configure_threads(manifest.train.threads);
   // The backend first: an unknown device is invalid input, refused before anything is written,
   // and the backend must outlive the plugin objects (their ops() points into it).
-  std::unique_ptr<Backend> device = backend_for(manifest);
+  std::unique_ptr<Backend> device = options.backend ? options.backend(manifest) : backend_for(manifest);
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host);
   const TrainSpec& train = manifest.train;
@@ -250,9 +250,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 }
 
 double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
-                const std::optional<std::filesystem::path>& data) {
+                const std::optional<std::filesystem::path>& data, const BackendFactory& backend) {
   configure_threads(manifest.train.threads);
-  std::unique_ptr<Backend> device = backend_for(manifest);  // outlives the plugin objects
+  std::unique_ptr<Backend> device = backend ? backend(manifest) : backend_for(manifest);  // outlives the plugins
   HostServicesImpl host(manifest.model.info());
   Stack stack = build_stack(manifest, registry, host, "");
   host.set_ops(device->ops());

@@ -2,6 +2,8 @@
 // A whole run as `strata train` and `strata eval` perform it: threads, device, stack, model, data,
 // the step loop with evaluation, telemetry and checkpoints, and resume.
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -12,6 +14,10 @@
 
 namespace strata {
 
+// Builds a run's backend from its manifest. Empty: backend_for, the manifest's [device]. Tests
+// pass one to run on a backend no manifest names (tests/sealed_backend.hpp).
+using BackendFactory = std::function<std::unique_ptr<Backend>(const Manifest&)>;
+
 struct TrainOptions {
   std::optional<std::filesystem::path> resume;  // a checkpoint dir, or checkpoint.dir's latest
   bool print_table = false;
@@ -21,6 +27,7 @@ struct TrainOptions {
   std::int64_t stop_after_step = 0;
   // Resume even when the checkpoint was saved by a run with another seed, stack or training data.
   bool force_resume = false;
+  BackendFactory backend;
 };
 
 struct TrainResult {
@@ -42,7 +49,7 @@ std::unique_ptr<Backend> backend_for(const Manifest& manifest);
 // Mean cross-entropy of a checkpoint over consecutive windows of seq_len+1 tokens: of `data` when
 // given (the whole file), else of the manifest's validation split.
 double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
-                const std::optional<std::filesystem::path>& data);
+                const std::optional<std::filesystem::path>& data, const BackendFactory& backend = {});
 
 // Sets OpenMP and OpenBLAS to the same thread count (0: all cores).
 void configure_threads(int threads);

@@ -34,9 +34,6 @@ class CudaDeviceResource final : public MemoryResource {
     return pointer;
   }
   void deallocate(void* pointer, std::uint64_t) noexcept override { (void)cudaFreeAsync(pointer, stream_); }
-  void zero(void* pointer, std::uint64_t bytes) override {
-    check_cuda(cudaMemsetAsync(pointer, 0, bytes, stream_), "cudaMemsetAsync");
-  }
 
  private:
   cudaStream_t stream_;

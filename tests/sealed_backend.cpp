@@ -1,0 +1,313 @@
+#include "sealed_backend.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "kernels/cpu/cpu_ops.hpp"
+
+namespace strata::test {
+
+namespace {
+
+// The device arena's mappings and whether they are open: closed (PROT_NONE) unless at least one
+// op or copy is running. Opening and closing are counted, so nested or concurrent users compose.
+class SealedMappings {
+ public:
+  void* map(std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    const std::uint64_t size = page_round(bytes);
+    void* pointer = ::mmap(nullptr, size, open_count_ > 0 ? kOpen : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pointer == MAP_FAILED) throw std::bad_alloc();
+    mappings_.emplace(pointer, size);
+    return pointer;
+  }
+
+  void unmap(void* pointer) noexcept {
+    std::lock_guard lock(mutex_);
+    const auto found = mappings_.find(pointer);
+    if (found == mappings_.end()) return;
+    ::munmap(found->first, found->second);
+    mappings_.erase(found);
+  }
+
+  void open() noexcept {
+    std::lock_guard lock(mutex_);
+    if (open_count_++ == 0) protect_all(kOpen);
+  }
+
+  void close() noexcept {
+    std::lock_guard lock(mutex_);
+    if (--open_count_ == 0) protect_all(PROT_NONE);
+  }
+
+ private:
+  static constexpr int kOpen = PROT_READ | PROT_WRITE;
+
+  static std::uint64_t page_round(std::uint64_t bytes) {
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    return (std::max<std::uint64_t>(bytes, 1) + page - 1) / page * page;
+  }
+
+  void protect_all(int protection) noexcept {
+    for (const auto& [pointer, size] : mappings_) ::mprotect(pointer, size, protection);
+  }
+
+  std::mutex mutex_;
+  std::map<void*, std::uint64_t> mappings_;
+  int open_count_ = 0;
+};
+
+// Opens the device mappings for one op or copy.
+class Unsealed {
+ public:
+  explicit Unsealed(SealedMappings& mappings) : mappings_(mappings) { mappings_.open(); }
+  ~Unsealed() { mappings_.close(); }
+  Unsealed(const Unsealed&) = delete;
+  Unsealed& operator=(const Unsealed&) = delete;
+
+ private:
+  SealedMappings& mappings_;
+};
+
+class SealedResource final : public MemoryResource {
+ public:
+  explicit SealedResource(SealedMappings& mappings) : mappings_(mappings) {}
+  void* allocate(std::uint64_t bytes) override { return mappings_.map(bytes); }
+  void deallocate(void* pointer, std::uint64_t /*bytes*/) noexcept override { mappings_.unmap(pointer); }
+
+ private:
+  SealedMappings& mappings_;
+};
+
+// Copies run at once, inside enqueue, with the mappings open: a legal schedule of an
+// asynchronous stream, and no copy is ever in flight while the host runs.
+class SealedCopyStream final : public CopyStream {
+ public:
+  explicit SealedCopyStream(SealedMappings& mappings) : mappings_(mappings) {}
+  CopyTicket enqueue(void* destination, const void* source, std::uint64_t bytes) override {
+    const auto start = std::chrono::steady_clock::now();
+    {
+      const Unsealed open(mappings_);
+      std::memcpy(destination, source, bytes);
+    }
+    busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return ++completed_;
+  }
+  void wait(CopyTicket /*ticket*/) override {}
+  CopyTicket completed() const override { return completed_; }
+  double busy_seconds() const override { return busy_seconds_; }
+
+ private:
+  SealedMappings& mappings_;
+  CopyTicket completed_ = 0;
+  double busy_seconds_ = 0.0;
+};
+
+// The CPU op table with the device mappings open for the duration of each call.
+class SealedOps final : public Ops {
+ public:
+  SealedOps(std::unique_ptr<Ops> ops, SealedMappings& mappings) : ops_(std::move(ops)), mappings_(mappings) {}
+
+  std::string_view backend() const noexcept override { return ops_->backend(); }
+  bool has(Op op) const noexcept override { return ops_->has(op); }
+
+  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
+                      Scratch scratch) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->matmul_forward(out, inp, weight, bias, shape, scratch);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
+                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
+  }
+  void matmul_forward_quantized(float* out, const float* inp, QuantizedWeight weight, const float* bias,
+                                const MatmulShape& shape) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->matmul_forward_quantized(out, inp, weight, bias, shape);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                         std::int64_t rows, std::int64_t channels, float eps) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->layernorm_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, std::int64_t rows,
+                          std::int64_t channels) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels);
+  }
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t rows,
+                       std::int64_t channels, float eps) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->rmsnorm_forward(out, rstd, inp, weight, rows, channels, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                        const float* rstd, std::int64_t rows, std::int64_t channels) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, rows, channels);
+  }
+  std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept override {
+    return ops_->attention_saved_floats(shape);
+  }
+  std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept override {
+    return ops_->attention_scratch_floats(shape);
+  }
+  void attention_forward(const AttentionShape& shape, float* out, float* saved,
+                         const AttentionInputs& in) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->attention_forward(shape, out, saved, in);
+  }
+  void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                          const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->attention_backward(shape, grads, dout, in, saved, scratch);
+  }
+  void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->gelu_forward(out, inp, count);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count,
+                     GradientWrite write) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->gelu_backward(dinp, inp, dout, count, write);
+  }
+  void swiglu_forward(float* out, const float* gate, const float* up, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->swiglu_forward(out, gate, up, count);
+  }
+  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                       std::int64_t count, GradientWrite write) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->swiglu_backward(dgate, dup, dout, gate, up, count, write);
+  }
+  void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
+            bool inverse) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->rope(x, rows, stride, seq_len, n_heads, head_dim, theta, inverse);
+  }
+  void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->residual_forward(out, a, b, count);
+  }
+  void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
+                         std::int64_t seq_len, std::int64_t channels) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->embedding_forward(out, tokens, wte, wpe, batch, seq_len, channels);
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,
+                          std::int64_t seq_len, std::int64_t channels) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->embedding_backward(dwte, dwpe, dout, tokens, batch, seq_len, channels);
+  }
+  void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
+                                   const std::int32_t* targets, std::int64_t rows, std::int64_t first,
+                                   std::int64_t width, std::int64_t vocab) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, rows, first, width,
+                                      vocab);
+  }
+  void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
+                            const float* target_logits, std::int64_t rows) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->cross_entropy_finish(losses, logsumexp, running_max, running_sum, target_logits, rows);
+  }
+  void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
+                                    const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
+                                    std::int64_t width, std::int64_t vocab) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->cross_entropy_backward_chunk(dlogits, logits, logsumexp, targets, dloss, rows, first, width, vocab);
+  }
+  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
+                    const AdamWHyper& hyper) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->adamw_update(param, grad, m, v, count, hyper);
+  }
+  void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
+                  const SgdHyper& hyper) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->sgd_update(param, grad, velocity, count, hyper);
+  }
+  void widen(float* out, const std::uint16_t* in, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->widen(out, in, count);
+  }
+  void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->narrow(out, in, count);
+  }
+  void narrow_and_round(std::uint16_t* out, float* in, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->narrow_and_round(out, in, count);
+  }
+  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    return ops_->sum_of_squares(values, count);
+  }
+  bool all_finite(const float* values, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    return ops_->all_finite(values, count);
+  }
+  double sum(const float* values, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    return ops_->sum(values, count);
+  }
+  void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->fill(data, byte, bytes);
+  }
+  void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->copy(destination, source, bytes);
+  }
+  void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->copy_to_host(host_destination, source, bytes);
+  }
+  void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->copy_from_host(destination, host_source, bytes);
+  }
+
+ private:
+  std::unique_ptr<Ops> ops_;
+  SealedMappings& mappings_;
+};
+
+class SealedCpuBackend final : public Backend {
+ public:
+  explicit SealedCpuBackend(std::uint64_t limit)
+      : ops_(cpu::make_cpu_ops(), mappings_),
+        device_("sealed cpu device memory", std::make_unique<SealedResource>(mappings_), limit),
+        host_("sealed cpu host memory", make_aligned_host_resource()),
+        copy_stream_(mappings_) {}
+
+  std::string name() const override { return "cpu-sealed"; }
+  Ops& ops() noexcept override { return ops_; }
+  Allocator& device_memory() noexcept override { return device_; }
+  Allocator& host_memory() noexcept override { return host_; }
+  CopyStream& copy_stream() noexcept override { return copy_stream_; }
+  void synchronize() override {}
+
+ private:
+  SealedMappings mappings_;  // first: the arenas' buffers go back to it as they are destroyed
+  SealedOps ops_;
+  Allocator device_;
+  Allocator host_;
+  SealedCopyStream copy_stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit) {
+  return std::make_unique<SealedCpuBackend>(device_memory_limit);
+}
+
+}  // namespace strata::test

@@ -1,0 +1,151 @@
+// End-to-end runs on the sealed CPU backend (tests/sealed_backend.hpp), whose device memory the
+// host cannot read or write: any host code that dereferences device memory instead of going
+// through the op table crashes here, as it would misbehave on a GPU. The sealed backend runs the
+// same CPU kernels, so every loss must equal the plain CPU backend's bit for bit.
+#include <gtest/gtest.h>
+
+#include "core/manifest/manifest.hpp"
+#include "core/training/training_run.hpp"
+#include "sealed_backend.hpp"
+#include "test_support.hpp"
+
+namespace strata {
+namespace {
+
+enum class Device { plain, sealed };
+
+BackendFactory factory(Device device) {
+  if (device == Device::plain) return {};
+  return [](const Manifest& manifest) { return test::make_sealed_cpu_backend(manifest.device.memory_limit); };
+}
+
+TrainResult train(Device device, const std::filesystem::path& manifest_path, const std::vector<std::string>& overrides,
+                  std::optional<std::filesystem::path> resume = std::nullopt, std::int64_t stop_after = 0) {
+  const Manifest manifest = load_manifest(manifest_path, overrides);
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  TrainOptions options;
+  options.resume = std::move(resume);
+  options.stop_after_step = stop_after;
+  options.backend = factory(device);
+  return run_training(manifest, registry, options);
+}
+
+void expect_same_losses(const TrainResult& sealed, const TrainResult& plain) {
+  ASSERT_EQ(sealed.losses.size(), plain.losses.size());
+  for (std::size_t i = 0; i < plain.losses.size(); ++i) EXPECT_EQ(sealed.losses[i], plain.losses[i]) << "step " << i;
+  ASSERT_TRUE(sealed.summary.final_val_loss && plain.summary.final_val_loss);
+  EXPECT_EQ(*sealed.summary.final_val_loss, *plain.summary.final_val_loss);
+}
+
+// Trains the tiny model with `extra` tables on both backends (two micro batches, so gradients
+// accumulate and offloaded ones travel) and compares them.
+void expect_sealed_equals_plain(const std::string& name, const std::string& extra,
+                                std::vector<std::string> overrides = {}) {
+  const auto dir = test::temporary_directory("sealed_" + name);
+  test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + extra));
+  overrides.insert(overrides.end(), {"train.steps=3", "train.micro_batches=2"});
+  const TrainResult plain = train(Device::plain, dir / "m.toml", overrides);
+  const TrainResult sealed = train(Device::sealed, dir / "m.toml", overrides);
+  expect_same_losses(sealed, plain);
+}
+
+const std::vector<std::string> kLlama = {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"};
+const std::string kBf16 = "[precision]\nplugin = \"bf16\"\n";
+const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\nlogits = \"recompute\"\n";
+const std::string kSelectiveCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";
+const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
+const std::string kLayerStreaming =
+    "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 1\nprefetch = 0\n";
+
+TEST(SealedDevice, Gpt2TrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("gpt2", "");
+}
+
+TEST(SealedDevice, LlamaTrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("llama", "", kLlama);
+}
+
+TEST(SealedDevice, Bf16StorageTrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("bf16", kBf16);
+  expect_sealed_equals_plain("llama_bf16", kBf16, kLlama);
+}
+
+TEST(SealedDevice, SgdTrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("sgd", "", {"optimizer.plugin=\"sgd\""});
+}
+
+TEST(SealedDevice, ActivationCheckpointingTrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("checkpoint_block", kBlockCheckpoint);
+  expect_sealed_equals_plain("checkpoint_selective", kSelectiveCheckpoint, kLlama);
+}
+
+TEST(SealedDevice, OptimizerOffloadTrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("offload_optimizer", kOptimizerOffload);
+  expect_sealed_equals_plain("offload_optimizer_bf16", kOptimizerOffload + kBf16, kLlama);
+}
+
+TEST(SealedDevice, LayerStreamingTrainsAsOnTheCpuBackend) {
+  expect_sealed_equals_plain("offload_streaming", kLayerStreaming);
+  expect_sealed_equals_plain("offload_streaming_llama_bf16", kLayerStreaming + kBf16 + kSelectiveCheckpoint, kLlama);
+}
+
+// Half a run on the sealed backend, saved, resumed on it, and evaluated on it: the same losses as
+// the plain backend's uninterrupted run, and the same evaluation loss.
+void expect_resume_and_eval_on_sealed(const std::string& name, const std::string& extra,
+                                      const std::vector<std::string>& family) {
+  const auto dir = test::temporary_directory("sealed_resume_" + name);
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest(extra + "[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n"));
+  std::vector<std::string> to_full = family;
+  to_full.push_back("checkpoint.dir=\"" + (dir / "full").string() + "\"");
+  const TrainResult uninterrupted = train(Device::plain, dir / "m.toml", to_full);
+  const TrainResult first_half = train(Device::sealed, dir / "m.toml", family, std::nullopt, 3);
+  ASSERT_TRUE(first_half.last_checkpoint);
+  const TrainResult second_half = train(Device::sealed, dir / "m.toml", family, dir / "ckpt");
+  ASSERT_EQ(second_half.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(first_half.losses[i], uninterrupted.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(second_half.losses[i], uninterrupted.losses[i + 3]) << "step " << i + 4;
+  }
+
+  const Manifest manifest = load_manifest(dir / "m.toml", family);
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  const double plain_eval = run_eval(manifest, registry, dir / "full", std::nullopt);
+  const double sealed_eval = run_eval(manifest, registry, dir / "ckpt", std::nullopt, factory(Device::sealed));
+  EXPECT_EQ(sealed_eval, plain_eval);
+  ASSERT_TRUE(uninterrupted.summary.final_val_loss);
+  EXPECT_EQ(sealed_eval, *uninterrupted.summary.final_val_loss);
+}
+
+TEST(SealedDevice, ResumeAndEvalMatchTheCpuBackend) {
+  expect_resume_and_eval_on_sealed("gpt2", "", {});
+}
+
+TEST(SealedDevice, Bf16ResumeAndEvalMatchTheCpuBackend) {
+  expect_resume_and_eval_on_sealed("llama_bf16", kBf16, kLlama);
+}
+
+TEST(SealedDevice, OffloadedResumeAndEvalMatchTheCpuBackend) {
+  expect_resume_and_eval_on_sealed("offload", kOptimizerOffload + kBf16, {});
+}
+
+// The seal itself: the host reading device memory dies, through ops it does not.
+TEST(SealedDeviceDeathTest, HostReadOfDeviceMemoryCrashes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::unique_ptr<Backend> backend = test::make_sealed_cpu_backend(0);
+  Buffer buffer = backend->device_memory().allocate(sizeof(float), MemoryCategory::other);
+  const float one = 1.0f;
+  backend->ops().copy_from_host(buffer.data(), &one, sizeof one);
+  float back = 0.0f;
+  backend->ops().copy_to_host(&back, buffer.data(), sizeof back);
+  EXPECT_EQ(back, 1.0f);
+  EXPECT_DEATH({ std::printf("%f\n", static_cast<double>(*static_cast<volatile float*>(buffer.data()))); }, "");
+  Buffer host = backend->host_memory().allocate(sizeof(float), MemoryCategory::other);
+  *static_cast<float*>(host.data()) = 2.0f;  // the host arena stays host memory
+  EXPECT_EQ(*static_cast<float*>(host.data()), 2.0f);
+}
+
+}  // namespace
+}  // namespace strata
