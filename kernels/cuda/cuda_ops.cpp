@@ -21,6 +21,9 @@
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope.hpp"
 
+// Pointers an op receives may be device memory or the backend's pinned host arena (offloaded
+// optimizer state and gradients): pinned memory is mapped into the device's address space, so
+// kernels read it across the bus in place, and copies name no direction (cudaMemcpyDefault).
 namespace strata::cuda {
 
 namespace {
@@ -225,14 +228,14 @@ class CudaOpsImpl final : public CudaOps {
   }
   void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {
     run("copy",
-        [&] { check_cuda("copy", cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream_)); });
+        [&] { check_cuda("copy", cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, stream_)); });
   }
   void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept override {
     run("copy_to_host", [&] { download(host_destination, source, bytes); });
   }
   void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept override {
     run("copy_from_host", [&] {
-      check_cuda("copy_from_host", cudaMemcpyAsync(destination, host_source, bytes, cudaMemcpyHostToDevice, stream_));
+      check_cuda("copy_from_host", cudaMemcpyAsync(destination, host_source, bytes, cudaMemcpyDefault, stream_));
       // The caller may free or reuse its host buffer as soon as this returns.
       check_cuda("copy_from_host", cudaStreamSynchronize(stream_));
     });
@@ -292,7 +295,7 @@ class CudaOpsImpl final : public CudaOps {
 
   // Waits for the stream, so the value is on the host when this returns.
   void download(void* host_destination, const void* source, std::uint64_t bytes) {
-    check_cuda("copy_to_host", cudaMemcpyAsync(host_destination, source, bytes, cudaMemcpyDeviceToHost, stream_));
+    check_cuda("copy_to_host", cudaMemcpyAsync(host_destination, source, bytes, cudaMemcpyDefault, stream_));
     check_cuda("copy_to_host", cudaStreamSynchronize(stream_));
   }
 
