@@ -1,0 +1,64 @@
+// RoPE kernel: one thread per (row, head, pair i), kThreads per block, grid
+// min(ceil(pairs / kThreads), kMaxBlocks) with a grid-stride loop; no reductions.
+//
+// The inverse frequencies 1 / theta^(2i/head_dim) are computed on the host with the same f32
+// std::pow as the CPU backend and passed in the kernel's parameters, so the angles
+// position * frequency are the CPU's to the bit; only cosf/sinf differ (by an ulp or two).
+// Head dims above 2 * kMaxTabulated (none in practice) compute the frequency with the device powf.
+#include "kernels/cuda/rope.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65536;
+constexpr int kMaxTabulated = 512;  // 2 KiB of kernel parameters, within the 4 KiB limit
+
+struct InverseFrequencies {
+  float values[kMaxTabulated];
+};
+
+__global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim,
+                            float theta, bool inverse, const InverseFrequencies frequencies) {
+  const int half = head_dim / 2;
+  const std::int64_t pairs_per_row = static_cast<std::int64_t>(n_heads) * half;
+  const std::int64_t pairs = rows * pairs_per_row;
+  for (std::int64_t index = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < pairs;
+       index += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = index / pairs_per_row;
+    const std::int64_t within_row = index - r * pairs_per_row;
+    const int h = static_cast<int>(within_row / half);
+    const int i = static_cast<int>(within_row - static_cast<std::int64_t>(h) * half);
+    const float inverse_frequency = i < kMaxTabulated
+                                        ? frequencies.values[i]
+                                        : 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    const float angle = static_cast<float>(r % seq_len) * inverse_frequency;
+    const float c = cosf(angle);
+    const float s = inverse ? -sinf(angle) : sinf(angle);
+    float* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
+    const float a = v[i], b = v[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+}  // namespace
+
+void rope(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim,
+          float theta, bool inverse) {
+  const int half = head_dim / 2;
+  const std::int64_t pairs = rows * n_heads * half;
+  if (pairs <= 0 || seq_len <= 0) return;
+  InverseFrequencies frequencies{};
+  for (int i = 0; i < std::min(half, kMaxTabulated); ++i)
+    frequencies.values[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  const auto blocks = static_cast<unsigned>(std::min((pairs + kThreads - 1) / kThreads, kMaxBlocks));
+  rope_kernel<<<blocks, kThreads, 0, stream>>>(x, rows, stride, seq_len, n_heads, head_dim, theta, inverse,
+                                               frequencies);
+}
+
+}  // namespace strata::cuda
