@@ -150,8 +150,14 @@ class CudaOpsImpl final : public CudaOps {
 
   void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
                          std::int64_t seq_len, std::int64_t channels) noexcept override {
-    run("embedding_forward",
-        [&] { cuda::embedding_forward(stream_, out, tokens, wte, wpe, batch, seq_len, channels); });
+    run("embedding_forward", [&] {
+      if (wte.dtype == DType::bf16)
+        cuda::embedding_forward_bf16(stream_, out, tokens, static_cast<const std::uint16_t*>(wte.data),
+                                     static_cast<const std::uint16_t*>(wpe.data), batch, seq_len, channels);
+      else
+        cuda::embedding_forward(stream_, out, tokens, static_cast<const float*>(wte.data),
+                                static_cast<const float*>(wpe.data), batch, seq_len, channels);
+    });
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,
                           std::int64_t seq_len, std::int64_t channels) noexcept override {
@@ -227,8 +233,7 @@ class CudaOpsImpl final : public CudaOps {
     run("fill", [&] { check_cuda("fill", cudaMemsetAsync(data, byte, bytes, stream_)); });
   }
   void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {
-    run("copy",
-        [&] { check_cuda("copy", cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, stream_)); });
+    run("copy", [&] { check_cuda("copy", cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, stream_)); });
   }
   void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept override {
     run("copy_to_host", [&] { download(host_destination, source, bytes); });
