@@ -156,6 +156,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
   model.profiler().reset();
+  if (options.profile && device->name() != "cpu") model.profiler().set_fence([&device] { device->synchronize(); });
   const std::int64_t last_step =
       options.stop_after_step > 0 ? std::min(options.stop_after_step, train.steps) : train.steps;
   for (std::int64_t step = start_step + 1; step <= last_step; ++step) {

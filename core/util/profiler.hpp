@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string_view>
 
@@ -43,8 +44,10 @@ class Profiler {
  public:
   class Scope {
    public:
-    Scope(Profiler& profiler, ProfileKind kind) : profiler_(profiler), kind_(kind), start_(Clock::now()) {}
-    ~Scope() { profiler_.add(kind_, std::chrono::duration<double, std::milli>(Clock::now() - start_).count()); }
+    Scope(Profiler& profiler, ProfileKind kind) : profiler_(profiler), kind_(kind), start_(fenced_now(profiler)) {}
+    ~Scope() {
+      profiler_.add(kind_, std::chrono::duration<double, std::milli>(fenced_now(profiler_) - start_).count());
+    }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
 
@@ -56,6 +59,10 @@ class Profiler {
   using Clock = std::chrono::steady_clock;
 
   Scope scope(ProfileKind kind) { return Scope(*this, kind); }
+  // On an asynchronous device a kernel call returns before the kernel ran: with a fence (waiting
+  // for the device) each scope starts and ends on an idle device, so its time is the device's.
+  // Only for --profile: it serialises host and device.
+  void set_fence(std::function<void()> fence) { fence_ = std::move(fence); }
   void add(ProfileKind kind, double ms) noexcept { ms_[static_cast<std::size_t>(kind)] += ms; }
   double ms(ProfileKind kind) const noexcept { return ms_[static_cast<std::size_t>(kind)]; }
   void reset() noexcept { ms_.fill(0.0); }
@@ -63,7 +70,18 @@ class Profiler {
   void print(std::ostream& out, std::int64_t steps) const;
 
  private:
+  static Clock::time_point fenced_now(Profiler& profiler) noexcept {
+    if (profiler.fence_) {
+      try {
+        profiler.fence_();
+      } catch (...) {  // the step's own synchronize reports the failure
+      }
+    }
+    return Clock::now();
+  }
+
   std::array<double, static_cast<std::size_t>(ProfileKind::count)> ms_{};
+  std::function<void()> fence_;
 };
 
 }  // namespace strata
