@@ -23,9 +23,11 @@ class CpuCopyStream final : public CopyStream {
     return ticket;
   }
 
-  void wait(CopyTicket ticket) override {
+  double wait(CopyTicket ticket) override {
+    const auto start = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
     job_done_.wait(lock, [&] { return completed_ >= ticket; });
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   CopyTicket completed() const override {

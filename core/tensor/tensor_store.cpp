@@ -22,7 +22,7 @@ DType dtype_of(ElementType element) {
 
 TensorStore::~TensorStore() {
   for (PendingMove& move : pending_)
-    if (move.ticket != 0) backend_.copy_stream().wait(move.ticket);
+    if (move.ticket != 0) (void)backend_.copy_stream().wait(move.ticket);
 }
 
 int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
@@ -210,9 +210,7 @@ void TensorStore::complete_rows(const std::vector<int>& rows) {
   {
     // Copies complete in issue order, so waiting for the newest covers them all.
     auto timer = profiler_.scope(ProfileKind::residency_transfer);
-    const auto start = std::chrono::steady_clock::now();
-    backend_.copy_stream().wait(last);
-    transfers_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    transfers_.exposed_seconds += backend_.copy_stream().wait(last);
   }
   for (int row : rows) {
     PendingMove& move = pending_[static_cast<std::size_t>(row)];

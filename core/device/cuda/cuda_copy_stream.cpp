@@ -1,5 +1,6 @@
 #include "core/device/cuda/cuda_copy_stream.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <utility>
@@ -51,14 +52,27 @@ class CudaCopyStream final : public CopyStream {
     return issued_;
   }
 
-  void wait(CopyTicket ticket) override {
+  double wait(CopyTicket ticket) override {
     std::lock_guard lock(mutex_);
+    double idle_seconds = 0.0;
     for (const Pending& copy : pending_)
       if (copy.ticket == ticket) {
+        // Marks the end of the compute queued so far: if it is still running when the copy lands,
+        // the copy was hidden; otherwise compute stood idle from that mark until the copy's end.
+        check_cuda(cudaEventRecord(compute_drained_.get(), compute_), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(copy.end.get()), "cudaEventSynchronize (copy stream)");
+        if (cudaEventQuery(compute_drained_.get()) == cudaSuccess) {
+          float milliseconds = 0.0f;
+          check_cuda(cudaEventElapsedTime(&milliseconds, compute_drained_.get(), copy.end.get()),
+                     "cudaEventElapsedTime");
+          idle_seconds = std::max(0.0, milliseconds / 1000.0);
+        } else {
+          (void)cudaGetLastError();  // cudaErrorNotReady is not an error here
+        }
         break;
       }
     harvest();
+    return idle_seconds;
   }
 
   CopyTicket completed() const override {
@@ -95,6 +109,7 @@ class CudaCopyStream final : public CopyStream {
   cudaStream_t compute_;
   cudaStream_t stream_ = nullptr;
   Event compute_done_;
+  Event compute_drained_;
   mutable std::mutex mutex_;
   mutable std::deque<Pending> pending_;
   CopyTicket issued_ = 0;
