@@ -18,11 +18,11 @@
 #   --export: also copy table.txt, table.json and all of --out as gpu-bench.tar.gz here (e.g. "$OUT")
 #   --steps: Strata's steps per run (default 10); --torch-steps: PyTorch's timed steps (default 20)
 #   --peak-flops: dense bf16 FLOP/s for MFU (default 989e12, H100 SXM; the H200's is the same)
-#   --configs: names in bench/gpu/ without .toml (default: all five)
+#   --configs: names in bench/gpu/ without .toml (default: all six)
 #   --smoke: tiny shapes on the CPU, to check this script where there is no GPU
 set -uo pipefail
 bundle=.device-bundle out=runs/gpu-bench export_dir="" steps=10 torch_steps=20 peak=989e12 budget=540 only="" smoke=0
-configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-checkpoint gpt2-124m-cuda-bf16-offload-optimizer
+configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-tf32 gpt2-124m-cuda-bf16-checkpoint gpt2-124m-cuda-bf16-offload-optimizer
 gpt2-124m-cuda-bf16-stream-k2"
 while [ $# -gt 0 ]; do
   case $1 in

@@ -117,6 +117,23 @@ TEST(CudaTraining, Bf16StorageStaysNearTheCpu) {
   }
 }
 
+// device.tf32 puts the f32 products on TF32 tensor cores (10-bit mantissa inputs): bounded, not
+// equal, and still bitwise reproducible.
+TEST(CudaTraining, Tf32ProductsStayNearTheCpuAndReproduce) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const TrainResult cpu = train(family, "cpu");
+    const TrainResult first = train(family, "cuda:0", "", {"device.tf32=true"});
+    const TrainResult second = train(family, "cuda:0", "", {"device.tf32=true"});
+    const double worst = worst_relative_difference(cpu.losses, first.losses);
+    std::printf("%s tf32: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
+    EXPECT_LE(worst, 2e-2);
+    EXPECT_GT(worst, 0.0) << "TF32 rounds the products' inputs: the losses cannot all be equal";
+    for (std::size_t i = 0; i < first.losses.size(); ++i) EXPECT_EQ(first.losses[i], second.losses[i]) << "step " << i;
+  }
+}
+
 TEST(CudaTraining, TheDeviceMemoryLimitHoldsOnTheGpu) {
   STRATA_SKIP_WITHOUT_CUDA();
   EXPECT_THROW(train(kFamilies[0], "cuda:0", "", {"device.memory_limit=\"256KiB\""}), MemoryLimitExceeded);

@@ -63,12 +63,13 @@ std::string backend_unavailable_reason(const std::string& kind) {
   return {};
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& kind, std::uint64_t device_memory_limit) {
+std::unique_ptr<Backend> make_backend(const std::string& kind, std::uint64_t device_memory_limit,
+                                      [[maybe_unused]] bool tf32_products) {
   if (const std::string why = backend_unavailable_reason(kind); !why.empty())
     throw std::invalid_argument("device kind \"" + kind + "\": " + why);
   if (kind == "cpu") return make_cpu_backend(device_memory_limit);
 #ifdef STRATA_HAVE_CUDA
-  return make_cuda_backend(cuda_ordinal(kind), device_memory_limit);
+  return make_cuda_backend(cuda_ordinal(kind), device_memory_limit, tf32_products);
 #else
   throw std::invalid_argument("device kind \"" + kind + "\": this build has no CUDA backend");
 #endif

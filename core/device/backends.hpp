@@ -21,6 +21,9 @@ bool cuda_backend_built();
 std::string backend_unavailable_reason(const std::string& kind);
 
 // Throws std::invalid_argument naming the kind when this build or machine cannot run it.
-std::unique_ptr<Backend> make_backend(const std::string& kind, std::uint64_t device_memory_limit);
+// tf32_products: a GPU runs f32 products (f32 weights' matmuls, the LM head, attention) on TF32
+// tensor cores; the CPU has none and computes them in f32 either way.
+std::unique_ptr<Backend> make_backend(const std::string& kind, std::uint64_t device_memory_limit,
+                                      bool tf32_products = false);
 
 }  // namespace strata

@@ -167,7 +167,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
         "divergence_factor", "divergence_steps"}},
-      {"device", {"kind", "memory_limit"}},
+      {"device", {"kind", "memory_limit", "tf32"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
   };
@@ -323,6 +323,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
         device.report_error("memory_limit", "memory_limit must be a size string (\"4GiB\") or a positive byte count");
       }
     }
+    manifest.device.tf32 = device.get_bool("tf32", false);
     collect(device);
   }
   {

@@ -47,6 +47,7 @@ struct DataSpec {
 struct DeviceSpec {
   std::string kind = "cpu";
   std::uint64_t memory_limit = 0;  // 0: none
+  bool tf32 = false;               // f32 products on TF32 tensor cores (a GPU only)
 };
 
 struct CheckpointSpec {

@@ -30,7 +30,7 @@ namespace strata {
 std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
   if (const std::string why = backend_unavailable_reason(manifest.device.kind); !why.empty())
     throw ManifestError(manifest.path.string() + ": [device] kind = \"" + manifest.device.kind + "\": " + why);
-  return make_backend(manifest.device.kind, manifest.device.memory_limit);
+  return make_backend(manifest.device.kind, manifest.device.memory_limit, manifest.device.tf32);
 }
 
 namespace {

@@ -48,14 +48,15 @@ class CublasHandle {
 
 class CudaOpsImpl final : public CudaOps {
  public:
-  CudaOpsImpl(std::string name, cudaStream_t stream, WorkspaceSource& workspace)
-      : name_(std::move(name)), stream_(stream), workspace_(workspace) {
+  CudaOpsImpl(std::string name, cudaStream_t stream, WorkspaceSource& workspace, bool tf32_products)
+      : name_(std::move(name)), stream_(stream), workspace_(workspace), tf32_(tf32_products) {
     cublasSetStream(cublas_.get(), stream_);
     cublasSetWorkspace(cublas_.get(), workspace_.reserve(WorkspaceSlot::cublas, kCublasWorkspaceBytes),
                        kCublasWorkspaceBytes);
-    // Host-side scalars (alpha, beta) and the default math mode: no TF32, so f32 stays f32.
+    // Host-side scalars (alpha, beta). The default math mode keeps f32 products in f32; TF32 mode
+    // lets attention's batched products use the tensor cores (matmul.cu picks its compute type).
     cublasSetPointerMode(cublas_.get(), CUBLAS_POINTER_MODE_HOST);
-    cublasSetMathMode(cublas_.get(), CUBLAS_DEFAULT_MATH);
+    cublasSetMathMode(cublas_.get(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   }
 
   std::exception_ptr take_error() noexcept override { return std::exchange(error_, nullptr); }
@@ -70,7 +71,7 @@ class CudaOpsImpl final : public CudaOps {
                           ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(shape))
                           : nullptr;
       check_cublas("matmul_forward",
-                   cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging));
+                   cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging, tf32_));
     });
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
@@ -81,7 +82,7 @@ class CudaOpsImpl final : public CudaOps {
                           : nullptr;
       const float* ones = dbias != nullptr ? ones_for(shape.rows) : nullptr;
       check_cublas("matmul_backward", cuda::matmul_backward(stream_, cublas_.get(), dinp, dweight, dbias, dout, inp,
-                                                            weight, shape, dinp_write, ones, staging));
+                                                            weight, shape, dinp_write, ones, staging, tf32_));
     });
   }
 
@@ -308,6 +309,7 @@ class CudaOpsImpl final : public CudaOps {
   cudaStream_t stream_;
   WorkspaceSource& workspace_;
   CublasHandle cublas_;
+  bool tf32_;
   std::exception_ptr error_;
   const float* ones_ = nullptr;
   std::int64_t ones_count_ = 0;
@@ -315,8 +317,9 @@ class CudaOpsImpl final : public CudaOps {
 
 }  // namespace
 
-std::unique_ptr<CudaOps> make_cuda_ops(std::string name, cudaStream_t stream, WorkspaceSource& workspace) {
-  return std::make_unique<CudaOpsImpl>(std::move(name), stream, workspace);
+std::unique_ptr<CudaOps> make_cuda_ops(std::string name, cudaStream_t stream, WorkspaceSource& workspace,
+                                       bool tf32_products) {
+  return std::make_unique<CudaOpsImpl>(std::move(name), stream, workspace, tf32_products);
 }
 
 }  // namespace strata::cuda

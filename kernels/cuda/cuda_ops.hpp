@@ -31,8 +31,11 @@ class CudaOps : public Ops {
   virtual std::exception_ptr take_error() noexcept = 0;
 };
 
-// `stream` is the compute stream; the ops do not own it. Throws std::runtime_error when cuBLAS
-// cannot start.
-std::unique_ptr<CudaOps> make_cuda_ops(std::string name, cudaStream_t stream, WorkspaceSource& workspace);
+// `stream` is the compute stream; the ops do not own it. tf32_products: f32 products (matmuls
+// with f32 weights, attention's batched products) run on TF32 tensor cores, inputs rounded to 10
+// mantissa bits, f32 accumulation; otherwise they are true f32. Throws std::runtime_error when
+// cuBLAS cannot start.
+std::unique_ptr<CudaOps> make_cuda_ops(std::string name, cudaStream_t stream, WorkspaceSource& workspace,
+                                       bool tf32_products);
 
 }  // namespace strata::cuda

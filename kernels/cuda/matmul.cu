@@ -40,13 +40,15 @@ struct Operand {
   cudaDataType_t type;
 };
 
-// C (m, n), column-major, = alpha * op(A) op(B) + beta * C, accumulated in f32 (never TF32).
+// C (m, n), column-major, = alpha * op(A) op(B) + beta * C, accumulated in f32; f32 operands are
+// true f32 unless tf32 puts them on the TF32 tensor cores.
 cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, std::int64_t m,
                     std::int64_t n, std::int64_t k, Operand a, std::int64_t lda, Operand b, std::int64_t ldb,
-                    float beta, float* c, std::int64_t ldc) {
+                    float beta, float* c, std::int64_t ldc, bool tf32) {
   const float alpha = 1.0f;
+  const cublasComputeType_t compute = tf32 && a.type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   return cublasGemmEx(handle, op_a, op_b, as_int(m), as_int(n), as_int(k), &alpha, a.data, a.type, as_int(lda), b.data,
-                      b.type, as_int(ldb), &beta, c, CUDA_R_32F, as_int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                      b.type, as_int(ldb), &beta, c, CUDA_R_32F, as_int(ldc), compute, CUBLAS_GEMM_DEFAULT);
 }
 
 Operand weight_operand(Weight weight) {
@@ -65,7 +67,7 @@ void fill_floats(cudaStream_t stream, float* out, float value, std::int64_t coun
 }
 
 cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float* out, const float* inp, Weight weight,
-                              const float* bias, const MatmulShape& shape, void* workspace) {
+                              const float* bias, const MatmulShape& shape, void* workspace, bool tf32) {
   const std::int64_t N = shape.rows, C = shape.in_features, OC = shape.out_features;
   if (N == 0 || OC == 0) return CUBLAS_STATUS_SUCCESS;
   Operand input{inp, CUDA_R_32F};
@@ -78,13 +80,13 @@ cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float*
   const float beta = bias != nullptr ? 1.0f : 0.0f;
   // Row-major out (N, OC) = inp (N, C) @ W, with W (C, OC) [in_out] or W^T for W (OC, C) [out_in].
   if (shape.layout == WeightLayout::in_out)
-    return gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, C, weight_operand(weight), OC, input, C, beta, out, OC);
-  return gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight_operand(weight), C, input, C, beta, out, OC);
+    return gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, OC, N, C, weight_operand(weight), OC, input, C, beta, out, OC, tf32);
+  return gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight_operand(weight), C, input, C, beta, out, OC, tf32);
 }
 
 cublasStatus_t matmul_backward(cudaStream_t stream, cublasHandle_t handle, float* dinp, float* dweight, float* dbias,
                                const float* dout, const float* inp, Weight weight, const MatmulShape& shape,
-                               GradientWrite dinp_write, const float* ones, void* workspace) {
+                               GradientWrite dinp_write, const float* ones, void* workspace, bool tf32) {
   const std::int64_t N = shape.rows, C = shape.in_features, OC = shape.out_features;
   if (N == 0) return CUBLAS_STATUS_SUCCESS;
   Operand input{inp, CUDA_R_32F}, gradient{dout, CUDA_R_32F};
@@ -100,17 +102,17 @@ cublasStatus_t matmul_backward(cudaStream_t stream, cublasHandle_t handle, float
   if (dinp != nullptr) {
     const float beta = dinp_write == GradientWrite::accumulate ? 1.0f : 0.0f;
     // Row-major dinp (N, C) = dout (N, OC) @ W^T for W (C, OC) [in_out], dout @ W for W (OC, C) [out_in].
-    const cublasStatus_t status =
-        in_out
-            ? gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, C, N, OC, weight_operand(weight), OC, gradient, OC, beta, dinp, C)
-            : gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight_operand(weight), C, gradient, OC, beta, dinp, C);
+    const cublasStatus_t status = in_out ? gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, C, N, OC, weight_operand(weight), OC,
+                                                gradient, OC, beta, dinp, C, tf32)
+                                         : gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight_operand(weight), C,
+                                                gradient, OC, beta, dinp, C, tf32);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
   }
   if (dweight != nullptr) {
     // Row-major dW (C, OC) += inp^T (C, N) @ dout (N, OC) [in_out]; dW (OC, C) += dout^T @ inp [out_in].
     const cublasStatus_t status =
-        in_out ? gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, OC, C, N, gradient, OC, input, C, 1.0f, dweight, OC)
-               : gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, input, C, gradient, OC, 1.0f, dweight, C);
+        in_out ? gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, OC, C, N, gradient, OC, input, C, 1.0f, dweight, OC, tf32)
+               : gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, input, C, gradient, OC, 1.0f, dweight, C, tf32);
     if (status != CUBLAS_STATUS_SUCCESS) return status;
   }
   if (dbias != nullptr) {

@@ -59,14 +59,14 @@ int select_device(int device) {
 // ops queued before it.
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, std::uint64_t limit)
+  CudaBackend(int device, std::uint64_t limit, bool tf32_products)
       : device_(select_device(device)),
         name_("cuda:" + std::to_string(device)),
         device_memory_(name_ + " device memory", make_cuda_device_resource(device_, compute_.get()), limit),
         host_memory_(name_ + " pinned host memory", make_pinned_host_resource()),
         copy_stream_(make_cuda_copy_stream(compute_.get())),
         workspace_(device_memory_),
-        ops_(cuda::make_cuda_ops(name_, compute_.get(), workspace_)) {}
+        ops_(cuda::make_cuda_ops(name_, compute_.get(), workspace_, tf32_products)) {}
 
   ~CudaBackend() override { cudaStreamSynchronize(compute_.get()); }
 
@@ -113,8 +113,8 @@ int visible_cuda_devices(std::string& why_none) {
   return count;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device, std::uint64_t device_memory_limit) {
-  return std::make_unique<CudaBackend>(device, device_memory_limit);
+std::unique_ptr<Backend> make_cuda_backend(int device, std::uint64_t device_memory_limit, bool tf32_products) {
+  return std::make_unique<CudaBackend>(device, device_memory_limit, tf32_products);
 }
 
 }  // namespace strata

@@ -12,6 +12,7 @@ namespace strata {
 int visible_cuda_devices(std::string& why_none);
 
 // Throws std::runtime_error when the device cannot be set up.
-std::unique_ptr<Backend> make_cuda_backend(int device, std::uint64_t device_memory_limit);
+// tf32_products: f32 products run on TF32 tensor cores (see make_backend).
+std::unique_ptr<Backend> make_cuda_backend(int device, std::uint64_t device_memory_limit, bool tf32_products);
 
 }  // namespace strata
