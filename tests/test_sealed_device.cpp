@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_error.hpp"
 #include "core/training/training_run.hpp"
 #include "sealed_backend.hpp"
 #include "test_support.hpp"
@@ -132,6 +133,21 @@ TEST(SealedDevice, OffloadedResumeAndEvalMatchTheCpuBackend) {
 }
 
 // The seal itself: the host reading device memory dies, through ops it does not.
+// A kernel other than the backend's own (the CPU reference, a plugin) is handed raw pointers it
+// would read on the host: a backend other than the CPU refuses it before anything runs.
+TEST(SealedDevice, AHostKernelIsRefusedOnAnotherBackend) {
+  const auto dir = test::temporary_directory("sealed_reference_kernel");
+  test::write_text(dir / "m.toml", test::tiny_manifest("[kernels]\nattention = \"reference\"\n"));
+  try {
+    train(Device::sealed, dir / "m.toml", {"train.steps=1"});
+    FAIL() << "the reference kernel ran on a sealed device";
+  } catch (const ManifestError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs on the CPU backend only, not on cpu-sealed"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(train(Device::plain, dir / "m.toml", {"train.steps=1"})) << "the CPU backend runs it";
+}
+
 TEST(SealedDeviceDeathTest, HostReadOfDeviceMemoryCrashes) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::unique_ptr<Backend> backend = test::make_sealed_cpu_backend(0);
