@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "core/device/backends.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
@@ -69,7 +70,7 @@ TEST(CudaTraining, TwentyStepsMatchTheCpuLosses) {
     std::printf("%s: loss %.6f -> %.6f on the CPU, %.6f -> %.6f on cuda:0, worst relative difference %.3g\n",
                 family.name.c_str(), cpu.losses.front(), cpu.losses.back(), cuda.losses.front(), cuda.losses.back(),
                 worst);
-    EXPECT_LE(worst, 1e-4);
+    EXPECT_LE(worst, 1e-6);  // the requirement is 1e-4; measured on an H100: 6.5e-8 (GPT-2), 4.1e-8 (LLaMA)
     EXPECT_LT(cuda.losses.back(), cuda.losses.front()) << "the loss falls on the GPU too";
   }
 }
@@ -113,7 +114,7 @@ TEST(CudaTraining, Bf16StorageStaysNearTheCpu) {
     const TrainResult cuda = train(family, "cuda:0", kBf16);
     const double worst = worst_relative_difference(cpu.losses, cuda.losses);
     std::printf("%s bf16: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
-    EXPECT_LE(worst, 2e-2);
+    EXPECT_LE(worst, 2e-3);  // measured on an H100: 2.2e-5 (GPT-2), 2.4e-4 (LLaMA)
   }
 }
 
@@ -128,15 +129,51 @@ TEST(CudaTraining, Tf32ProductsStayNearTheCpuAndReproduce) {
     const TrainResult second = train(family, "cuda:0", "", {"device.tf32=true"});
     const double worst = worst_relative_difference(cpu.losses, first.losses);
     std::printf("%s tf32: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
-    EXPECT_LE(worst, 2e-2);
+    EXPECT_LE(worst, 2e-3);  // measured on an H100: 6.6e-6 (GPT-2), 1.6e-4 (LLaMA)
     EXPECT_GT(worst, 0.0) << "TF32 rounds the products' inputs: the losses cannot all be equal";
     for (std::size_t i = 0; i < first.losses.size(); ++i) EXPECT_EQ(first.losses[i], second.losses[i]) << "step " << i;
   }
 }
 
+// The limit leaves room for the ops' fixed cuBLAS workspace (32 MiB), so the run starts and the
+// model's own rows are what it refuses.
 TEST(CudaTraining, TheDeviceMemoryLimitHoldsOnTheGpu) {
   STRATA_SKIP_WITHOUT_CUDA();
-  EXPECT_THROW(train(kFamilies[0], "cuda:0", "", {"device.memory_limit=\"256KiB\""}), MemoryLimitExceeded);
+  try {
+    train(kFamilies[0], "cuda:0", "", {"device.memory_limit=\"33MiB\""});
+    FAIL() << "a run over the limit finished";
+  } catch (const MemoryLimitExceeded& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0 device memory: memory limit exceeded: "), std::string::npos)
+        << e.what();
+  }
+}
+
+// Save at step 10, resume to step 20 on the GPU: the same losses as the uninterrupted run, and
+// strata eval of the saved weights gives the run's final validation loss.
+TEST(CudaTraining, ResumeAndEvalMatchTheUninterruptedRun) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const Family& family = kFamilies[1];  // LLaMA: grouped-query heads and RoPE too
+  const auto dir = test::temporary_directory("cuda_resume");
+  test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n[checkpoint]\ndir = \"" +
+                                                           (dir / "ckpt").string() + "\"\nevery = 10\n",
+                                                       "micro_batches = 2\n"));
+  std::vector<std::string> overrides = {"model.n_layer=4", "train.steps=20", "device.kind=\"cuda:0\""};
+  overrides.insert(overrides.end(), family.overrides.begin(), family.overrides.end());
+  const Manifest manifest = load_manifest(dir / "m.toml", overrides);
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  const TrainResult whole = run_training(manifest, registry, TrainOptions{});
+  TrainOptions first_half;
+  first_half.stop_after_step = 10;
+  std::filesystem::remove_all(dir / "ckpt");
+  (void)run_training(manifest, registry, first_half);
+  TrainOptions second_half;
+  second_half.resume = dir / "ckpt";
+  const TrainResult resumed = run_training(manifest, registry, second_half);
+  ASSERT_EQ(resumed.losses.size(), 10u);
+  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(resumed.losses[i], whole.losses[10 + i]) << "step " << 11 + i;
+  ASSERT_TRUE(whole.summary.final_val_loss && resumed.last_checkpoint);
+  EXPECT_EQ(run_eval(manifest, registry, *resumed.last_checkpoint, std::nullopt), *whole.summary.final_val_loss);
 }
 
 TEST(CudaTraining, TheDriverSeesAtLeastWhatTheArenaCounts) {

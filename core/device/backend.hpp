@@ -28,6 +28,9 @@ class Backend {
   // Waits until every op issued on the compute stream has finished, and throws the first failure of
   // an op since the last call (ops are noexcept; a GPU reports its errors here).
   virtual void synchronize() = 0;
+  // Waits for the compute stream and nothing else: a failure stays for synchronize() to throw
+  // (the profiler's fence).
+  virtual void wait_for_compute() noexcept {}
   // What the driver reports for the whole device, to cross-check the arena's accounting: the
   // arena's reserved bytes plus the context, cuBLAS and kernel images should explain "used".
   // Empty on the CPU, where nothing but the arena exists.

@@ -229,6 +229,9 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
     throw HookFailed(status.message());
   outcome.skipped = decision.skip_step;
+  // A failed op (a GPU error, a workspace over the budget) reads back as a NaN loss: report the
+  // failure itself before judging the loss. The reads above already waited for the device.
+  model_.backend().synchronize();
   if (!std::isfinite(outcome.loss) && !outcome.skipped)
     throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
                              std::to_string(step) + ", and the precision policy did not skip the step");

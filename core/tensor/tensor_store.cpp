@@ -21,8 +21,13 @@ DType dtype_of(ElementType element) {
 }  // namespace
 
 TensorStore::~TensorStore() {
-  for (PendingMove& move : pending_)
-    if (move.ticket != 0) (void)backend_.copy_stream().wait(move.ticket);
+  // Copies still in flight must land before their buffers go back to the arenas. While unwinding
+  // from a device failure the wait may throw too: the buffers are then abandoned with the device.
+  try {
+    for (PendingMove& move : pending_)
+      if (move.ticket != 0) (void)backend_.copy_stream().wait(move.ticket);
+  } catch (...) {
+  }
 }
 
 int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,

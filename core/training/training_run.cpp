@@ -156,7 +156,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   Allocator& device_memory = device->device_memory();
   const auto run_start = std::chrono::steady_clock::now();
   model.profiler().reset();
-  if (options.profile && device->name() != "cpu") model.profiler().set_fence([&device] { device->synchronize(); });
+  if (options.profile && device->name() != "cpu") model.profiler().set_fence([&device] { device->wait_for_compute(); });
   const std::int64_t last_step =
       options.stop_after_step > 0 ? std::min(options.stop_after_step, train.steps) : train.steps;
   for (std::int64_t step = start_step + 1; step <= last_step; ++step) {
@@ -195,7 +195,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.exposed_transfer_ms =
         1000.0 * (model.store().transfers().exposed_seconds - transfers_before.exposed_seconds);
     const bool eval_now = step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0);
-    if (eval_now) metrics.val_loss = validation_loss(executor, dataset, manifest);
+    if (eval_now) {
+      metrics.val_loss = validation_loss(executor, dataset, manifest);
+      device->synchronize();  // an op's failure in the evaluation surfaces here, not as a NaN
+    }
 
     result.losses.push_back(outcome.loss);
     step_ms.push_back(ms);
@@ -211,7 +214,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     const bool checkpoint_now =
         manifest.checkpoint.dir && (step == last_step || result.stopped_by_signal != 0 ||
                                     (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
-    if (checkpoint_now) model.store().complete_all_moves();
+    if (checkpoint_now) {
+      model.store().complete_all_moves();
+      device->synchronize();  // a checkpoint is written only from ops that all succeeded
+    }
     if (checkpoint_now)
       result.last_checkpoint = save_checkpoint(
           *manifest.checkpoint.dir, model,
@@ -272,11 +278,15 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
     if (windows < 1)
       throw DataError(data->string() + ": " + std::to_string(tokens.size()) +
                       " tokens, fewer than one window of seq_len + 1 = " + std::to_string(seq_len + 1));
-    return mean_window_loss(
+    const double loss = mean_window_loss(
         executor, windows, micro_batch_rows(manifest), seq_len,
         [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { window_at(tokens, seq_len, w, in, out); });
+    device->synchronize();  // an op's failure surfaces as itself, not as a NaN loss
+    return loss;
   }
-  return validation_loss(executor, Dataset(data_options(manifest)), manifest);
+  const double loss = validation_loss(executor, Dataset(data_options(manifest)), manifest);
+  device->synchronize();
+  return loss;
 }
 
 }  // namespace strata

@@ -73,8 +73,8 @@ class Profiler {
   static Clock::time_point fenced_now(Profiler& profiler) noexcept {
     if (profiler.fence_) {
       try {
-        profiler.fence_();
-      } catch (...) {  // the step's own synchronize reports the failure
+        profiler.fence_();  // waits only: an op's failure stays for the step's synchronize()
+      } catch (...) {
       }
     }
     return Clock::now();

@@ -82,10 +82,10 @@ struct Matrix {
   long long stride;
 };
 
-bool gemm(cublasHandle_t cublas, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, float alpha,
-          Matrix<const float> a, Matrix<const float> b, float beta, Matrix<float> c, int count) {
+cublasStatus_t gemm(cublasHandle_t cublas, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+                    float alpha, Matrix<const float> a, Matrix<const float> b, float beta, Matrix<float> c, int count) {
   return cublasSgemmStridedBatched(cublas, op_a, op_b, m, n, k, &alpha, a.data, a.ld, a.stride, b.data, b.ld, b.stride,
-                                   &beta, c.data, c.ld, c.stride, count) == CUBLAS_STATUS_SUCCESS;
+                                   &beta, c.data, c.ld, c.stride, count);
 }
 
 // One batched call covers `count` query heads first_head + i * head_step (i < count), which read
@@ -166,9 +166,9 @@ std::int64_t attention_scratch_floats(const AttentionShape& shape) {
   return static_cast<std::int64_t>(shape.n_head) * shape.seq_len * shape.seq_len;
 }
 
-void attention_forward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape, float* out,
-                       float* saved, const AttentionInputs& in) {
-  if (!runnable(shape)) return;
+cublasStatus_t attention_forward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape, float* out,
+                                 float* saved, const AttentionInputs& in) {
+  if (!runnable(shape)) return CUBLAS_STATUS_SUCCESS;
   const Layout layout(shape);
   const int T = shape.seq_len, D = shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -180,27 +180,32 @@ void attention_forward(cudaStream_t stream, cublasHandle_t cublas, const Attenti
       const HeadBatch heads = layout.batch(reads, call);
       // Row-major S_h (T,T) = scale * Q_h (T,D) · K_kv(h)ᵀ (D,T), S_h at att + h*T*T, ld T.
       // Column-major: Sᵀ (T,T) = scale * op_T(K buffer (D,T), ld kv_stride) · Q buffer (D,T), ld q_stride.
-      if (!gemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, layout.kv_heads(in.k, in.kv_stride, b, heads),
-                layout.query_heads(in.q, in.q_stride, b, heads), 0.0f, layout.scores(att, heads), heads.count))
-        return;
+      if (const cublasStatus_t status =
+              gemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, layout.kv_heads(in.k, in.kv_stride, b, heads),
+                   layout.query_heads(in.q, in.q_stride, b, heads), 0.0f, layout.scores(att, heads), heads.count);
+          status != CUBLAS_STATUS_SUCCESS)
+        return status;
     }
     causal_softmax_kernel<<<row_blocks(rows), kRowThreads, 0, stream>>>(att, rows, T);
     for (int call = 0; call < layout.calls(reads); ++call) {
       const HeadBatch heads = layout.batch(reads, call);
       // Row-major O_h (T,D) = P_h (T,T) · V_kv(h) (T,D), O_h at out + (b*T)*n_head*D + h*D, ld n_head*D.
       // Column-major: Oᵀ (D,T) = V buffer (D,T), ld kv_stride · P buffer (T,T), ld T.
-      if (!gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, layout.kv_heads(in.v, in.kv_stride, b, heads),
-                as_input(layout.scores(att, heads)), 0.0f, layout.query_heads(out, layout.out_stride(), b, heads),
-                heads.count))
-        return;
+      if (const cublasStatus_t status =
+              gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, layout.kv_heads(in.v, in.kv_stride, b, heads),
+                   as_input(layout.scores(att, heads)), 0.0f, layout.query_heads(out, layout.out_stride(), b, heads),
+                   heads.count);
+          status != CUBLAS_STATUS_SUCCESS)
+        return status;
     }
   }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
-void attention_backward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape,
-                        const AttentionGrads& grads, const float* dout, const AttentionInputs& in, const float* saved,
-                        float* scratch) {
-  if (!runnable(shape)) return;
+cublasStatus_t attention_backward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape,
+                                  const AttentionGrads& grads, const float* dout, const AttentionInputs& in,
+                                  const float* saved, float* scratch) {
+  if (!runnable(shape)) return CUBLAS_STATUS_SUCCESS;
   const Layout layout(shape);
   const int T = shape.seq_len, D = shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -213,41 +218,49 @@ void attention_backward(cudaStream_t stream, cublasHandle_t cublas, const Attent
       const HeadBatch heads = layout.batch(reads, call);
       // Row-major dP_h (T,T) = dO_h (T,D) · V_kv(h)ᵀ (D,T), dP_h at scratch + h*T*T, ld T.
       // Column-major: dPᵀ (T,T) = op_T(V buffer (D,T), ld kv_stride) · dO buffer (D,T), ld n_head*D.
-      if (!gemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, layout.kv_heads(in.v, in.kv_stride, b, heads),
-                layout.query_heads(dout, layout.out_stride(), b, heads), 0.0f, layout.scores(dscores, heads),
-                heads.count))
-        return;
+      if (const cublasStatus_t status =
+              gemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, layout.kv_heads(in.v, in.kv_stride, b, heads),
+                   layout.query_heads(dout, layout.out_stride(), b, heads), 0.0f, layout.scores(dscores, heads),
+                   heads.count);
+          status != CUBLAS_STATUS_SUCCESS)
+        return status;
     }
     for (int call = 0; call < layout.calls(Batching::across_kv); ++call) {
       const HeadBatch heads = layout.batch(Batching::across_kv, call);
       // Row-major dV_kv(h) (T,D) += P_hᵀ (T,T) · dO_h (T,D), ld grads.kv_stride; call g adds the
       // g-th query head of every group, so each kv head gets its query heads in order.
       // Column-major: dVᵀ (D,T) += dO buffer (D,T), ld n_head*D · op_T(P buffer (T,T), ld T).
-      if (!gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f,
-                layout.query_heads(dout, layout.out_stride(), b, heads), layout.scores(att, heads), 1.0f,
-                layout.kv_heads(grads.dv, grads.kv_stride, b, heads), heads.count))
-        return;
+      if (const cublasStatus_t status = gemm(
+              cublas, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, layout.query_heads(dout, layout.out_stride(), b, heads),
+              layout.scores(att, heads), 1.0f, layout.kv_heads(grads.dv, grads.kv_stride, b, heads), heads.count);
+          status != CUBLAS_STATUS_SUCCESS)
+        return status;
     }
     causal_softmax_backward_kernel<<<row_blocks(rows), kRowThreads, 0, stream>>>(dscores, att, rows, T, scale);
     for (int call = 0; call < layout.calls(reads); ++call) {
       const HeadBatch heads = layout.batch(reads, call);
       // Row-major dQ_h (T,D) += dS_h (T,T) · K_kv(h) (T,D), ld grads.q_stride.
       // Column-major: dQᵀ (D,T) += K buffer (D,T), ld kv_stride · dS buffer (T,T), ld T.
-      if (!gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, layout.kv_heads(in.k, in.kv_stride, b, heads),
-                as_input(layout.scores(dscores, heads)), 1.0f, layout.query_heads(grads.dq, grads.q_stride, b, heads),
-                heads.count))
-        return;
+      if (const cublasStatus_t status =
+              gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, layout.kv_heads(in.k, in.kv_stride, b, heads),
+                   as_input(layout.scores(dscores, heads)), 1.0f,
+                   layout.query_heads(grads.dq, grads.q_stride, b, heads), heads.count);
+          status != CUBLAS_STATUS_SUCCESS)
+        return status;
     }
     for (int call = 0; call < layout.calls(Batching::across_kv); ++call) {
       const HeadBatch heads = layout.batch(Batching::across_kv, call);
       // Row-major dK_kv(h) (T,D) += dS_hᵀ (T,T) · Q_h (T,D), ld grads.kv_stride, query heads in order.
       // Column-major: dKᵀ (D,T) += Q buffer (D,T), ld q_stride · op_T(dS buffer (T,T), ld T).
-      if (!gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, layout.query_heads(in.q, in.q_stride, b, heads),
-                as_input(layout.scores(dscores, heads)), 1.0f, layout.kv_heads(grads.dk, grads.kv_stride, b, heads),
-                heads.count))
-        return;
+      if (const cublasStatus_t status =
+              gemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, layout.query_heads(in.q, in.q_stride, b, heads),
+                   as_input(layout.scores(dscores, heads)), 1.0f, layout.kv_heads(grads.dk, grads.kv_stride, b, heads),
+                   heads.count);
+          status != CUBLAS_STATUS_SUCCESS)
+        return status;
     }
   }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 }  // namespace strata::cuda

@@ -6,9 +6,9 @@
 //
 // `saved` holds the softmax probabilities P (B, n_head, T, T), zero above the diagonal. Backward
 // adds into dq, dk, dv and works one batch row at a time, so `scratch` is one (n_head, T, T) slice
-// for dP and then dS. The caller has bound `cublas` to `stream`, given it a fixed workspace and
-// left the default (non-TF32) math mode, so every product is deterministic. If a cuBLAS call
-// fails, the function returns at once without launching the rest.
+// for dP and then dS. The caller has bound `cublas` to `stream` and given it a fixed workspace, so
+// every product is deterministic; its math mode decides f32 or TF32 products (`[device] tf32`).
+// If a cuBLAS call fails, the function returns its status at once without launching the rest.
 #include <cstdint>
 
 #include <cublas_v2.h>
@@ -21,10 +21,10 @@ namespace strata::cuda {
 std::int64_t attention_saved_floats(const AttentionShape& shape);
 std::int64_t attention_scratch_floats(const AttentionShape& shape);
 
-void attention_forward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape, float* out,
-                       float* saved, const AttentionInputs& in);
-void attention_backward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape,
-                        const AttentionGrads& grads, const float* dout, const AttentionInputs& in, const float* saved,
-                        float* scratch);
+cublasStatus_t attention_forward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape, float* out,
+                                 float* saved, const AttentionInputs& in);
+cublasStatus_t attention_backward(cudaStream_t stream, cublasHandle_t cublas, const AttentionShape& shape,
+                                  const AttentionGrads& grads, const float* dout, const AttentionInputs& in,
+                                  const float* saved, float* scratch);
 
 }  // namespace strata::cuda

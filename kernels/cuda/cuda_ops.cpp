@@ -50,6 +50,7 @@ class CudaOpsImpl final : public CudaOps {
  public:
   CudaOpsImpl(std::string name, cudaStream_t stream, WorkspaceSource& workspace, bool tf32_products)
       : name_(std::move(name)), stream_(stream), workspace_(workspace), tf32_(tf32_products) {
+    check_cuda("start", cudaGetDevice(&device_));  // the backend made its device current
     cublasSetStream(cublas_.get(), stream_);
     cublasSetWorkspace(cublas_.get(), workspace_.reserve(WorkspaceSlot::cublas, kCublasWorkspaceBytes),
                        kCublasWorkspaceBytes);
@@ -119,12 +120,16 @@ class CudaOpsImpl final : public CudaOps {
   }
   void attention_forward(const AttentionShape& shape, float* out, float* saved,
                          const AttentionInputs& in) noexcept override {
-    run("attention_forward", [&] { cuda::attention_forward(stream_, cublas_.get(), shape, out, saved, in); });
+    run("attention_forward", [&] {
+      check_cublas("attention_forward", cuda::attention_forward(stream_, cublas_.get(), shape, out, saved, in));
+    });
   }
   void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
                           const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    run("attention_backward",
-        [&] { cuda::attention_backward(stream_, cublas_.get(), shape, grads, dout, in, saved, scratch); });
+    run("attention_backward", [&] {
+      check_cublas("attention_backward",
+                   cuda::attention_backward(stream_, cublas_.get(), shape, grads, dout, in, saved, scratch));
+    });
   }
 
   void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept override {
@@ -253,6 +258,7 @@ class CudaOpsImpl final : public CudaOps {
   void run(const char* op, Body&& body) noexcept {
     if (error_) return;
     try {
+      check_cuda(op, cudaSetDevice(device_));  // another backend's device may be current
       body();
       check_launch(op);
     } catch (...) {
@@ -310,6 +316,7 @@ class CudaOpsImpl final : public CudaOps {
   WorkspaceSource& workspace_;
   CublasHandle cublas_;
   bool tf32_;
+  int device_ = 0;
   std::exception_ptr error_;
   const float* ones_ = nullptr;
   std::int64_t ones_count_ = 0;

@@ -1,5 +1,6 @@
 #include "kernels/cuda/flash_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
@@ -422,8 +423,22 @@ void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionG
 }  // namespace
 
 bool flash_attention_supports(const AttentionShape& shape) {
-  return (shape.head_dim == 64 || shape.head_dim == 128) && shape.n_kv_head > 0 && shape.n_head > 0 &&
-         shape.n_head % shape.n_kv_head == 0;
+  if (!((shape.head_dim == 64 || shape.head_dim == 128) && shape.n_kv_head > 0 && shape.n_head > 0 &&
+        shape.n_head % shape.n_kv_head == 0))
+    return false;
+  // The backward tiles need more shared memory per block than some devices give (head dim 128 on
+  // an A100): ask the current device.
+  int device = 0, optin_bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const int needed =
+      shape.head_dim == 64
+          ? std::max({forward_smem_floats<64>(), backward_kv_smem_floats<64>(), backward_q_smem_floats<64>()})
+          : std::max({forward_smem_floats<128>(), backward_kv_smem_floats<128>(), backward_q_smem_floats<128>()});
+  return needed * static_cast<int>(sizeof(float)) <= optin_bytes;
 }
 
 std::int64_t flash_attention_saved_floats(const AttentionShape& shape) {

@@ -77,14 +77,22 @@ class CudaBackend final : public Backend {
   CopyStream& copy_stream() noexcept override { return *copy_stream_; }
 
   void synchronize() override {
+    select_device(device_);
     const cudaError_t status = cudaStreamSynchronize(compute_.get());
     if (std::exception_ptr error = ops_->take_error()) std::rethrow_exception(error);
     check_cuda(status, (name_ + " compute stream").c_str());
   }
 
+  void wait_for_compute() noexcept override {
+    if (cudaSetDevice(device_) == cudaSuccess) (void)cudaStreamSynchronize(compute_.get());
+  }
+
   std::optional<DriverMemory> driver_memory() const override {
     std::size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+    if (cudaSetDevice(device_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();  // not an op's failure: the next op must not report it
+      return std::nullopt;
+    }
     return DriverMemory{total - free, total};
   }
 

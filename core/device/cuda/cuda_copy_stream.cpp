@@ -29,6 +29,7 @@ class Event {
 class CudaCopyStream final : public CopyStream {
  public:
   explicit CudaCopyStream(cudaStream_t compute) : compute_(compute) {
+    check_cuda(cudaGetDevice(&device_), "cudaGetDevice");  // the backend made its device current
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   ~CudaCopyStream() override {
@@ -41,6 +42,7 @@ class CudaCopyStream final : public CopyStream {
 
   CopyTicket enqueue(void* destination, const void* source, std::uint64_t bytes) override {
     std::lock_guard lock(mutex_);
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // another backend's device may be current
     Pending copy{++issued_, Event(), Event()};
     check_cuda(cudaEventRecord(compute_done_.get(), compute_), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream_, compute_done_.get(), 0), "cudaStreamWaitEvent");
@@ -55,6 +57,7 @@ class CudaCopyStream final : public CopyStream {
   double wait(CopyTicket ticket) override {
     std::lock_guard lock(mutex_);
     double idle_seconds = 0.0;
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
     for (const Pending& copy : pending_)
       if (copy.ticket == ticket) {
         // Marks the end of the compute queued so far: if it is still running when the copy lands,
@@ -107,6 +110,7 @@ class CudaCopyStream final : public CopyStream {
   }
 
   cudaStream_t compute_;
+  int device_ = 0;
   cudaStream_t stream_ = nullptr;
   Event compute_done_;
   Event compute_drained_;

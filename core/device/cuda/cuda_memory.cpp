@@ -17,7 +17,7 @@ namespace {
 
 class CudaDeviceResource final : public MemoryResource {
  public:
-  CudaDeviceResource(int device, cudaStream_t stream) : stream_(stream) {
+  CudaDeviceResource(int device, cudaStream_t stream) : device_(device), stream_(stream) {
     // The arena caches freed blocks itself; the pool keeps what it gets back instead of returning
     // it to the driver at every synchronisation, so allocations stay cheap.
     cudaMemPool_t pool = nullptr;
@@ -27,15 +27,20 @@ class CudaDeviceResource final : public MemoryResource {
   }
   void* allocate(std::uint64_t bytes) override {
     void* pointer = nullptr;
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // another backend's device may be current
     if (cudaMallocAsync(&pointer, bytes, stream_) != cudaSuccess) {
       (void)cudaGetLastError();  // an out-of-memory error is not sticky; clear it for the next call
       throw std::bad_alloc();
     }
     return pointer;
   }
-  void deallocate(void* pointer, std::uint64_t) noexcept override { (void)cudaFreeAsync(pointer, stream_); }
+  void deallocate(void* pointer, std::uint64_t) noexcept override {
+    (void)cudaSetDevice(device_);
+    (void)cudaFreeAsync(pointer, stream_);
+  }
 
  private:
+  int device_;
   cudaStream_t stream_;
 };
 
