@@ -21,6 +21,7 @@ from gpu_bench_table import FLOPS_FORMULA, flops_per_token, gpt2_parameter_count
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_reference import Block  # noqa: E402  (the same GPT-2 block as the CPU comparison)
 
 SHAPES = {"gpt2-124m": dict(n_layer=12, n_head=12, d_model=768, vocab=50257, seq_len=1024),
           "tiny": dict(n_layer=2, n_head=2, d_model=64, vocab=50257, seq_len=64)}
@@ -28,30 +29,6 @@ SHAPES = {"gpt2-124m": dict(n_layer=12, n_head=12, d_model=768, vocab=50257, seq
 
 def padded(vocab):
     return (vocab + 63) // 64 * 64  # core/model/gpt2/gpt2_config.hpp's padded_vocab
-
-
-def causal_attention(q, k, v):
-    if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    T = q.shape[2]
-    att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=q.device), 1)
-    return att.masked_fill(mask, float("-inf")).softmax(-1) @ v
-
-
-class Block(nn.Module):
-    def __init__(s, C, H):
-        super().__init__()
-        s.ln_1, s.ln_2, s.H = nn.LayerNorm(C), nn.LayerNorm(C), H
-        s.c_attn, s.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-        s.c_fc, s.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
-
-    def forward(s, x):
-        B, T, C = x.shape
-        q, k, v = s.c_attn(s.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, s.H, C // s.H).transpose(1, 2) for t in (q, k, v))
-        x = x + s.c_proj(causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C))
-        return x + s.mlp_proj(F.gelu(s.c_fc(s.ln_2(x)), approximate="tanh"))
 
 
 class GPT(nn.Module):

@@ -203,4 +203,5 @@ def main():
             model(idx, idx).backward()
         print(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=5))
 
-main()
+if __name__ == "__main__":  # bench/torch_gpt2_gpu.py imports its Block
+    main()

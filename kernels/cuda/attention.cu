@@ -1,5 +1,7 @@
 #include "kernels/cuda/attention.hpp"
 
+#include "kernels/cuda/warp_reduce.cuh"
+
 #include <cmath>
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
@@ -19,21 +21,8 @@ namespace strata::cuda {
 
 namespace {
 
-constexpr int kWarpSize = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsPerBlock = 8;
 constexpr int kRowThreads = kRowsPerBlock * kWarpSize;
-
-__device__ float warp_max(float value) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
-    value = fmaxf(value, __shfl_xor_sync(kFullMask, value, offset));
-  return value;
-}
-
-__device__ float warp_sum(float value) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
-  return value;
-}
 
 // att holds `rows` rows of seq_len scaled scores, row r at position t = r % seq_len. Columns <= t
 // become softmax probabilities (the formula of the CPU kernel); columns > t become exactly 0, so

@@ -10,19 +10,15 @@
 // all_finite is an AND of integers, so its order does not matter; it uses __syncthreads_and.
 #include "kernels/cuda/reductions.hpp"
 
+#include "kernels/cuda/warp_reduce.cuh"
+
 #include <algorithm>
 
 namespace strata::cuda {
 
 namespace {
 
-constexpr int kWarpSize = 32;
 constexpr int kThreads = 256;
-
-__device__ double warp_sum(double value) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
 
 // Fixed-tree sum over the block; blockDim.x is a multiple of 32 and at most 1024. The total is
 // valid in thread 0.

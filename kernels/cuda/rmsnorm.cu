@@ -7,31 +7,20 @@
 //   1. one block per tile of kTileRows rows (grid ceil(rows / kTileRows), kWarpsPerBlock warps):
 //      each warp adds dinp for its rows; then each thread takes columns threadIdx.x, + kThreads, ...
 //      and sums dweight over the tile's rows in row order into the workspace (one row per tile).
-//   2. one block per kColumnsPerBlock columns (grid ceil(channels / 32), 32 x kTileGroups threads):
-//      thread group g sums tiles g, g + kTileGroups, ... in order; group 0 adds the kTileGroups
-//      group sums in order and adds the total into dweight.
+//   2. add_column_partials (column_partials.cu): each column's tile partials added in a fixed
+//      order into dweight.
 // Every sum has a fixed order that depends only on (rows, channels): bitwise repeatable.
 #include "kernels/cuda/rmsnorm.hpp"
+
+#include "kernels/cuda/column_partials.hpp"
+#include "kernels/cuda/warp_reduce.cuh"
 
 namespace strata::cuda {
 
 namespace {
 
-constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpSize * kWarpsPerBlock;
-constexpr int kTileRows = 32;
-constexpr int kColumnsPerBlock = 32;
-constexpr int kTileGroups = 16;
-
-__device__ float warp_sum(float value) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-std::int64_t tiles_of(std::int64_t rows) {
-  return (rows + kTileRows - 1) / kTileRows;
-}
 
 __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* weight,
                                        std::int64_t rows, std::int64_t channels, float eps) {
@@ -82,25 +71,6 @@ __global__ void rmsnorm_backward_tile_kernel(float* dinp, float* weight_partials
   }
 }
 
-__global__ void rmsnorm_column_sum_kernel(float* dweight, const float* weight_partials, std::int64_t tiles,
-                                          std::int64_t channels) {
-  __shared__ float group_weight[kTileGroups][kColumnsPerBlock];
-  const int lane = static_cast<int>(threadIdx.x % kColumnsPerBlock);
-  const int group = static_cast<int>(threadIdx.x / kColumnsPerBlock);
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnsPerBlock + lane;
-  float weight_sum = 0.0f;
-  if (c < channels) {
-    for (std::int64_t tile = group; tile < tiles; tile += kTileGroups)
-      weight_sum += weight_partials[tile * channels + c];
-  }
-  group_weight[group][lane] = weight_sum;
-  __syncthreads();
-  if (group != 0 || c >= channels) return;
-  float weight_total = 0.0f;
-  for (int g = 0; g < kTileGroups; ++g) weight_total += group_weight[g][lane];
-  dweight[c] += weight_total;
-}
-
 }  // namespace
 
 void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp, const float* weight,
@@ -112,20 +82,18 @@ void rmsnorm_forward(cudaStream_t stream, float* out, float* rstd, const float* 
 
 std::size_t rmsnorm_backward_workspace_bytes(std::int64_t rows, std::int64_t channels) {
   if (rows <= 0 || channels <= 0) return 0;
-  return static_cast<std::size_t>(tiles_of(rows)) * static_cast<std::size_t>(channels) * sizeof(float);
+  return static_cast<std::size_t>(row_tiles(rows)) * static_cast<std::size_t>(channels) * sizeof(float);
 }
 
 void rmsnorm_backward(cudaStream_t stream, float* dinp, float* dweight, const float* dout, const float* inp,
                       const float* weight, const float* rstd, std::int64_t rows, std::int64_t channels,
                       void* workspace) {
   if (rows <= 0 || channels <= 0) return;
-  const std::int64_t tiles = tiles_of(rows);
+  const std::int64_t tiles = row_tiles(rows);
   float* weight_partials = static_cast<float*>(workspace);
   rmsnorm_backward_tile_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(dinp, weight_partials, dout, inp,
                                                                                       weight, rstd, rows, channels);
-  const auto column_blocks = static_cast<unsigned>((channels + kColumnsPerBlock - 1) / kColumnsPerBlock);
-  rmsnorm_column_sum_kernel<<<column_blocks, kColumnsPerBlock * kTileGroups, 0, stream>>>(dweight, weight_partials,
-                                                                                          tiles, channels);
+  add_column_partials(stream, dweight, weight_partials, tiles, channels);
 }
 
 }  // namespace strata::cuda
