@@ -2,19 +2,13 @@
 // grid-stride loop, one element per step; integer bit manipulation only (the same as
 // strata::f32_to_bf16 / bf16_to_f32), so results are bitwise the CPU backend's.
 #include "kernels/cuda/convert.hpp"
+#include "kernels/cuda/grid_stride.cuh"
 
 #include <algorithm>
 
 namespace strata::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
-
-unsigned blocks_for(std::int64_t count) {
-  return static_cast<unsigned>(std::min((count + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 __device__ std::uint16_t to_bf16(float value) {
   const std::uint32_t bits = __float_as_uint(value);
@@ -52,17 +46,17 @@ __global__ void narrow_and_round_kernel(std::uint16_t* out, float* in, std::int6
 
 void widen(cudaStream_t stream, float* out, const std::uint16_t* in, std::int64_t count) {
   if (count <= 0) return;
-  widen_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, in, count);
+  widen_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, in, count);
 }
 
 void narrow(cudaStream_t stream, std::uint16_t* out, const float* in, std::int64_t count) {
   if (count <= 0) return;
-  narrow_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, in, count);
+  narrow_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, in, count);
 }
 
 void narrow_and_round(cudaStream_t stream, std::uint16_t* out, float* in, std::int64_t count) {
   if (count <= 0) return;
-  narrow_and_round_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, in, count);
+  narrow_and_round_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, in, count);
 }
 
 }  // namespace strata::cuda

@@ -13,6 +13,7 @@
 //      that do not start a run return at once.
 // Backward, dwpe: one thread per (t, c), grid-stride, adding dout over b = 0 .. batch-1 in order.
 #include "kernels/cuda/embedding.hpp"
+#include "kernels/cuda/grid_stride.cuh"
 
 #include <algorithm>
 
@@ -22,8 +23,6 @@ namespace strata::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 constexpr std::size_t kAlignment = 256;
 
 std::size_t aligned(std::size_t bytes) {
@@ -140,7 +139,7 @@ void embedding_backward(cudaStream_t stream, float* dwte, float* dwpe, const flo
   void* sort_temp = bytes + 3 * index_bytes(rows);
   std::size_t sort_bytes = workspace_bytes - 3 * index_bytes(rows);
 
-  const auto index_blocks = static_cast<unsigned>(std::min((rows + kThreads - 1) / kThreads, kMaxBlocks));
+  const auto index_blocks = grid_stride_blocks(rows);
   positions_kernel<<<index_blocks, kThreads, 0, stream>>>(positions, rows);
   cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, tokens, sorted_tokens, positions, sorted_positions,
                                   static_cast<int>(rows), 0, static_cast<int>(sizeof(std::int32_t) * 8), stream);
@@ -148,7 +147,7 @@ void embedding_backward(cudaStream_t stream, float* dwte, float* dwpe, const flo
                                                                           rows, channels);
   if (dwpe != nullptr) {
     const std::int64_t count = seq_len * channels;
-    const auto blocks = static_cast<unsigned>(std::min((count + kThreads - 1) / kThreads, kMaxBlocks));
+    const auto blocks = grid_stride_blocks(count);
     position_rows_kernel<<<blocks, kThreads, 0, stream>>>(dwpe, dout, batch, seq_len, channels);
   }
 }

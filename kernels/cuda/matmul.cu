@@ -5,13 +5,12 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/convert.hpp"
+#include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/matmul.hpp"
 
 namespace strata::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
 
 __global__ void broadcast_rows_kernel(float* out, const float* row, std::int64_t rows, std::int64_t columns) {
   const std::int64_t count = rows * columns;
@@ -24,11 +23,6 @@ __global__ void fill_floats_kernel(float* out, float value, std::int64_t count) 
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     out[i] = value;
-}
-
-unsigned blocks_for(std::int64_t count) {
-  const std::int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 8192 ? blocks : 8192);
 }
 
 int as_int(std::int64_t value) {
@@ -63,7 +57,7 @@ std::size_t matmul_bf16_workspace_bytes(const MatmulShape& shape) {
 }
 
 void fill_floats(cudaStream_t stream, float* out, float value, std::int64_t count) {
-  if (count > 0) fill_floats_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, value, count);
+  if (count > 0) fill_floats_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, value, count);
 }
 
 cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float* out, const float* inp, Weight weight,
@@ -76,7 +70,7 @@ cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float*
     narrow(stream, narrowed, inp, N * C);
     input = {narrowed, CUDA_R_16BF};
   }
-  if (bias != nullptr) broadcast_rows_kernel<<<blocks_for(N * OC), kThreads, 0, stream>>>(out, bias, N, OC);
+  if (bias != nullptr) broadcast_rows_kernel<<<grid_stride_blocks(N * OC), kThreads, 0, stream>>>(out, bias, N, OC);
   const float beta = bias != nullptr ? 1.0f : 0.0f;
   // Row-major out (N, OC) = inp (N, C) @ W, with W (C, OC) [in_out] or W^T for W (OC, C) [out_in].
   if (shape.layout == WeightLayout::in_out)

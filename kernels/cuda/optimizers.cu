@@ -2,6 +2,7 @@
 // grid-stride loop, one element per step; no reductions. The per-step constants (bias
 // corrections, decay, step size) are computed on the host with the CPU backend's f32 expressions
 // and passed in, so only the per-element arithmetic runs on the device.
+#include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/optimizers.hpp"
 
 #include <algorithm>
@@ -10,13 +11,6 @@
 namespace strata::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
-
-unsigned blocks_for(std::int64_t count) {
-  return static_cast<unsigned>(std::min((count + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 struct AdamWStep {
   float beta1;
@@ -74,7 +68,7 @@ void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m
   step.decay = 1.0f - hyper.lr * hyper.weight_decay;
   step.step_size = hyper.lr * inverse_correction1;
   step.grad_scale = hyper.grad_scale;
-  adamw_kernel<<<blocks_for(count), kThreads, 0, stream>>>(param, grad, m, v, count, step);
+  adamw_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(param, grad, m, v, count, step);
 }
 
 void sgd_update(cudaStream_t stream, float* param, const float* grad, float* velocity, std::int64_t count,
@@ -82,10 +76,11 @@ void sgd_update(cudaStream_t stream, float* param, const float* grad, float* vel
   if (count <= 0) return;
   const float decay = 1.0f - hyper.lr * hyper.weight_decay;
   if (hyper.momentum > 0.0f) {
-    sgd_momentum_kernel<<<blocks_for(count), kThreads, 0, stream>>>(param, grad, velocity, count, hyper.lr,
-                                                                    hyper.momentum, decay, hyper.grad_scale);
+    sgd_momentum_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(param, grad, velocity, count, hyper.lr,
+                                                                            hyper.momentum, decay, hyper.grad_scale);
   } else {
-    sgd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(param, grad, count, hyper.lr, decay, hyper.grad_scale);
+    sgd_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(param, grad, count, hyper.lr, decay,
+                                                                   hyper.grad_scale);
   }
 }
 

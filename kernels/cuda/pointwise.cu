@@ -2,6 +2,7 @@
 // each thread walks i, i + gridDim.x * kThreads, ... (a grid-stride loop). No reductions.
 // Formulas as the CPU backend writes them; the GELU constant sqrt(2 / pi) is computed once on the
 // host exactly as the CPU backend computes it and passed in.
+#include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/pointwise.hpp"
 
 #include <algorithm>
@@ -11,13 +12,6 @@
 namespace strata::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
-
-unsigned blocks_for(std::int64_t count) {
-  return static_cast<unsigned>(std::min((count + kThreads - 1) / kThreads, kMaxBlocks));
-}
 
 float gelu_scale() {
   return std::sqrt(2.0f / std::numbers::pi_v<float>);
@@ -76,31 +70,31 @@ __global__ void residual_forward_kernel(float* out, const float* a, const float*
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, std::int64_t count) {
   if (count <= 0) return;
-  gelu_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, inp, count, gelu_scale());
+  gelu_forward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, inp, count, gelu_scale());
 }
 
 void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, std::int64_t count,
                    GradientWrite write) {
   if (count <= 0) return;
-  gelu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dinp, inp, dout, count, gelu_scale(),
-                                                                   write == GradientWrite::accumulate);
+  gelu_backward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(dinp, inp, dout, count, gelu_scale(),
+                                                                           write == GradientWrite::accumulate);
 }
 
 void swiglu_forward(cudaStream_t stream, float* out, const float* gate, const float* up, std::int64_t count) {
   if (count <= 0) return;
-  swiglu_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, gate, up, count);
+  swiglu_forward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, gate, up, count);
 }
 
 void swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float* dout, const float* gate,
                      const float* up, std::int64_t count, GradientWrite write) {
   if (count <= 0) return;
-  swiglu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count,
-                                                                     write == GradientWrite::accumulate);
+  swiglu_backward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count,
+                                                                             write == GradientWrite::accumulate);
 }
 
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, std::int64_t count) {
   if (count <= 0) return;
-  residual_forward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(out, a, b, count);
+  residual_forward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, a, b, count);
 }
 
 }  // namespace strata::cuda

@@ -5,6 +5,7 @@
 // std::pow as the CPU backend and passed in the kernel's parameters, so the angles
 // position * frequency are the CPU's to the bit; only cosf/sinf differ (by an ulp or two).
 // Head dims above 2 * kMaxTabulated (none in practice) compute the frequency with the device powf.
+#include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/rope.hpp"
 
 #include <algorithm>
@@ -14,8 +15,6 @@ namespace strata::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr std::int64_t kMaxBlocks = 65536;
 constexpr int kMaxTabulated = 512;  // 2 KiB of kernel parameters, within the 4 KiB limit
 
 struct InverseFrequencies {
@@ -56,7 +55,7 @@ void rope(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride,
   InverseFrequencies frequencies{};
   for (int i = 0; i < std::min(half, kMaxTabulated); ++i)
     frequencies.values[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-  const auto blocks = static_cast<unsigned>(std::min((pairs + kThreads - 1) / kThreads, kMaxBlocks));
+  const auto blocks = grid_stride_blocks(pairs);
   rope_kernel<<<blocks, kThreads, 0, stream>>>(x, rows, stride, seq_len, n_heads, head_dim, theta, inverse,
                                                frequencies);
 }
