@@ -290,6 +290,7 @@ class SealedCpuBackend final : public Backend {
         copy_stream_(mappings_) {}
 
   std::string name() const override { return "cpu-sealed"; }
+  KernelTarget kernel_target() const noexcept override { return {"cpu-sealed", -1, nullptr}; }
   Ops& ops() noexcept override { return ops_; }
   Allocator& device_memory() noexcept override { return device_; }
   Allocator& host_memory() noexcept override { return host_; }

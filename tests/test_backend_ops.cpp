@@ -219,8 +219,8 @@ Case attention_case(int B, int T, int H, int KV, int D, bool packed) {
             scratch_r(reference->backward_scratch_floats(s));
         const AttentionInputs in_r = inputs(q.data(), k.data(), v.data());
         EXPECT_TRUE(reference->attention_forward(s, out_r.data(), saved_r.data(), in_r));
-        EXPECT_TRUE(reference->attention_backward(s, grads(dq_r.data(), dk_r.data(), dv_r.data()), dout.data(), in_r,
-                                                  saved_r.data(), scratch_r.data()));
+        EXPECT_TRUE(reference->attention_backward(s, grads(dq_r.data(), dk_r.data(), dv_r.data()), dout.data(),
+                                                  out_r.data(), in_r, saved_r.data(), scratch_r.data()));
         double worst =
             std::max(error_of(memory.download(out, N * qw), out_r), error_of(memory.download(dq, q_count), dq_r));
         if (!packed)

@@ -55,6 +55,7 @@ const std::vector<std::string> kLlama = {"model.arch=\"llama\"", "model.n_kv_hea
 const std::string kBf16 = "[precision]\nplugin = \"bf16\"\n";
 const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\nlogits = \"recompute\"\n";
 const std::string kSelectiveCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";
+const std::string kCheapCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"cheap\"\n";
 const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
 const std::string kLayerStreaming =
     "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 1\nprefetch = 0\n";
@@ -79,6 +80,7 @@ TEST(SealedDevice, SgdTrainsAsOnTheCpuBackend) {
 TEST(SealedDevice, ActivationCheckpointingTrainsAsOnTheCpuBackend) {
   expect_sealed_equals_plain("checkpoint_block", kBlockCheckpoint);
   expect_sealed_equals_plain("checkpoint_selective", kSelectiveCheckpoint, kLlama);
+  expect_sealed_equals_plain("checkpoint_cheap", kCheapCheckpoint);
 }
 
 TEST(SealedDevice, OptimizerOffloadTrainsAsOnTheCpuBackend) {

@@ -22,9 +22,10 @@ struct StackRun {
   std::vector<float> weights;  // every weight after the last update
   ArenaStats device;
   ArenaStats host;
-  std::uint64_t layer_weight_bytes = 0;   // one block's weights
-  std::uint64_t global_weight_bytes = 0;  // embeddings and final LayerNorm
-  std::uint64_t logits_bytes = 0;         // the logits row, as the strategies sized it
+  std::uint64_t layer_weight_bytes = 0;     // one block's weights
+  std::uint64_t global_weight_bytes = 0;    // embeddings and final LayerNorm
+  std::uint64_t logits_bytes = 0;           // the logits row, as the strategies sized it
+  std::uint64_t attention_saved_bytes = 0;  // one block's attention-kernel row
 };
 
 // The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with
@@ -54,7 +55,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   const int rows = manifest.train.batch / manifest.train.micro_batches;
   auto device = make_cpu_backend(0);
   const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device),
+      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
                               storage_types(*stack.precision), Purpose::training});
   Model& model = *model_owner;
@@ -87,6 +88,8 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
     if (rows_of.layer < 0) run.global_weight_bytes += stored_bytes;
   }
   run.logits_bytes = model.table().row(*model.table().find("act.logits")).bytes();
+  for (const TensorRow& row : model.table().rows())
+    if (row.name.ends_with("attention_saved")) run.attention_saved_bytes = row.bytes();
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
   return run;
@@ -108,26 +111,32 @@ void expect_bitwise_equal(const StackRun& expected, const StackRun& actual) {
 
 const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
 const std::string kSelectiveCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";
+const std::string kCheapCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"cheap\"\n";
 const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
 const std::string kStreaming =
     "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
 
-TEST(CheckpointPlugin, BlockAndSelectiveKeepTheMathAndCutActivations) {
+TEST(CheckpointPlugin, EveryModeKeepsTheMathAndCutsActivations) {
   for (const Family& family : kFamilies) {
     SCOPED_TRACE(family.name);
     const StackRun plain = run_stack(family, "plain", "");
     const StackRun block = run_stack(family, "block", kBlockCheckpoint);
     const StackRun selective = run_stack(family, "selective", kSelectiveCheckpoint);
+    const StackRun cheap = run_stack(family, "cheap", kCheapCheckpoint);
     expect_bitwise_equal(plain, block);
     expect_bitwise_equal(plain, selective);
+    expect_bitwise_equal(plain, cheap);
     const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
-    std::printf("peak activation bytes: none %llu, selective %llu, block %llu\n",
-                static_cast<unsigned long long>(activations(plain)),
-                static_cast<unsigned long long>(activations(selective)),
-                static_cast<unsigned long long>(activations(block)));
+    std::printf(
+        "peak activation bytes: none %llu, selective %llu, cheap %llu, block %llu\n",
+        static_cast<unsigned long long>(activations(plain)), static_cast<unsigned long long>(activations(selective)),
+        static_cast<unsigned long long>(activations(cheap)), static_cast<unsigned long long>(activations(block)));
     // Four blocks: block mode keeps one block's activations plus four outputs, under half of all four.
     EXPECT_LT(activations(block), activations(plain) / 2);
-    EXPECT_LT(activations(selective), activations(plain));
+    EXPECT_LT(activations(cheap), activations(plain));
+    EXPECT_GT(activations(cheap), activations(block));
+    // Selective keeps at most one block's attention rows (the one being recomputed) of four.
+    EXPECT_GE(activations(plain) - activations(selective), 3 * plain.attention_saved_bytes);
     EXPECT_GT(activations(selective), activations(block));
   }
 }
@@ -212,6 +221,7 @@ TEST(Bf16WithStrategies, CheckpointAndOffloadKeepTheBf16MathBitwise) {
     const StackRun plain = run_stack(family, "bf16_plain", "", 3, bf16);
     expect_bitwise_equal(plain, run_stack(family, "bf16_block", kBlockCheckpoint, 3, bf16));
     expect_bitwise_equal(plain, run_stack(family, "bf16_selective", kSelectiveCheckpoint, 3, bf16));
+    expect_bitwise_equal(plain, run_stack(family, "bf16_cheap", kCheapCheckpoint, 3, bf16));
     const StackRun streamed = run_stack(family, "bf16_streamed", kBlockCheckpoint + kStreaming, 3, bf16);
     expect_bitwise_equal(plain, streamed);
     // The f32 masters are optimizer state: offloaded with it, none of them stays on the device.

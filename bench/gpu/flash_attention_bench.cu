@@ -1,7 +1,8 @@
-// Standalone check and benchmark of kernels/cuda/flash_attention.cu on one GPU (not part of the
+// Standalone check and benchmark of plugins/flash_attention/cuda/flash_attention_cuda.cu on one GPU (not part of the
 // CMake build). Build from the repository root:
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -I. -Isdk/include
-//     bench/gpu/flash_attention_bench.cu kernels/cuda/flash_attention.cu kernels/cuda/attention.cu -lcublas
+//     bench/gpu/flash_attention_bench.cu plugins/flash_attention/cuda/flash_attention_cuda.cu kernels/cuda/attention.cu
+//     -lcublas
 // It compares forward out and dq/dk/dv (added into random pre-filled buffers) with a float64 CPU
 // reference (kernels/cpu/attention.hpp's templates), checks that two runs agree bit for bit, then
 // times forward and backward at B16 H12 T1024 D64 beside the cuBLAS baseline (kernels/cuda/attention.cu).
@@ -16,7 +17,7 @@
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/flash_attention.hpp"
+#include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
 
 namespace {
 
@@ -94,8 +95,8 @@ bool run_case(const Case& c, std::mt19937& rng) {
   strata::cpu::reference::attention_backward(grads_d, scratch_ref.data(), dout_d.data(), in_d, att_ref.data(), shape);
 
   DeviceBuffer<float> d_qkv(lay.total), d_dqkv(lay.total), d_dout(out_count), d_out(out_count);
-  DeviceBuffer<float> d_saved(strata::cuda::flash_attention_saved_floats(shape));
-  DeviceBuffer<float> d_scratch(strata::cuda::flash_attention_scratch_floats(shape));
+  DeviceBuffer<float> d_saved(strata::flash::cuda::lse_floats(shape));
+  DeviceBuffer<float> d_scratch(strata::flash::cuda::scratch_floats(shape));
   check(cudaMemcpy(d_qkv.data, qkv.data(), lay.total * 4, cudaMemcpyHostToDevice), "h2d");
   check(cudaMemcpy(d_dout.data, dout.data(), out_count * 4, cudaMemcpyHostToDevice), "h2d");
   const strata::AttentionInputs in{d_qkv.data + lay.q_offset, d_qkv.data + lay.k_offset, d_qkv.data + lay.v_offset,
@@ -106,11 +107,11 @@ bool run_case(const Case& c, std::mt19937& rng) {
   for (int run = 0; run < 2; ++run) {
     check(cudaMemcpy(d_dqkv.data, dqkv0.data(), lay.total * 4, cudaMemcpyHostToDevice), "h2d");
     check(cudaMemset(d_out.data, 0xff, out_count * 4), "memset");
-    check(cudaMemset(d_saved.data, 0xff, strata::cuda::flash_attention_saved_floats(shape) * 4), "memset");
-    check(cudaMemset(d_scratch.data, 0xff, strata::cuda::flash_attention_scratch_floats(shape) * 4), "memset");
-    strata::cuda::flash_attention_forward(nullptr, shape, d_out.data, d_saved.data, in);
+    check(cudaMemset(d_saved.data, 0xff, strata::flash::cuda::lse_floats(shape) * 4), "memset");
+    check(cudaMemset(d_scratch.data, 0xff, strata::flash::cuda::scratch_floats(shape) * 4), "memset");
+    strata::flash::cuda::forward(nullptr, shape, d_out.data, d_saved.data, in);
     check(cudaGetLastError(), "forward");
-    strata::cuda::flash_attention_backward(nullptr, shape, grads, d_dout.data, in, d_saved.data, d_scratch.data);
+    strata::flash::cuda::backward(nullptr, shape, grads, d_dout.data, d_out.data, in, d_saved.data, d_scratch.data);
     check(cudaGetLastError(), "backward");
     check(cudaDeviceSynchronize(), "sync");
     out[run].resize(out_count);
@@ -198,12 +199,13 @@ void benchmark() {
   const double fwd_flop = 2.0 * 2.0 * c.batch * c.n_head * double(c.seq_len) * c.seq_len * c.head_dim / 2.0;
   const double bwd_flop = 2.5 * fwd_flop;
   {
-    DeviceBuffer<float> saved(strata::cuda::flash_attention_saved_floats(shape));
-    DeviceBuffer<float> scratch(strata::cuda::flash_attention_scratch_floats(shape));
-    const float f =
-        time_ms([&] { strata::cuda::flash_attention_forward(nullptr, shape, out.data, saved.data, in); }, 20);
+    DeviceBuffer<float> saved(strata::flash::cuda::lse_floats(shape));
+    DeviceBuffer<float> scratch(strata::flash::cuda::scratch_floats(shape));
+    const float f = time_ms([&] { strata::flash::cuda::forward(nullptr, shape, out.data, saved.data, in); }, 20);
     const float b = time_ms(
-        [&] { strata::cuda::flash_attention_backward(nullptr, shape, grads, dout.data, in, saved.data, scratch.data); },
+        [&] {
+          strata::flash::cuda::backward(nullptr, shape, grads, dout.data, out.data, in, saved.data, scratch.data);
+        },
         20);
     std::printf("flash    B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
                 f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);

@@ -12,6 +12,7 @@
 
 #include "core/device/allocator.hpp"
 #include "core/device/copy_stream.hpp"
+#include "strata/kernel.hpp"
 #include "strata/ops.hpp"
 
 namespace strata {
@@ -20,6 +21,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // Where a kernel plugin bound to this backend runs: its name, device and compute stream.
+  virtual KernelTarget kernel_target() const noexcept = 0;
   virtual Ops& ops() noexcept = 0;
   virtual Allocator& device_memory() noexcept = 0;
   virtual Allocator& host_memory() noexcept = 0;

@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
         copy_stream_(make_cpu_copy_stream()) {}
 
   std::string name() const override { return "cpu"; }
+  KernelTarget kernel_target() const noexcept override { return {"cpu", -1, nullptr}; }
   Ops& ops() noexcept override { return *ops_; }
   Allocator& device_memory() noexcept override { return device_; }
   Allocator& host_memory() noexcept override { return host_; }

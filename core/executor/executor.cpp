@@ -49,7 +49,13 @@ class ExecutorHookContext final : public HookContext {
   Status drop_cheap_activations(int layer) noexcept override {
     return guarded([&] {
       check_layer(layer);
-      executor_.model_.free_cheap_activations(layer);
+      executor_.model_.free_partial_activations(layer, Model::PartialSet::cheap);
+    });
+  }
+  Status drop_attention_internals(int layer) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      executor_.model_.free_partial_activations(layer, Model::PartialSet::attention);
     });
   }
   Status drop_logits() noexcept override {
@@ -63,8 +69,8 @@ class ExecutorHookContext final : public HookContext {
       if (layer > 0 && !model.layer_output_kept(layer - 1))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
-      if (model.only_cheap_activations_missing(layer)) {
-        model.recompute_cheap_activations(layer);
+      if (model.only_partial_activations_missing(layer)) {
+        model.recompute_missing_activations(layer);
         return;
       }
       model.allocate_layer_activations(layer);

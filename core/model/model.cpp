@@ -9,6 +9,44 @@ std::vector<std::int64_t> Model::stored_shape(const ParameterRows& rows) const {
   return table().row(rows.param).shape;
 }
 
+void Model::check_attention_kernel(const Kernel& attention, const AttentionShape& shape) {
+  if (const Status status = attention.check(shape, backend().kernel_target()); !status)
+    throw std::invalid_argument("the attention kernel cannot run this model on " + backend().name() + ": " +
+                                status.message());
+}
+
+void Model::free_partial_activations(int layer, PartialSet set) {
+  if (set == PartialSet::attention) {
+    store_.release(activation_row(layer, attention_saved_kind()));
+    return;
+  }
+  for (int kind : cheap_activation_kinds()) store_.release(activation_row(layer, kind));
+}
+
+bool Model::only_partial_activations_missing(int layer) const {
+  const std::vector<int> cheap = cheap_activation_kinds();
+  const auto& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  for (int kind = 0; kind < static_cast<int>(rows.size()); ++kind) {
+    const bool partial = kind == attention_saved_kind() || std::find(cheap.begin(), cheap.end(), kind) != cheap.end();
+    if (!partial && !store_.allocated(activation_row(layer, kind))) return false;
+  }
+  return true;
+}
+
+void Model::recompute_missing_activations(int layer) {
+  bool cheap_missing = false;
+  for (int kind : cheap_activation_kinds())
+    if (!store_.allocated(activation_row(layer, kind))) {
+      store_.allocate(activation_row(layer, kind));
+      cheap_missing = true;
+    }
+  if (cheap_missing) recompute_cheap_activations(layer);
+  if (const int saved = activation_row(layer, attention_saved_kind()); !store_.allocated(saved)) {
+    store_.allocate(saved);
+    recompute_attention(layer);
+  }
+}
+
 void Model::add_token_rows() {
   tokens_row_ = add_global_activation("act.tokens", {batch_, seq_len()}, ElementType::i32);
   targets_row_ = add_global_activation("act.targets", {batch_, seq_len()}, ElementType::i32);

@@ -93,11 +93,15 @@ class Model {
   bool layer_activations_present(int layer) const { return store_.layer_activations_present(layer); }
   bool layer_output_kept(int layer) const { return store_.allocated(layer_output_row(layer)); }
   virtual void layer_forward(int layer) = 0;
-  // Selective checkpointing: frees the activations that are cheap to recompute (norm and
-  // pointwise outputs); recompute_cheap_activations rebuilds them from what is kept, bit for bit.
-  virtual void free_cheap_activations(int layer) = 0;
-  virtual bool only_cheap_activations_missing(int layer) const = 0;
-  virtual void recompute_cheap_activations(int layer) = 0;
+  // Partial checkpointing frees one set of a block's activations after its forward:
+  //   cheap      the norm and pointwise outputs (cheap to recompute);
+  //   attention  the attention kernel's saved rows, the T x T part (Korthikanti et al. 2022's
+  //              selective recomputation: the matmul outputs stay, attention runs again).
+  // recompute_missing_activations rebuilds whichever are missing from what is kept, bit for bit.
+  enum class PartialSet : std::uint8_t { cheap, attention };
+  void free_partial_activations(int layer, PartialSet set);
+  bool only_partial_activations_missing(int layer) const;
+  void recompute_missing_activations(int layer);
   virtual double head_forward() = 0;            // mean cross-entropy of the micro batch
   virtual void head_backward(float dloss) = 0;  // dloss: gradient of the objective w.r.t. each position's loss
   virtual void layer_backward(int layer) = 0;
@@ -109,6 +113,14 @@ class Model {
 
  protected:
   Model(Backend& backend, int batch) : store_(backend, profiler_), batch_(batch) {}
+  // The family's activation kinds of each partial set, and their recomputation (each stores what
+  // it computed, widening its inputs first when activations are bf16).
+  virtual std::vector<int> cheap_activation_kinds() const = 0;
+  virtual int attention_saved_kind() const = 0;
+  virtual void recompute_cheap_activations(int layer) = 0;
+  virtual void recompute_attention(int layer) = 0;
+  // Throws std::invalid_argument with the kernel's reason when it cannot run `shape` here.
+  void check_attention_kernel(const Kernel& attention, const AttentionShape& shape);
   Ops& ops() noexcept { return store_.ops(); }
   // act.tokens and act.targets, the micro batch's (B, T) ids.
   void add_token_rows();

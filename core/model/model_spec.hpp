@@ -4,6 +4,7 @@
 
 #include "core/model/gpt2/gpt2_config.hpp"
 #include "core/model/llama/llama_config.hpp"
+#include "strata/ops.hpp"
 
 namespace strata {
 
@@ -18,6 +19,10 @@ struct ModelSpec {
   int seq_len() const noexcept { return is_llama() ? llama.seq_len : gpt2.seq_len; }
   ModelInfo info() const { return is_llama() ? llama.info() : gpt2.info(); }
   std::int64_t parameter_count() const { return is_llama() ? llama.parameter_count() : gpt2.parameter_count(); }
+  AttentionShape attention_shape(int batch) const {
+    if (is_llama()) return {batch, llama.seq_len, llama.n_head, llama.n_kv_head, llama.head_dim()};
+    return {batch, gpt2.seq_len, gpt2.n_head, gpt2.n_head, gpt2.n_head > 0 ? gpt2.d_model / gpt2.n_head : 0};
+  }
 };
 
 }  // namespace strata

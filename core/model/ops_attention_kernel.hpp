@@ -12,6 +12,7 @@ class OpsAttentionKernel final : public Kernel {
  public:
   explicit OpsAttentionKernel(Ops& ops) : ops_(ops) {}
   std::string_view op() const noexcept override { return "attention"; }
+  Status check(const AttentionShape& /*shape*/, const KernelTarget& /*target*/) const override { return {}; }
   std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
     return ops_.attention_saved_floats(shape);
   }
@@ -23,7 +24,8 @@ class OpsAttentionKernel final : public Kernel {
     return {};
   }
   Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const AttentionInputs& in, const float* saved, float* scratch) override {
+                            const float* /*out*/, const AttentionInputs& in, const float* saved,
+                            float* scratch) override {
     ops_.attention_backward(shape, grads, dout, in, saved, scratch);
     return {};
   }

@@ -139,7 +139,18 @@ class GuardedKernel final : public Kernel {
   GuardedKernel(std::shared_ptr<Kernel> plugin, std::string label)
       : plugin_(std::move(plugin)), label_(std::move(label)) {}
   std::string_view op() const noexcept override { return plugin_->op(); }
-  bool supports(const AttentionShape& shape) const noexcept override { return plugin_->supports(shape); }
+  // A refusal is the plugin's own sentence (the host names the manifest key around it); only an
+  // exception is worded as a failure of the plugin.
+  Status check(const AttentionShape& shape, const KernelTarget& target) const noexcept override {
+    const Status status = guarded_call(
+        label_, "check", [] { return std::string(); }, [&] { return plugin_->check(shape, target); });
+    if (status || status.message().starts_with(label_ + " threw in ")) return status;
+    return Status::error(status.message().substr((label_ + " failed in check: ").size()));
+  }
+  Status bind(const KernelTarget& target) noexcept override {
+    return guarded_call(
+        label_, "bind", [] { return std::string(); }, [&] { return plugin_->bind(target); });
+  }
   std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
     return plugin_->saved_floats(shape);
   }
@@ -153,10 +164,11 @@ class GuardedKernel final : public Kernel {
         [&] { return plugin_->attention_forward(shape, out, saved, in); });
   }
   Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
+                            const float* out, const AttentionInputs& in, const float* saved,
+                            float* scratch) noexcept override {
     return guarded_call(
         label_, "attention_backward", [] { return std::string(); },
-        [&] { return plugin_->attention_backward(shape, grads, dout, in, saved, scratch); });
+        [&] { return plugin_->attention_backward(shape, grads, dout, out, in, saved, scratch); });
   }
 
  private:

@@ -81,14 +81,16 @@ std::vector<MemoryStrategy*> Stack::strategy_pointers() const {
   return pointers;
 }
 
-Kernel& Stack::attention_on(Backend& backend) {
+Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
   if (!attention) {
     attention = std::make_shared<OpsAttentionKernel>(backend.ops());
-  } else if (attention_name != "fast" && backend.name() != "cpu") {
-    throw ManifestError(manifest_path + ": [kernels] attention = \"" + attention_name +
-                        "\" runs on the CPU backend only, not on " + backend.name() +
-                        " (leave [kernels] attention unset to run the backend's own attention)");
+    return *attention;
   }
+  if (const Status status = attention->check(shape, backend.kernel_target()); !status)
+    throw ManifestError(manifest_path + ": [kernels] attention = \"" + attention_name + "\": " + status.message());
+  if (const Status status = attention->bind(backend.kernel_target()); !status)
+    throw std::runtime_error(manifest_path + ": [kernels] attention = \"" + attention_name +
+                             "\" could not be bound to " + backend.name() + ": " + status.message());
   return *attention;
 }
 
@@ -182,6 +184,13 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   if (stack.attention && stack.attention->op() != "attention")
     problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention + "\" implements op '" +
                        std::string(stack.attention->op()) + "', not 'attention'");
+  // The kernel must run this model's attention on the manifest's device: refused before anything
+  // runs (the model asks again with the backend it gets).
+  if (stack.attention && problems.empty()) {
+    const KernelTarget target{manifest.device.kind, -1, nullptr};
+    if (const Status status = stack.attention->check(manifest.model.attention_shape(1), target); !status)
+      problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention + "\": " + status.message());
+  }
   if (!problems.empty()) throw ManifestError(problems);
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;

@@ -29,10 +29,10 @@ struct Stack {
   std::vector<std::string> warnings;
 
   std::vector<MemoryStrategy*> strategy_pointers() const;
-  // The kernel the model calls on `backend`. A kernel other than the default runs on host memory
-  // (the CPU reference, or a plugin built against CPU pointers), so another backend refuses it
-  // with ManifestError.
-  Kernel& attention_on(Backend& backend);
+  // The kernel the model calls on `backend`, bound to it. A kernel that cannot run `shape` there
+  // (the CPU reference on a GPU, a plugin without that backend's kernels) is refused with
+  // ManifestError carrying the kernel's reason.
+  Kernel& attention_on(Backend& backend, const AttentionShape& shape);
 };
 
 // Resolves every plugin named in the manifest, checks requirements and conflicts, and creates

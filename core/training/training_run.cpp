@@ -103,7 +103,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   host.set_ops(device->ops());
   const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device),
+      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
                               storage_types(*stack.precision), Purpose::training});
   Model& model = *model_owner;
@@ -265,7 +265,7 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
   host.set_ops(device->ops());
   // Built for evaluation: no gradients, optimizer state or backward workspace exist.
   const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device),
+      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{micro_batch_rows(manifest), 0, Allocation::now, storage_types(*stack.precision),
                               Purpose::evaluation});
   Model& model = *model_owner;

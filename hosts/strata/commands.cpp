@@ -240,7 +240,7 @@ int command_plan(const std::vector<std::string>& arguments) {
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     const std::unique_ptr<Model> model_owner = make_model(
-        manifest.model, *device, inspected.stack.attention_on(*device),
+        manifest.model, *device, inspected.stack.attention_on(*device, manifest.model.attention_shape(1)),
         ModelOptions{manifest.train.batch / manifest.train.micro_batches, inspected.stack.optimizer->state_buffers(),
                      Allocation::deferred, storage_types(*inspected.stack.precision), Purpose::training});
     Model& model = *model_owner;

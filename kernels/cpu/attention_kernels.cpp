@@ -1,5 +1,7 @@
 #include "kernels/cpu/attention_kernels.hpp"
 
+#include <string>
+
 #include "kernels/cpu/attention.hpp"
 
 namespace strata::cpu {
@@ -11,8 +13,16 @@ class CpuAttentionKernel final : public Kernel {
   explicit CpuAttentionKernel(AttentionImpl impl) : impl_(impl) {}
 
   std::string_view op() const noexcept override { return "attention"; }
-  bool supports(const AttentionShape& shape) const noexcept override {
-    return shape.n_kv_head > 0 && shape.n_head % shape.n_kv_head == 0;
+  // Both run on host memory: the CPU backend's. (A sealed test backend calls itself "cpu" too.)
+  Status check(const AttentionShape& shape, const KernelTarget& target) const noexcept override {
+    if (target.backend != "cpu")
+      return Status::error("the built-in " + std::string(impl_ == AttentionImpl::reference ? "reference" : "fast") +
+                           " kernel runs on the CPU backend only, not on " + std::string(target.backend) +
+                           " (leave [kernels] attention unset to run the backend's own attention)");
+    if (shape.n_kv_head <= 0 || shape.n_head % shape.n_kv_head != 0)
+      return Status::error("n_head " + std::to_string(shape.n_head) + " is not a multiple of n_kv_head " +
+                           std::to_string(shape.n_kv_head));
+    return {};
   }
 
   std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
@@ -32,7 +42,8 @@ class CpuAttentionKernel final : public Kernel {
   }
 
   Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
+                            const float* /*out*/, const AttentionInputs& in, const float* saved,
+                            float* scratch) noexcept override {
     if (impl_ == AttentionImpl::reference)
       reference::attention_backward<float>({grads.dq, grads.dk, grads.dv, grads.q_stride, grads.kv_stride}, scratch,
                                            dout, {in.q, in.k, in.v, in.q_stride, in.kv_stride}, saved, shape);

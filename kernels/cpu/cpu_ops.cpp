@@ -86,7 +86,7 @@ class CpuOps final : public Ops {
   }
   void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
                           const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    (void)attention_->attention_backward(shape, grads, dout, in, saved, scratch);
+    (void)attention_->attention_backward(shape, grads, dout, nullptr, in, saved, scratch);  // reads no output
   }
 
   void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept override {

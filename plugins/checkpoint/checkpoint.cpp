@@ -2,8 +2,11 @@
 // forward, drop what it saved for backward, and rebuild it just before that block's backward.
 //   mode = "block"      keeps only the block's output (the next block's input) and recomputes the
 //                        whole block: the most memory saved, one extra block forward each.
-//   mode = "selective"  drops only the LayerNorm and GELU outputs, which are cheap to recompute,
-//                        and keeps the matmul and attention results (Korthikanti et al. 2022).
+//   mode = "selective"  Korthikanti et al. 2022: keeps the matmul outputs and drops the attention
+//                        internals, the kernel's saved rows (the built-in kernel's B x n_head x T x T
+//                        probabilities, the T^2 part), and runs attention's forward again.
+//   mode = "cheap"      drops only the norm and pointwise (GELU, SwiGLU) outputs, which are cheap
+//                        to recompute, and keeps the matmul and attention results.
 //   logits = "recompute" also drops the LM head's logits (B x T x vocab floats, on GPT-2 the
 //                        largest activation): the head keeps one vocabulary chunk and recomputes
 //                        each chunk for the backward pass, one extra head matmul.
@@ -48,7 +51,8 @@ class Checkpoint final : public MemoryStrategy {
       for (int layer = 0; layer < n_layer; layer += static_cast<int>(std::max<std::int64_t>(every, 1)))
         selected_[static_cast<std::size_t>(layer)] = true;
     }
-    selective_ = config.get_string("mode", "block", {"block", "selective"}) == "selective";
+    const std::string mode = config.get_string("mode", "block", {"block", "selective", "cheap"});
+    mode_ = mode == "selective" ? Mode::selective : mode == "cheap" ? Mode::cheap : Mode::block;
     drop_logits_ = config.get_string("logits", "keep", {"keep", "recompute"}) == "recompute";
     const std::vector<std::string> names = all_phase_names();
     for (const std::string& name : config.get_string_list("phases", names, names))
@@ -60,7 +64,12 @@ class Checkpoint final : public MemoryStrategy {
 
   Status after_forward(HookContext& context) override {
     if (!applies(context)) return {};
-    return selective_ ? context.drop_cheap_activations(context.layer()) : context.drop_activations(context.layer());
+    switch (mode_) {
+      case Mode::selective: return context.drop_attention_internals(context.layer());
+      case Mode::cheap: return context.drop_cheap_activations(context.layer());
+      case Mode::block: break;
+    }
+    return context.drop_activations(context.layer());
   }
 
  private:
@@ -70,7 +79,8 @@ class Checkpoint final : public MemoryStrategy {
 
   std::vector<bool> selected_;
   std::array<bool, 4> phases_{};
-  bool selective_ = false;
+  enum class Mode { block, selective, cheap };
+  Mode mode_ = Mode::block;
   bool drop_logits_ = false;
 };
 

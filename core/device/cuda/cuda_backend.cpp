@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override { cudaStreamSynchronize(compute_.get()); }
 
   std::string name() const override { return name_; }
+  KernelTarget kernel_target() const noexcept override { return {name_, device_, compute_.get()}; }
   Ops& ops() noexcept override { return *ops_; }
   Allocator& device_memory() noexcept override { return device_memory_; }
   Allocator& host_memory() noexcept override { return host_memory_; }

@@ -92,8 +92,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   const std::int64_t Vp = config.padded_vocab();
   attention_shape_ =
       AttentionShape{batch, config.seq_len, config.n_head, config.n_head, config.d_model / config.n_head};
-  if (!attention.supports(attention_shape_))
-    throw std::invalid_argument("the attention kernel does not support this model's shape");
+  check_attention_kernel(attention, attention_shape_);
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
   // Matrices follow the weight storage dtype; vectors stay f32.
@@ -306,26 +305,16 @@ void GPT2Model::init_weights(std::uint64_t seed) {
   store_.publish_weights();
 }
 
-namespace {
-constexpr std::array kCheapActivations = {LayerActivation::ln1, LayerActivation::ln2, LayerActivation::fch_gelu};
-}  // namespace
-
-void GPT2Model::free_cheap_activations(int layer) {
-  for (LayerActivation which : kCheapActivations) store_.release(activation_row(layer, which));
+std::vector<int> GPT2Model::cheap_activation_kinds() const {
+  return {static_cast<int>(LayerActivation::ln1), static_cast<int>(LayerActivation::ln2),
+          static_cast<int>(LayerActivation::fch_gelu)};
 }
 
-bool GPT2Model::only_cheap_activations_missing(int layer) const {
-  for (std::size_t a = 0; a < kLayerActivationCount; ++a) {
-    const auto which = static_cast<LayerActivation>(a);
-    const bool cheap = std::find(kCheapActivations.begin(), kCheapActivations.end(), which) != kCheapActivations.end();
-    if (!cheap && !store_.allocated(activation_row(layer, which))) return false;
-  }
-  return true;
+int GPT2Model::attention_saved_kind() const {
+  return static_cast<int>(LayerActivation::attention_saved);
 }
 
 void GPT2Model::recompute_cheap_activations(int layer) {
-  for (LayerActivation which : kCheapActivations)
-    if (!store_.allocated(activation_row(layer, which))) store_.allocate(activation_row(layer, which));
   // Each input is widened just before its kernel: staging rows are shared (see the constructor).
   // LayerNorm rewrites its kept mean and rstd with the same values: the same code on the same input.
   load_input(layer);
@@ -334,6 +323,21 @@ void GPT2Model::recompute_cheap_activations(int layer) {
   layernorm2_forward(layer);
   load_activation(layer, LayerActivation::fch);
   gelu_forward(layer);
+}
+
+// Writes atty again with the same values (the same kernel on the same q, k, v); under bf16 storage
+// into its staging row, which the backward pass refills from the stored value before reading it.
+void GPT2Model::recompute_attention(int layer) {
+  load_activation(layer, LayerActivation::qkv);
+  attention_forward(layer);
+}
+
+void GPT2Model::attention_forward(int l) {
+  auto timer = profiler_.scope(ProfileKind::attention_forward);
+  const Status status = attention_.attention_forward(attention_shape_, act(l, LayerActivation::atty),
+                                                     store_.f32(activation_row(l, LayerActivation::attention_saved)),
+                                                     attention_inputs(l));
+  if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
 }
 
 // The cheap pieces of a block's forward, callable alone for selective recomputation. Each stores
@@ -388,12 +392,7 @@ void GPT2Model::layer_forward(int l) {
     project_forward(l, LP::qkv_weight, LP::qkv_bias, act(l, LA::qkv), act(l, LA::ln1), C, 3 * C);
   }
   save_activation(l, LA::qkv);
-  {
-    auto timer = profiler_.scope(ProfileKind::attention_forward);
-    const Status status = attention_.attention_forward(
-        attention_shape_, act(l, LA::atty), store_.f32(activation_row(l, LA::attention_saved)), attention_inputs(l));
-    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
-  }
+  attention_forward(l);
   save_activation(l, LA::atty);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
@@ -467,7 +466,7 @@ void GPT2Model::layer_backward(int l) {
     float* d_qkv = ws(W::d_qkv);
     const AttentionGrads grads{d_qkv, d_qkv + C, d_qkv + 2 * C, 3 * C, 3 * C};
     const Status status =
-        attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), attention_inputs(l),
+        attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), act(l, LA::atty), attention_inputs(l),
                                       store_.f32(activation_row(l, LA::attention_saved)), ws(W::attention_scratch));
     if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
   }

@@ -87,15 +87,17 @@ class GPT2Model final : public Model {
 
   void embed_forward() override;
   void layer_forward(int layer) override;
-  void free_cheap_activations(int layer) override;
-  bool only_cheap_activations_missing(int layer) const override;
-  void recompute_cheap_activations(int layer) override;
   double head_forward() override;
   void head_backward(float dloss) override;
   void layer_backward(int layer) override;
   void embed_backward() override;
 
  private:
+  std::vector<int> cheap_activation_kinds() const override;
+  int attention_saved_kind() const override;
+  void recompute_cheap_activations(int layer) override;
+  void recompute_attention(int layer) override;
+  void attention_forward(int layer);  // into act(atty) and the kernel's saved row
   float* act(int layer, LayerActivation which) noexcept;
   void save_activation(int layer, LayerActivation which);
   void load_activation(int layer, LayerActivation which);

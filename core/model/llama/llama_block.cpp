@@ -9,10 +9,6 @@
 
 namespace strata {
 
-namespace {
-constexpr std::array kCheapActivations = {LlamaActivation::norm1, LlamaActivation::norm2, LlamaActivation::swiglu};
-}  // namespace
-
 void LlamaModel::load_input(int layer) {
   if (layer == 0 || input_staging_row_ < 0) return;
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
@@ -84,22 +80,15 @@ void LlamaModel::swiglu_forward(int l) {
   save_activation(l, LA::swiglu);
 }
 
-void LlamaModel::free_cheap_activations(int layer) {
-  for (LA which : kCheapActivations) store_.release(activation_row(layer, which));
+std::vector<int> LlamaModel::cheap_activation_kinds() const {
+  return {static_cast<int>(LA::norm1), static_cast<int>(LA::norm2), static_cast<int>(LA::swiglu)};
 }
 
-bool LlamaModel::only_cheap_activations_missing(int layer) const {
-  for (std::size_t a = 0; a < kLlamaActivationCount; ++a) {
-    const auto which = static_cast<LA>(a);
-    const bool cheap = std::find(kCheapActivations.begin(), kCheapActivations.end(), which) != kCheapActivations.end();
-    if (!cheap && !store_.allocated(activation_row(layer, which))) return false;
-  }
-  return true;
+int LlamaModel::attention_saved_kind() const {
+  return static_cast<int>(LA::attention_saved);
 }
 
 void LlamaModel::recompute_cheap_activations(int layer) {
-  for (LA which : kCheapActivations)
-    if (!store_.allocated(activation_row(layer, which))) store_.allocate(activation_row(layer, which));
   // RMSNorm rewrites its kept rstd with the same values: the same code on the same input.
   load_input(layer);
   norm1_forward(layer);
@@ -108,6 +97,22 @@ void LlamaModel::recompute_cheap_activations(int layer) {
   load_activation(layer, LA::gate);
   load_activation(layer, LA::up);
   swiglu_forward(layer);
+}
+
+// Writes atty again with the same values (the same kernel on the same q, k, v); under bf16 storage
+// into its staging row, which the backward pass refills from the stored value before reading it.
+void LlamaModel::recompute_attention(int layer) {
+  load_activation(layer, LA::q);
+  load_activation(layer, LA::k);
+  load_activation(layer, LA::v);
+  attention_forward(layer);
+}
+
+void LlamaModel::attention_forward(int l) {
+  auto timer = profiler_.scope(ProfileKind::attention_forward);
+  const Status status = attention_.attention_forward(
+      attention_shape_, act(l, LA::atty), store_.f32(activation_row(l, LA::attention_saved)), attention_inputs(l));
+  if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
 }
 
 void LlamaModel::layer_forward(int l) {
@@ -124,12 +129,7 @@ void LlamaModel::layer_forward(int l) {
   save_activation(l, LA::q);
   save_activation(l, LA::k);
   save_activation(l, LA::v);
-  {
-    auto timer = profiler_.scope(ProfileKind::attention_forward);
-    const Status status = attention_.attention_forward(
-        attention_shape_, act(l, LA::atty), store_.f32(activation_row(l, LA::attention_saved)), attention_inputs(l));
-    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
-  }
+  attention_forward(l);
   save_activation(l, LA::atty);
   project_forward(l, P::o_proj, act(l, LA::residual2), act(l, LA::atty), C, C);
   {
@@ -192,7 +192,7 @@ void LlamaModel::layer_backward(int l) {
     auto timer = profiler_.scope(ProfileKind::attention_backward);
     const AttentionGrads grads{ws(W::d_q), ws(W::d_k), ws(W::d_v), C, KV};
     const Status status =
-        attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), attention_inputs(l),
+        attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), act(l, LA::atty), attention_inputs(l),
                                       store_.f32(activation_row(l, LA::attention_saved)), ws(W::attention_scratch));
     if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
   }

@@ -14,9 +14,12 @@ namespace strata {
 // nullptr-terminated, and it has reserved room; plugin hooks may throw (make_factory's adapter,
 // compiled into the plugin, catches every exception, and the host reports it with the plugin's
 // name, the hook and the layer). Plugins built for 3.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 4;
-// Minor 1: StepMetrics and RunSummary end with the driver's view of device memory.
-inline constexpr std::uint32_t kAbiMinor = 1;
+// Major 5: a Kernel runs on any backend it accepts: check(shape, target) replaces supports(shape)
+// and says why not, bind(target) hands it the backend's compute stream, and attention_backward
+// reads the forward's output (a flash kernel keeps only the log-sum-exp). HookContext gains
+// drop_attention_internals (selective checkpointing). Plugins built for 4.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 5;
+inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

@@ -66,8 +66,8 @@ class HookContext {
   // them) have completed, and frees their sources: a strategy bounds memory in flight with it.
   virtual Status wait_for(int layer, TensorGroup group) noexcept = 0;
 
-  // Selective checkpointing: drop only what is cheap to recompute (the LayerNorm and GELU
-  // outputs), keep the matmul and attention results. recompute_activations restores them.
+  // Cheap checkpointing: drop only what is cheap to recompute (the norm and pointwise outputs),
+  // keep the matmul and attention results. recompute_activations restores them.
   virtual Status drop_cheap_activations(int layer) noexcept = 0;
 
   // ABI 2.1 -------------------------------------------------------------------------------------
@@ -75,6 +75,12 @@ class HookContext {
   // for the backward pass: B x T x padded vocab floats fewer (often the largest activation) for
   // one extra head matmul; bitwise the same results. Call it from on_attach.
   virtual Status drop_logits() noexcept = 0;
+
+  // ABI 5.0 -------------------------------------------------------------------------------------
+  // Selective checkpointing (Korthikanti et al. 2022): drop what the attention kernel saved for
+  // backward (the built-in kernel's B x n_head x T x T probabilities), keep the matmul outputs;
+  // recompute_activations runs the block's attention forward again from the kept q, k and v.
+  virtual Status drop_attention_internals(int layer) noexcept = 0;
 };
 
 }  // namespace strata

@@ -1,8 +1,13 @@
 #pragma once
-// A replaceable compute kernel. Manifests pick one per op: `[kernels] attention = "reference"`.
-// Attention is the op strategies replace (flash attention); a kernel declares how many floats it
-// saves for backward, so its memory shows up in the activation rows of the tensor table. The
-// shapes and operands are the op table's (strata/ops.hpp); pointers are the backend's memory.
+// A replaceable compute kernel (an op override, DESIGN.md §7). Manifests pick one per op:
+// `[kernels] attention = "flash"`. Attention is the op plugins replace today; a kernel declares
+// how many floats it saves for backward, so its memory shows up in the activation rows of the
+// tensor table. The shapes and operands are the op table's (strata/ops.hpp); pointers are the
+// memory of the backend the kernel is bound to.
+//
+// A kernel may run on several backends. The host asks check() at validate time (the target names
+// the manifest's device.kind, no stream yet) and again once the backend exists, then bind()s the
+// kernel to that backend's compute stream before the first call; every call is issued on it.
 #include <cstdint>
 #include <string_view>
 
@@ -11,12 +16,23 @@
 
 namespace strata {
 
+// Where a kernel runs.
+struct KernelTarget {
+  std::string_view backend;  // "cpu", "cuda:0": the manifest's device.kind
+  int device_index = -1;     // the CUDA device ordinal; -1 on the CPU
+  void* stream = nullptr;    // the compute stream (a cudaStream_t on CUDA); null on the CPU and at validate time
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual std::string_view op() const noexcept = 0;  // "attention"
-  // Whether this kernel handles the shape; the host refuses a manifest whose kernel does not.
-  virtual bool supports(const AttentionShape& /*shape*/) const noexcept { return true; }
+  // Whether this kernel runs `shape` on `target`; an error says what it cannot do and what it
+  // supports ("head dim 96: ... supports head dims 64 and 128"). The host refuses the manifest with
+  // the message (exit 2), or, before a run starts, reports it.
+  virtual Status check(const AttentionShape& shape, const KernelTarget& target) const = 0;
+  // Binds the kernel to the backend the run uses. Called once, after check() passed on `target`.
+  virtual Status bind(const KernelTarget& /*target*/) { return {}; }
 
   // Floats kept between forward and backward (an activation), and scratch needed by backward.
   virtual std::int64_t saved_floats(const AttentionShape& shape) const noexcept = 0;
@@ -26,9 +42,11 @@ class Kernel {
   // the plugin's name and the layer, as it does an error Status.
   virtual Status attention_forward(const AttentionShape& shape, float* out, float* saved,
                                    const AttentionInputs& in) = 0;
-  // Adds into the gradients.
+  // Adds into the gradients. `out` is the forward's output, which the model keeps (under bf16
+  // activation storage, rounded to bf16 and widened back).
   virtual Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                                    const AttentionInputs& in, const float* saved, float* scratch) = 0;
+                                    const float* out, const AttentionInputs& in, const float* saved,
+                                    float* scratch) = 0;
 };
 
 }  // namespace strata

@@ -108,7 +108,12 @@ class KernelGuard final : public Kernel {
  public:
   explicit KernelGuard(std::unique_ptr<Kernel> object) : object_(std::move(object)) {}
   std::string_view op() const noexcept override { return object_->op(); }
-  bool supports(const AttentionShape& shape) const noexcept override { return object_->supports(shape); }
+  Status check(const AttentionShape& shape, const KernelTarget& target) const noexcept override {
+    return catch_all([&] { return object_->check(shape, target); });
+  }
+  Status bind(const KernelTarget& target) noexcept override {
+    return catch_all([&] { return object_->bind(target); });
+  }
   std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
     return object_->saved_floats(shape);
   }
@@ -120,8 +125,9 @@ class KernelGuard final : public Kernel {
     return catch_all([&] { return object_->attention_forward(shape, out, saved, in); });
   }
   Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    return catch_all([&] { return object_->attention_backward(shape, grads, dout, in, saved, scratch); });
+                            const float* out, const AttentionInputs& in, const float* saved,
+                            float* scratch) noexcept override {
+    return catch_all([&] { return object_->attention_backward(shape, grads, dout, out, in, saved, scratch); });
   }
 
  private:

@@ -1,4 +1,4 @@
-#include "kernels/cuda/flash_attention.hpp"
+#include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,7 @@
 //   accumulating dK and dV in registers; each dk/dv element is added to by one thread only.
 // - backward_q: grid (ceil(T/64), n_head, B), one block per query tile, key tiles 0..qt in order.
 
-namespace strata::cuda {
+namespace strata::flash::cuda {
 
 namespace {
 
@@ -110,10 +110,9 @@ constexpr int forward_smem_floats() {
   return 2 * D * kPadded + kTile * D + kTile * kPadded;
 }
 
-// out/saved_out (B, T, n_head, D); lse (B, n_head, T) = row max + log(row sum) of the scaled scores.
+// out (B, T, n_head, D); lse (B, n_head, T) = row max + log(row sum) of the scaled scores.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(float* out, float* saved_out, float* lse, const Problem problem) {
+__global__ void __launch_bounds__(kThreads) flash_forward_kernel(float* out, float* lse, const Problem problem) {
   constexpr int kOut = D / kSide;
   extern __shared__ float4 shared_float4[];
   float* q_t = reinterpret_cast<float*>(shared_float4);  // [D][kPadded]
@@ -181,9 +180,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int g = 0; g < kOut / 4; ++g)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float value = o[i][g * 4 + j] / sum;
-        out[offset + g * kTile + tx * 4 + j] = value;
-        saved_out[offset + g * kTile + tx * 4 + j] = value;
+        out[offset + g * kTile + tx * 4 + j] = o[i][g * 4 + j] / sum;
       }
     if (tx == 0) lse[(static_cast<std::int64_t>(b) * n_head + h) * T + row] = m[i] + logf(sum);
   }
@@ -366,7 +363,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool runnable(const AttentionShape& shape) {
-  return shape.batch > 0 && shape.seq_len > 0 && shape.n_kv_head > 0 && flash_attention_supports(shape);
+  return shape.batch > 0 && shape.seq_len > 0 && shape.n_kv_head > 0 && supports(shape);
 }
 
 Problem problem_of(const AttentionShape& shape, const AttentionInputs& in) {
@@ -379,10 +376,6 @@ Problem problem_of(const AttentionShape& shape, const AttentionInputs& in) {
           shape.n_head,
           shape.n_head / shape.n_kv_head,
           1.0f / std::sqrt(static_cast<float>(shape.head_dim))};
-}
-
-std::int64_t out_floats(const AttentionShape& shape) {
-  return static_cast<std::int64_t>(shape.batch) * shape.seq_len * shape.n_head * shape.head_dim;
 }
 
 std::int64_t row_floats(const AttentionShape& shape) {
@@ -403,15 +396,15 @@ void launch(Kernel kernel, dim3 grid, int smem_floats, cudaStream_t stream, Args
 }
 
 template <int D>
-void forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* saved, const AttentionInputs& in) {
+void launch_forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse,
+                    const AttentionInputs& in) {
   const dim3 grid(tiles(shape), static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.batch));
-  launch(flash_forward_kernel<D>, grid, forward_smem_floats<D>(), stream, out, saved, saved + out_floats(shape),
-         problem_of(shape, in));
+  launch(flash_forward_kernel<D>, grid, forward_smem_floats<D>(), stream, out, lse, problem_of(shape, in));
 }
 
 template <int D>
-void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const Problem& problem,
-              const Upstream& up) {
+void launch_backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads,
+                     const Problem& problem, const Upstream& up) {
   const dim3 kv_grid(tiles(shape), static_cast<unsigned>(shape.n_kv_head), static_cast<unsigned>(shape.batch));
   launch(flash_backward_kv_kernel<D>, kv_grid, backward_kv_smem_floats<D>(), stream, grads.dk, grads.dv,
          grads.kv_stride, problem, up);
@@ -422,7 +415,7 @@ void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionG
 
 }  // namespace
 
-bool flash_attention_supports(const AttentionShape& shape) {
+bool supports(const AttentionShape& shape) {
   if (!((shape.head_dim == 64 || shape.head_dim == 128) && shape.n_kv_head > 0 && shape.n_head > 0 &&
         shape.n_head % shape.n_kv_head == 0))
     return false;
@@ -441,36 +434,35 @@ bool flash_attention_supports(const AttentionShape& shape) {
   return needed * static_cast<int>(sizeof(float)) <= optin_bytes;
 }
 
-std::int64_t flash_attention_saved_floats(const AttentionShape& shape) {
-  return out_floats(shape) + row_floats(shape);
-}
-
-std::int64_t flash_attention_scratch_floats(const AttentionShape& shape) {
+std::int64_t lse_floats(const AttentionShape& shape) {
   return row_floats(shape);
 }
 
-void flash_attention_forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* saved,
-                             const AttentionInputs& in) {
-  if (!runnable(shape)) return;
-  if (shape.head_dim == 64)
-    forward<64>(stream, shape, out, saved, in);
-  else
-    forward<128>(stream, shape, out, saved, in);
+std::int64_t scratch_floats(const AttentionShape& shape) {
+  return row_floats(shape);
 }
 
-void flash_attention_backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads,
-                              const float* dout, const AttentionInputs& in, const float* saved, float* scratch) {
+void forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
+  if (!runnable(shape)) return;
+  if (shape.head_dim == 64)
+    launch_forward<64>(stream, shape, out, lse, in);
+  else
+    launch_forward<128>(stream, shape, out, lse, in);
+}
+
+void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+              const float* out, const AttentionInputs& in, const float* lse, float* scratch) {
   if (!runnable(shape)) return;
   const std::int64_t rows = row_floats(shape);
   const unsigned delta_blocks = static_cast<unsigned>((rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock);
-  delta_kernel<<<delta_blocks, kDeltaRowsPerBlock * kWarpSize, 0, stream>>>(scratch, dout, saved, rows, shape.seq_len,
+  delta_kernel<<<delta_blocks, kDeltaRowsPerBlock * kWarpSize, 0, stream>>>(scratch, dout, out, rows, shape.seq_len,
                                                                             shape.n_head, shape.head_dim);
-  const Upstream up{dout, saved + out_floats(shape), scratch};
+  const Upstream up{dout, lse, scratch};
   const Problem problem = problem_of(shape, in);
   if (shape.head_dim == 64)
-    backward<64>(stream, shape, grads, problem, up);
+    launch_backward<64>(stream, shape, grads, problem, up);
   else
-    backward<128>(stream, shape, grads, problem, up);
+    launch_backward<128>(stream, shape, grads, problem, up);
 }
 
-}  // namespace strata::cuda
+}  // namespace strata::flash::cuda
