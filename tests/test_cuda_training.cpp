@@ -2,7 +2,8 @@
 // GPT-2 and the tiny LLaMA on cuda:0 match the CPU's losses (f32, 1e-4 relative), two CUDA runs are
 // bitwise equal, the checkpoint and offload plugins keep the CUDA math bitwise, bf16 storage stays
 // near the CPU's, the hard memory limit holds, and the driver's view of device memory covers the
-// arena's. Every test skips, saying why, where no CUDA device is visible.
+// arena's; the flash-attention plugin runs there as on the CPU. Every test skips, saying why, where no CUDA device is
+// visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,6 +100,28 @@ TEST(CudaTraining, CheckpointAndOffloadKeepTheMathBitwise) {
       if (stack != kCheckpoint) {
         EXPECT_GT(with.summary.bytes_to_host, 0u) << "the offload moved nothing";
       }
+    }
+  }
+}
+
+// The flash kernel plugin on the GPU (head dim 64, 70 positions: two query tiles, one partial)
+// matches the same plugin on the CPU, and checkpointing stays bitwise neutral on top of it.
+TEST(CudaTraining, FlashAttentionPluginMatchesTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::string flash = "[kernels]\nattention = \"flash\"\n";
+  const std::vector<std::string> shape = {"model.d_model=128", "model.seq_len=70"};
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const TrainResult cpu = train(family, "cpu", flash, shape);
+    const TrainResult cuda = train(family, "cuda:0", flash, shape);
+    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+    std::printf("%s flash: worst relative loss difference cuda:0 vs cpu %.3g\n", family.name.c_str(), worst);
+    EXPECT_LE(worst, 1e-5);
+    for (const std::string& stack :
+         {kCheckpoint, std::string("[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n")}) {
+      const TrainResult with = train(family, "cuda:0", flash + stack, shape);
+      ASSERT_EQ(cuda.losses.size(), with.losses.size());
+      for (std::size_t i = 0; i < cuda.losses.size(); ++i) EXPECT_EQ(cuda.losses[i], with.losses[i]) << "step " << i;
     }
   }
 }

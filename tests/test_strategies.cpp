@@ -1,7 +1,11 @@
-// The checkpoint and offload plugins, loaded from the build tree and driven by the real executor:
+// The checkpoint, offload and flash-attention plugins, loaded from the build tree and driven by the real executor:
 // they must not change the math (bitwise), must move the measured peaks the way they claim, and
 // must refuse bad settings before training.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "core/data/dataset.hpp"
 #include "core/device/backend.hpp"
@@ -230,6 +234,74 @@ TEST(Bf16WithStrategies, CheckpointAndOffloadKeepTheBf16MathBitwise) {
               2 * streamed.layer_weight_bytes + streamed.global_weight_bytes);
     const StackRun f32 = run_stack(family, "f32_plain", "");
     EXPECT_NE(plain.losses, f32.losses) << "bf16 storage must change the numbers";
+  }
+}
+
+// The flash kernel plugin against the built-in kernel, with 70 positions (two 64-query tiles, the
+// second partial): one step's gradients agree within 1e-5, every strategy stays bitwise neutral on
+// top of it, and its saved rows are the B x n_head x T log-sum-exps, read from the table and the
+// allocator.
+TEST(FlashAttentionPlugin, MatchesTheBuiltInKernelAndKeepsStrategiesNeutral) {
+  const std::string flash = "[kernels]\nattention = \"flash\"\n";
+  const std::vector<std::string> shape = {"model.seq_len=70"};
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun fast = run_stack(family, "fast_1", "", 1, "", shape);
+    const StackRun flashed = run_stack(family, "flash_1", "", 1, flash, shape);
+    ASSERT_EQ(fast.grads.size(), flashed.grads.size());
+    double worst = 0, largest = 0;
+    for (std::size_t i = 0; i < fast.grads.size(); ++i) {
+      worst = std::max(worst, std::abs(double(fast.grads[i]) - double(flashed.grads[i])));
+      largest = std::max(largest, std::abs(double(fast.grads[i])));
+    }
+    std::printf("flash vs built-in, one step: largest gradient difference %.3g of %.3g\n", worst, largest);
+    EXPECT_LE(worst, 1e-5 * largest);
+    EXPECT_NEAR(fast.losses[0], flashed.losses[0], 1e-6 * std::abs(fast.losses[0]));
+
+    const StackRun plain = run_stack(family, "flash_plain", "", 3, flash, shape);
+    expect_bitwise_equal(plain, run_stack(family, "flash_block", kBlockCheckpoint, 3, flash, shape));
+    expect_bitwise_equal(plain, run_stack(family, "flash_selective", kSelectiveCheckpoint, 3, flash, shape));
+    expect_bitwise_equal(plain, run_stack(family, "flash_streamed", kBlockCheckpoint + kStreaming, 3, flash, shape));
+    const std::string bf16 = flash + "[precision]\nplugin = \"bf16\"\n";
+    const StackRun bf16_plain = run_stack(family, "flash_bf16", "", 3, bf16, shape);
+    expect_bitwise_equal(bf16_plain, run_stack(family, "flash_bf16_selective", kSelectiveCheckpoint, 3, bf16, shape));
+    expect_bitwise_equal(bf16_plain, run_stack(family, "flash_bf16_block", kBlockCheckpoint, 3, bf16, shape));
+
+    const std::uint64_t batch_rows = 2, n_head = 2, T = 70;  // 4 sequences in 2 micro batches
+    EXPECT_EQ(plain.attention_saved_bytes, batch_rows * n_head * T * sizeof(float));
+    EXPECT_EQ(fast.attention_saved_bytes, batch_rows * n_head * T * T * sizeof(float));
+    const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
+    EXPECT_GE(activations(fast) - activations(flashed), 4 * (fast.attention_saved_bytes - plain.attention_saved_bytes));
+  }
+}
+
+// A head dim the CUDA kernels lack, or a backend the plugin has no kernel for, is refused with the
+// reason before anything runs; the CPU version runs any head dim.
+TEST(FlashAttentionPlugin, RefusesWhatItCannotRunBeforeTraining) {
+  const auto build = [](const std::string& device_kind) {
+    const auto dir = test::temporary_directory("flash_refused");
+    // d_model 192 over 2 heads: head dim 96.
+    test::write_text(dir / "m.toml", test::tiny_manifest("[kernels]\nattention = \"flash\"\n[device]\nkind = \"" +
+                                                         device_kind + "\"\n"));
+    const Manifest manifest = load_manifest(dir / "m.toml", {"model.d_model=192"});
+    PluginRegistry registry;
+    registry.scan(plugin_search_path({}));
+    HostServicesImpl host(manifest.model.info());
+    return build_stack(manifest, registry, host);
+  };
+  EXPECT_NO_THROW(build("cpu"));
+  try {
+    build("cuda:0");
+    FAIL() << "head dim 96 accepted on cuda:0";
+  } catch (const ManifestError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("[kernels] attention = \"flash\""), std::string::npos) << message;
+#ifdef STRATA_HAVE_CUDA
+    EXPECT_NE(message.find("head dim 96"), std::string::npos) << message;
+    EXPECT_NE(message.find("64 and 128"), std::string::npos) << message;
+#else
+    EXPECT_NE(message.find("no CUDA kernels"), std::string::npos) << message;
+#endif
   }
 }
 
