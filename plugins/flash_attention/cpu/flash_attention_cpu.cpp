@@ -1,0 +1,223 @@
+#include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "kernels/cpu/cpu_clones.hpp"
+
+namespace strata::flash::cpu {
+
+namespace {
+
+// Query rows and key columns per tile. A score tile (kBr, kBc) and its gradient fit in L1/L2
+// beside the q, k, v rows they come from; the products run as single-threaded sgemm calls
+// (OpenBLAS runs serially inside an OpenMP region).
+constexpr std::int64_t kBr = 64;
+constexpr std::int64_t kBc = 64;
+using ScoreTile = std::array<float, kBr * kBc>;
+using RowValues = std::array<float, kBr>;
+
+// This file builds with -ffast-math so that exp vectorizes (glibc's libmvec, one width per clone).
+// No infinities are used: the first key tile, which every causal row reaches, sets the running max.
+
+// The tile's scores become probabilities relative to the running max of each row; columns past
+// the diagonal (key > query) become 0. `diagonal` is the first query's index minus the first
+// key's. Updates the running max and sum and writes each row's rescale factor of the old output.
+STRATA_CPU_CLONES void online_softmax_tile(float* scores, std::int64_t rows, std::int64_t cols, std::int64_t diagonal,
+                                           bool first_tile, float* row_max, float* row_sum, float* rescale) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* s = scores + r * kBc;
+    const std::int64_t valid = std::clamp<std::int64_t>(diagonal + r + 1, 0, cols);
+    const float old_max = row_max[r];
+    float max_value = first_tile ? s[0] : old_max;
+    for (std::int64_t c = 0; c < valid; ++c) max_value = std::max(max_value, s[c]);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t c = 0; c < valid; ++c) {
+      const float p = std::exp(s[c] - max_value);
+      s[c] = p;
+      sum += p;
+    }
+    for (std::int64_t c = valid; c < cols; ++c) s[c] = 0.0f;
+    const float alpha = first_tile ? 0.0f : std::exp(old_max - max_value);
+    row_sum[r] = first_tile ? sum : row_sum[r] * alpha + sum;
+    row_max[r] = max_value;
+    rescale[r] = alpha;
+  }
+}
+
+// Backward: P = exp(S - lse) from the saved log-sum-exp, masked like the forward.
+STRATA_CPU_CLONES void probabilities_tile(float* scores, std::int64_t rows, std::int64_t cols, std::int64_t diagonal,
+                                          const float* lse) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* s = scores + r * kBc;
+    const std::int64_t valid = std::clamp<std::int64_t>(diagonal + r + 1, 0, cols);
+    const float row_lse = lse[r];
+#pragma omp simd
+    for (std::int64_t c = 0; c < valid; ++c) s[c] = std::exp(s[c] - row_lse);
+    for (std::int64_t c = valid; c < cols; ++c) s[c] = 0.0f;
+  }
+}
+
+// dS = P ⊙ (dP - D) in place of dP; D is rowsum(dout ⊙ out) of each query row.
+STRATA_CPU_CLONES void dscores_tile(float* dprobabilities, const float* probabilities, std::int64_t rows,
+                                    std::int64_t cols, const float* row_delta) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* d = dprobabilities + r * kBc;
+    const float* p = probabilities + r * kBc;
+    const float delta = row_delta[r];
+#pragma omp simd
+    for (std::int64_t c = 0; c < cols; ++c) d[c] = p[c] * (d[c] - delta);
+  }
+}
+
+// result[t] = dot(a row t, b row t) over D, for `rows` rows.
+STRATA_CPU_CLONES void row_dots(float* result, const float* a, std::int64_t a_stride, const float* b,
+                                std::int64_t b_stride, std::int64_t rows, std::int64_t D) {
+  for (std::int64_t t = 0; t < rows; ++t) {
+    const float* x = a + t * a_stride;
+    const float* y = b + t * b_stride;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t i = 0; i < D; ++i) sum += x[i] * y[i];
+    result[t] = sum;
+  }
+}
+
+// Not under -ffast-math's reciprocal square root: the same scale as the built-in kernel's.
+float softmax_scale(std::int64_t D) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+}
+
+std::int64_t tiles(std::int64_t T, std::int64_t tile) {
+  return (T + tile - 1) / tile;
+}
+
+// One query tile of one (batch, head): every key tile up to the diagonal, the output
+// accumulated in place in `out` (rows owned by this task), normalised at the end.
+void forward_query_tile(const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in, std::int64_t b,
+                        std::int64_t h, std::int64_t r0) {
+  const std::int64_t T = shape.seq_len, NH = shape.n_head, D = shape.head_dim;
+  const std::int64_t kv_head = h / (NH / shape.n_kv_head), out_stride = NH * D;
+  const std::int64_t rows = std::min(kBr, T - r0);
+  const float scale = softmax_scale(D);
+  const float* q = in.q + (b * T + r0) * in.q_stride + h * D;
+  const float* k = in.k + b * T * in.kv_stride + kv_head * D;
+  const float* v = in.v + b * T * in.kv_stride + kv_head * D;
+  float* o = out + (b * T + r0) * out_stride + h * D;
+  const int d_int = static_cast<int>(D), rows_int = static_cast<int>(rows);
+  const int q_stride = static_cast<int>(in.q_stride), kv_stride = static_cast<int>(in.kv_stride);
+  ScoreTile scores;
+  RowValues row_max, row_sum, rescale;
+  for (std::int64_t c0 = 0; c0 < r0 + rows; c0 += kBc) {
+    const std::int64_t cols = std::min(kBc, r0 + rows - c0);
+    const bool first_tile = c0 == 0;
+    const int cols_int = static_cast<int>(cols);
+    // S (rows, cols) = scale * q (rows, D) @ k^T (D, cols)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, scale, q, q_stride,
+                k + c0 * in.kv_stride, kv_stride, 0.0f, scores.data(), static_cast<int>(kBc));
+    online_softmax_tile(scores.data(), rows, cols, r0 - c0, first_tile, row_max.data(), row_sum.data(), rescale.data());
+    if (!first_tile)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t i = 0; i < D; ++i) o[r * out_stride + i] *= rescale[r];
+    // O (rows, D) += P (rows, cols) @ v (cols, D)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_int, d_int, cols_int, 1.0f, scores.data(),
+                static_cast<int>(kBc), v + c0 * in.kv_stride, kv_stride, first_tile ? 0.0f : 1.0f, o,
+                static_cast<int>(out_stride));
+  }
+  float* lse_rows = lse + (b * NH + h) * T + r0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float inverse_sum = 1.0f / row_sum[r];
+    for (std::int64_t i = 0; i < D; ++i) o[r * out_stride + i] *= inverse_sum;
+    lse_rows[r] = row_max[r] + std::log(row_sum[r]);
+  }
+}
+
+// All tiles of one (batch, key/value head): its query heads in order, each query tile against
+// the key tiles up to the diagonal. Only this task writes these dk, dv rows and the group's dq
+// rows, in a fixed order, so the sums do not depend on the thread count.
+void backward_kv_head(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                      const AttentionInputs& in, const float* lse, const float* delta, std::int64_t b,
+                      std::int64_t kv_head) {
+  const std::int64_t T = shape.seq_len, NH = shape.n_head, D = shape.head_dim;
+  const std::int64_t group = NH / shape.n_kv_head, out_stride = NH * D;
+  const float scale = softmax_scale(D);
+  const int d_int = static_cast<int>(D), tile_ld = static_cast<int>(kBc);
+  const int q_stride = static_cast<int>(in.q_stride), kv_stride = static_cast<int>(in.kv_stride);
+  const int dq_stride = static_cast<int>(grads.q_stride), dkv_stride = static_cast<int>(grads.kv_stride);
+  const float* k = in.k + b * T * in.kv_stride + kv_head * D;
+  const float* v = in.v + b * T * in.kv_stride + kv_head * D;
+  float* dk = grads.dk + b * T * grads.kv_stride + kv_head * D;
+  float* dv = grads.dv + b * T * grads.kv_stride + kv_head * D;
+  ScoreTile probabilities, dscores;
+  for (std::int64_t h = kv_head * group; h < (kv_head + 1) * group; ++h)
+    for (std::int64_t r0 = 0; r0 < T; r0 += kBr) {
+      const std::int64_t rows = std::min(kBr, T - r0);
+      const int rows_int = static_cast<int>(rows);
+      const float* q = in.q + (b * T + r0) * in.q_stride + h * D;
+      const float* dy = dout + (b * T + r0) * out_stride + h * D;
+      float* dq = grads.dq + (b * T + r0) * grads.q_stride + h * D;
+      const float* row_lse = lse + (b * NH + h) * T + r0;
+      const float* row_delta = delta + (b * NH + h) * T + r0;
+      for (std::int64_t c0 = 0; c0 < r0 + rows; c0 += kBc) {
+        const std::int64_t cols = std::min(kBc, r0 + rows - c0);
+        const int cols_int = static_cast<int>(cols);
+        // P = exp(scale * q @ k^T - lse)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, scale, q, q_stride,
+                    k + c0 * in.kv_stride, kv_stride, 0.0f, probabilities.data(), tile_ld);
+        probabilities_tile(probabilities.data(), rows, cols, r0 - c0, row_lse);
+        // dv (cols, D) += P^T (cols, rows) @ dout (rows, D)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, 1.0f, probabilities.data(),
+                    tile_ld, dy, static_cast<int>(out_stride), 1.0f, dv + c0 * grads.kv_stride, dkv_stride);
+        // dP (rows, cols) = dout (rows, D) @ v^T (D, cols); dS = P ⊙ (dP - D)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, 1.0f, dy,
+                    static_cast<int>(out_stride), v + c0 * in.kv_stride, kv_stride, 0.0f, dscores.data(), tile_ld);
+        dscores_tile(dscores.data(), probabilities.data(), rows, cols, row_delta);
+        // dq (rows, D) += scale * dS @ k ; dk (cols, D) += scale * dS^T @ q
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_int, d_int, cols_int, scale, dscores.data(),
+                    tile_ld, k + c0 * in.kv_stride, kv_stride, 1.0f, dq, dq_stride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, scale, dscores.data(), tile_ld,
+                    q, q_stride, 1.0f, dk + c0 * grads.kv_stride, dkv_stride);
+      }
+    }
+}
+
+}  // namespace
+
+std::int64_t lse_floats(const AttentionShape& shape) {
+  return std::int64_t{shape.batch} * shape.n_head * shape.seq_len;
+}
+
+std::int64_t scratch_floats(const AttentionShape& shape) {
+  return std::int64_t{shape.batch} * shape.n_head * shape.seq_len;
+}
+
+void forward(const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
+  const std::int64_t B = shape.batch, NH = shape.n_head, query_tiles = tiles(shape.seq_len, kBr);
+  // The last query tiles meet the most key tiles: hand them out first, the rest fill in behind.
+#pragma omp parallel for collapse(3) schedule(dynamic, 1)
+  for (std::int64_t tile = 0; tile < query_tiles; ++tile)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < NH; ++h)
+        forward_query_tile(shape, out, lse, in, b, h, (query_tiles - 1 - tile) * kBr);
+}
+
+void backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout, const float* out,
+              const AttentionInputs& in, const float* lse, float* scratch) {
+  const std::int64_t B = shape.batch, T = shape.seq_len, NH = shape.n_head, KV = shape.n_kv_head;
+  const std::int64_t D = shape.head_dim, out_stride = NH * D;
+  // scratch (B, NH, T): rowsum(dout ⊙ out) of every query row of every head.
+#pragma omp parallel for collapse(2) schedule(static)
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      row_dots(scratch + (b * NH + h) * T, dout + b * T * out_stride + h * D, out_stride,
+               out + b * T * out_stride + h * D, out_stride, T, D);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t kv = 0; kv < KV; ++kv) backward_kv_head(shape, grads, dout, in, lse, scratch, b, kv);
+}
+
+}  // namespace strata::flash::cpu
