@@ -29,7 +29,8 @@ struct StackRun {
   std::uint64_t layer_weight_bytes = 0;     // one block's weights
   std::uint64_t global_weight_bytes = 0;    // embeddings and final LayerNorm
   std::uint64_t logits_bytes = 0;           // the logits row, as the strategies sized it
-  std::uint64_t attention_saved_bytes = 0;  // one block's attention-kernel row
+  std::int64_t attention_saved_floats = 0;  // one block's attention-kernel row
+  std::uint64_t attention_saved_bytes = 0;  // the same, as allocated (padded)
 };
 
 // The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with
@@ -93,7 +94,10 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   }
   run.logits_bytes = model.table().row(*model.table().find("act.logits")).bytes();
   for (const TensorRow& row : model.table().rows())
-    if (row.name.ends_with("attention_saved")) run.attention_saved_bytes = row.bytes();
+    if (row.name.ends_with("attention_saved")) {
+      run.attention_saved_floats = row.elements();
+      run.attention_saved_bytes = row.bytes();
+    }
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
   return run;
@@ -267,9 +271,9 @@ TEST(FlashAttentionPlugin, MatchesTheBuiltInKernelAndKeepsStrategiesNeutral) {
     expect_bitwise_equal(bf16_plain, run_stack(family, "flash_bf16_selective", kSelectiveCheckpoint, 3, bf16, shape));
     expect_bitwise_equal(bf16_plain, run_stack(family, "flash_bf16_block", kBlockCheckpoint, 3, bf16, shape));
 
-    const std::uint64_t batch_rows = 2, n_head = 2, T = 70;  // 4 sequences in 2 micro batches
-    EXPECT_EQ(plain.attention_saved_bytes, batch_rows * n_head * T * sizeof(float));
-    EXPECT_EQ(fast.attention_saved_bytes, batch_rows * n_head * T * T * sizeof(float));
+    const std::int64_t batch_rows = 2, n_head = 2, T = 70;  // 4 sequences in 2 micro batches
+    EXPECT_EQ(plain.attention_saved_floats, batch_rows * n_head * T);
+    EXPECT_EQ(fast.attention_saved_floats, batch_rows * n_head * T * T);
     const auto activations = [](const StackRun& run) { return peak(run.device, MemoryCategory::activations); };
     EXPECT_GE(activations(fast) - activations(flashed), 4 * (fast.attention_saved_bytes - plain.attention_saved_bytes));
   }
