@@ -89,8 +89,7 @@ Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
   if (const Status status = attention->check(shape, backend.kernel_target()); !status)
     throw ManifestError(manifest_path + ": [kernels] attention = \"" + attention_name + "\": " + status.message());
   if (const Status status = attention->bind(backend.kernel_target()); !status)
-    throw std::runtime_error(manifest_path + ": [kernels] attention = \"" + attention_name +
-                             "\" could not be bound to " + backend.name() + ": " + status.message());
+    throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
   return *attention;
 }
 

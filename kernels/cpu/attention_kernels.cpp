@@ -13,7 +13,7 @@ class CpuAttentionKernel final : public Kernel {
   explicit CpuAttentionKernel(AttentionImpl impl) : impl_(impl) {}
 
   std::string_view op() const noexcept override { return "attention"; }
-  // Both run on host memory: the CPU backend's. (A sealed test backend calls itself "cpu" too.)
+  // Both read their operands on the host: the CPU backend's memory only.
   Status check(const AttentionShape& shape, const KernelTarget& target) const noexcept override {
     if (target.backend != "cpu")
       return Status::error("the built-in " + std::string(impl_ == AttentionImpl::reference ? "reference" : "fast") +

@@ -1,6 +1,6 @@
 #include "kernels/cpu/cross_entropy.hpp"
 
-#include "kernels/cpu/cpu_clones.hpp"
+#include "strata/cpu_clones.hpp"
 
 namespace strata::cpu {
 

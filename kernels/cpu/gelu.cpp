@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/cpu_clones.hpp"
+#include "strata/cpu_clones.hpp"
 
 namespace strata::cpu {
 

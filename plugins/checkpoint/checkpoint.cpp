@@ -90,4 +90,4 @@ const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Checkpoint>
 
 }  // namespace
 
-STRATA_DEFINE_PLUGIN(checkpoint, "1.1.0", kFactories)
+STRATA_DEFINE_PLUGIN(checkpoint, "2.0.0", kFactories)

@@ -81,7 +81,7 @@ class FlashAttention final : public Kernel {
       return {};
     }
 #if STRATA_FLASH_ATTENTION_CUDA
-    return launched([&](cudaStream_t stream) { flash::cuda::forward(stream, shape, out, saved, in); });
+    return launched([&](cudaStream_t stream) { return flash::cuda::forward(stream, shape, out, saved, in); });
 #else
     return no_cuda();
 #endif
@@ -94,8 +94,9 @@ class FlashAttention final : public Kernel {
       return {};
     }
 #if STRATA_FLASH_ATTENTION_CUDA
-    return launched(
-        [&](cudaStream_t stream) { flash::cuda::backward(stream, shape, grads, dout, out, in, saved, scratch); });
+    return launched([&](cudaStream_t stream) {
+      return flash::cuda::backward(stream, shape, grads, dout, out, in, saved, scratch);
+    });
 #else
     return no_cuda();
 #endif
@@ -109,7 +110,8 @@ class FlashAttention final : public Kernel {
   Status launched(Launch&& launch) {
     if (const cudaError_t error = cudaSetDevice(device_index_); error != cudaSuccess)
       return Status::error(std::string("cudaSetDevice: ") + cudaGetErrorString(error));
-    launch(static_cast<cudaStream_t>(stream_));
+    if (!launch(static_cast<cudaStream_t>(stream_)))
+      return Status::error("the CUDA kernel does not run this shape (head dims 64 and 128, shared memory)");
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return Status::error(std::string("kernel launch: ") + cudaGetErrorString(error));
     return {};

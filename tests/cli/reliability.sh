@@ -53,8 +53,8 @@ fault "checkpointed layer outside the model" 2 "layers holds 9, outside the mode
   > "$work/offload.toml"
 fault "offload prefetch beyond its resident layers" 2 "prefetch = 1 needs max_resident_layers >= 2" -- \
   "$strata" validate "$work/offload.toml"
-fault "unknown attention kernel" 2 "attention = \"flash\" is not a known implementation" -- \
-  "$strata" validate $q --set kernels.attention='"flash"'
+fault "unknown attention kernel" 2 "attention = \"flsh\" is not a known implementation; available: fast, reference, flash" -- \
+  "$strata" validate $q --set kernels.attention='"flsh"'
 fault "--metrics file that cannot be created" 2 "--metrics /proc/none/x.jsonl: cannot be created" -- \
   "$strata" train $q --set train.steps=1 --set checkpoint.dir=\"$work/metrics_ckpt\" --metrics /proc/none/x.jsonl
 [ ! -e "$work/metrics_ckpt" ] || fail "a refused run created its checkpoint directory"

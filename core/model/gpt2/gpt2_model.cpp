@@ -160,7 +160,9 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   if (storage.activations == DType::bf16) {
     // Five f32 staging rows serve a block's eight bf16 activations and its input, each pair
     // sharing a row by lifetime: in the forward pass a value is dead before its row is reused,
-    // and the backward pass widens each value just before the one kernel that reads it.
+    // and the backward pass widens each value just before the kernels that read it. atty is read
+    // twice, by the projection's backward and then as attention's `out`: nothing may write
+    // narrow_c between the two.
     //   wide_a: qkv, then fch       narrow_a: input, then ln2      narrow_c: atty, then output
     //   wide_b: fch_gelu            narrow_b: ln1, then residual2
     auto slot = [&](const char* name, std::int64_t width) {
@@ -340,7 +342,7 @@ void GPT2Model::attention_forward(int l) {
   if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
 }
 
-// The cheap pieces of a block's forward, callable alone for selective recomputation. Each stores
+// The cheap pieces of a block's forward, callable alone for cheap recomputation. Each stores
 // what it computed (a no-op unless activations are bf16).
 void GPT2Model::layernorm1_forward(int l) {
   using LA = LayerActivation;

@@ -49,7 +49,7 @@ AttentionInputs LlamaModel::attention_inputs(int l) const {
   return AttentionInputs{act(l, LA::q), act(l, LA::k), act(l, LA::v), config_.d_model, config_.kv_dim()};
 }
 
-// The cheap pieces, callable alone for selective recomputation; each stores what it computed.
+// The cheap pieces, callable alone for cheap recomputation; each stores what it computed.
 void LlamaModel::norm1_forward(int l) {
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
   {

@@ -6,7 +6,7 @@
 #include <array>
 #include <cmath>
 
-#include "kernels/cpu/cpu_clones.hpp"
+#include "strata/cpu_clones.hpp"
 
 namespace strata::flash::cpu {
 

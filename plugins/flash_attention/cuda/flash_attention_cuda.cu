@@ -442,17 +442,18 @@ std::int64_t scratch_floats(const AttentionShape& shape) {
   return row_floats(shape);
 }
 
-void forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
-  if (!runnable(shape)) return;
+bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
+  if (!runnable(shape)) return false;
   if (shape.head_dim == 64)
     launch_forward<64>(stream, shape, out, lse, in);
   else
     launch_forward<128>(stream, shape, out, lse, in);
+  return true;
 }
 
-void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+bool backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
               const float* out, const AttentionInputs& in, const float* lse, float* scratch) {
-  if (!runnable(shape)) return;
+  if (!runnable(shape)) return false;
   const std::int64_t rows = row_floats(shape);
   const unsigned delta_blocks = static_cast<unsigned>((rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock);
   delta_kernel<<<delta_blocks, kDeltaRowsPerBlock * kWarpSize, 0, stream>>>(scratch, dout, out, rows, shape.seq_len,
@@ -463,6 +464,7 @@ void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionG
     launch_backward<64>(stream, shape, grads, problem, up);
   else
     launch_backward<128>(stream, shape, grads, problem, up);
+  return true;
 }
 
 }  // namespace strata::flash::cuda

@@ -27,8 +27,9 @@ bool supports(const AttentionShape& shape);
 std::int64_t lse_floats(const AttentionShape& shape);
 std::int64_t scratch_floats(const AttentionShape& shape);
 
-void forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in);
-void backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+// Both launch nothing and return false for a shape supports() refuses.
+bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in);
+bool backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
               const float* out, const AttentionInputs& in, const float* lse, float* scratch);
 
 }  // namespace strata::flash::cuda

@@ -19,7 +19,7 @@ namespace strata {
 // Where a kernel runs.
 struct KernelTarget {
   std::string_view backend;  // "cpu", "cuda:0": the manifest's device.kind
-  int device_index = -1;     // the CUDA device ordinal; -1 on the CPU
+  int device_index = -1;     // the CUDA device ordinal; -1 on the CPU and at validate time
   void* stream = nullptr;    // the compute stream (a cudaStream_t on CUDA); null on the CPU and at validate time
 };
 
@@ -39,7 +39,8 @@ class Kernel {
   virtual std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept = 0;
 
   // Causal; out is (N, n_head * head_dim). Both may throw: the host reports the exception with
-  // the plugin's name and the layer, as it does an error Status.
+  // the plugin's name and the layer, as it does an error Status. The forward pass must be
+  // deterministic: selective checkpointing runs it again and writes `out` over the kept output.
   virtual Status attention_forward(const AttentionShape& shape, float* out, float* saved,
                                    const AttentionInputs& in) = 0;
   // Adds into the gradients. `out` is the forward's output, which the model keeps (under bf16
