@@ -16,7 +16,7 @@ namespace {
 // beside the q, k, v rows they come from; the products run as single-threaded sgemm calls
 // (OpenBLAS runs serially inside an OpenMP region).
 constexpr std::int64_t kBr = 64;
-constexpr std::int64_t kBc = 64;
+constexpr std::int64_t kBc = 128;
 using ScoreTile = std::array<float, kBr * kBc>;
 using RowValues = std::array<float, kBr>;
 
