@@ -2,7 +2,7 @@
 # Flash attention benchmark (run by hand, from the repository root, after scripts/setup.sh):
 #   1. kernel time: forward + backward of GPT-2 124M's attention (B1, 12 heads of 64) at
 #      T 256 ... 4096, the built-in kernel beside the flash plugin's CPU kernel in one process
-#      (build/bin/strata_attention_bench), and PyTorch's SDPA on the CPU (Debian's torch, 2 threads);
+#      (build/bench/strata_attention_bench), and PyTorch's SDPA on the CPU (Debian's torch, 2 threads);
 #   2. memory: the attention rows of one GPT-2 124M block, B1, at T 512 ... 4096, read from the
 #      allocator's per-category peaks of a 2-step run with each kernel;
 #   3. the whole step: GPT-2 124M at T1024, B1, with and without flash, through `strata ab`.
@@ -16,8 +16,8 @@ export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
 lscpu | grep -m1 'Model name' | tee "$out/cpu.txt"
 
 echo "== 1. attention kernels, forward + backward (ms, median of rounds)"
-./build/bin/strata_attention_bench | tee "$out/kernels.txt"
-/usr/bin/python3 bench/attention_sdpa_cpu.py | tee "$out/torch_sdpa.txt"
+./build/bench/strata_attention_bench --rounds 9 | tee "$out/kernels.txt"
+/usr/bin/python3 bench/attention_sdpa_cpu.py --rounds 7 | tee "$out/torch_sdpa.txt"
 
 echo "== 2. attention memory of one block (allocator peaks, MiB)"
 printf '%-6s %-6s %12s %12s\n' T kernel activations workspace | tee "$out/memory.txt"

@@ -32,6 +32,7 @@ const std::vector<Family> kFamilies = {{"gpt2", {}},
                                        {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}}};
 
 const std::string kCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
+const std::string kSelective = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";
 const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
 const std::string kStreaming =
     "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
@@ -92,12 +93,13 @@ TEST(CudaTraining, CheckpointAndOffloadKeepTheMathBitwise) {
   for (const Family& family : kFamilies) {
     SCOPED_TRACE(family.name);
     const TrainResult plain = train(family, "cuda:0");
-    for (const std::string& stack : {kCheckpoint, kOptimizerOffload, kStreaming, kCheckpoint + kStreaming}) {
+    for (const std::string& stack :
+         {kCheckpoint, kSelective, kOptimizerOffload, kStreaming, kCheckpoint + kStreaming}) {
       SCOPED_TRACE(stack);
       const TrainResult with = train(family, "cuda:0", stack);
       ASSERT_EQ(plain.losses.size(), with.losses.size());
       for (std::size_t i = 0; i < plain.losses.size(); ++i) EXPECT_EQ(plain.losses[i], with.losses[i]) << "step " << i;
-      if (stack != kCheckpoint) {
+      if (stack != kCheckpoint && stack != kSelective) {
         EXPECT_GT(with.summary.bytes_to_host, 0u) << "the offload moved nothing";
       }
     }
@@ -117,12 +119,18 @@ TEST(CudaTraining, FlashAttentionPluginMatchesTheCpu) {
     const double worst = worst_relative_difference(cpu.losses, cuda.losses);
     std::printf("%s flash: worst relative loss difference cuda:0 vs cpu %.3g\n", family.name.c_str(), worst);
     EXPECT_LE(worst, 1e-5);
-    for (const std::string& stack :
-         {kCheckpoint, std::string("[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n")}) {
+    for (const std::string& stack : {kCheckpoint, kSelective}) {
       const TrainResult with = train(family, "cuda:0", flash + stack, shape);
       ASSERT_EQ(cuda.losses.size(), with.losses.size());
       for (std::size_t i = 0; i < cuda.losses.size(); ++i) EXPECT_EQ(cuda.losses[i], with.losses[i]) << "step " << i;
     }
+    // bf16 activations: the kernel reads the bf16-rounded output in backward, with and without
+    // selective recomputation alike.
+    const TrainResult bf16 = train(family, "cuda:0", flash + kBf16, shape);
+    const TrainResult bf16_selective = train(family, "cuda:0", flash + kBf16 + kSelective, shape);
+    for (std::size_t i = 0; i < bf16.losses.size(); ++i)
+      EXPECT_EQ(bf16.losses[i], bf16_selective.losses[i]) << "bf16, step " << i;
+    EXPECT_LT(bf16.losses.back(), bf16.losses.front());
   }
 }
 
