@@ -259,25 +259,33 @@ TEST(FastKernels, SwiGluMatchesReference) {
   EXPECT_EQ(du_o, du_z);
 }
 
+// 33 positions fit one query tile of the fast kernel; 300 take three (the last partial), so the
+// causal tiling (keys [0, t1) per tile) and the zeroed upper triangle are both checked.
 TEST(FastKernels, GroupedQueryAttentionMatchesReference) {
-  const AttentionShape shape{2, 33, 8, 2, 16};
-  const std::size_t out_size = 2 * 33 * 8 * 16, att_size = 2 * 8 * 33 * 33;
-  const auto dout = random_vector<float>(out_size, 130);
-  for (const bool packed : {false, true}) {
-    QkvBuffers<float> inputs(shape, packed, 131);
-    QkvBuffers<float> grads_f(shape, packed, 134), grads_r = grads_f;  // backward adds on
-    std::vector<float> out_f(out_size), out_r(out_size), att_f(att_size), att_r(att_size), scratch(att_size);
-    attention_forward(out_f.data(), att_f.data(), inputs.inputs(), shape);
-    reference::attention_forward(out_r.data(), att_r.data(), inputs.operands(), shape);
-    expect_close(packed ? "GQA packed forward out" : "GQA strided forward out", out_f, out_r, 1e-5);
-    expect_close(packed ? "GQA packed probabilities" : "GQA strided probabilities", att_f, att_r, 1e-6);
-    attention_backward(grads_f.grads(), scratch.data(), dout.data(), inputs.inputs(), att_f.data(), shape);
-    reference::attention_backward(grads_r.gradients(), scratch.data(), dout.data(), inputs.operands(), att_r.data(),
-                                  shape);
-    expect_close(packed ? "GQA packed backward dqkv" : "GQA strided backward dq", grads_f.q, grads_r.q, 1e-5);
-    if (!packed) {
-      expect_close("GQA strided backward dk", grads_f.k, grads_r.k, 1e-5);
-      expect_close("GQA strided backward dv", grads_f.v, grads_r.v, 1e-5);
+  for (const AttentionShape shape : {AttentionShape{2, 33, 8, 2, 16}, AttentionShape{1, 300, 4, 2, 16}}) {
+    SCOPED_TRACE(shape.seq_len);
+    const std::size_t T = static_cast<std::size_t>(shape.seq_len);
+    const std::size_t out_size = shape.batch * T * shape.n_head * shape.head_dim;
+    const std::size_t att_size = shape.batch * shape.n_head * T * T;
+    const auto dout = random_vector<float>(out_size, 130);
+    for (const bool packed : {false, true}) {
+      QkvBuffers<float> inputs(shape, packed, 131);
+      QkvBuffers<float> grads_f(shape, packed, 134), grads_r = grads_f;  // backward adds on
+      std::vector<float> out_f(out_size), out_r(out_size), att_f(att_size, std::nanf("")), att_r(att_size),
+          scratch(att_size, std::nanf(""));
+      attention_forward(out_f.data(), att_f.data(), inputs.inputs(), shape);
+      reference::attention_forward(out_r.data(), att_r.data(), inputs.operands(), shape);
+      expect_close(packed ? "GQA packed forward out" : "GQA strided forward out", out_f, out_r, 1e-5);
+      expect_close(packed ? "GQA packed probabilities" : "GQA strided probabilities", att_f, att_r, 1e-6);
+      attention_backward(grads_f.grads(), scratch.data(), dout.data(), inputs.inputs(), att_f.data(), shape);
+      std::vector<float> scratch_r(att_size);
+      reference::attention_backward(grads_r.gradients(), scratch_r.data(), dout.data(), inputs.operands(), att_r.data(),
+                                    shape);
+      expect_close(packed ? "GQA packed backward dqkv" : "GQA strided backward dq", grads_f.q, grads_r.q, 1e-5);
+      if (!packed) {
+        expect_close("GQA strided backward dk", grads_f.k, grads_r.k, 1e-5);
+        expect_close("GQA strided backward dv", grads_f.v, grads_r.v, 1e-5);
+      }
     }
   }
 }
