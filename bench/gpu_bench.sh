@@ -2,7 +2,7 @@
 # GPU benchmark, run on the GPU machine from the repository root, with a bundle that
 # scripts/device-bundle.sh made from a CUDA build (carried to that machine beside the working tree):
 #   1. Strata's GPT-2 124M, B 16, T 1024, on cuda:0 in each set-up of bench/gpu/*.toml (fp32; bf16
-#      storage; bf16 with checkpointing, optimizer offload, layer streaming K=2), a few steps each;
+#      storage; bf16 + TF32, with and without the flash attention plugin; bf16 with checkpointing, optimizer offload, layer streaming K=2), a few steps each;
 #   2. bench/torch_gpt2_gpu.py, eager and torch.compile (bf16 autocast, f32 master weights);
 #   3. one table: config, ms/step, tokens/s, peak device MiB, MFU (bench/gpu_bench_table.py).
 # Strata's ms/step is the median of its JSONL step records after the first two; peak device MiB is its
@@ -18,12 +18,12 @@
 #   --export: also copy table.txt, table.json and all of --out as gpu-bench.tar.gz here (e.g. "$OUT")
 #   --steps: Strata's steps per run (default 10); --torch-steps: PyTorch's timed steps (default 20)
 #   --peak-flops: dense bf16 FLOP/s for MFU (default 989e12, H100 SXM; the H200's is the same)
-#   --configs: names in bench/gpu/ without .toml (default: all six)
+#   --configs: names in bench/gpu/ without .toml (default: all seven)
 #   --smoke: tiny shapes on the CPU, to check this script where there is no GPU
 set -uo pipefail
 bundle=.device-bundle out=runs/gpu-bench export_dir="" steps=10 torch_steps=20 peak=989e12 budget=540 only="" smoke=0
-configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-tf32 gpt2-124m-cuda-bf16-checkpoint gpt2-124m-cuda-bf16-offload-optimizer
-gpt2-124m-cuda-bf16-stream-k2"
+configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-tf32 gpt2-124m-cuda-bf16-tf32-flash gpt2-124m-cuda-bf16-checkpoint
+gpt2-124m-cuda-bf16-offload-optimizer gpt2-124m-cuda-bf16-stream-k2"
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=$2; shift 2 ;;
