@@ -7,6 +7,7 @@ rm -rf "$work" && mkdir -p "$work"
 source "$(dirname "$0")/expect.sh"
 expect 0 "usage: strata train" -- "$strata" train --help
 expect 0 "ok (adamw + fp32" -- "$strata" validate examples/quickstart.toml
+expect 0 "ok (adamw + fp32 + attention:flash" -- "$strata" validate examples/flash-attention.toml
 fault "misspelt key through --set" 2 "unknown key 'stpes'" -- "$strata" validate examples/quickstart.toml --set train.stpes=3
 fault "manifest file missing" 2 "no such manifest file" -- "$strata" train "$work/missing.toml"
 fault "unknown command" 2 "unknown command" -- "$strata" frobnicate
