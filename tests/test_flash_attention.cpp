@@ -1,7 +1,7 @@
 // The flash attention plugin's CPU kernel against the plain reference attention in double:
 // output, log-sum-exp and gradients over sequence lengths around the tile size, head dims,
 // grouped key/value heads and both q/k/v layouts; a finite-difference check of the gradients;
-// bitwise determinism across thread counts; accumulation into the gradients.
+// bitwise determinism across thread counts; accumulation into the gradients; NaN propagation.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -231,6 +231,25 @@ TEST(FlashAttentionCpu, BackwardAddsIntoGradients) {
     worst = std::max(worst, std::abs(static_cast<double>(from_start.dqkv[i]) - start[i] - from_zero.dqkv[i]));
   std::printf("accumulated minus start vs from zero: max |diff| %.3g\n", worst);
   EXPECT_LT(worst, 1e-4);
+}
+
+// A NaN in a key reaches every output row that attends to it, and their gradients, although the
+// kernel is compiled with -ffast-math: the divergence guard sees a NaN loss, not a silent zero.
+TEST(FlashAttentionCpu, ANanKeyReachesTheRowsThatSeeIt) {
+  const Case c{{1, 150, 2, 2, 16}, false};
+  const Layout l = layout_of(c);
+  auto qkv = random_vector<float>(l.floats, 51);
+  const auto dout = random_vector<float>(out_floats(c.shape), 52);
+  const std::int64_t nan_position = 70;                              // in the second query tile
+  qkv[l.k_offset + nan_position * l.kv_stride + 3] = std::nanf("");  // head 0's key
+  const FlashResult r = run_flash(c, qkv, dout, std::vector<float>(l.floats, 0.0f));
+  const std::int64_t D = c.shape.head_dim, row_stride = std::int64_t{c.shape.n_head} * D;
+  for (std::int64_t t = 0; t < c.shape.seq_len; ++t) {
+    const bool sees_it = t >= nan_position;
+    EXPECT_EQ(std::isnan(r.out[t * row_stride]), sees_it) << "head 0, position " << t;
+    EXPECT_FALSE(std::isnan(r.out[t * row_stride + D])) << "head 1 never reads it, position " << t;
+    EXPECT_EQ(std::isnan(r.dqkv[l.q_offset + t * l.q_stride]), sees_it) << "dq, position " << t;
+  }
 }
 
 }  // namespace
