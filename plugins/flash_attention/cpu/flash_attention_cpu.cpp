@@ -136,53 +136,51 @@ void forward_query_tile(const AttentionShape& shape, float* out, float* lse, con
   }
 }
 
-// All tiles of one (batch, key/value head): its query heads in order, each query tile against
-// the key tiles up to the diagonal. Only this task writes these dk, dv rows and the group's dq
-// rows, in a fixed order, so the sums do not depend on the thread count.
-void backward_kv_head(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                      const AttentionInputs& in, const float* lse, const float* delta, std::int64_t b,
-                      std::int64_t kv_head) {
+// All tiles of one (batch, query head): each query tile against the key tiles up to the diagonal.
+// dq rows are this task's alone; dk and dv go to `dk`/`dv` with row stride `dkv_stride` (the
+// gradients themselves when the head is alone in its key/value group, else this head's partial
+// rows). Each element is summed by this task in a fixed order, whatever the thread count.
+void backward_head(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
+                   const AttentionInputs& in, const float* lse, const float* delta, std::int64_t b, std::int64_t h,
+                   float* dk, float* dv, std::int64_t dkv_stride) {
   const std::int64_t T = shape.seq_len, NH = shape.n_head, D = shape.head_dim;
-  const std::int64_t group = NH / shape.n_kv_head, out_stride = NH * D;
+  const std::int64_t kv_head = h / (NH / shape.n_kv_head), out_stride = NH * D;
   const float scale = softmax_scale(D);
-  const int d_int = static_cast<int>(D), tile_ld = static_cast<int>(kBc);
+  const int d_int = static_cast<int>(D), tile_ld = static_cast<int>(kBc), dkv_ld = static_cast<int>(dkv_stride);
   const int q_stride = static_cast<int>(in.q_stride), kv_stride = static_cast<int>(in.kv_stride);
-  const int dq_stride = static_cast<int>(grads.q_stride), dkv_stride = static_cast<int>(grads.kv_stride);
+  const int dq_stride = static_cast<int>(grads.q_stride);
   const float* k = in.k + b * T * in.kv_stride + kv_head * D;
   const float* v = in.v + b * T * in.kv_stride + kv_head * D;
-  float* dk = grads.dk + b * T * grads.kv_stride + kv_head * D;
-  float* dv = grads.dv + b * T * grads.kv_stride + kv_head * D;
   ScoreTile probabilities, dscores;
-  for (std::int64_t h = kv_head * group; h < (kv_head + 1) * group; ++h)
-    for (std::int64_t r0 = 0; r0 < T; r0 += kBr) {
-      const std::int64_t rows = std::min(kBr, T - r0);
-      const int rows_int = static_cast<int>(rows);
-      const float* q = in.q + (b * T + r0) * in.q_stride + h * D;
-      const float* dy = dout + (b * T + r0) * out_stride + h * D;
-      float* dq = grads.dq + (b * T + r0) * grads.q_stride + h * D;
-      const float* row_lse = lse + (b * NH + h) * T + r0;
-      const float* row_delta = delta + (b * NH + h) * T + r0;
-      for (std::int64_t c0 = 0; c0 < r0 + rows; c0 += kBc) {
-        const std::int64_t cols = std::min(kBc, r0 + rows - c0);
-        const int cols_int = static_cast<int>(cols);
-        // P = exp(scale * q @ k^T - lse)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, scale, q, q_stride,
-                    k + c0 * in.kv_stride, kv_stride, 0.0f, probabilities.data(), tile_ld);
-        probabilities_tile(probabilities.data(), rows, cols, r0 - c0, row_lse);
-        // dv (cols, D) += P^T (cols, rows) @ dout (rows, D)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, 1.0f, probabilities.data(),
-                    tile_ld, dy, static_cast<int>(out_stride), 1.0f, dv + c0 * grads.kv_stride, dkv_stride);
-        // dP (rows, cols) = dout (rows, D) @ v^T (D, cols); dS = P ⊙ (dP - D)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, 1.0f, dy,
-                    static_cast<int>(out_stride), v + c0 * in.kv_stride, kv_stride, 0.0f, dscores.data(), tile_ld);
-        dscores_tile(dscores.data(), probabilities.data(), rows, cols, row_delta);
-        // dq (rows, D) += scale * dS @ k ; dk (cols, D) += scale * dS^T @ q
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_int, d_int, cols_int, scale, dscores.data(),
-                    tile_ld, k + c0 * in.kv_stride, kv_stride, 1.0f, dq, dq_stride);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, scale, dscores.data(), tile_ld,
-                    q, q_stride, 1.0f, dk + c0 * grads.kv_stride, dkv_stride);
-      }
+  for (std::int64_t r0 = 0; r0 < T; r0 += kBr) {
+    const std::int64_t rows = std::min(kBr, T - r0);
+    const int rows_int = static_cast<int>(rows);
+    const float* q = in.q + (b * T + r0) * in.q_stride + h * D;
+    const float* dy = dout + (b * T + r0) * out_stride + h * D;
+    float* dq = grads.dq + (b * T + r0) * grads.q_stride + h * D;
+    const float* row_lse = lse + (b * NH + h) * T + r0;
+    const float* row_delta = delta + (b * NH + h) * T + r0;
+    for (std::int64_t c0 = 0; c0 < r0 + rows; c0 += kBc) {
+      const std::int64_t cols = std::min(kBc, r0 + rows - c0);
+      const int cols_int = static_cast<int>(cols);
+      // P = exp(scale * q @ k^T - lse)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, scale, q, q_stride,
+                  k + c0 * in.kv_stride, kv_stride, 0.0f, probabilities.data(), tile_ld);
+      probabilities_tile(probabilities.data(), rows, cols, r0 - c0, row_lse);
+      // dv (cols, D) += P^T (cols, rows) @ dout (rows, D)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, 1.0f, probabilities.data(),
+                  tile_ld, dy, static_cast<int>(out_stride), 1.0f, dv + c0 * dkv_stride, dkv_ld);
+      // dP (rows, cols) = dout (rows, D) @ v^T (D, cols); dS = P ⊙ (dP - D)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, 1.0f, dy,
+                  static_cast<int>(out_stride), v + c0 * in.kv_stride, kv_stride, 0.0f, dscores.data(), tile_ld);
+      dscores_tile(dscores.data(), probabilities.data(), rows, cols, row_delta);
+      // dq (rows, D) += scale * dS @ k ; dk (cols, D) += scale * dS^T @ q
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_int, d_int, cols_int, scale, dscores.data(), tile_ld,
+                  k + c0 * in.kv_stride, kv_stride, 1.0f, dq, dq_stride);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, scale, dscores.data(), tile_ld, q,
+                  q_stride, 1.0f, dk + c0 * dkv_stride, dkv_ld);
     }
+  }
 }
 
 }  // namespace
@@ -191,8 +189,12 @@ std::int64_t lse_floats(const AttentionShape& shape) {
   return std::int64_t{shape.batch} * shape.n_head * shape.seq_len;
 }
 
+// rowsum(dout ⊙ out) per score row; under grouped-query attention also every query head's
+// partial dk and dv rows, (B, n_head, T, D) each, summed into the gradients in head order.
 std::int64_t scratch_floats(const AttentionShape& shape) {
-  return std::int64_t{shape.batch} * shape.n_head * shape.seq_len;
+  const std::int64_t rows = std::int64_t{shape.batch} * shape.n_head * shape.seq_len;
+  const bool grouped = shape.n_kv_head < shape.n_head;
+  return rows + (grouped ? 2 * rows * shape.head_dim : 0);
 }
 
 void forward(const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
@@ -208,16 +210,47 @@ void forward(const AttentionShape& shape, float* out, float* lse, const Attentio
 void backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout, const float* out,
               const AttentionInputs& in, const float* lse, float* scratch) {
   const std::int64_t B = shape.batch, T = shape.seq_len, NH = shape.n_head, KV = shape.n_kv_head;
-  const std::int64_t D = shape.head_dim, out_stride = NH * D;
-  // scratch (B, NH, T): rowsum(dout ⊙ out) of every query row of every head.
+  const std::int64_t D = shape.head_dim, out_stride = NH * D, group = NH / KV;
+  float* delta = scratch;  // (B, NH, T): rowsum(dout ⊙ out) of every query row of every head
 #pragma omp parallel for collapse(2) schedule(static)
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < NH; ++h)
-      row_dots(scratch + (b * NH + h) * T, dout + b * T * out_stride + h * D, out_stride,
+      row_dots(delta + (b * NH + h) * T, dout + b * T * out_stride + h * D, out_stride,
                out + b * T * out_stride + h * D, out_stride, T, D);
+  // One task per (batch, query head). A head alone in its group adds into dk and dv directly;
+  // grouped heads write partial rows, which a second pass adds up in head order.
+  float* partial_dk = scratch + B * NH * T;
+  float* partial_dv = partial_dk + B * NH * T * D;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t kv = 0; kv < KV; ++kv) backward_kv_head(shape, grads, dout, in, lse, scratch, b, kv);
+    for (std::int64_t h = 0; h < NH; ++h) {
+      if (group == 1) {
+        const std::int64_t offset = b * T * grads.kv_stride + h * D;
+        backward_head(shape, grads, dout, in, lse, delta, b, h, grads.dk + offset, grads.dv + offset, grads.kv_stride);
+        continue;
+      }
+      float* dk = partial_dk + (b * NH + h) * T * D;
+      float* dv = partial_dv + (b * NH + h) * T * D;
+      std::fill(dk, dk + T * D, 0.0f);
+      std::fill(dv, dv + T * D, 0.0f);
+      backward_head(shape, grads, dout, in, lse, delta, b, h, dk, dv, D);
+    }
+  if (group == 1) return;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t kv = 0; kv < KV; ++kv) {
+        float* dk = grads.dk + (b * T + t) * grads.kv_stride + kv * D;
+        float* dv = grads.dv + (b * T + t) * grads.kv_stride + kv * D;
+        for (std::int64_t h = kv * group; h < (kv + 1) * group; ++h) {
+          const float* pk = partial_dk + ((b * NH + h) * T + t) * D;
+          const float* pv = partial_dv + ((b * NH + h) * T + t) * D;
+          for (std::int64_t i = 0; i < D; ++i) {
+            dk[i] += pk[i];
+            dv[i] += pv[i];
+          }
+        }
+      }
 }
 
 }  // namespace strata::flash::cpu

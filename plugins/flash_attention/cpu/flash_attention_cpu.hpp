@@ -8,11 +8,12 @@
 // The forward pass keeps only the log-sum-exp of every score row, `lse` (B, n_head, T): O(T)
 // instead of the built-in kernel's (B, n_head, T, T) probabilities. The backward pass recomputes
 // each score tile from q, k and lse, and reads the forward's output `out` (which the model keeps
-// as the input of the attention projection). `scratch` (scratch_floats) holds
-// rowsum(dout ⊙ out) per score row. Backward adds into dq, dk, dv.
+// as the input of the attention projection). `scratch` (scratch_floats) holds rowsum(dout ⊙ out)
+// per score row and, under grouped-query attention, each query head's partial dk and dv rows
+// (O(T) too). Backward adds into dq, dk, dv; it runs one task per (batch, query head).
 //
 // Deterministic bit for bit, whatever the thread count: every output element is summed by one
-// task in a fixed order.
+// task in a fixed order (a group's partial dk, dv rows in head order).
 #include <cstdint>
 
 #include "strata/ops.hpp"
