@@ -5,10 +5,11 @@
 #      (build/bench/strata_attention_bench), and PyTorch's SDPA on the CPU (Debian's torch, 2 threads);
 #   2. memory: the attention rows of one GPT-2 124M block, B1, at T 512 ... 4096, read from the
 #      allocator's per-category peaks of a 2-step run with each kernel;
-#   3. the whole step: GPT-2 124M at T1024, B1, with and without flash, through `strata ab`.
-# Usage: bash bench/flash_attention_bench.sh [steps]   (steps of part 3; default 6)
+#   3. the whole step: GPT-2 124M at T1024, B1, without and with flash, twice in turn, through
+#      `strata ab` (the machine drifts between runs: compare each pair).
+# Usage: bash bench/flash_attention_bench.sh [steps]   (steps per run of part 3; default 5)
 set -euo pipefail
-steps=${1:-6}
+steps=${1:-5}
 strata=./build/bin/strata
 out=runs/bench-flash
 mkdir -p "$out"
@@ -33,6 +34,9 @@ done
 
 echo "== 3. GPT-2 124M, T1024, B1: the whole step"
 python3 bench/make_gpt2_tokens.py runs/bench/gpt2_tokens.bin
-cp bench/flash/gpt2-124m-t1024.toml "$out/builtin.toml"
-printf '%s\n\n[kernels]\nattention = "flash"\n' "$(cat bench/flash/gpt2-124m-t1024.toml)" > "$out/flash.toml"
-"$strata" ab "$out/builtin.toml" "$out/flash.toml" --steps "$steps" --out "$out/ab" | tee "$out/step.txt"
+for round in 1 2; do
+  cp bench/flash/gpt2-124m-t1024.toml "$out/builtin$round.toml"
+  printf '%s\n\n[kernels]\nattention = "flash"\n' "$(cat bench/flash/gpt2-124m-t1024.toml)" > "$out/flash$round.toml"
+done
+"$strata" ab "$out/builtin1.toml" "$out/flash1.toml" "$out/builtin2.toml" "$out/flash2.toml" --steps "$steps" \
+  --out "$out/ab" | tee "$out/step.txt"

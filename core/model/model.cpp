@@ -9,12 +9,6 @@ std::vector<std::int64_t> Model::stored_shape(const ParameterRows& rows) const {
   return table().row(rows.param).shape;
 }
 
-void Model::check_attention_kernel(const Kernel& attention, const AttentionShape& shape) {
-  if (const Status status = attention.check(shape, backend().kernel_target()); !status)
-    throw std::invalid_argument("the attention kernel cannot run this model on " + backend().name() + ": " +
-                                status.message());
-}
-
 void Model::free_partial_activations(int layer, PartialSet set) {
   if (set == PartialSet::attention) {
     store_.release(activation_row(layer, attention_saved_kind()));

@@ -119,8 +119,6 @@ class Model {
   virtual int attention_saved_kind() const = 0;
   virtual void recompute_cheap_activations(int layer) = 0;
   virtual void recompute_attention(int layer) = 0;
-  // Throws std::invalid_argument with the kernel's reason when it cannot run `shape` here.
-  void check_attention_kernel(const Kernel& attention, const AttentionShape& shape);
   Ops& ops() noexcept { return store_.ops(); }
   // act.tokens and act.targets, the micro batch's (B, T) ids.
   void add_token_rows();

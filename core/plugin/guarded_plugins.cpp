@@ -142,10 +142,14 @@ class GuardedKernel final : public Kernel {
   // A refusal is the plugin's own sentence (the host names the manifest key around it); only an
   // exception is worded as a failure of the plugin.
   Status check(const AttentionShape& shape, const KernelTarget& target) const noexcept override {
-    const Status status = guarded_call(
-        label_, "check", [] { return std::string(); }, [&] { return plugin_->check(shape, target); });
-    if (status || status.message().starts_with(label_ + " threw in ")) return status;
-    return Status::error(status.message().substr((label_ + " failed in check: ").size()));
+    Status refusal;
+    const Status failure = guarded_call(
+        label_, "check", [] { return std::string(); },
+        [&] {
+          refusal = plugin_->check(shape, target);
+          return refusal.message().starts_with(plugin_guard::kThrew) ? refusal : Status{};
+        });
+    return failure ? refusal : failure;
   }
   Status bind(const KernelTarget& target) noexcept override {
     return guarded_call(

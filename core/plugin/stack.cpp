@@ -19,6 +19,14 @@ struct Resolved {
   FactoryRef factory;
 };
 
+// Why the manifest's attention kernel cannot run the model on `target`, worded for the user; empty
+// when it can.
+std::string attention_refusal(const std::string& manifest_path, const std::string& name, const Kernel& kernel,
+                              const AttentionShape& shape, const KernelTarget& target) {
+  const Status status = kernel.check(shape, target);
+  return status ? std::string() : manifest_path + ": [kernels] attention = \"" + name + "\": " + status.message();
+}
+
 std::string where(const Manifest& manifest, const PluginSpec& spec) {
   TomlConfigView view(spec.table, {manifest.path.string(), spec.label, spec.dotted_path, &manifest.overridden},
                       {"plugin"});
@@ -86,8 +94,10 @@ Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
     attention = std::make_shared<OpsAttentionKernel>(backend.ops());
     return *attention;
   }
-  if (const Status status = attention->check(shape, backend.kernel_target()); !status)
-    throw ManifestError(manifest_path + ": [kernels] attention = \"" + attention_name + "\": " + status.message());
+  if (const std::string refusal =
+          attention_refusal(manifest_path, attention_name, *attention, shape, backend.kernel_target());
+      !refusal.empty())
+    throw ManifestError(refusal);
   if (const Status status = attention->bind(backend.kernel_target()); !status)
     throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
   return *attention;
@@ -184,12 +194,12 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
     problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention + "\" implements op '" +
                        std::string(stack.attention->op()) + "', not 'attention'");
   // The kernel must run this model's attention on the manifest's device: refused before anything
-  // runs (the model asks again with the backend it gets).
-  if (stack.attention && problems.empty()) {
-    const KernelTarget target{manifest.device.kind, -1, nullptr};
-    if (const Status status = stack.attention->check(manifest.model.attention_shape(1), target); !status)
-      problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention + "\": " + status.message());
-  }
+  // runs (attention_on asks again with the backend itself).
+  if (stack.attention && problems.empty())
+    if (std::string refusal = attention_refusal(manifest.path.string(), attention, *stack.attention,
+                                                manifest.model.attention_shape(1), {manifest.device.kind, -1, nullptr});
+        !refusal.empty())
+      problems.push_back(std::move(refusal));
   if (!problems.empty()) throw ManifestError(problems);
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;

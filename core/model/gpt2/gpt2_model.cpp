@@ -92,7 +92,6 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   const std::int64_t Vp = config.padded_vocab();
   attention_shape_ =
       AttentionShape{batch, config.seq_len, config.n_head, config.n_head, config.d_model / config.n_head};
-  check_attention_kernel(attention, attention_shape_);
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
   // Matrices follow the weight storage dtype; vectors stay f32.

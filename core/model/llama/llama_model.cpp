@@ -56,7 +56,6 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   const std::int64_t B = options.batch, T = config.seq_len, C = config.d_model, L = config.n_layer;
   const std::int64_t KV = config.kv_dim(), F = config.d_ff, Vp = config.padded_vocab();
   attention_shape_ = AttentionShape{options.batch, config.seq_len, config.n_head, config.n_kv_head, config.head_dim()};
-  check_attention_kernel(attention, attention_shape_);
 
   // Matrices follow the weight storage dtype; the norm gains stay f32.
   std::int64_t largest_matrix = 0;

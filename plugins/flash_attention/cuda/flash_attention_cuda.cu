@@ -214,6 +214,15 @@ constexpr int backward_kv_smem_floats() {
   return 4 * D * kPadded + 2 * kTile * D + kTile * kPadded + 2 * kTile;
 }
 
+// One score of the backward pass, recomputed: P = exp(scale * score - lse), zero above the
+// diagonal (key > row) and past the sequence; and dS = P * (dP - delta) * scale, in place of dP.
+__device__ __forceinline__ float recomputed_probability(float score, int key, int row, int T, float scale, float lse) {
+  return key <= row && row < T ? expf(score * scale - lse) : 0.0f;
+}
+__device__ __forceinline__ float score_gradient(float p, float dp, float delta, float scale) {
+  return p * (dp - delta) * scale;
+}
+
 // Loads rows of query tile qt of head h: q and dout both ways, and the row statistics.
 template <int D>
 __device__ void load_query_tile(float* q_t, float* q_s, float* do_t, float* do_s, float* lse_s, float* delta_s,
@@ -274,8 +283,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int key = kt * kTile + ty * 4 + i, row = qt * kTile + tx * 4 + j;
-          s[i][j] = key <= row && row < T ? expf(s[i][j] * problem.scale - lse_s[tx * 4 + j]) : 0.0f;
-          dp[i][j] = s[i][j] * (dp[i][j] - delta_s[tx * 4 + j]) * problem.scale;
+          s[i][j] = recomputed_probability(s[i][j], key, row, T, problem.scale, lse_s[tx * 4 + j]);
+          dp[i][j] = score_gradient(s[i][j], dp[i][j], delta_s[tx * 4 + j], problem.scale);
         }
       store_transposed(buf, s, ty, tx);  // buf[query][key] = P
       __syncthreads();
@@ -344,8 +353,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int row = first + ty * 4 + i, key = kt * kTile + tx * 4 + j;
-        const float p = key <= row && row < T ? expf(s[i][j] * problem.scale - lse_s[ty * 4 + i]) : 0.0f;
-        dp[i][j] = p * (dp[i][j] - delta_s[ty * 4 + i]) * problem.scale;
+        const float p = recomputed_probability(s[i][j], key, row, T, problem.scale, lse_s[ty * 4 + i]);
+        dp[i][j] = score_gradient(p, dp[i][j], delta_s[ty * 4 + i], problem.scale);
       }
     store_transposed(buf, dp, ty, tx);  // buf[key][query] = dS
     __syncthreads();
