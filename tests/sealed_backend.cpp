@@ -128,11 +128,6 @@ class SealedOps final : public Ops {
     const Unsealed open(mappings_);
     ops_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
   }
-  void matmul_forward_quantized(float* out, const float* inp, QuantizedWeight weight, const float* bias,
-                                const MatmulShape& shape) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->matmul_forward_quantized(out, inp, weight, bias, shape);
-  }
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                          std::int64_t rows, std::int64_t channels, float eps) noexcept override {
     const Unsealed open(mappings_);

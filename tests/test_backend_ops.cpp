@@ -449,14 +449,6 @@ Case memory_case(std::uint64_t bytes) {
           }};
 }
 
-// The quantized-weight slot: no built-in backend fills it; the backend that does brings its case.
-Case quantized_matmul_case() {
-  return {"matmul", "int8 weights", "i8", Op::matmul_quantized, 0.0, [](Backend&) {
-            ADD_FAILURE() << "a backend fills the quantized matmul slot: add its conformance case here";
-            return 0.0;
-          }};
-}
-
 // The CPU's bound, except for bf16 weights on a GPU: the tensor cores take the input (and, backward,
 // dout) in bf16 too, so each product carries bf16 rounding of both operands (8 significant bits,
 // f32 accumulation): about 2^-9 relative per operand, well inside 1e-2 of the result's scale.
@@ -467,7 +459,6 @@ double bound_on(const std::string& kind, const Case& c) {
 
 std::vector<Case> conformance_table() {
   std::vector<Case> cases;
-  cases.push_back(quantized_matmul_case());
   for (const DType dtype : {DType::f32, DType::bf16})
     for (const WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
       cases.push_back(matmul_case(7, 13, 5, layout, dtype));

@@ -15,7 +15,7 @@ struct ModelFixture {
   GPT2Config config{2, 2, 16, 50, 8};
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model{config, 1, *device, *attention, 2};
+  GPT2Model model{config, 1, *device, *attention, f32_state_layout(2)};
 };
 
 TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
@@ -54,9 +54,9 @@ TEST(Checkpoint, LoadsHuggingFaceStyleFiles) {
     if (rows.name == "wte.weight") shape[0] = 50;
     std::size_t count = 1;
     for (auto e : shape) count *= static_cast<std::size_t>(e);
-    tensors.push_back({"transformer." + rows.name, shape, test::f32(source.model, rows.param).first(count)});
+    tensors.push_back({"transformer." + rows.name, shape, test::f32(source.model, rows.param).first(count), {}, "F32"});
   }
-  tensors.push_back({"transformer.h.0.attn.bias", {1, 1, 8, 8}, mask});
+  tensors.push_back({"transformer.h.0.attn.bias", {1, 1, 8, 8}, mask, {}, "F32"});
   write_file_atomically(dir / "model.safetensors", encode_safetensors(tensors, {{"format", "pt"}}));
   ModelFixture target;
   load_weights(dir / "model.safetensors", target.model);
@@ -83,7 +83,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   EXPECT_THROW(load_weights(dir / "garbage.safetensors", b.model), CheckpointError);
   GPT2Config other{3, 2, 16, 50, 8};
   auto device = make_cpu_backend(0);
-  GPT2Model wrong(other, 1, *device, *a.attention, 2);
+  GPT2Model wrong(other, 1, *device, *a.attention, f32_state_layout(2));
   try {
     load_checkpoint(dir, wrong);
     FAIL();
@@ -136,7 +136,7 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   // A 3-layer checkpoint into the 2-layer model: its layer-2 tensors are not parameters here.
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, 1, *device, *attention, 2);
+  GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, 1, *device, *attention, f32_state_layout(2));
   deeper.init_weights(1);
   const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", ""});
   ModelFixture shallow;

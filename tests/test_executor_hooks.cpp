@@ -69,7 +69,7 @@ struct Fixture {
   GPT2Config config{3, 2, 32, 256, 16};
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model{config, 2, *device, *attention, 0};
+  GPT2Model model{config, 2, *device, *attention, {}};
   test::PlainSgd optimizer;
   test::PlainFp32 precision;
   std::vector<std::int32_t> tokens = std::vector<std::int32_t>(2 * 16);
@@ -187,7 +187,7 @@ void expect_accumulation_matches(const ModelSpec& spec) {
     auto device = make_cpu_backend(0);
     auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
     const std::unique_ptr<Model> owner =
-        make_model(spec, *device, *attention, ModelOptions{rows, 0, Allocation::now, {}, Purpose::training});
+        make_model(spec, *device, *attention, ModelOptions{rows, {}, Allocation::now, {}, Purpose::training});
     Model& model = *owner;
     model.init_weights(5);
     test::PlainSgd optimizer;
@@ -256,7 +256,7 @@ TEST(NonFiniteLoss, ReachesThePrecisionPolicyWhichSkipsTheStep) {
   const GPT2Config config{2, 2, 16, 40, 8};
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model(config, 2, *device, *attention, 0);
+  GPT2Model model(config, 2, *device, *attention, {});
   model.init_weights(5);
   const ParameterRows& ln = model.parameters()[2];  // ln_f.weight
   ASSERT_EQ(ln.name, "ln_f.weight");
@@ -297,8 +297,9 @@ TEST(Evaluation, AllocatesNoGradientsOptimizerStateOrBackwardWorkspace) {
     spec.gpt2 = GPT2Config{2, 2, 16, 40, 8};
     auto device = make_cpu_backend(0);
     auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-    const std::unique_ptr<Model> model = make_model(
-        spec, *device, *attention, ModelOptions{2, 2, Allocation::now, {storage, storage}, Purpose::evaluation});
+    const std::unique_ptr<Model> model =
+        make_model(spec, *device, *attention,
+                   ModelOptions{2, f32_state_layout(2), Allocation::now, {storage, storage}, Purpose::evaluation});
     for (const TensorRow& row : model->table().rows()) {
       EXPECT_NE(row.category, MemoryCategory::grads) << row.name;
       EXPECT_NE(row.category, MemoryCategory::optimizer) << row.name;

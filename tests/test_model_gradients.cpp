@@ -96,7 +96,7 @@ StorageTypes storage_of(const GradientCase& options) {
 void gpt2_case(const char* label, const GPT2Config& config, cpu::AttentionImpl impl, const GradientCase& options) {
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(impl);
-  GPT2Model model(config, 2, *device, *attention, 0, Allocation::now, storage_of(options));
+  GPT2Model model(config, 2, *device, *attention, {}, Allocation::now, storage_of(options));
   model.init_weights(3);
   std::printf("%s: max relative error %.3g over %zu tensors\n", label, check_gradients(model, config.vocab, options),
               model.parameters().size());
@@ -106,7 +106,7 @@ void llama_case(const char* label, const LlamaConfig& config, cpu::AttentionImpl
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(impl);
   LlamaModel model(config, *device, *attention,
-                   ModelOptions{2, 0, Allocation::now, storage_of(options), Purpose::training});
+                   ModelOptions{2, {}, Allocation::now, storage_of(options), Purpose::training});
   model.init_weights(3);
   std::printf("%s: max relative error %.3g over %zu tensors\n", label, check_gradients(model, config.vocab, options),
               model.parameters().size());

@@ -56,7 +56,7 @@ TEST(PluginHost, ANonStandardExceptionIsCaughtToo) {
 class ThrowingOptimizer final : public Optimizer {
  public:
   ThrowingOptimizer(ConfigView&, HostServices&) {}
-  int state_buffers() const noexcept override { return 0; }
+  StateLayout state_layout(std::int64_t) const noexcept override { return {}; }
   Status step(const OptimizerStepInfo&, std::span<ParamSlot>, OptimizerReport&) override {
     throw std::runtime_error("optimizer exploded");
   }

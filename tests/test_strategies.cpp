@@ -55,14 +55,14 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   const Manifest manifest = load_manifest(dir / "m.toml", all_overrides);
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
-  HostServicesImpl host(manifest.model.info());
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
   const int rows = manifest.train.batch / manifest.train.micro_batches;
   auto device = make_cpu_backend(0);
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                 ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
-                              storage_types(*stack.precision), Purpose::training});
+                 ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
+                              Purpose::training});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{steps, 0, manifest.train.lr});
@@ -290,7 +290,7 @@ TEST(FlashAttentionPlugin, RefusesWhatItCannotRunBeforeTraining) {
     const Manifest manifest = load_manifest(dir / "m.toml", {"model.d_model=192"});
     PluginRegistry registry;
     registry.scan(plugin_search_path({}));
-    HostServicesImpl host(manifest.model.info());
+    HostServicesImpl host(manifest.model.info(), manifest.device.kind);
     return build_stack(manifest, registry, host);
   };
   EXPECT_NO_THROW(build("cpu"));
@@ -316,7 +316,7 @@ void expect_refused(const std::string& table, const std::string& key, const std:
   const Manifest manifest = load_manifest(dir / "m.toml");
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
-  HostServicesImpl host(manifest.model.info());
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   try {
     build_stack(manifest, registry, host);
     FAIL() << "accepted: " << table;

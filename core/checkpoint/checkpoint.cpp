@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -31,6 +32,19 @@ std::vector<float> read_row(Model& model, int row, std::size_t count) {
   std::vector<float> values(count);
   model.backend().ops().copy_to_host(values.data(), model.store().data(row), count * sizeof(float));
   return values;
+}
+
+std::string state_name(const ParameterRows& rows, std::size_t buffer) {
+  return rows.name + ".state" + std::to_string(buffer);
+}
+
+// An f32 state buffer of the parameter's length is saved in the parameter's stored shape (as its
+// weight, without padding rows); any other buffer (an 8-bit optimizer's codes, whose blocks may span
+// the padding, and its block scales) whole, in the row's shape.
+std::vector<std::int64_t> state_file_shape(const Model& model, const ParameterRows& rows, std::size_t buffer) {
+  const TensorRow& row = model.table().row(rows.state[buffer]);
+  if (row.element == DType::f32 && row.shape == model.table().row(rows.param).shape) return model.stored_shape(rows);
+  return row.shape;
 }
 
 void require_finite(const std::vector<float>& values, const fs::path& file, const std::string& name) {
@@ -73,19 +87,26 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
 
   // Every value reaches the host through an explicit copy; the buffers outlive the encoding.
   std::vector<std::vector<float>> host_values;
-  host_values.reserve(model.parameters().size() * (1 + kMaxOptimizerStateBuffers));
+  std::vector<std::vector<std::byte>> host_bytes;
+  host_values.reserve(model.parameters().size());
+  host_bytes.reserve(model.parameters().size() * kMaxOptimizerStateBuffers);
   std::vector<TensorToWrite> weights;
   std::vector<TensorToWrite> optimizer_state;
   for (const ParameterRows& rows : model.parameters()) {
     const std::vector<std::int64_t> shape = model.stored_shape(rows);
-    const std::size_t count = stored_elements(shape);
-    // f32: the master copy under bf16 storage.
-    host_values.push_back(read_row(model, model.store().value_row(rows), count));
-    weights.push_back({rows.name, shape, host_values.back()});
+    // f32: the master copy under bf16 or quantized storage.
+    host_values.push_back(read_row(model, model.store().value_row(rows), stored_elements(shape)));
+    weights.push_back({rows.name, shape, host_values.back(), {}, "F32"});
+    // Optimizer state in its own dtype and shape, byte for byte (a resume is bitwise).
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0) {
-        host_values.push_back(read_row(model, rows.state[s], count));
-        optimizer_state.push_back({rows.name + ".state" + std::to_string(s), shape, host_values.back()});
+        const TensorRow& row = model.table().row(rows.state[s]);
+        const std::vector<std::int64_t> state_shape = state_file_shape(model, rows, s);
+        host_bytes.emplace_back(stored_elements(state_shape) * dtype_bytes(row.element));
+        model.backend().ops().copy_to_host(host_bytes.back().data(), model.store().data(rows.state[s]),
+                                           host_bytes.back().size());
+        optimizer_state.push_back(
+            {state_name(rows, s), state_shape, {}, host_bytes.back(), safetensors_dtype(row.element)});
       }
   }
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
@@ -171,18 +192,24 @@ TrainerState load_checkpoint(const fs::path& path, Model& model) {
     throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
   }
   load_weights(directory / "model.safetensors", model);
-  const SafetensorsFile optimizer_state = SafetensorsFile::read(directory / "optimizer.safetensors");
+  const fs::path optimizer_path = directory / "optimizer.safetensors";
+  const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);
   for (const ParameterRows& rows : model.parameters())
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0) {
-        const std::string name = rows.name + ".state" + std::to_string(s);
+        const std::string name = state_name(rows, s);
         if (!optimizer_state.has(name))
-          throw CheckpointError((directory / "optimizer.safetensors").string() + ": missing '" + name +
+          throw CheckpointError(optimizer_path.string() + ": missing '" + name +
                                 "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
-        const std::vector<float> values = optimizer_state.tensor(name, model.stored_shape(rows));
-        require_finite(values, directory / "optimizer.safetensors", name);
-        model.backend().ops().copy_from_host(model.store().data(rows.state[s]), values.data(),
-                                             values.size() * sizeof(float));
+        const DType dtype = model.table().row(rows.state[s]).element;
+        const std::span<const std::byte> bytes =
+            optimizer_state.raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s));
+        if (dtype == DType::f32) {
+          std::vector<float> values(bytes.size() / sizeof(float));
+          std::memcpy(values.data(), bytes.data(), bytes.size());
+          require_finite(values, optimizer_path, name);
+        }
+        model.backend().ops().copy_from_host(model.store().data(rows.state[s]), bytes.data(), bytes.size());
       }
   return state;
 }

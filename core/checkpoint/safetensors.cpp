@@ -19,9 +19,15 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 std::size_t dtype_size(const std::string& dtype) {
-  if (dtype == "F32") return 4;
+  if (dtype == "F32" || dtype == "I32") return 4;
   if (dtype == "F16" || dtype == "BF16") return 2;
+  if (dtype == "I8" || dtype == "U8") return 1;
   return 0;
+}
+
+// The dtypes tensor() converts to f32.
+bool floating(const std::string& dtype) {
+  return dtype == "F32" || dtype == "F16" || dtype == "BF16";
 }
 
 // A header number that must be a non-negative integer. nlohmann's get<> would convert a float or a
@@ -65,8 +71,10 @@ std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (const TensorToWrite& tensor : tensors) {
-    const std::uint64_t bytes = tensor.data.size_bytes();
-    header[tensor.name] = {{"dtype", "F32"}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + bytes}}};
+    const std::uint64_t bytes = tensor.data.empty() ? tensor.bytes.size() : tensor.data.size_bytes();
+    header[tensor.name] = {{"dtype", tensor.data.empty() ? tensor.dtype : "F32"},
+                           {"shape", tensor.shape},
+                           {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string header_text = header.dump();
@@ -76,8 +84,12 @@ std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
   out.reserve(8 + header_size + offset);
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((header_size >> (8 * i)) & 0xff));
   out += header_text;
-  for (const TensorToWrite& tensor : tensors)
-    out.append(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
+  for (const TensorToWrite& tensor : tensors) {
+    if (tensor.data.empty())
+      out.append(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size());
+    else
+      out.append(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
+  }
   return out;
 }
 
@@ -179,6 +191,26 @@ const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) co
   return found->second;
 }
 
+std::string safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return "BF16";
+    case DType::i32: return "I32";
+    case DType::i8: return "I8";
+    case DType::u8: return "U8";
+    case DType::f32: break;
+  }
+  return "F32";
+}
+
+std::span<const std::byte> SafetensorsFile::raw(const std::string& name, const std::string& expected_dtype,
+                                                const std::vector<std::int64_t>& expected_shape) const {
+  const Entry& e = entry(name);
+  if (e.dtype != expected_dtype || e.shape != expected_shape)
+    throw CheckpointError(path_.string() + ": tensor '" + name + "' is " + e.dtype + " " + shape_text(e.shape) +
+                          ", the model expects " + expected_dtype + " " + shape_text(expected_shape));
+  return {reinterpret_cast<const std::byte*>(data_.data()) + e.begin, static_cast<std::size_t>(e.end - e.begin)};
+}
+
 std::vector<float> SafetensorsFile::tensor(const std::string& name,
                                            const std::vector<std::int64_t>& expected_shape) const {
   const Entry& e = entry(name);
@@ -186,7 +218,8 @@ std::vector<float> SafetensorsFile::tensor(const std::string& name,
     throw CheckpointError(path_.string() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
                           ", the model expects " + shape_text(expected_shape));
   const std::size_t size = dtype_size(e.dtype);
-  if (size == 0) throw CheckpointError(path_.string() + ": tensor '" + name + "' has unsupported dtype " + e.dtype);
+  if (size == 0 || !floating(e.dtype))
+    throw CheckpointError(path_.string() + ": tensor '" + name + "' has unsupported dtype " + e.dtype);
   const std::size_t count = (e.end - e.begin) / size;
   std::vector<float> values(count);
   const char* source = data_.data() + e.begin;

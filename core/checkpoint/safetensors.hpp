@@ -1,7 +1,8 @@
 #pragma once
 // The safetensors format: an 8-byte little-endian header length N, N bytes of JSON
 // ({"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}}),
-// then the raw tensor bytes. Strata writes F32; it reads F32, F16 and BF16 (converted to f32).
+// then the raw tensor bytes. Strata writes F32 weights, and optimizer state in its own dtype (F32,
+// BF16, I8, U8); it reads F32, F16 and BF16 as f32, and any of its dtypes as raw bytes.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "strata/dtype.hpp"
 
 namespace strata {
 
@@ -20,8 +23,13 @@ class CheckpointError : public std::runtime_error {
 struct TensorToWrite {
   std::string name;
   std::vector<std::int64_t> shape;
-  std::span<const float> data;
+  std::span<const float> data;       // F32 values, or
+  std::span<const std::byte> bytes;  // the raw bytes of `dtype` when data is empty
+  std::string dtype = "F32";
 };
+
+// The safetensors name of a Strata dtype ("F32", "BF16", "I32", "I8", "U8").
+std::string safetensors_dtype(DType dtype);
 
 std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
                                const std::map<std::string, std::string>& metadata);
@@ -41,6 +49,9 @@ class SafetensorsFile {
   };
   bool has(const std::string& name) const { return entries_.contains(name); }
   const Entry& entry(const std::string& name) const;
+  // The tensor's raw bytes, checked against an expected dtype and shape.
+  std::span<const std::byte> raw(const std::string& name, const std::string& expected_dtype,
+                                 const std::vector<std::int64_t>& expected_shape) const;
   // The tensor as f32, checked against an expected shape.
   std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& expected_shape) const;
   const std::map<std::string, Entry>& entries() const noexcept { return entries_; }

@@ -8,7 +8,7 @@ namespace strata {
 std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, Kernel& attention,
                                   const ModelOptions& options) {
   if (spec.is_llama()) return std::make_unique<LlamaModel>(spec.llama, backend, attention, options);
-  return std::make_unique<GPT2Model>(spec.gpt2, options.batch, backend, attention, options.optimizer_state_buffers,
+  return std::make_unique<GPT2Model>(spec.gpt2, options.batch, backend, attention, options.optimizer_state,
                                      options.allocation, options.storage, options.purpose);
 }
 

@@ -83,14 +83,11 @@ void Model::free_layer_activations(int layer, bool keep_output) {
 }
 
 void Model::write_values(const ParameterRows& rows, std::span<const float> values) {
-  const TensorView view = store_.values(rows);
-  if (view.dtype == DType::f32) {
-    ops().copy_from_host(view.data, values.data(), values.size_bytes());
+  if (rows.master >= 0) {
+    ops().copy_from_host(store_.f32(rows.master), values.data(), values.size_bytes());  // published later
     return;
   }
-  std::vector<std::uint16_t> narrowed(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);
-  ops().copy_from_host(view.data, narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
+  store_.write_stored_values(rows, values);
 }
 
 void Model::declare_weight_scratch_and_head(std::int64_t largest_bf16_matrix, const LmHeadShape& shape,

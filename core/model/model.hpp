@@ -6,8 +6,10 @@
 // activation bookkeeping and the chunked LM head. One folder per family: core/model/gpt2,
 // core/model/llama.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +20,7 @@
 #include "core/tensor/tensor_store.hpp"
 #include "core/util/profiler.hpp"
 #include "strata/host_services.hpp"
+#include "strata/optimizer.hpp"
 #include "strata/precision_policy.hpp"
 
 namespace strata {
@@ -27,13 +30,37 @@ namespace strata {
 // activations: the block activations kept for backward are stored as bf16 and widened into f32
 // staging rows where kernels read them; norm statistics and the attention kernel's saved rows
 // stay f32, as do the global activations.
+// Quantized weights (int8): the blocks' matrices are stored in the quantizer's dtype with f32 scales
+// beside an f32 master; the embedding tables (and an untied LM head) use `embeddings`.
 struct StorageTypes {
+  StorageTypes() = default;
+  StorageTypes(DType weights_, DType activations_, std::optional<DType> embeddings_ = std::nullopt,
+               WeightQuantizer* quantizer_ = nullptr)
+      : weights(weights_), activations(activations_), embeddings(embeddings_), quantizer(quantizer_) {}
+
   DType weights = DType::f32;
   DType activations = DType::f32;
+  std::optional<DType> embeddings;       // unset: as `weights`
+  WeightQuantizer* quantizer = nullptr;  // set when `weights` is quantized
+
+  DType embedding_storage() const noexcept { return embeddings.value_or(weights); }
 };
 
-inline StorageTypes storage_types(const PrecisionPolicy& precision) {
-  return {precision.weight_storage(), precision.activation_storage()};
+inline StorageTypes storage_types(PrecisionPolicy& precision) {
+  return {precision.weight_storage(), precision.activation_storage(), precision.embedding_storage(),
+          precision.weight_quantizer()};
+}
+
+// The state an optimizer keeps per parameter of `count` elements (Optimizer::state_layout); empty:
+// none (evaluation).
+using OptimizerStateLayout = std::function<StateLayout(std::int64_t count)>;
+
+inline OptimizerStateLayout state_layout_of(const Optimizer& optimizer) {
+  return [&optimizer](std::int64_t count) { return optimizer.state_layout(count); };
+}
+// `buffers` f32 buffers of the parameter's length (AdamW's two moments), for tests and tools.
+inline OptimizerStateLayout f32_state_layout(int buffers) {
+  return [buffers](std::int64_t count) { return f32_state(buffers, count); };
 }
 
 // What a model is built for: evaluation declares no gradients, optimizer state or backward
@@ -42,7 +69,7 @@ enum class Purpose : std::uint8_t { training, evaluation };
 
 struct ModelOptions {
   int batch = 1;  // micro-batch rows
-  int optimizer_state_buffers = 0;
+  OptimizerStateLayout optimizer_state;
   Allocation allocation = Allocation::now;
   StorageTypes storage;
   Purpose purpose = Purpose::training;
@@ -79,8 +106,9 @@ class Model {
   virtual bool ignorable_file_tensor(std::string_view /*name*/) const { return false; }
   virtual void init_weights(std::uint64_t seed) = 0;
   // Writes the first values.size() elements of a parameter's f32 value from host memory: into its
-  // f32 value row, or, for a bf16 weight without a master copy (a model built for evaluation),
-  // rounded to bf16 on the host first. The caller publishes the weights afterwards.
+  // f32 value row (the master copy, when there is one), or, for a weight without a master copy (a
+  // model built for evaluation), into its storage: rounded to bf16, or quantized whole. The caller
+  // publishes the weights afterwards.
   void write_values(const ParameterRows& rows, std::span<const float> values);
 
   // --- the step, piece by piece.

@@ -1,6 +1,8 @@
 #pragma once
 // The manifest's [model] table: which family, and its shape (make_model.hpp builds the Model).
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/model/gpt2/gpt2_config.hpp"
 #include "core/model/llama/llama_config.hpp"
@@ -19,6 +21,22 @@ struct ModelSpec {
   int seq_len() const noexcept { return is_llama() ? llama.seq_len : gpt2.seq_len; }
   ModelInfo info() const { return is_llama() ? llama.info() : gpt2.info(); }
   std::int64_t parameter_count() const { return is_llama() ? llama.parameter_count() : gpt2.parameter_count(); }
+  // The distinct shapes of a block's weight matrices (in/out features and layout, rows unused), each
+  // with a name to report: what quantized storage must fit, checked before the model is built.
+  std::vector<std::pair<std::string, MatmulShape>> block_matrices() const {
+    if (is_llama()) {
+      const std::int64_t C = llama.d_model, KV = llama.kv_dim(), F = llama.d_ff;
+      return {{"self_attn.q_proj.weight", {0, C, C, WeightLayout::out_in}},
+              {"self_attn.k_proj.weight", {0, C, KV, WeightLayout::out_in}},
+              {"mlp.gate_proj.weight", {0, C, F, WeightLayout::out_in}},
+              {"mlp.down_proj.weight", {0, F, C, WeightLayout::out_in}}};
+    }
+    const std::int64_t C = gpt2.d_model;
+    return {{"attn.c_attn.weight", {0, C, 3 * C, WeightLayout::in_out}},
+            {"attn.c_proj.weight", {0, C, C, WeightLayout::in_out}},
+            {"mlp.c_fc.weight", {0, C, 4 * C, WeightLayout::in_out}},
+            {"mlp.c_proj.weight", {0, 4 * C, C, WeightLayout::in_out}}};
+  }
   AttentionShape attention_shape(int batch) const {
     if (is_llama()) return {batch, llama.seq_len, llama.n_head, llama.n_kv_head, llama.head_dim()};
     return {batch, gpt2.seq_len, gpt2.n_head, gpt2.n_head, gpt2.n_head > 0 ? gpt2.d_model / gpt2.n_head : 0};

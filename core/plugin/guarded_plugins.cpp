@@ -82,7 +82,7 @@ class GuardedOptimizer final : public Optimizer {
  public:
   GuardedOptimizer(std::shared_ptr<Optimizer> plugin, std::string label)
       : plugin_(std::move(plugin)), label_(std::move(label)) {}
-  int state_buffers() const noexcept override { return plugin_->state_buffers(); }
+  StateLayout state_layout(std::int64_t count) const noexcept override { return plugin_->state_layout(count); }
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     return guarded_call(
         label_, "step", [&] { return step_text(info.step); }, [&] { return plugin_->step(info, slots, report); });
@@ -98,6 +98,8 @@ class GuardedPrecision final : public PrecisionPolicy {
   GuardedPrecision(std::shared_ptr<PrecisionPolicy> plugin, std::string label)
       : plugin_(std::move(plugin)), label_(std::move(label)) {}
   DType weight_storage() const noexcept override { return plugin_->weight_storage(); }
+  DType embedding_storage() const noexcept override { return plugin_->embedding_storage(); }
+  WeightQuantizer* weight_quantizer() noexcept override { return plugin_->weight_quantizer(); }
   DType activation_storage() const noexcept override { return plugin_->activation_storage(); }
   double loss_scale() const noexcept override { return plugin_->loss_scale(); }
   Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {

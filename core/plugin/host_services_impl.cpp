@@ -6,7 +6,8 @@
 
 namespace strata {
 
-HostServicesImpl::HostServicesImpl(ModelInfo model) : model_(model), cpu_ops_(cpu::make_cpu_ops()) {}
+HostServicesImpl::HostServicesImpl(ModelInfo model, std::string device_kind)
+    : model_(model), device_kind_(std::move(device_kind)), cpu_ops_(cpu::make_cpu_ops()) {}
 
 HostServicesImpl::~HostServicesImpl() = default;
 

@@ -27,6 +27,21 @@ std::string attention_refusal(const std::string& manifest_path, const std::strin
   return status ? std::string() : manifest_path + ": [kernels] attention = \"" + name + "\": " + status.message();
 }
 
+// Why the precision policy's quantized weight storage cannot hold this model's matrices or run on
+// `target`, worded for the user; empty when it can (or when the policy stores no quantized weights).
+std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target) {
+  WeightQuantizer* quantizer = precision.weight_quantizer();
+  if (quantizer == nullptr) return {};
+  const std::string prefix = manifest.path.string() + ": [precision] plugin = \"" + manifest.precision.plugin + "\": ";
+  if (Status status = quantizer->check(target); !status) return prefix + status.message();
+  for (const auto& [name, shape] : manifest.model.block_matrices()) {
+    std::int64_t group_size = 0, scales = 0;
+    if (Status status = quantizer->scale_groups(shape, group_size, scales); !status)
+      return prefix + "h.N." + name + ": " + status.message();
+  }
+  return {};
+}
+
 std::string where(const Manifest& manifest, const PluginSpec& spec) {
   TomlConfigView view(spec.table, {manifest.path.string(), spec.label, spec.dotted_path, &manifest.overridden},
                       {"plugin"});
@@ -101,6 +116,17 @@ Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
   if (const Status status = attention->bind(backend.kernel_target()); !status)
     throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
   return *attention;
+}
+
+StorageTypes Stack::storage_on(Backend& backend) {
+  if (WeightQuantizer* quantizer = precision->weight_quantizer()) {
+    const KernelTarget target = backend.kernel_target();
+    if (const Status status = quantizer->check(target); !status)
+      throw ManifestError(manifest_path + ": [precision] " + status.message());
+    if (const Status status = quantizer->bind(target); !status)
+      throw std::runtime_error("could not bind the weight quantizer to " + backend.name() + ": " + status.message());
+  }
+  return storage_types(*precision);
 }
 
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
@@ -198,6 +224,10 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   if (stack.attention && problems.empty())
     if (std::string refusal = attention_refusal(manifest.path.string(), attention, *stack.attention,
                                                 manifest.model.attention_shape(1), {manifest.device.kind, -1, nullptr});
+        !refusal.empty())
+      problems.push_back(std::move(refusal));
+  if (stack.precision && problems.empty())
+    if (std::string refusal = quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr});
         !refusal.empty())
       problems.push_back(std::move(refusal));
   if (!problems.empty()) throw ManifestError(problems);

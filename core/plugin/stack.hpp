@@ -9,6 +9,7 @@
 
 #include "core/device/backend.hpp"
 #include "core/manifest/manifest.hpp"
+#include "core/model/model.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "strata/plugin.hpp"
 
@@ -33,6 +34,9 @@ struct Stack {
   // (the CPU reference on a GPU, a plugin without that backend's kernels) is refused with
   // ManifestError carrying the kernel's reason.
   Kernel& attention_on(Backend& backend, const AttentionShape& shape);
+  // The precision policy's storage dtypes, with its weight quantizer (if any) checked against and
+  // bound to `backend` (ManifestError when it cannot run there).
+  StorageTypes storage_on(Backend& backend);
 };
 
 // Resolves every plugin named in the manifest, checks requirements and conflicts, and creates

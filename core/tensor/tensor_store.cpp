@@ -1,5 +1,7 @@
 #include "core/tensor/tensor_store.hpp"
 
+#include "core/tensor/quantized_matmul_ops.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -9,13 +11,10 @@ namespace strata {
 
 namespace {
 
-DType dtype_of(ElementType element) {
-  switch (element) {
-    case ElementType::bf16: return DType::bf16;
-    case ElementType::i32: return DType::i32;
-    case ElementType::f32: break;
-  }
-  return DType::f32;
+// The matmul shape of a stored matrix (rows unused): in_out is (in, out), out_in is (out, in).
+MatmulShape matrix_shape(WeightLayout layout, const std::vector<std::int64_t>& shape) {
+  return layout == WeightLayout::in_out ? MatmulShape{0, shape[0], shape[1], layout}
+                                        : MatmulShape{0, shape[1], shape[0], layout};
 }
 
 }  // namespace
@@ -48,30 +47,48 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
 }
 
 const ParameterRows& TensorStore::add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape,
-                                                bool decay, DType storage, int optimizer_state_buffers, bool trained) {
-  if (optimizer_state_buffers < 0 || optimizer_state_buffers > kMaxOptimizerStateBuffers)
-    throw std::invalid_argument("optimizer asks for " + std::to_string(optimizer_state_buffers) +
-                                " state buffers per parameter; the host supports at most " +
-                                std::to_string(kMaxOptimizerStateBuffers));
+                                                bool decay, DType storage, const StateLayout& state, bool trained,
+                                                WeightLayout layout) {
+  const bool quantized = storage == DType::i8 || storage == DType::u8;
+  if (quantized && (quantizer_ == nullptr || quantizer_->dtype() != storage || shape.size() != 2))
+    throw std::logic_error("tensor store: " + name + " is stored as " + std::string(dtype_name(storage)) +
+                           " without a weight quantizer for it");
   ParameterRows rows;
   rows.name = name;
   rows.layer = layer;
   rows.decay = decay;
-  const bool bf16 = storage == DType::bf16;
-  rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights,
-                       bf16 ? ElementType::bf16 : ElementType::f32);
+  rows.layout = layout;
+  rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights, storage);
+  if (quantized) {
+    std::int64_t scales = 0;
+    if (Status status = quantizer_->scale_groups(matrix_shape(rows.layout, shape), rows.group_size, scales); !status)
+      throw std::invalid_argument(status.message());  // the manifest check refused this already
+    rows.scales = add_row(name + ".scales", layer, {scales}, MemoryCategory::weights, TensorGroup::weights);
+  }
+  parameter_of_row_.resize(table_.rows().size(), -1);
+  parameter_of_row_[static_cast<std::size_t>(rows.param)] = static_cast<int>(parameters_.size());
   if (!trained) {
     parameters_.push_back(std::move(rows));
     return parameters_.back();
   }
   rows.grad = add_row(name + ".grad", layer, shape, MemoryCategory::grads, TensorGroup::grads);
-  for (int s = 0; s < optimizer_state_buffers; ++s)
-    rows.state[static_cast<std::size_t>(s)] = add_row(name + ".state" + std::to_string(s), layer, shape,
-                                                      MemoryCategory::optimizer, TensorGroup::optimizer_state);
-  if (bf16)
+  const std::int64_t count = table_.row(rows.param).elements();
+  for (std::size_t s = 0; s < state.size(); ++s) {
+    if (state[s].count <= 0) continue;
+    // A buffer of the parameter's length keeps its shape (checkpoints name it so); others are flat.
+    std::vector<std::int64_t> state_shape = state[s].count == count ? shape : std::vector<std::int64_t>{state[s].count};
+    rows.state[s] = add_row(name + ".state" + std::to_string(s), layer, std::move(state_shape),
+                            MemoryCategory::optimizer, TensorGroup::optimizer_state, state[s].dtype);
+  }
+  if (storage != DType::f32)
     rows.master = add_row(name + ".master", layer, shape, MemoryCategory::optimizer, TensorGroup::optimizer_state);
   parameters_.push_back(std::move(rows));
   return parameters_.back();
+}
+
+void TensorStore::use_weight_quantizer(WeightQuantizer& quantizer) {
+  quantizer_ = &quantizer;
+  quantized_ops_ = std::make_unique<QuantizedMatmulOps>(backend_.ops(), quantizer);
 }
 
 void TensorStore::allocate_persistent() {
@@ -96,25 +113,56 @@ void TensorStore::release(int row) noexcept {
 }
 
 Weight TensorStore::weight(int row) const noexcept {
-  return Weight{data(row), dtype_of(table_.row(row).element)};
+  Weight weight{data(row), table_.row(row).element};
+  const std::size_t index = static_cast<std::size_t>(row);
+  if (index < parameter_of_row_.size() && parameter_of_row_[index] >= 0) {
+    const ParameterRows& rows = parameters_[static_cast<std::size_t>(parameter_of_row_[index])];
+    if (rows.scales >= 0) weight.scales = f32(rows.scales), weight.group_size = rows.group_size;
+  }
+  return weight;
 }
 
 TensorView TensorStore::view(int row) const noexcept {
   const TensorRow& r = table_.row(row);
-  return TensorView{r.name,       r.layer,
-                    data(row),    dtype_of(r.element),
-                    r.elements(), r.home == Home::device ? MemorySpace::device : MemorySpace::host};
+  return TensorView{r.name,    r.layer,      data(row),
+                    r.element, r.elements(), r.home == Home::device ? MemorySpace::device : MemorySpace::host};
 }
 
 void TensorStore::publish_weights() {
   if (std::none_of(parameters_.begin(), parameters_.end(), [](const ParameterRows& rows) { return rows.master >= 0; }))
     return;
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
-  for (const ParameterRows& rows : parameters_)
-    if (rows.master >= 0) {
-      complete_rows({rows.param, rows.master});
+  for (const ParameterRows& rows : parameters_) {
+    if (rows.master < 0) continue;
+    std::vector<int> touched = {rows.param, rows.master};
+    if (rows.scales >= 0) touched.push_back(rows.scales);
+    complete_rows(touched);
+    if (rows.scales >= 0)
+      quantize(rows, f32(rows.master));
+    else
       backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
-    }
+  }
+}
+
+void TensorStore::quantize(const ParameterRows& rows, const float* master) {
+  const QuantizedMatrix out{data(rows.param), f32(rows.scales), rows.group_size};
+  quantizer_->quantize(out, master, matrix_shape(rows.layout, table_.row(rows.param).shape));
+}
+
+void TensorStore::write_stored_values(const ParameterRows& rows, std::span<const float> values) {
+  const TensorRow& row = table_.row(rows.param);
+  if (row.element == DType::f32) {
+    backend_.ops().copy_from_host(data(rows.param), values.data(), values.size_bytes());
+  } else if (row.element == DType::bf16) {
+    std::vector<std::uint16_t> narrowed(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);
+    backend_.ops().copy_from_host(data(rows.param), narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
+  } else {
+    Buffer staging = backend_.device_memory().allocate(values.size_bytes(), MemoryCategory::workspace, "core");
+    backend_.ops().copy_from_host(staging.data(), values.data(), values.size_bytes());
+    quantize(rows, static_cast<const float*>(staging.data()));
+    backend_.synchronize();  // the staging buffer goes back to the arena when this returns
+  }
 }
 
 void TensorStore::zero(float* data, std::int64_t count) {

@@ -5,6 +5,8 @@
 // them through the executor's hook context. Nothing in this file knows a model family.
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "core/tensor/tensor_table.hpp"
 #include "core/util/profiler.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/weight_quantizer.hpp"
 
 namespace strata {
 
@@ -22,8 +25,13 @@ struct ParameterRows {
   bool decay = false;
   int param = -1;
   int grad = -1;
-  std::array<int, kMaxOptimizerStateBuffers> state{-1, -1};
-  int master = -1;  // the f32 master copy the optimizer updates, when `param` is stored as bf16
+  std::array<int, kMaxOptimizerStateBuffers> state{-1, -1, -1, -1};
+  int master = -1;  // the f32 master copy the optimizer updates, when `param` is stored as bf16 or quantized
+  // Quantized storage: the f32 scales row (moved with the weights) and the group size its scales
+  // cover; the layout the matmuls read the matrix in.
+  int scales = -1;
+  std::int64_t group_size = 0;
+  WeightLayout layout = WeightLayout::in_out;
 };
 
 // Residency moves since the store was built. Copy time is the copy stream's own clock; exposed
@@ -49,14 +57,21 @@ class TensorStore {
   // Declaring rows (before any is allocated).
   int add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category, TensorGroup group,
               ElementType element = ElementType::f32);
-  // A parameter with its gradient and optimizer state; stored as `storage` (bf16 adds an f32 master
-  // copy, counted as optimizer state, which the optimizer updates). An untrained parameter (for
-  // evaluation) has the weight row only.
+  // A parameter with its gradient and optimizer state (as the optimizer lays it out); stored as
+  // `storage`: bf16 or a quantized dtype adds an f32 master copy, counted as optimizer state, which
+  // the optimizer updates; a quantized matrix also has a scales row beside its values, sized by the
+  // weight quantizer for `layout`. An untrained parameter (for evaluation) has no gradient, state or
+  // master.
   const ParameterRows& add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay,
-                                     DType storage, int optimizer_state_buffers, bool trained = true);
+                                     DType storage, const StateLayout& state, bool trained = true,
+                                     WeightLayout layout = WeightLayout::in_out);
+  // Matrices stored as quantizer.dtype() are quantized by it, and the matmuls that read them run
+  // its kernels (ops() routes them). Set before the first such parameter is added.
+  void use_weight_quantizer(WeightQuantizer& quantizer);
 
   Backend& backend() noexcept { return backend_; }
-  Ops& ops() noexcept { return backend_.ops(); }
+  // The backend's op table, with the weight quantizer's matmuls in front of it when there is one.
+  Ops& ops() noexcept { return quantized_ops_ ? *quantized_ops_ : backend_.ops(); }
   Profiler& profiler() noexcept { return profiler_; }
   const TensorTable& table() const noexcept { return table_; }
   TensorTable& table() noexcept { return table_; }
@@ -74,14 +89,18 @@ class TensorStore {
   float* f32(int row) const noexcept { return static_cast<float*>(data(row)); }
   std::uint16_t* bf16(int row) const noexcept { return static_cast<std::uint16_t*>(data(row)); }
   std::int32_t* i32(int row) const noexcept { return static_cast<std::int32_t*>(data(row)); }
-  Weight weight(int row) const noexcept;
+  Weight weight(int row) const noexcept;  // with its scales, when the row is a quantized matrix
   TensorView view(int row) const noexcept;
-  // A parameter's value in f32: its master copy when it is stored as bf16. Whoever writes it (the
-  // optimizer, a checkpoint load) calls publish_weights() afterwards.
+  // A parameter's value in f32: its master copy when it is stored as bf16 or quantized. Whoever
+  // writes it (the optimizer, a checkpoint load) calls publish_weights() afterwards.
   int value_row(const ParameterRows& rows) const noexcept { return rows.master >= 0 ? rows.master : rows.param; }
   TensorView values(const ParameterRows& rows) const noexcept { return view(value_row(rows)); }
-  // Rounds every master copy into its bf16 weights; nothing to do with f32 weights.
+  // Rounds every master copy into its bf16 weights, or quantizes it into its quantized weights;
+  // nothing to do with f32 weights.
   void publish_weights();
+  // Writes f32 values into a parameter that has no master (evaluation): narrowed or quantized on
+  // the way, through an f32 staging buffer in the device arena for a quantized matrix.
+  void write_stored_values(const ParameterRows& rows, std::span<const float> values);
   void zero_grads();
   void zero(float* data, std::int64_t count);
 
@@ -114,8 +133,13 @@ class TensorStore {
     CopyTicket ticket = 0;
   };
 
+  void quantize(const ParameterRows& rows, const float* master);
+
   Backend& backend_;
   Profiler& profiler_;
+  WeightQuantizer* quantizer_ = nullptr;
+  std::unique_ptr<Ops> quantized_ops_;
+  std::vector<int> parameter_of_row_;  // parallel to table rows: the parameter whose value row it is, or -1
   TensorTable table_;
   std::vector<ParameterRows> parameters_;
   std::vector<Buffer> buffers_;       // parallel to table rows

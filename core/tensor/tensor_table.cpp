@@ -8,24 +8,12 @@
 
 namespace strata {
 
-std::string_view element_name(ElementType element) noexcept {
-  switch (element) {
-    case ElementType::f32: return "f32";
-    case ElementType::bf16: return "bf16";
-    case ElementType::i32: return "i32";
-  }
-  return "f32";
-}
-
 std::int64_t TensorRow::elements() const {
-  std::int64_t count = 1;
-  for (std::int64_t extent : shape) count *= extent;
-  return count;
+  return shape_elements(shape);
 }
 
 std::uint64_t TensorRow::bytes() const {
-  const std::uint64_t element_bytes = element == ElementType::bf16 ? 2 : 4;
-  const std::uint64_t raw = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(elements()) * element_bytes);
+  const std::uint64_t raw = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(elements()) * dtype_bytes(element));
   return (raw + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
 }
 
@@ -90,7 +78,7 @@ void TensorTable::print(std::ostream& out, bool summarize_layers) const {
         << (row.layer < 0 ? std::string("-")
             : folded      ? "x" + std::to_string(layer_count)
                           : std::to_string(row.layer))
-        << std::setw(20) << shape_text(row.shape) << std::setw(6) << element_name(row.element) << std::setw(13)
+        << std::setw(20) << shape_text(row.shape) << std::setw(6) << dtype_name(row.element) << std::setw(13)
         << category_name(row.category) << std::setw(8) << (row.home == Home::device ? "device" : "host") << std::right
         << std::setw(12) << format_mib(bytes) << '\n';
   }

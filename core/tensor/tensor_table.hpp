@@ -22,7 +22,14 @@ enum class Home : std::uint8_t { device, host };
 // totals equal the allocator's live bytes exactly.
 inline constexpr std::uint64_t kAllocationGranularity = 64;
 
-enum class ElementType : std::uint8_t { f32, bf16, i32 };
+// A row's element type is the SDK's dtype (f32, bf16, i32, i8, u8).
+using ElementType = DType;
+
+inline std::int64_t shape_elements(const std::vector<std::int64_t>& shape) noexcept {
+  std::int64_t count = 1;
+  for (std::int64_t extent : shape) count *= extent;
+  return count;
+}
 
 struct TensorRow {
   std::string name;
@@ -56,7 +63,5 @@ class TensorTable {
   std::vector<TensorRow> rows_;
   std::unordered_map<std::string, int> index_by_name_;
 };
-
-std::string_view element_name(ElementType element) noexcept;
 
 }  // namespace strata

@@ -86,7 +86,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   // The backend first: an unknown device is invalid input, refused before anything is written,
   // and the backend must outlive the plugin objects (their ops() points into it).
   std::unique_ptr<Backend> device = options.backend ? options.backend(manifest) : backend_for(manifest);
-  HostServicesImpl host(manifest.model.info());
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
   const TrainSpec& train = manifest.train;
   const int rows = micro_batch_rows(manifest);
@@ -101,11 +101,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       spdlog::info("removed {} partial save(s) a stopped run left in {}", removed, manifest.checkpoint.dir->string());
   }
 
-  host.set_ops(device->ops());
+  host.use_backend(*device);
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                 ModelOptions{rows, stack.optimizer->state_buffers(), Allocation::deferred,
-                              storage_types(*stack.precision), Purpose::training});
+                 ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
+                              Purpose::training});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{train.steps, train.warmup_steps, train.lr});
@@ -260,14 +260,13 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
                 const std::optional<std::filesystem::path>& data, const BackendFactory& backend) {
   configure_threads(manifest.train.threads);
   std::unique_ptr<Backend> device = backend ? backend(manifest) : backend_for(manifest);  // outlives the plugins
-  HostServicesImpl host(manifest.model.info());
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host, "");
-  host.set_ops(device->ops());
+  host.use_backend(*device);
   // Built for evaluation: no gradients, optimizer state or backward workspace exist.
-  const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                 ModelOptions{micro_batch_rows(manifest), 0, Allocation::now, storage_types(*stack.precision),
-                              Purpose::evaluation});
+  const std::unique_ptr<Model> model_owner = make_model(
+      manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
+      ModelOptions{micro_batch_rows(manifest), {}, Allocation::now, stack.storage_on(*device), Purpose::evaluation});
   Model& model = *model_owner;
   load_weights(checkpoint, model);
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});

@@ -5,7 +5,7 @@
 // `warmup_steps` of linear warmup the rate falls as 1/sqrt(step).
 //
 // The contract it follows (docs/plugin-guide.md): the host owns the state buffers (two per
-// parameter, asked for by state_buffers(), so they are accounted and may be offloaded); the
+// parameter, laid out by state_layout(), so they are accounted and may be offloaded); the
 // tensors are the backend's memory, so the update and the gradient norm go through the op table,
 // never through host reads; it includes only SDK headers.
 #include <cmath>
@@ -31,7 +31,9 @@ class AdamWLlrd final : public Optimizer {
     grad_clip_ = config.get_double("grad_clip", 1.0, 0.0, 1e9);
   }
 
-  int state_buffers() const noexcept override { return 2; }  // first and second moments
+  StateLayout state_layout(std::int64_t count) const noexcept override {
+    return f32_state(2, count);  // first and second moments
+  }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     Ops& ops = host_.ops();

@@ -93,7 +93,7 @@ struct InspectedStack {
   InspectedStack(const CommonArguments& common, const std::string& default_telemetry)
       : manifest(load_manifest(common.manifest, common.overrides)),
         registry(load_plugins(manifest)),
-        host(manifest.model.info()),
+        host(manifest.model.info(), manifest.device.kind),
         stack(build_stack(manifest, registry, host, default_telemetry)) {}
   Manifest manifest;
   PluginRegistry registry;
@@ -241,8 +241,8 @@ int command_plan(const std::vector<std::string>& arguments) {
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     const std::unique_ptr<Model> model_owner = make_model(
         manifest.model, *device, inspected.stack.attention_on(*device, manifest.model.attention_shape(1)),
-        ModelOptions{manifest.train.batch / manifest.train.micro_batches, inspected.stack.optimizer->state_buffers(),
-                     Allocation::deferred, storage_types(*inspected.stack.precision), Purpose::training});
+        ModelOptions{manifest.train.batch / manifest.train.micro_batches, state_layout_of(*inspected.stack.optimizer),
+                     Allocation::deferred, inspected.stack.storage_on(*device), Purpose::training});
     Model& model = *model_owner;
     // The strategies place the rows (on_attach) as they would for training; nothing is allocated.
     Executor executor(model, *inspected.stack.optimizer, *inspected.stack.precision,

@@ -34,7 +34,7 @@ class CpuOps final : public Ops {
   CpuOps() : attention_(make_attention_kernel(AttentionImpl::fast)) {}
 
   std::string_view backend() const noexcept override { return "cpu"; }
-  bool has(Op op) const noexcept override { return op != Op::matmul_quantized && op != Op::count; }
+  bool has(Op op) const noexcept override { return op != Op::count; }
 
   void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
                       Scratch scratch) noexcept override {

@@ -63,7 +63,7 @@ class CudaOpsImpl final : public CudaOps {
   std::exception_ptr take_error() noexcept override { return std::exchange(error_, nullptr); }
 
   std::string_view backend() const noexcept override { return name_; }
-  bool has(Op op) const noexcept override { return op != Op::matmul_quantized && op != Op::count; }
+  bool has(Op op) const noexcept override { return op != Op::count; }
 
   void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
                       Scratch) noexcept override {

@@ -26,7 +26,7 @@ class AdamW final : public Optimizer {
     min_lr_ratio_ = config.get_double("min_lr_ratio", 0.1, 0.0, 1.0);
   }
 
-  int state_buffers() const noexcept override { return 2; }
+  StateLayout state_layout(std::int64_t count) const noexcept override { return f32_state(2, count); }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {

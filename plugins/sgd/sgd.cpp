@@ -20,7 +20,9 @@ class Sgd final : public Optimizer {
     min_lr_ratio_ = config.get_double("min_lr_ratio", 0.1, 0.0, 1.0);
   }
 
-  int state_buffers() const noexcept override { return momentum_ > 0.0f ? 1 : 0; }
+  StateLayout state_layout(std::int64_t count) const noexcept override {
+    return f32_state(momentum_ > 0.0f ? 1 : 0, count);
+  }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {

@@ -85,7 +85,8 @@ std::string_view layer_activation_name(LayerActivation activation) noexcept {
 }
 
 GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kernel& attention,
-                     int optimizer_state_buffers, Allocation allocation, StorageTypes storage, Purpose purpose)
+                     const OptimizerStateLayout& optimizer_state, Allocation allocation, StorageTypes storage,
+                     Purpose purpose)
     : Model(backend, batch), config_(config), storage_types_(storage), attention_(attention) {
   if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
   const std::int64_t B = batch, T = config.seq_len, C = config.d_model, L = config.n_layer;
@@ -94,13 +95,18 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
       AttentionShape{batch, config.seq_len, config.n_head, config.n_head, config.d_model / config.n_head};
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
-  // Matrices follow the weight storage dtype; vectors stay f32.
+  // The blocks' matrices follow the weight storage dtype, the embedding tables the embedding
+  // storage; vectors stay f32. Widened (bf16) or dequantized (int8) matrices share one f32 scratch.
+  if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
   std::int64_t largest_matrix = 0;
   auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay) {
     const bool matrix = shape.size() == 2;
-    if (matrix && storage.weights == DType::bf16) largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
-    store_.add_parameter(name, layer, std::move(shape), decay, matrix ? storage.weights : DType::f32,
-                         optimizer_state_buffers, purpose == Purpose::training);
+    const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
+    if (dtype != DType::f32) largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
+    const StateLayout state = optimizer_state ? optimizer_state(shape_elements(shape)) : StateLayout{};
+    // The blocks' projections are HF Conv1D, (in, out); the tied wte is the head's (vocab, C).
+    store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training,
+                         layer >= 0 ? WeightLayout::in_out : WeightLayout::out_in);
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};

@@ -64,8 +64,9 @@ class GPT2Model final : public Model {
  public:
   // `batch` is the micro-batch size: activations are sized for it. `attention` is the kernel the
   // manifest chose (the backend's own, or a plugin's).
-  GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kernel& attention, int optimizer_state_buffers,
-            Allocation allocation = Allocation::now, StorageTypes storage = {}, Purpose purpose = Purpose::training);
+  GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kernel& attention,
+            const OptimizerStateLayout& optimizer_state, Allocation allocation = Allocation::now,
+            StorageTypes storage = {}, Purpose purpose = Purpose::training);
 
   const GPT2Config& config() const noexcept { return config_; }
   std::string_view arch() const noexcept override { return "gpt2"; }

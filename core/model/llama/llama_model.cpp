@@ -57,13 +57,17 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   const std::int64_t KV = config.kv_dim(), F = config.d_ff, Vp = config.padded_vocab();
   attention_shape_ = AttentionShape{options.batch, config.seq_len, config.n_head, config.n_kv_head, config.head_dim()};
 
-  // Matrices follow the weight storage dtype; the norm gains stay f32.
+  // The blocks' matrices follow the weight storage dtype, the embeddings and an untied head the
+  // embedding storage; the norm gains stay f32. Widened or dequantized matrices share one scratch.
+  if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
   std::int64_t largest_matrix = 0;
   auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape) {
     const bool matrix = shape.size() == 2;
-    if (matrix && storage.weights == DType::bf16) largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
-    store_.add_parameter(name, layer, std::move(shape), matrix, matrix ? storage.weights : DType::f32,
-                         options.optimizer_state_buffers, training);
+    const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
+    if (dtype != DType::f32) largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
+    const StateLayout state = options.optimizer_state ? options.optimizer_state(shape_elements(shape)) : StateLayout{};
+    // Every LLaMA matrix is nn.Linear, (out, in).
+    store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state, training, WeightLayout::out_in);
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   embed_ = add_parameter("model.embed_tokens.weight", -1, {Vp, C});

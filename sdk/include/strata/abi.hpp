@@ -18,7 +18,12 @@ namespace strata {
 // and says why not, bind(target) hands it the backend's compute stream, and attention_backward
 // reads the forward's output (a flash kernel keeps only the log-sum-exp). HookContext gains
 // drop_attention_internals (selective checkpointing). Plugins built for 4.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 5;
+// Major 6: low-bit storage. DType grows i8 and u8; an optimizer lays out its own state per parameter
+// (state_layout: dtype and length of up to four buffers) instead of a count of f32 buffers; a
+// precision policy may store the blocks' matrices quantized and bring their mechanism
+// (WeightQuantizer: scales, quantize, the matmuls) and chooses the embeddings' storage apart;
+// HostServices::target() names where kernels run. Plugins built for 5.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 6;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x

@@ -6,12 +6,20 @@
 
 namespace strata {
 
-// Element types of tensors: f32 and bf16 storage (compute is f32 on the CPU backend), and i32
-// token ids.
-enum class DType : std::uint8_t { f32, bf16, i32 };
+// Element types of tensors: f32 and bf16 storage (compute is f32), i32 token ids, and the one-byte
+// types of quantized storage: i8 weight values (each matrix with a row of f32 scales beside it) and
+// u8 codes (an 8-bit optimizer's moments, indices into its quantization map).
+enum class DType : std::uint8_t { f32, bf16, i32, i8, u8 };
 
 constexpr std::size_t dtype_bytes(DType dtype) noexcept {
-  return dtype == DType::bf16 ? 2 : 4;
+  switch (dtype) {
+    case DType::bf16: return 2;
+    case DType::i8:
+    case DType::u8: return 1;
+    case DType::f32:
+    case DType::i32: break;
+  }
+  return 4;
 }
 
 constexpr std::string_view dtype_name(DType dtype) noexcept {
@@ -19,6 +27,8 @@ constexpr std::string_view dtype_name(DType dtype) noexcept {
     case DType::f32: return "f32";
     case DType::bf16: return "bf16";
     case DType::i32: return "i32";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
   }
   return "f32";
 }

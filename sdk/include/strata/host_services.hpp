@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "strata/kernel.hpp"
 #include "strata/ops.hpp"
 
 namespace strata {
@@ -30,6 +31,10 @@ class HostServices {
   // The op table of the backend the run uses. Valid from the first step on (plugins are created
   // before the backend, so a constructor must not call it).
   virtual Ops& ops() noexcept = 0;
+  // Where the run computes, for a plugin that brings its own kernels: the manifest's device.kind
+  // while plugins are created (no device index or stream yet: a constructor refuses a backend it
+  // has no kernels for), the backend's device and compute stream from the first step on.
+  virtual KernelTarget target() const noexcept = 0;
 };
 
 }  // namespace strata

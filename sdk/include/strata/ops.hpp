@@ -6,7 +6,8 @@
 // the stream and copy that one value back, so they are the synchronisation points of a step.
 //
 // Every op a backend implements is listed by has(); an op it lacks is a null slot, and callers
-// take the fallback written beside the op (the op-override layer later lets a plugin fill a slot).
+// take the fallback written beside the op. Plugins override ops through strata/kernel.hpp
+// (attention) and strata/weight_quantizer.hpp (matmuls on quantized weights).
 // Shapes are (rows, channels) row-major unless said otherwise; N = batch * seq_len.
 #include <cstdint>
 #include <string_view>
@@ -22,16 +23,13 @@ enum class WeightLayout : std::uint8_t { in_out, out_in };
 // Whether a gradient output is overwritten or added to.
 enum class GradientWrite : std::uint8_t { accumulate, overwrite };
 
-// A weight operand of a matmul: f32 or bf16 storage; compute is f32.
+// A weight operand of a matmul: f32 or bf16 storage (compute is f32), or a quantized dtype (i8)
+// with one f32 scale per group: group_size consecutive values of a stored row, or, with group_size
+// 0, one scale per output feature. No built-in backend reads quantized weights: the precision
+// plugin that stores them brings their matmuls (strata/weight_quantizer.hpp).
 struct Weight {
   const void* data = nullptr;
   DType dtype = DType::f32;
-};
-
-// The quantized-weight slot: int8 values with one f32 scale per group of group_size consecutive
-// values of a stored row. No built-in backend fills it; a plugin that stores int8 weights does.
-struct QuantizedWeight {
-  const std::int8_t* values = nullptr;
   const float* scales = nullptr;
   std::int64_t group_size = 0;
 };
@@ -99,7 +97,6 @@ struct SgdHyper {
 enum class Op : std::uint8_t {
   matmul_f32,
   matmul_bf16,
-  matmul_quantized,
   layernorm,
   rmsnorm,
   attention,
@@ -134,10 +131,6 @@ class Ops {
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                Weight weight, const MatmulShape& shape, Scratch scratch,
                                GradientWrite dinp_write) noexcept = 0;
-  // Quantized weights (layout out_in). Null slot on the built-in backends: no fallback, a
-  // manifest that asks for int8 storage without a plugin that fills it is refused.
-  virtual void matmul_forward_quantized(float* /*out*/, const float* /*inp*/, QuantizedWeight /*weight*/,
-                                        const float* /*bias*/, const MatmulShape& /*shape*/) noexcept {}
 
   // --- normalisations. mean/rstd are (N), kept for backward. Backward adds into dinp, dweight, dbias.
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,

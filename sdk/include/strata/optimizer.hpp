@@ -4,18 +4,36 @@
 #include <span>
 #include <string_view>
 
+#include "strata/dtype.hpp"
 #include "strata/status.hpp"
 #include "strata/tensor_view.hpp"
 
 namespace strata {
 
-inline constexpr int kMaxOptimizerStateBuffers = 2;
+inline constexpr int kMaxOptimizerStateBuffers = 4;
 
-// One parameter tensor, its gradient and its optimizer state buffers (as many as the optimizer
-// asked for through state_buffers(); the host allocates them, so they are accounted and movable).
-// All f32 views of the backend's memory: the optimizer updates them with the ops HostServices
-// lends it (HostServices::ops()), never by reading them on the host. `param` is the f32 master
-// copy when the weights are stored as bf16.
+// One state buffer an optimizer keeps per parameter: its element type and length. AdamW keeps two
+// f32 buffers of the parameter's length; an 8-bit optimizer keeps u8 codes and f32 block scales.
+struct StateBuffer {
+  DType dtype = DType::f32;
+  std::int64_t count = 0;  // elements; 0: the slot is unused
+};
+using StateLayout = std::array<StateBuffer, kMaxOptimizerStateBuffers>;
+
+// `buffers` f32 buffers of `count` elements each: the layout of most optimizers.
+constexpr StateLayout f32_state(int buffers, std::int64_t count) noexcept {
+  StateLayout layout{};
+  for (int s = 0; s < buffers && s < kMaxOptimizerStateBuffers; ++s)
+    layout[static_cast<std::size_t>(s)] = StateBuffer{DType::f32, count};
+  return layout;
+}
+
+// One parameter tensor, its gradient and its optimizer state buffers (laid out as the optimizer
+// asked through state_layout(); the host allocates them, so they are accounted, movable and saved
+// in checkpoints). Views of the backend's memory: the optimizer updates them with the ops
+// HostServices lends it (HostServices::ops()) or with its own kernels for the backend
+// (HostServices::target()), never by reading device memory on the host. `param` is the f32
+// master copy when the weights are stored as bf16 or int8.
 struct ParamSlot {
   std::string_view name;
   int layer = -1;
@@ -40,8 +58,8 @@ struct OptimizerReport {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // f32 buffers of the parameter's size that this optimizer keeps per parameter.
-  virtual int state_buffers() const noexcept = 0;
+  // The state this optimizer keeps for a parameter of `count` elements; unused slots have count 0.
+  virtual StateLayout state_layout(std::int64_t count) const noexcept = 0;
   // May throw: the host reports any exception with the plugin's name, as it does an error Status.
   virtual Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) = 0;
 };

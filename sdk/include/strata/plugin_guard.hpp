@@ -64,7 +64,7 @@ class StrategyGuard final : public MemoryStrategy {
 class OptimizerGuard final : public Optimizer {
  public:
   explicit OptimizerGuard(std::unique_ptr<Optimizer> object) : object_(std::move(object)) {}
-  int state_buffers() const noexcept override { return object_->state_buffers(); }
+  StateLayout state_layout(std::int64_t count) const noexcept override { return object_->state_layout(count); }
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     return catch_all([&] { return object_->step(info, slots, report); });
   }
@@ -77,6 +77,8 @@ class PrecisionGuard final : public PrecisionPolicy {
  public:
   explicit PrecisionGuard(std::unique_ptr<PrecisionPolicy> object) : object_(std::move(object)) {}
   DType weight_storage() const noexcept override { return object_->weight_storage(); }
+  DType embedding_storage() const noexcept override { return object_->embedding_storage(); }
+  WeightQuantizer* weight_quantizer() noexcept override { return object_->weight_quantizer(); }
   DType activation_storage() const noexcept override { return object_->activation_storage(); }
   double loss_scale() const noexcept override { return object_->loss_scale(); }
   Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {

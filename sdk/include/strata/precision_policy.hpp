@@ -5,6 +5,7 @@
 #include "strata/ops.hpp"
 #include "strata/status.hpp"
 #include "strata/tensor_view.hpp"
+#include "strata/weight_quantizer.hpp"
 
 namespace strata {
 
@@ -13,14 +14,19 @@ struct PrecisionDecision {
   double loss_scale = 1.0;
 };
 
-// How the model stores numbers and how its gradients are checked. Compute is f32 on the CPU
-// backend whatever the storage: a bf16 tensor is widened to f32 where a kernel reads it.
+// How the model stores numbers and how its gradients are checked. Compute is f32 whatever the
+// storage: a bf16 tensor is widened to f32 where a kernel reads it, a quantized matrix is
+// dequantized inside its matmul (the policy's WeightQuantizer).
 class PrecisionPolicy {
  public:
   virtual ~PrecisionPolicy() = default;
-  // Storage of the weight matrices (embeddings and the blocks' projections). With bf16, the
-  // optimizer updates an f32 master copy and the model reads the bf16 rounding of it.
+  // Storage of the blocks' weight matrices. With bf16 or a quantized dtype, the optimizer updates an
+  // f32 master copy and the model reads its rounding (bf16) or its quantized form.
   virtual DType weight_storage() const noexcept = 0;
+  // Storage of the embedding tables (f32 or bf16: the lookup reads whole rows).
+  virtual DType embedding_storage() const noexcept { return weight_storage(); }
+  // The mechanism of a quantized weight_storage(); null for f32 and bf16. Owned by the policy.
+  virtual WeightQuantizer* weight_quantizer() noexcept { return nullptr; }
   // Storage of the activations a block keeps for its backward pass.
   virtual DType activation_storage() const noexcept = 0;
   // The factor the loss gradient is multiplied by before backward.
