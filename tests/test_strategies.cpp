@@ -7,115 +7,22 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/data/dataset.hpp"
-#include "core/device/backend.hpp"
-#include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
-#include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "stack_run.hpp"
 #include "test_support.hpp"
 
 namespace strata {
 namespace {
 
-struct StackRun {
-  std::vector<double> losses;
-  std::vector<float> grads;    // every gradient after the last backward
-  std::vector<float> weights;  // every weight after the last update
-  ArenaStats device;
-  ArenaStats host;
-  std::uint64_t layer_weight_bytes = 0;     // one block's weights
-  std::uint64_t global_weight_bytes = 0;    // embeddings and final LayerNorm
-  std::uint64_t logits_bytes = 0;           // the logits row, as the strategies sized it
-  std::int64_t attention_saved_floats = 0;  // one block's attention-kernel row
-  std::uint64_t attention_saved_bytes = 0;  // the same, as allocated (padded)
-};
-
-// The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with
-// grouped-query attention (two query heads share one key/value head).
-struct Family {
-  std::string name;
-  std::vector<std::string> overrides;
-};
-const std::vector<Family> kFamilies = {{"gpt2", {}},
-                                       {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}}};
-
-// Four blocks, AdamW, `steps` steps of 2 micro batches, with the given [[strategy]] tables (and
-// `precision`, a [precision] table, when not empty).
-StackRun run_stack(const Family& family, const std::string& name, const std::string& strategies, int steps = 3,
-                   const std::string& precision = "", const std::vector<std::string>& overrides = {}) {
-  const auto dir = test::temporary_directory("strategies_" + family.name + "_" + name);
-  test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + precision + strategies,
-                                                       "micro_batches = 2\n"));
-  std::vector<std::string> all_overrides = {"model.n_layer=4"};
-  all_overrides.insert(all_overrides.end(), family.overrides.begin(), family.overrides.end());
-  all_overrides.insert(all_overrides.end(), overrides.begin(), overrides.end());
-  const Manifest manifest = load_manifest(dir / "m.toml", all_overrides);
-  PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
-  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
-  Stack stack = build_stack(manifest, registry, host);
-  const int rows = manifest.train.batch / manifest.train.micro_batches;
-  auto device = make_cpu_backend(0);
-  const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                 ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
-                              Purpose::training});
-  Model& model = *model_owner;
-  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{steps, 0, manifest.train.lr});
-  executor.attach();
-  model.init_weights(manifest.train.seed);
-  const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len(), rows});
-
-  const std::size_t micro_size = static_cast<std::size_t>(rows) * manifest.model.seq_len();
-  std::vector<std::int32_t> inputs(2 * micro_size), targets(2 * micro_size);
-  const std::span<const std::int32_t> in(inputs), out(targets);
-  const std::vector<MicroBatch> micro_batches = {{in.first(micro_size), out.first(micro_size)},
-                                                 {in.last(micro_size), out.last(micro_size)}};
-  StackRun run;
-  for (int step = 1; step <= steps; ++step) {
-    for (int m = 0; m < 2; ++m)
-      dataset.train_batch(manifest.train.seed, step, m, inputs.data() + m * micro_size,
-                          targets.data() + m * micro_size);
-    run.losses.push_back(executor.train_step(step, micro_batches).loss);
-  }
-  model.store().complete_all_moves();
-  for (const ParameterRows& rows_of : model.parameters()) {
-    const auto grad = test::f32(model, rows_of.grad);
-    const auto weight = test::values(model, rows_of);  // the f32 master under bf16 storage
-    run.grads.insert(run.grads.end(), grad.begin(), grad.end());
-    run.weights.insert(run.weights.end(), weight.begin(), weight.end());
-    const std::uint64_t stored_bytes = model.table().row(rows_of.param).bytes();
-    if (rows_of.layer == 0) run.layer_weight_bytes += stored_bytes;
-    if (rows_of.layer < 0) run.global_weight_bytes += stored_bytes;
-  }
-  run.logits_bytes = model.table().row(*model.table().find("act.logits")).bytes();
-  for (const TensorRow& row : model.table().rows())
-    if (row.name.ends_with("attention_saved")) {
-      run.attention_saved_floats = row.elements();
-      run.attention_saved_bytes = row.bytes();
-    }
-  run.device = device->device_memory().stats();
-  run.host = device->host_memory().stats();
-  return run;
-}
-
-std::uint64_t peak(const ArenaStats& stats, MemoryCategory category) {
-  return stats.peak[category_index(category)];
-}
-
-void expect_bitwise_equal(const StackRun& expected, const StackRun& actual) {
-  ASSERT_EQ(expected.losses.size(), actual.losses.size());
-  for (std::size_t i = 0; i < expected.losses.size(); ++i) EXPECT_EQ(expected.losses[i], actual.losses[i]) << i;
-  ASSERT_EQ(expected.grads.size(), actual.grads.size());
-  EXPECT_EQ(0, std::memcmp(expected.grads.data(), actual.grads.data(), expected.grads.size() * sizeof(float)))
-      << "gradients differ";
-  EXPECT_EQ(0, std::memcmp(expected.weights.data(), actual.weights.data(), expected.weights.size() * sizeof(float)))
-      << "weights differ";
-}
+using test::expect_bitwise_equal;
+using test::Family;
+using test::kFamilies;
+using test::peak;
+using test::run_stack;
+using test::StackRun;
 
 const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
 const std::string kSelectiveCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";

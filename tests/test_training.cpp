@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/checkpoint/safetensors.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
@@ -124,6 +125,68 @@ TEST(Training, ResumeContinuesTheJsonlLogWithoutDuplicateSteps) {
 TEST(Training, LlamaResumeContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_llama", "", kLlama);
   expect_resume_bitwise("resume_llama_bf16", "[precision]\nplugin = \"bf16\"\n", kLlama);
+}
+
+// 8-bit moments are saved as their codes and block scales, int8 weights as their f32 masters (the
+// int8 values are re-quantized from them): both resume bitwise, alone, together and offloaded.
+TEST(Training, ResumeWithLowBitStorageContinuesBitwiseIdentically) {
+  const std::string adamw8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 256\nblock_size = 256\n";
+  const std::string int8 = "[precision]\nplugin = \"int8\"\nblock_size = 16\n";
+  expect_resume_bitwise("resume_adamw8bit", adamw8bit);
+  expect_resume_bitwise("resume_int8", int8);
+  expect_resume_bitwise("resume_low_bit_offloaded",
+                        adamw8bit + int8 + "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n");
+  expect_resume_bitwise("resume_llama_low_bit", adamw8bit + int8, kLlama);
+}
+
+// A checkpoint's optimizer state belongs to the optimizer that wrote it: resuming 8-bit moments into
+// adamw, or f32 moments into adamw8bit, is refused, naming both.
+TEST(Training, ResumeRefusesAnotherOptimizersState) {
+  const auto dir = test::temporary_directory("resume_other_optimizer");
+  test::write_text(dir / "m.toml", test::tiny_manifest("[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n"));
+  const std::string eight_bit = "optimizer.plugin=\"adamw8bit\"";
+  train(dir / "m.toml", {eight_bit}, std::nullopt, 3);
+  try {
+    train(dir / "m.toml", {}, dir / "ckpt");
+    ADD_FAILURE() << "8-bit state resumed into adamw";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("saved with optimizer 'adamw8bit', but the manifest uses 'adamw'"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir / "ckpt");
+  train(dir / "m.toml", {}, std::nullopt, 3);
+  EXPECT_THROW(train(dir / "m.toml", {eight_bit}, dir / "ckpt"), CheckpointError);
+}
+
+// Low-bit storage changes the numbers; over real runs the validation loss must reach f32's level
+// (three seeds, as for bf16; the bound is on the mean). 300 steps: int8 storage leaves the ~3.1
+// plateau later on some seeds (seed 7: 3.01 against f32's 2.79 at step 100) and catches up after.
+TEST(Training, LowBitStorageTracksF32OnTheShippedCorpus) {
+  const auto dir = test::temporary_directory("low_bit_training");
+  const std::string keys = "eval_every = 300\n";
+  test::write_text(dir / "f32.toml", test::tiny_manifest("", keys));
+  test::write_text(dir / "int8.toml", test::tiny_manifest("[precision]\nplugin = \"int8\"\n", keys));
+  test::write_text(dir / "adamw8bit.toml",
+                   test::tiny_manifest("[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 256\n", keys));
+  double f32_sum = 0.0, int8_sum = 0.0, adamw8bit_sum = 0.0;
+  for (const int seed : {7, 8, 9}) {
+    const std::vector<std::string> overrides = {"train.steps=300", "train.batch=8", "model.seq_len=32",
+                                                "train.seed=" + std::to_string(seed)};
+    const TrainResult f32 = train(dir / "f32.toml", overrides);
+    const TrainResult int8 = train(dir / "int8.toml", overrides);
+    const TrainResult adamw8bit = train(dir / "adamw8bit.toml", overrides);
+    ASSERT_TRUE(f32.summary.final_val_loss && int8.summary.final_val_loss && adamw8bit.summary.final_val_loss);
+    std::printf("seed %d, val loss after 300 steps: f32 %.4f, int8 %.4f, adamw8bit %.4f\n", seed,
+                *f32.summary.final_val_loss, *int8.summary.final_val_loss, *adamw8bit.summary.final_val_loss);
+    EXPECT_LT(*int8.summary.final_val_loss, 2.6);
+    EXPECT_LT(*adamw8bit.summary.final_val_loss, 2.6);
+    f32_sum += *f32.summary.final_val_loss;
+    int8_sum += *int8.summary.final_val_loss;
+    adamw8bit_sum += *adamw8bit.summary.final_val_loss;
+  }
+  EXPECT_LT(std::abs(int8_sum - f32_sum) / 3.0, 0.06);
+  EXPECT_LT(std::abs(adamw8bit_sum - f32_sum) / 3.0, 0.06);
 }
 
 TEST(Training, LlamaLowersValidationLossOnTheShippedCorpus) {

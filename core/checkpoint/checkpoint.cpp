@@ -167,7 +167,7 @@ void load_weights(const fs::path& path, Model& model) {
   model.store().publish_weights();
 }
 
-TrainerState load_checkpoint(const fs::path& path, Model& model) {
+TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer) {
   const fs::path directory = resolve_checkpoint(path);
   const fs::path trainer_path = directory / "trainer.json";
   std::ifstream in(trainer_path);
@@ -191,6 +191,9 @@ TrainerState load_checkpoint(const fs::path& path, Model& model) {
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
   }
+  if (!optimizer.empty() && state.optimizer != optimizer)
+    throw CheckpointError(path.string() + ": saved with optimizer '" + state.optimizer + "', but the manifest uses '" +
+                          optimizer + "' (optimizer state does not carry over between optimizers)");
   load_weights(directory / "model.safetensors", model);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
   const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);

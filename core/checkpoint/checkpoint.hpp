@@ -35,8 +35,9 @@ void load_weights(const std::filesystem::path& path, Model& model);
 
 // Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`). A
 // non-finite weight or optimizer value is a corrupt checkpoint (CheckpointError), not a run that
-// will later look diverged.
-TrainerState load_checkpoint(const std::filesystem::path& path, Model& model);
+// will later look diverged. Optimizer state belongs to the optimizer that wrote it: a checkpoint
+// saved by another than `optimizer` (when not empty) is refused before any state is read.
+TrainerState load_checkpoint(const std::filesystem::path& path, Model& model, const std::string& optimizer = "");
 
 // `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);

@@ -115,7 +115,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   std::int64_t start_step = 0;
   if (options.resume) {
-    const TrainerState state = load_checkpoint(*options.resume, model);
+    const TrainerState state = load_checkpoint(*options.resume, model, manifest.optimizer.plugin);
     // The checkpoint must come from this run: the same seed (data order), stack and data.
     std::string differences;
     if (state.seed != train.seed)
@@ -128,9 +128,6 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       throw CheckpointError(options.resume->string() + ": saved by a different run:" + differences +
                             "\n(resume anyway with --force-resume)");
     if (!differences.empty()) spdlog::warn("resuming a different run (--force-resume):{}", differences);
-    if (state.optimizer != manifest.optimizer.plugin)
-      throw CheckpointError(options.resume->string() + ": saved with optimizer '" + state.optimizer +
-                            "', but the manifest uses '" + manifest.optimizer.plugin + "'");
     start_step = state.step;
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }

@@ -11,42 +11,18 @@
 //
 // Neither scales the loss (bf16 keeps f32's exponent range). Both skip a step whose gradients are
 // not finite, and count it, unless skip_nonfinite = false makes it an error.
-#include "strata/plugin.hpp"
+#include "storage_precision.hpp"
 
 namespace {
 
 using namespace strata;
-
-class StoragePrecision : public PrecisionPolicy {
- public:
-  StoragePrecision(ConfigView& config, DType weights, DType activations)
-      : weights_(weights), activations_(activations), skip_nonfinite_(config.get_bool("skip_nonfinite", true)) {}
-  DType weight_storage() const noexcept override { return weights_; }
-  DType activation_storage() const noexcept override { return activations_; }
-  double loss_scale() const noexcept override { return 1.0; }
-  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) override {
-    decision.loss_scale = 1.0;
-    bool finite = true;
-    for (const TensorView& grad : grads) finite = finite && ops.all_finite(grad.f32(), grad.count);
-    decision.skip_step = !finite && skip_nonfinite_;
-    if (!finite && !skip_nonfinite_) return Status::error("non-finite gradients (skip_nonfinite = false)");
-    return {};
-  }
-
- private:
-  DType weights_;
-  DType activations_;
-  bool skip_nonfinite_;
-};
+using plugins::storage_key;
+using plugins::StoragePrecision;
 
 class Fp32 final : public StoragePrecision {
  public:
   Fp32(ConfigView& config, HostServices&) : StoragePrecision(config, DType::f32, DType::f32) {}
 };
-
-DType storage_key(ConfigView& config, std::string_view key) {
-  return config.get_string(key, "bf16", {"bf16", "f32"}) == "f32" ? DType::f32 : DType::bf16;
-}
 
 class Bf16 final : public StoragePrecision {
  public:

@@ -1,0 +1,56 @@
+#pragma once
+// The keys AdamW and its 8-bit variant share, and the step's global-norm clipping: one reading of
+// the manifest and one schedule for both plugins.
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lr_schedule.hpp"
+#include "strata/plugin.hpp"
+
+namespace strata::plugins {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+  double grad_clip = 1.0;
+  std::string schedule = "cosine";
+  double min_lr_ratio = 0.1;
+
+  explicit AdamWConfig(ConfigView& config) {
+    const std::vector<double> betas = config.get_double_list("betas", {0.9, 0.95});
+    if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1) || !(betas[1] >= 0 && betas[1] < 1))
+      config.report_error("betas", "betas must be two numbers in [0, 1), e.g. [0.9, 0.95]");
+    else
+      beta1 = static_cast<float>(betas[0]), beta2 = static_cast<float>(betas[1]);
+    eps = static_cast<float>(config.get_double("eps", 1e-8, 0.0, 1.0));
+    weight_decay = static_cast<float>(config.get_double("weight_decay", 0.1, 0.0, 1.0));
+    grad_clip = config.get_double("grad_clip", 1.0, 0.0, 1e9);
+    schedule = config.get_string("schedule", "cosine", {"cosine", "constant"});
+    min_lr_ratio = config.get_double("min_lr_ratio", 0.1, 0.0, 1.0);
+  }
+
+  // The step's learning rate and gradient norm (through the backend's reduction), and the factor
+  // that clips the gradients to grad_clip.
+  float begin_step(Ops& ops, const OptimizerStepInfo& info, std::span<const ParamSlot> slots,
+                   OptimizerReport& report) const {
+    double sum_of_squares = 0.0;
+    for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
+    report.grad_norm = std::sqrt(sum_of_squares);
+    report.lr = scheduled_lr(info, schedule.c_str(), min_lr_ratio);
+    if (grad_clip > 0.0 && report.grad_norm > grad_clip) return static_cast<float>(grad_clip / report.grad_norm);
+    return 1.0f;
+  }
+
+  AdamWHyper hyper(const OptimizerReport& report, const OptimizerStepInfo& info, const ParamSlot& slot,
+                   float grad_scale) const {
+    return {static_cast<float>(report.lr), beta1, beta2, eps, slot.decay ? weight_decay : 0.0f, info.step, grad_scale};
+  }
+};
+
+inline constexpr const char* kAdamWKeys[] = {"betas", "eps", "weight_decay", "grad_clip", "schedule", "min_lr_ratio"};
+
+}  // namespace strata::plugins

@@ -1,0 +1,77 @@
+// AdamW with 8-bit moments (block-wise dynamic quantization, Dettmers et al. 2022): the first moment
+// is stored as u8 codes of a signed dynamic map, the second as codes of an unsigned one, each block of
+// block_size values with its own f32 absmax. A step dequantizes a block, runs AdamW's f32 update
+// (the same formula as adamw), and quantizes the new moments with the block's new absmax: 2 bytes of
+// state per parameter plus 8 per block, instead of adamw's 8.
+//
+//   block_size = 2048        values per quantization block (256..4096)
+//   min_8bit_size = 4096     tensors with fewer elements keep f32 moments (biases, norm gains)
+//   and adamw's keys: betas, eps, weight_decay, grad_clip, schedule, min_lr_ratio
+//
+// The state is four host-allocated rows per parameter (codes m, codes v, absmax m, absmax v), so it
+// is accounted, offloaded and checkpointed byte for byte like any optimizer state: a resumed run is
+// bitwise the uninterrupted one. The kernels run where the rows are on the CPU backend (its device
+// arena or, with offload, its host arena); there is no CUDA kernel yet, so a cuda device is refused.
+#include <string>
+
+#include "../adamw/adamw_config.hpp"
+#include "cpu/adamw8bit_cpu.hpp"
+#include "cpu/dynamic_quantization.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+
+class AdamW8bit final : public Optimizer {
+ public:
+  AdamW8bit(ConfigView& config, HostServices& host)
+      : host_(host),
+        config_(config),
+        block_size_(config.get_int("block_size", 2048, 256, 4096)),
+        min_8bit_size_(config.get_int("min_8bit_size", 4096, 1, std::int64_t{1} << 40)) {
+    if (const std::string_view backend = host.target().backend; backend != "cpu")
+      config.report_error("plugin", "adamw8bit runs on the cpu backend; it has no kernels for device.kind = \"" +
+                                        std::string(backend) + "\" (use adamw there)");
+  }
+
+  StateLayout state_layout(std::int64_t count) const noexcept override {
+    if (count < min_8bit_size_) return f32_state(2, count);
+    const std::int64_t blocks = adamw8bit::block_count(count, block_size_);
+    return {StateBuffer{DType::u8, count}, StateBuffer{DType::u8, count}, StateBuffer{DType::f32, blocks},
+            StateBuffer{DType::f32, blocks}};
+  }
+
+  Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
+    return guarded([&] {
+      Ops& ops = host_.ops();
+      const float grad_scale = config_.begin_step(ops, info, slots, report);
+      for (ParamSlot& slot : slots) {
+        const AdamWHyper hyper = config_.hyper(report, info, slot, grad_scale);
+        if (slot.state[0].dtype == DType::f32) {  // a small tensor: f32 moments
+          ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(),
+                           slot.param.count, hyper);
+          continue;
+        }
+        const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
+        const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
+        adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
+      }
+    });
+  }
+
+ private:
+  HostServices& host_;
+  plugins::AdamWConfig config_;
+  std::int64_t block_size_;
+  std::int64_t min_8bit_size_;
+};
+
+constexpr const char* kKeys[] = {"betas",    "eps",          "weight_decay", "grad_clip",
+                                 "schedule", "min_lr_ratio", "block_size",   "min_8bit_size"};
+const FactoryDescriptor kFactories[] = {make_factory<Optimizer, AdamW8bit>(
+    "adamw8bit", "AdamW with block-wise 8-bit moments (dynamic quantization)", name_list(kKeys))};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(adamw8bit, "1.0.0", kFactories)

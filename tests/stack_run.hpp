@@ -1,0 +1,44 @@
+#pragma once
+// One tiny training run through the real plugins and executor, with everything the strategy and
+// storage tests compare: losses, the last gradients and weights, and the allocator's peaks.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device/allocator.hpp"
+
+namespace strata::test {
+
+struct StackRun {
+  std::vector<double> losses;
+  std::vector<float> grads;    // every gradient after the last backward
+  std::vector<float> weights;  // every weight after the last update
+  ArenaStats device;
+  ArenaStats host;
+  std::uint64_t layer_weight_bytes = 0;     // one block's weights (with the scales of quantized ones)
+  std::uint64_t layer_matrix_bytes = 0;     // the same, matrices only
+  std::uint64_t global_weight_bytes = 0;    // embeddings and final LayerNorm
+  std::uint64_t logits_bytes = 0;           // the logits row, as the strategies sized it
+  std::int64_t attention_saved_floats = 0;  // one block's attention-kernel row
+  std::uint64_t attention_saved_bytes = 0;  // the same, as allocated (padded)
+};
+
+// The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with
+// grouped-query attention (two query heads share one key/value head).
+struct Family {
+  std::string name;
+  std::vector<std::string> overrides;
+};
+extern const std::vector<Family> kFamilies;
+
+// Four blocks, `steps` steps of 2 micro batches, with the given [[strategy]] tables, `precision` (a
+// [precision] table, when not empty) and `optimizer` (an [optimizer] table; AdamW when empty).
+StackRun run_stack(const Family& family, const std::string& name, const std::string& strategies, int steps = 3,
+                   const std::string& precision = "", const std::vector<std::string>& overrides = {},
+                   const std::string& optimizer = "");
+
+std::uint64_t peak(const ArenaStats& stats, MemoryCategory category);
+
+void expect_bitwise_equal(const StackRun& expected, const StackRun& actual);
+
+}  // namespace strata::test
