@@ -139,6 +139,23 @@ TEST(Training, ResumeWithLowBitStorageContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_llama_low_bit", adamw8bit + int8, kLlama);
 }
 
+// A model built for evaluation has no masters: its int8 matrices are quantized from the checkpoint's
+// f32 values as it loads them, and give the validation loss training measured with the same bits.
+TEST(Training, EvalOfAnInt8CheckpointGivesTheTrainingValidationLoss) {
+  const auto dir = test::temporary_directory("eval_int8");
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest("[precision]\nplugin = \"int8\"\nblock_size = 16\n[checkpoint]\ndir = \"" +
+                                           (dir / "ckpt").string() + "\"\n",
+                                       "eval_every = 6\n"));
+  const TrainResult trained = train(dir / "m.toml");
+  ASSERT_TRUE(trained.summary.final_val_loss);
+  const Manifest manifest = load_manifest(dir / "m.toml");
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  const double evaluated = run_eval(manifest, registry, dir / "ckpt", std::nullopt, {});
+  EXPECT_EQ(evaluated, *trained.summary.final_val_loss);
+}
+
 // A checkpoint's optimizer state belongs to the optimizer that wrote it: resuming 8-bit moments into
 // adamw, or f32 moments into adamw8bit, is refused, naming both.
 TEST(Training, ResumeRefusesAnotherOptimizersState) {

@@ -158,6 +158,9 @@ void TensorStore::write_stored_values(const ParameterRows& rows, std::span<const
     for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);
     backend_.ops().copy_from_host(data(rows.param), narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
   } else {
+    if (values.size() != static_cast<std::size_t>(row.elements()))
+      throw std::logic_error("tensor store: " + row.name + " is quantized whole; " + std::to_string(values.size()) +
+                             " of its " + std::to_string(row.elements()) + " values were given");
     Buffer staging = backend_.device_memory().allocate(values.size_bytes(), MemoryCategory::workspace, "core");
     backend_.ops().copy_from_host(staging.data(), values.data(), values.size_bytes());
     quantize(rows, static_cast<const float*>(staging.data()));
