@@ -8,6 +8,7 @@
 # Every byte figure is the allocator's (strata ab's table, the JSONL summaries); the final
 # validation losses are summarized per stack and seed by bench/low_bit_summary.py.
 # Usage: bash bench/low_bit_bench.sh [quickstart|deep|xl|all] [steps]
+# Do not rebuild while it runs: `strata ab` starts each run from its own executable.
 set -euo pipefail
 part=${1:-all}
 steps=${2:-1000}
@@ -20,7 +21,8 @@ if [[ $part == quickstart || $part == all ]]; then
   for seed in 42 43 44; do
     echo "== quickstart, seed $seed: f32 / int8 / adamw8bit, $steps steps"
     "$strata" ab examples/quickstart.toml examples/int8.toml examples/adamw8bit.toml --steps "$steps" \
-      --set "train.seed=$seed" --set train.eval_every=250 --out "$dir/quickstart-$seed" | tee "$dir/quickstart-$seed.txt"
+      --set "train.seed=$seed" --set train.eval_every=250 --out "$dir/quickstart-$seed" | tee "$dir/quickstart-$seed.txt" ||
+      echo "(strata ab exited non-zero: a verdict other than within tolerance, or a failed run)"
     outs+=("$dir/quickstart-$seed")
   done
   python3 bench/low_bit_summary.py "${outs[@]}" | tee "$dir/quickstart-summary.txt"
@@ -32,7 +34,8 @@ if [[ $part == deep || $part == all ]]; then
     echo "== 12 layers, seed $seed: adamw / adamw8bit, $steps steps"
     "$strata" ab examples/quickstart.toml examples/adamw8bit.toml --steps "$steps" --set model.n_layer=12 \
       --set device.memory_limit=\"1GiB\" --set "train.seed=$seed" --set train.eval_every=250 \
-      --out "$dir/deep-$seed" | tee "$dir/deep-$seed.txt"
+      --out "$dir/deep-$seed" | tee "$dir/deep-$seed.txt" ||
+      echo "(strata ab exited non-zero: a verdict other than within tolerance, or a failed run)"
     outs+=("$dir/deep-$seed")
   done
   python3 bench/low_bit_summary.py "${outs[@]}" | tee "$dir/deep-summary.txt"
