@@ -39,6 +39,12 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
 
 std::uint64_t peak(const ArenaStats& stats, MemoryCategory category);
 
+// The [[strategy]] tables the equivalence tests put on top of a stack.
+inline const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
+inline const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
+inline const std::string kStreaming =
+    "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
+
 void expect_bitwise_equal(const StackRun& expected, const StackRun& actual);
 
 }  // namespace strata::test

@@ -18,7 +18,10 @@ namespace strata {
 namespace {
 
 using test::expect_bitwise_equal;
+using test::kBlockCheckpoint;
 using test::kFamilies;
+using test::kOptimizerOffload;
+using test::kStreaming;
 using test::peak;
 using test::run_stack;
 using test::StackRun;
@@ -26,10 +29,6 @@ using test::StackRun;
 const std::string kInt8 = "[precision]\nplugin = \"int8\"\nactivations = \"f32\"\nembeddings = \"f32\"\n";
 const std::string kInt8Blocks = "[precision]\nplugin = \"int8\"\nblock_size = 16\n";
 const std::string kAdamW8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 256\nblock_size = 256\n";
-const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
-const std::string kStreaming =
-    "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
-const std::string kCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
 
 double max_relative_difference(const std::vector<float>& expected, const std::vector<float>& actual) {
   double scale = 0.0, worst = 0.0;
@@ -68,7 +67,7 @@ TEST(Int8Storage, CheckpointOffloadAndStreamingKeepTheInt8MathBitwise) {
   for (const auto& family : kFamilies) {
     SCOPED_TRACE(family.name);
     const StackRun plain = run_stack(family, "int8_plain", "", 3, kInt8Blocks);
-    for (const std::string& strategy : {kCheckpoint, kOptimizerOffload, kStreaming})
+    for (const std::string& strategy : {kBlockCheckpoint, kOptimizerOffload, kStreaming})
       expect_bitwise_equal(plain, run_stack(family, "int8_strategy", strategy, 3, kInt8Blocks));
     const StackRun offloaded = run_stack(family, "int8_offload", kOptimizerOffload, 3, kInt8Blocks);
     EXPECT_EQ(peak(offloaded.device, MemoryCategory::optimizer), 0u) << "the masters live on the host";
@@ -102,7 +101,7 @@ TEST(AdamW8bit, OffloadedStateAndStrategiesKeepTheMathBitwise) {
   for (const auto& family : kFamilies) {
     SCOPED_TRACE(family.name);
     const StackRun plain = run_stack(family, "adamw8bit_plain", "", 3, "", {}, kAdamW8bit);
-    for (const std::string& strategy : {kCheckpoint, kOptimizerOffload, kStreaming})
+    for (const std::string& strategy : {kBlockCheckpoint, kOptimizerOffload, kStreaming})
       expect_bitwise_equal(plain, run_stack(family, "adamw8bit_strategy", strategy, 3, "", {}, kAdamW8bit));
     // Both at once: 8-bit moments and int8 weights with masters, all on the host.
     const StackRun both = run_stack(family, "low_bit", "", 3, kInt8Blocks, {}, kAdamW8bit);

@@ -19,17 +19,16 @@ namespace {
 
 using test::expect_bitwise_equal;
 using test::Family;
+using test::kBlockCheckpoint;
 using test::kFamilies;
+using test::kOptimizerOffload;
+using test::kStreaming;
 using test::peak;
 using test::run_stack;
 using test::StackRun;
 
-const std::string kBlockCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
 const std::string kSelectiveCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";
 const std::string kCheapCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"cheap\"\n";
-const std::string kOptimizerOffload = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
-const std::string kStreaming =
-    "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
 
 TEST(CheckpointPlugin, EveryModeKeepsTheMathAndCutsActivations) {
   for (const Family& family : kFamilies) {

@@ -134,9 +134,8 @@ void TensorStore::publish_weights() {
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
   for (const ParameterRows& rows : parameters_) {
     if (rows.master < 0) continue;
-    std::vector<int> touched = {rows.param, rows.master};
-    if (rows.scales >= 0) touched.push_back(rows.scales);
-    complete_rows(touched);
+    complete_rows({rows.param, rows.master});
+    if (rows.scales >= 0) complete_rows({rows.scales});
     if (rows.scales >= 0)
       quantize(rows, f32(rows.master));
     else
