@@ -250,6 +250,10 @@ class SealedOps final : public Ops {
     const Unsealed open(mappings_);
     return ops_->all_finite(values, count);
   }
+  void scale(float* values, float factor, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->scale(values, factor, count);
+  }
   double sum(const float* values, std::int64_t count) noexcept override {
     const Unsealed open(mappings_);
     return ops_->sum(values, count);

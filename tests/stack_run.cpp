@@ -56,7 +56,10 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
     for (int m = 0; m < 2; ++m)
       dataset.train_batch(manifest.train.seed, step, m, inputs.data() + m * micro_size,
                           targets.data() + m * micro_size);
-    run.losses.push_back(executor.train_step(step, micro_batches).loss);
+    const StepOutcome outcome = executor.train_step(step, micro_batches);
+    run.losses.push_back(outcome.loss);
+    run.loss_scales.push_back(outcome.loss_scale);
+    run.skipped.push_back(outcome.skipped);
   }
   model.store().complete_all_moves();
   for (const ParameterRows& rows_of : model.parameters()) {

@@ -11,8 +11,10 @@ namespace strata::test {
 
 struct StackRun {
   std::vector<double> losses;
-  std::vector<float> grads;    // every gradient after the last backward
-  std::vector<float> weights;  // every weight after the last update
+  std::vector<double> loss_scales;  // each step's, as the precision policy reported it
+  std::vector<bool> skipped;        // each step's: the policy found non-finite gradients
+  std::vector<float> grads;         // every gradient after the last backward
+  std::vector<float> weights;       // every weight after the last update
   ArenaStats device;
   ArenaStats host;
   std::uint64_t layer_weight_bytes = 0;     // one block's weights (with the scales of quantized ones)

@@ -433,6 +433,21 @@ Case reduction_case(std::int64_t count) {
           }};
 }
 
+// Multiplying by a power of two is exact: every backend gives the same bits.
+Case scale_case(std::int64_t count) {
+  return {"scale", std::to_string(count), "f32", Op::scale, 0.0, [=](Backend& backend) {
+            Ops& ops = backend.ops();
+            Memory memory(backend);
+            const Floats values = random_floats(count, 33);
+            float* b = memory.upload(values);
+            ops.scale(b, 0.0078125f, count);
+            const Floats scaled = memory.download(b, count);
+            double wrong = 0.0;
+            for (std::int64_t i = 0; i < count; ++i) wrong += scaled[i] != values[i] * 0.0078125f;
+            return wrong;
+          }};
+}
+
 Case memory_case(std::uint64_t bytes) {
   return {"fill/copy", std::to_string(bytes) + " bytes", "bytes", Op::copy, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
@@ -486,6 +501,7 @@ std::vector<Case> conformance_table() {
   cases.push_back(sgd_case(1000, 0.0f));
   cases.push_back(conversion_case(1000));
   cases.push_back(reduction_case(10000));
+  cases.push_back(scale_case(10001));
   cases.push_back(memory_case(1000));
   return cases;
 }

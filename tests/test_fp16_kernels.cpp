@@ -343,6 +343,28 @@ TEST(Fp16Kernels, MatmulMatchesTheReferenceOnRoundedOperands) {
 // subnormal and vanish, so the weight gradient is exactly zero; scaled by 65536 (a loss scale) they
 // survive, and dweight / 65536 is the f32 one to binary16 precision. Scaled by 2^20 instead, gradients
 // near 1 overflow to infinity and the weight gradient is not finite.
+// A phase computed with bf16 or f32 operands rounds the activation operand to bf16, or not at all;
+// the f16 weight is read the same.
+TEST(Fp16Kernels, OtherOperandFormatsRoundTheActivationOperandAccordingly) {
+  const MatmulShape shape{13, 24, 40, WeightLayout::out_in};
+  const std::vector<std::uint16_t> weight = narrowed(random_vector<float>(24 * 40, 61));
+  const std::vector<double> weight_d = widened(weight);
+  const std::vector<float> inp = random_vector<float>(13 * 24, 62, 2.0);
+  std::vector<float> scratch(4096);
+  for (const fp16::Operands operands : {fp16::Operands::bf16, fp16::Operands::f32}) {
+    std::vector<double> inp_d(inp.size());
+    for (std::size_t i = 0; i < inp.size(); ++i)
+      inp_d[i] = operands == fp16::Operands::bf16 ? bf16_to_f32(f32_to_bf16(inp[i])) : inp[i];
+    std::vector<float> out(13 * 40);
+    fp16::matmul_forward(out.data(), inp.data(), weight.data(), nullptr, shape, scratch.data(),
+                         static_cast<std::int64_t>(scratch.size()), operands);
+    std::vector<double> expected(out.size());
+    cpu::reference::matmul_forward<double>(expected.data(), inp_d.data(), weight_d.data(), nullptr, 13, 24, 40,
+                                           WeightLayout::out_in);
+    EXPECT_LT(relative_difference(out, expected), 1e-6) << (operands == fp16::Operands::bf16 ? "bf16" : "f32");
+  }
+}
+
 TEST(Fp16Kernels, SmallGradientsUnderflowUnlessScaled) {
   constexpr double kScaledBound = 1e-3;
   const MatmulCase m{16, 32, 24};

@@ -1,7 +1,8 @@
-// Low-bit storage through the real plugins: int8 block matrices (precision "int8") and 8-bit AdamW
-// moments ("adamw8bit"). They change the numbers, so each is bounded against f32; they must cut the
-// bytes they claim, as the allocator counts them; the memory strategies stay bitwise neutral on top
-// of them; and what they cannot hold is refused before training.
+// Low-bit storage through the real plugins: int8 block matrices (precision "int8"), 8-bit AdamW
+// moments ("adamw8bit") and f16 matrices with f16 matmul operands and dynamic loss scaling
+// ("fp16"). They change the numbers, so each is bounded against f32; they must cut the bytes they
+// claim, as the allocator counts them; the memory strategies stay bitwise neutral on top of them;
+// and what they cannot hold is refused before training.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "core/manifest/manifest_error.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "plugins/fp16/loss_scaler.hpp"
 #include "stack_run.hpp"
 #include "test_support.hpp"
 
@@ -29,6 +31,7 @@ using test::StackRun;
 const std::string kInt8 = "[precision]\nplugin = \"int8\"\nactivations = \"f32\"\nembeddings = \"f32\"\n";
 const std::string kInt8Blocks = "[precision]\nplugin = \"int8\"\nblock_size = 16\n";
 const std::string kAdamW8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 256\nblock_size = 256\n";
+const std::string kFp16 = "[precision]\nplugin = \"fp16\"\n";
 
 double max_relative_difference(const std::vector<float>& expected, const std::vector<float>& actual) {
   double scale = 0.0, worst = 0.0;
@@ -140,6 +143,152 @@ TEST(LowBitStorage, RefusesWhatItCannotHoldBeforeTraining) {
   const std::string small_block = refusal("[optimizer]\nplugin = \"adamw8bit\"\nblock_size = 128\n");
   EXPECT_NE(small_block.find("block_size"), std::string::npos) << small_block;
   EXPECT_EQ(refusal(kInt8Blocks), "") << "block_size 16 divides every matrix";
+}
+
+// fp16 ----------------------------------------------------------------------------------------------
+
+// f16 weights and operands perturb the step a little (10 mantissa bits); the matrices take half the
+// bytes of f32's. With the default scale the gradients, unscaled, are f32's within f16's precision.
+TEST(Fp16, FirstStepStaysNearF32AndTheBlockMatricesTakeHalfTheBytes) {
+  for (const auto& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun f32 = run_stack(family, "f32_one_step", "", 1);
+    const StackRun fp16 = run_stack(family, "fp16_one_step", "", 1, kFp16);
+    const double loss_gap = std::abs(fp16.losses[0] - f32.losses[0]) / f32.losses[0];
+    const double grad_gap = max_relative_difference(f32.grads, fp16.grads);
+    std::printf("%s: loss %.6f vs %.6f (%.2e), gradients within %.2e of their scale, loss scale %g\n",
+                family.name.c_str(), fp16.losses[0], f32.losses[0], loss_gap, grad_gap, fp16.loss_scales[0]);
+    EXPECT_NE(fp16.losses[0], f32.losses[0]) << "the f16 matmuls ran";
+    EXPECT_LT(loss_gap, 1e-3);
+    EXPECT_LT(grad_gap, 1e-2);
+    EXPECT_EQ(fp16.loss_scales[0], 65536.0);
+    EXPECT_FALSE(fp16.skipped[0]);
+    EXPECT_EQ(2 * fp16.layer_matrix_bytes, f32.layer_matrix_bytes);
+  }
+}
+
+// The share of gradient elements more than 1% away from f32's: f16 keeps 11 significant bits, so
+// an element that moved that far lost them (an f16 subnormal, or flushed to zero).
+double share_off_by_a_percent(const std::vector<float>& expected, const std::vector<float>& actual) {
+  std::size_t off = 0, counted = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i] == 0.0f) continue;
+    ++counted;
+    off += std::abs(actual[i] - expected[i]) > 0.01f * std::abs(expected[i]) ? 1 : 0;
+  }
+  return static_cast<double>(off) / static_cast<double>(counted);
+}
+
+// Why the scale exists: the loss is a mean over every position, so the gradients that pass through
+// f16 operands are small (1024 positions a step here, as the quickstart's). Unscaled, many land
+// among f16's subnormals or flush to zero and the weight gradients lose their precision; scaled by
+// 2^16 they keep f16's 11 bits.
+TEST(Fp16, LossScalingKeepsSmallGradientsFromUnderflowing) {
+  const auto& family = kFamilies[0];
+  const std::vector<std::string> positions = {"train.batch=16", "model.seq_len=64"};
+  const StackRun f32 = run_stack(family, "f32_one_step", "", 1, "", positions);
+  const StackRun unscaled = run_stack(family, "fp16_unscaled", "", 1, kFp16 + "initial_scale = 1.0\n", positions);
+  const StackRun scaled = run_stack(family, "fp16_scaled", "", 1, kFp16, positions);
+  const double unscaled_off = share_off_by_a_percent(f32.grads, unscaled.grads);
+  const double scaled_off = share_off_by_a_percent(f32.grads, scaled.grads);
+  std::printf("gradient elements more than 1%% from f32's: loss scale 1 %.2f%%, loss scale 65536 %.2f%%\n",
+              100.0 * unscaled_off, 100.0 * scaled_off);
+  EXPECT_EQ(unscaled.loss_scales[0], 1.0);
+  EXPECT_GT(unscaled_off, 4.0 * scaled_off);
+}
+
+// A scale so large that the scaled gradients overflow f16: each such step is skipped (the weights
+// stay bitwise what they were) and halves the scale, until the gradients fit; then training goes on.
+TEST(Fp16, AnOverflowSkipsTheStepAndBacksTheScaleOff) {
+  const auto& family = kFamilies[0];
+  const std::string huge = kFp16 + "initial_scale = 1099511627776.0\n";  // 2^40
+  const StackRun untouched = run_stack(family, "fp16_no_step", "", 0, huge);
+  const StackRun one = run_stack(family, "fp16_overflow_once", "", 1, huge);
+  ASSERT_TRUE(one.skipped[0]);
+  EXPECT_EQ(one.weights, untouched.weights) << "a skipped step leaves every weight as it was";
+  const StackRun run = run_stack(family, "fp16_overflow", "", 40, huge);
+  int skipped = 0;
+  for (std::size_t i = 0; i + 1 < run.skipped.size(); ++i) {
+    skipped += run.skipped[i] ? 1 : 0;
+    EXPECT_EQ(run.loss_scales[i + 1], run.skipped[i] ? run.loss_scales[i] / 2 : run.loss_scales[i]) << "step " << i;
+  }
+  std::printf("2^40: %d of %zu steps skipped, final scale %g, loss %.4f -> %.4f\n", skipped, run.skipped.size(),
+              run.loss_scales.back(), run.losses.front(), run.losses.back());
+  EXPECT_GE(skipped, 10) << "2^40 overflows f16 (65504) by far";
+  EXPECT_FALSE(run.skipped.back());
+  EXPECT_LT(run.losses.back(), run.losses.front() - 0.5) << "after backing off, the steps train";
+}
+
+TEST(Fp16, GrowsTheScaleAfterGrowthIntervalFiniteSteps) {
+  plugins::LossScaler scaler({.initial_scale = 8.0, .growth_interval = 3, .growth_factor = 2.0, .backoff = 0.25});
+  scaler.on_finite_step();
+  scaler.on_finite_step();
+  EXPECT_EQ(scaler.scale(), 8.0);
+  scaler.on_finite_step();
+  EXPECT_EQ(scaler.scale(), 16.0);
+  scaler.on_finite_step();
+  ASSERT_TRUE(scaler.on_overflow());
+  EXPECT_EQ(scaler.scale(), 4.0);
+  EXPECT_EQ(scaler.finite_in_a_row(), 0);
+  plugins::LossScaler restored({});
+  ASSERT_TRUE(restored.restore(scaler.state())) << scaler.state();
+  EXPECT_EQ(restored.scale(), 4.0);
+  EXPECT_FALSE(restored.restore("scale=banana"));
+  plugins::LossScaler tiny({.initial_scale = 0x1p-23, .growth_interval = 10, .growth_factor = 2.0, .backoff = 0.5});
+  ASSERT_TRUE(tiny.on_overflow());
+  const Status diverged = tiny.on_overflow();
+  ASSERT_FALSE(diverged);
+  EXPECT_NE(diverged.message().find("diverged"), std::string::npos) << diverged.message();
+}
+
+// Per-phase compute: a phase whose matmuls take bf16 or f32 operands never scales its loss, and a
+// predict step (no backward) never does.
+TEST(Fp16, OnlyStepsWithF16OperandsAndABackwardScaleTheLoss) {
+  const auto dir = test::temporary_directory("fp16_phases");
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest(kFp16 + "correct_compute = \"bf16\"\nwarmup_compute = \"f32\"\n"));
+  const Manifest manifest = load_manifest(dir / "m.toml");
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
+  Stack stack = build_stack(manifest, registry, host);
+  PrecisionPolicy& policy = *stack.precision;
+  const std::pair<Phase, double> expected[] = {
+      {Phase::full, 65536.0}, {Phase::predict, 1.0}, {Phase::correct, 1.0}, {Phase::warmup, 1.0}};
+  for (const auto& [phase, scale] : expected) {
+    policy.begin_step(phase);
+    EXPECT_EQ(policy.loss_scale(), scale) << phase_name(phase);
+  }
+  const StackRun bf16_full = run_stack(kFamilies[0], "fp16_bf16_full", "", 1, kFp16 + "full_compute = \"bf16\"\n");
+  EXPECT_EQ(bf16_full.loss_scales[0], 1.0) << "never a loss scale under bf16";
+}
+
+TEST(Fp16, RefusesBf16StorageAndANonPositiveScale) {
+  const std::string activations = refusal(kFp16 + "activations = \"bf16\"\n");
+  EXPECT_NE(activations.find("activations"), std::string::npos) << activations;
+  EXPECT_NE(activations.find("fp16 with bf16 storage"), std::string::npos) << activations;
+  const std::string embeddings = refusal(kFp16 + "embeddings = \"bf16\"\n");
+  EXPECT_NE(embeddings.find("embeddings"), std::string::npos) << embeddings;
+  for (const std::string value : {"0.0", "-2.0"}) {
+    const std::string scale = refusal(kFp16 + "initial_scale = " + value + "\n");
+    EXPECT_NE(scale.find("initial_scale"), std::string::npos) << scale;
+    EXPECT_NE(scale.find("must be > 0"), std::string::npos) << scale;
+  }
+  EXPECT_NE(refusal(kFp16 + "backoff = 1.5\n").find("backoff"), std::string::npos);
+  EXPECT_NE(refusal(kFp16 + "growth_factor = 1.0\n").find("growth_factor"), std::string::npos);
+  const std::string cuda = refusal(kFp16, {"device.kind=\"cuda:0\""});
+  EXPECT_NE(cuda.find("f16 weights run on the cpu backend"), std::string::npos) << cuda;
+  EXPECT_EQ(refusal(kFp16), "");
+}
+
+// The strategies move f16 values and f32 masters like any rows: bitwise neutral.
+TEST(Fp16, CheckpointOffloadAndStreamingKeepTheFp16MathBitwise) {
+  for (const auto& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "fp16_plain", "", 3, kFp16);
+    for (const std::string& strategy : {kBlockCheckpoint, kOptimizerOffload, kStreaming})
+      expect_bitwise_equal(plain, run_stack(family, "fp16_strategy", strategy, 3, kFp16));
+  }
 }
 
 }  // namespace

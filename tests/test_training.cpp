@@ -139,6 +139,27 @@ TEST(Training, ResumeWithLowBitStorageContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_llama_low_bit", adamw8bit + int8, kLlama);
 }
 
+// The loss scaler's state travels in the checkpoint: with a scale that grows 256-fold after every
+// finite step, overflows (skipped steps) come and go, and a resume that restarted the scale would
+// skip different steps.
+TEST(Training, ResumeWithFp16LossScalingContinuesBitwiseIdentically) {
+  const std::string fp16 = "[precision]\nplugin = \"fp16\"\ngrowth_interval = 1\ngrowth_factor = 256.0\n";
+  expect_resume_bitwise("resume_fp16", fp16);
+  expect_resume_bitwise("resume_llama_fp16", fp16, kLlama);
+}
+
+// Skipped steps are counted in the run's summary, each step's loss scale in its metrics.
+TEST(Training, Fp16OverflowsAreCountedInTheSummary) {
+  const auto dir = test::temporary_directory("fp16_skips");
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest("[precision]\nplugin = \"fp16\"\ninitial_scale = 1073741824.0\n"));
+  const TrainResult result = train(dir / "m.toml", {"train.steps=30"});
+  std::printf("initial scale 2^30: %lld of 30 steps skipped\n", static_cast<long long>(result.summary.skipped_steps));
+  EXPECT_GE(result.summary.skipped_steps, 10);
+  EXPECT_LT(result.summary.skipped_steps, 30);
+  EXPECT_LT(result.summary.final_loss, result.summary.first_loss);
+}
+
 // A model built for evaluation has no masters: its int8 matrices are quantized from the checkpoint's
 // f32 values as it loads them, and give the validation loss training measured with the same bits.
 TEST(Training, EvalOfAnInt8CheckpointGivesTheTrainingValidationLoss) {

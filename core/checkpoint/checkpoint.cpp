@@ -120,6 +120,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       {"optimizer", state.optimizer},
       {"stack", state.stack},
       {"data", state.data},
+      {"precision_state", state.precision},
       {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
       {"model", model.config_json()}};
@@ -185,6 +186,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     state.optimizer = trainer.at("optimizer").get<std::string>();
     state.stack = trainer.value("stack", std::string());
     state.data = trainer.value("data", std::string());
+    state.precision = trainer.value("precision_state", std::string());
     if (trainer.at("model") != model.config_json())
       throw CheckpointError(trainer_path.string() + ": saved for model " + trainer.at("model").dump() +
                             ", but the manifest describes " + model.config_json().dump());

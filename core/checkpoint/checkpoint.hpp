@@ -2,7 +2,8 @@
 // Training checkpoints: a directory per save,
 //   <dir>/step_00000100/model.safetensors      weights, the family's Hugging Face names and layouts
 //   <dir>/step_00000100/optimizer.safetensors  optimizer state ("<param>.state0", ...)
-//   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order
+//   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order,
+//                                              the precision policy's state
 //   <dir>/latest                               the name of the newest complete save
 // A save is built in a temporary directory and renamed into place, then `latest` is replaced
 // atomically: a crash mid-save leaves every earlier checkpoint intact.
@@ -23,6 +24,8 @@ struct TrainerState {
   // read from a checkpoint saved before they were recorded.
   std::string stack;
   std::string data;
+  // The precision policy's state (PrecisionPolicy::state: a dynamic loss scale); empty when it has none.
+  std::string precision;
 };
 
 // Returns the directory written.

@@ -194,6 +194,7 @@ const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) co
 std::string safetensors_dtype(DType dtype) {
   switch (dtype) {
     case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
     case DType::i32: return "I32";
     case DType::i8: return "I8";
     case DType::u8: return "U8";

@@ -157,6 +157,7 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
 double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch> micro_batches, Phase phase) {
   step_ = step;
   phase_ = phase;
+  precision_.begin_step(phase);  // the phase's loss scale and compute
   const int L = model_.n_layer();
   const std::int64_t positions = static_cast<std::int64_t>(model_.batch()) * model_.seq_len();
   // Mean over every position of every micro batch, times the precision policy's loss scale.
@@ -235,6 +236,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
     throw HookFailed(status.message());
   outcome.skipped = decision.skip_step;
+  outcome.loss_scale = decision.loss_scale;
   // A failed op (a GPU error, a workspace over the budget) reads back as a NaN loss: report the
   // failure itself before judging the loss. The reads above already waited for the device.
   model_.backend().synchronize();
@@ -258,6 +260,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
 
 double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
   const int L = model_.n_layer();
+  precision_.begin_step(Phase::full);  // an evaluation computes as full steps do
   model_.begin_micro_batch(batch.inputs, batch.targets);
   ensure_on_device(kGlobalParameters, TensorGroup::weights);
   model_.embed_forward();

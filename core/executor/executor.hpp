@@ -27,7 +27,8 @@ struct ExecutorOptions {
 struct StepOutcome {
   double loss = 0.0;  // mean over micro batches
   OptimizerReport report;
-  bool skipped = false;  // precision policy found non-finite gradients
+  bool skipped = false;     // precision policy found non-finite gradients
+  double loss_scale = 1.0;  // what the loss was multiplied by for backward
   Phase phase = Phase::full;
 };
 

@@ -90,10 +90,10 @@ void Model::write_values(const ParameterRows& rows, std::span<const float> value
   store_.write_stored_values(rows, values);
 }
 
-void Model::declare_weight_scratch_and_head(std::int64_t largest_bf16_matrix, const LmHeadShape& shape,
+void Model::declare_weight_scratch_and_head(std::int64_t largest_matrix_scratch, const LmHeadShape& shape,
                                             LmHeadRows rows) {
-  if (largest_bf16_matrix > 0) {
-    weight_scratch_elements_ = std::min(largest_bf16_matrix, kWeightScratchElements);
+  if (largest_matrix_scratch > 0) {
+    weight_scratch_elements_ = std::min(largest_matrix_scratch, kWeightScratchElements);
     weight_scratch_row_ = store_.add_row("ws.f32.weight_chunk", -1, {weight_scratch_elements_},
                                          MemoryCategory::workspace, TensorGroup::activations);
   }

@@ -158,9 +158,10 @@ class Model {
     return layer_activation_rows_.at(static_cast<std::size_t>(layer)).at(static_cast<std::size_t>(kind));
   }
   int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
-  // bf16 weights: one f32 workspace row where matmuls and the head widen weight chunks (at most
-  // kWeightScratchElements floats, no more than the largest bf16 matrix), then the head's rows.
-  void declare_weight_scratch_and_head(std::int64_t largest_bf16_matrix, const LmHeadShape& shape, LmHeadRows rows);
+  // bf16 or quantized weights: one f32 workspace row where matmuls and the head widen weight chunks
+  // (at most kWeightScratchElements floats, no more than the largest matmul_scratch_floats of a
+  // matrix), then the head's rows.
+  void declare_weight_scratch_and_head(std::int64_t largest_matrix_scratch, const LmHeadShape& shape, LmHeadRows rows);
   Scratch weight_scratch() const {
     return Scratch{weight_scratch_row_ >= 0 ? store_.f32(weight_scratch_row_) : nullptr, weight_scratch_elements_};
   }

@@ -101,11 +101,18 @@ class GuardedPrecision final : public PrecisionPolicy {
   DType embedding_storage() const noexcept override { return plugin_->embedding_storage(); }
   WeightQuantizer* weight_quantizer() noexcept override { return plugin_->weight_quantizer(); }
   DType activation_storage() const noexcept override { return plugin_->activation_storage(); }
+  void begin_step(Phase phase) noexcept override { plugin_->begin_step(phase); }
   double loss_scale() const noexcept override { return plugin_->loss_scale(); }
   Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
     return guarded_call(
         label_, "unscale_and_check", [] { return std::string(); },
         [&] { return plugin_->unscale_and_check(ops, grads, decision); });
+  }
+  std::string state() const override { return plugin_->state(); }
+  Status restore_state(std::string_view state) noexcept override {
+    return guarded_call(
+        label_, "restore_state", [] { return std::string(" (resuming from a checkpoint)"); },
+        [&] { return plugin_->restore_state(state); });
   }
 
  private:

@@ -123,6 +123,7 @@ class QuantizedMatmulOps final : public Ops {
     return base_.sum_of_squares(values, count);
   }
   bool all_finite(const float* values, std::int64_t count) noexcept override { return base_.all_finite(values, count); }
+  void scale(float* values, float factor, std::int64_t count) noexcept override { base_.scale(values, factor, count); }
   double sum(const float* values, std::int64_t count) noexcept override { return base_.sum(values, count); }
   void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept override { base_.fill(data, byte, bytes); }
   void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {

@@ -49,7 +49,8 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
 const ParameterRows& TensorStore::add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape,
                                                 bool decay, DType storage, const StateLayout& state, bool trained,
                                                 WeightLayout layout) {
-  const bool quantized = storage == DType::i8 || storage == DType::u8;
+  // bf16 is the store's own narrowing; every other non-f32 storage is a weight quantizer's (i8, f16).
+  const bool quantized = storage != DType::f32 && storage != DType::bf16;
   if (quantized && (quantizer_ == nullptr || quantizer_->dtype() != storage || shape.size() != 2))
     throw std::logic_error("tensor store: " + name + " is stored as " + std::string(dtype_name(storage)) +
                            " without a weight quantizer for it");
@@ -63,7 +64,8 @@ const ParameterRows& TensorStore::add_parameter(const std::string& name, int lay
     std::int64_t scales = 0;
     if (Status status = quantizer_->scale_groups(matrix_shape(rows.layout, shape), rows.group_size, scales); !status)
       throw std::invalid_argument(status.message());  // the manifest check refused this already
-    rows.scales = add_row(name + ".scales", layer, {scales}, MemoryCategory::weights, TensorGroup::weights);
+    if (scales > 0)                                   // a format without scales (f16) has none
+      rows.scales = add_row(name + ".scales", layer, {scales}, MemoryCategory::weights, TensorGroup::weights);
   }
   parameter_of_row_.resize(table_.rows().size(), -1);
   parameter_of_row_[static_cast<std::size_t>(rows.param)] = static_cast<int>(parameters_.size());
@@ -108,6 +110,18 @@ void TensorStore::allocate(int row, bool zero) {
     std::memset(buffer.data(), 0, r.bytes());  // the host arena is host memory
 }
 
+std::int64_t TensorStore::matmul_scratch_floats(const ParameterRows& rows, std::int64_t input_rows) const {
+  const TensorRow& row = table_.row(rows.param);
+  if (row.element == DType::f32 || row.shape.size() != 2) return 0;
+  std::int64_t wanted = row.elements();
+  if (quantizer_ != nullptr && row.element == quantizer_->dtype()) {
+    MatmulShape shape = matrix_shape(rows.layout, row.shape);
+    shape.rows = input_rows;
+    wanted = std::max(wanted, quantizer_->scratch_floats(shape));
+  }
+  return wanted;
+}
+
 void TensorStore::release(int row) noexcept {
   buffers_[static_cast<std::size_t>(row)].reset();
 }
@@ -136,15 +150,15 @@ void TensorStore::publish_weights() {
     if (rows.master < 0) continue;
     complete_rows({rows.param, rows.master});
     if (rows.scales >= 0) complete_rows({rows.scales});
-    if (rows.scales >= 0)
-      quantize(rows, f32(rows.master));
-    else
+    if (table_.row(rows.param).element == DType::bf16)
       backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
+    else
+      quantize(rows, f32(rows.master));
   }
 }
 
 void TensorStore::quantize(const ParameterRows& rows, const float* master) {
-  const QuantizedMatrix out{data(rows.param), f32(rows.scales), rows.group_size};
+  const QuantizedMatrix out{data(rows.param), rows.scales >= 0 ? f32(rows.scales) : nullptr, rows.group_size};
   quantizer_->quantize(out, master, matrix_shape(rows.layout, table_.row(rows.param).shape));
 }
 

@@ -68,6 +68,9 @@ class TensorStore {
   // Matrices stored as quantizer.dtype() are quantized by it, and the matmuls that read them run
   // its kernels (ops() routes them). Set before the first such parameter is added.
   void use_weight_quantizer(WeightQuantizer& quantizer);
+  // The f32 scratch the matmuls on a parameter's stored form want for `input_rows` rows: none for
+  // f32, the whole matrix for bf16 (widened) and quantized ones, or what the quantizer asks if more.
+  std::int64_t matmul_scratch_floats(const ParameterRows& rows, std::int64_t input_rows) const;
 
   Backend& backend() noexcept { return backend_; }
   // The backend's op table, with the weight quantizer's matmuls in front of it when there is one.

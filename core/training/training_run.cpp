@@ -128,6 +128,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       throw CheckpointError(options.resume->string() + ": saved by a different run:" + differences +
                             "\n(resume anyway with --force-resume)");
     if (!differences.empty()) spdlog::warn("resuming a different run (--force-resume):{}", differences);
+    if (Status status = stack.precision->restore_state(state.precision); !status)
+      throw CheckpointError(options.resume->string() + ": " + status.message());
     start_step = state.step;
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }
@@ -176,6 +178,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.lr = outcome.report.lr;
     metrics.grad_norm = outcome.report.grad_norm;
     metrics.skipped = outcome.skipped;
+    metrics.loss_scale = outcome.loss_scale;
+    result.summary.skipped_steps += outcome.skipped ? 1 : 0;
     metrics.ms = ms;
     metrics.tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1000.0);
     metrics.device_bytes = stats.live;
@@ -216,9 +220,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       device->synchronize();  // a checkpoint is written only from ops that all succeeded
     }
     if (checkpoint_now)
-      result.last_checkpoint = save_checkpoint(
-          *manifest.checkpoint.dir, model,
-          TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description, manifest.data.train.string()});
+      result.last_checkpoint =
+          save_checkpoint(*manifest.checkpoint.dir, model,
+                          TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description,
+                                       manifest.data.train.string(), stack.precision->state()});
     if (checkpoint_now) prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
     if (result.stopped_by_signal != 0) {
       spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,

@@ -156,6 +156,8 @@ class CpuOps final : public Ops {
     cpu::narrow_and_round(out, in, count);
   }
 
+  void scale(float* values, float factor, std::int64_t count) noexcept override { cpu::scale(values, factor, count); }
+
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {
     return cpu::sum_of_squares(values, count);
   }

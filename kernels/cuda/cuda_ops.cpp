@@ -215,6 +215,10 @@ class CudaOpsImpl final : public CudaOps {
     run("narrow_and_round", [&] { cuda::narrow_and_round(stream_, out, in, count); });
   }
 
+  void scale(float* values, float factor, std::int64_t count) noexcept override {
+    run("scale", [&] { cuda::scale(stream_, values, factor, count); });
+  }
+
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {
     return reduce_to_double("sum_of_squares", [&](double* result, double* partials) {
       cuda::sum_of_squares(stream_, values, count, result, partials);

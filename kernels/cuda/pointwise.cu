@@ -66,6 +66,10 @@ __global__ void residual_forward_kernel(float* out, const float* a, const float*
   for (std::int64_t i = first_index(); i < count; i += index_stride()) out[i] = a[i] + b[i];
 }
 
+__global__ void scale_kernel(float* values, float factor, std::int64_t count) {
+  for (std::int64_t i = first_index(); i < count; i += index_stride()) values[i] *= factor;
+}
+
 }  // namespace
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, std::int64_t count) {
@@ -95,6 +99,11 @@ void swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float*
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, std::int64_t count) {
   if (count <= 0) return;
   residual_forward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, a, b, count);
+}
+
+void scale(cudaStream_t stream, float* values, float factor, std::int64_t count) {
+  if (count <= 0) return;
+  scale_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(values, factor, count);
 }
 
 }  // namespace strata::cuda

@@ -56,6 +56,7 @@ class Console final : public TelemetrySink {
           "step {}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.1f} ms/step | peak {:.1f} MiB | ETA {}", m.step,
           m.total_steps, m.loss, m.val_loss ? fmt::format(" | val {:.4f}", *m.val_loss) : std::string(), m.lr,
           m.tokens_per_s, m.ms, mib(m.peak_device_bytes), eta_text(eta));
+      if (m.loss_scale != 1.0) line += fmt::format(" | loss scale {:g}", m.loss_scale);
       if (m.skipped) line += " | skipped (non-finite grads)";
       if (redraw_) {
         std::fprintf(stdout, "\r\033[K%s", line.c_str());
@@ -73,6 +74,8 @@ class Console final : public TelemetrySink {
       std::printf("%-28s %lld\n", "steps", static_cast<long long>(s.steps));
       std::printf("%-28s %.4f -> %.4f\n", "train loss (first -> final)", s.first_loss, s.final_loss);
       if (s.final_val_loss) std::printf("%-28s %.4f\n", "validation loss", *s.final_val_loss);
+      if (s.skipped_steps > 0)
+        std::printf("%-28s %lld (non-finite gradients)\n", "skipped steps", static_cast<long long>(s.skipped_steps));
       std::printf("%-28s %.1f\n", "median ms/step", s.median_ms);
       std::printf("%-28s %.0f\n", "tokens/s (median step)", s.tokens_per_s);
       std::printf("%-28s %.2f MiB\n", "peak device memory", mib(s.peak_device_bytes));

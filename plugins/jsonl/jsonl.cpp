@@ -54,6 +54,7 @@ class Jsonl final : public TelemetrySink {
       record["lr"] = m.lr;
       record["grad_norm"] = m.grad_norm;
       record["skipped"] = m.skipped;
+      record["loss_scale"] = m.loss_scale;
       record["ms"] = m.ms;
       record["tokens_per_s"] = m.tokens_per_s;
       record["device_bytes"] = by_category(m.device_bytes);
@@ -78,6 +79,7 @@ class Jsonl final : public TelemetrySink {
       nlohmann::ordered_json record = {
           {"record", "summary"}, {"steps", s.steps}, {"first_loss", s.first_loss}, {"final_loss", s.final_loss}};
       if (s.final_val_loss) record["final_val_loss"] = *s.final_val_loss;
+      record["skipped_steps"] = s.skipped_steps;
       record["median_ms"] = s.median_ms;
       record["tokens_per_s"] = s.tokens_per_s;
       record["peak_device_bytes"] = s.peak_device_bytes;

@@ -102,11 +102,12 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay) {
     const bool matrix = shape.size() == 2;
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
-    if (dtype != DType::f32) largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
     const StateLayout state = optimizer_state ? optimizer_state(shape_elements(shape)) : StateLayout{};
     // The blocks' projections are HF Conv1D, (in, out); the tied wte is the head's (vocab, C).
-    store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training,
-                         layer >= 0 ? WeightLayout::in_out : WeightLayout::out_in);
+    const ParameterRows& added =
+        store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training,
+                             layer >= 0 ? WeightLayout::in_out : WeightLayout::out_in);
+    largest_matrix = std::max(largest_matrix, store_.matmul_scratch_floats(added, B * T));
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};

@@ -64,10 +64,11 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape) {
     const bool matrix = shape.size() == 2;
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
-    if (dtype != DType::f32) largest_matrix = std::max(largest_matrix, shape[0] * shape[1]);
     const StateLayout state = options.optimizer_state ? options.optimizer_state(shape_elements(shape)) : StateLayout{};
     // Every LLaMA matrix is nn.Linear, (out, in).
-    store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state, training, WeightLayout::out_in);
+    const ParameterRows& added =
+        store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state, training, WeightLayout::out_in);
+    largest_matrix = std::max(largest_matrix, store_.matmul_scratch_floats(added, B * T));
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   embed_ = add_parameter("model.embed_tokens.weight", -1, {Vp, C});

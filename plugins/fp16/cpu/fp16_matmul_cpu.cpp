@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "strata/dtype.hpp"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define STRATA_FP16_F16C 1
@@ -278,8 +280,23 @@ void round_to_f16(float* out, const float* in, std::int64_t count) {
     round_task(out + first, in + first, std::min(kTaskValues, count - first), fast);
 }
 
+namespace {
+
+// The activation operand as `operands` says: rounded to binary16 or to bf16, or copied as it is.
+void round_operand(float* out, const float* in, std::int64_t count, Operands operands) {
+  if (operands == Operands::f16) {
+    round_to_f16(out, in, count);
+    return;
+  }
+  const bool to_bf16 = operands == Operands::bf16;
+#pragma omp parallel for schedule(static) if (count > kTaskValues)
+  for (std::int64_t i = 0; i < count; ++i) out[i] = to_bf16 ? bf16_to_f32(f32_to_bf16(in[i])) : in[i];
+}
+
+}  // namespace
+
 void matmul_forward(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
-                    const MatmulShape& shape, float* scratch, std::int64_t scratch_elements) {
+                    const MatmulShape& shape, float* scratch, std::int64_t scratch_elements, Operands operands) {
   if (shape.rows == 0) return;
   const std::int64_t c = shape.in_features, oc = shape.out_features;
   const StoredShape stored = stored_shape(shape);
@@ -300,7 +317,7 @@ void matmul_forward(float* out, const float* inp, const std::uint16_t* weight, c
   for (std::int64_t r0 = 0; r0 < shape.rows; r0 += blocking.block_rows) {
     const std::int64_t rows = std::min(blocking.block_rows, shape.rows - r0);
     float* const inp16 = blocking.operands;
-    round_to_f16(inp16, inp + r0 * shape.in_features, rows * shape.in_features);
+    round_operand(inp16, inp + r0 * shape.in_features, rows * shape.in_features, operands);
     float* const out_block = out + r0 * shape.out_features;
     if (shape.layout == WeightLayout::in_out) {
       // out (nb,OC) = sum over input chunks k of inp16[:, k] (nb,kc) @ W[k, :] (kc,OC)
@@ -322,7 +339,7 @@ void matmul_forward(float* out, const float* inp, const std::uint16_t* weight, c
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const std::uint16_t* weight, const MatmulShape& shape, float* scratch,
-                     std::int64_t scratch_elements, GradientWrite dinp_write) {
+                     std::int64_t scratch_elements, GradientWrite dinp_write, Operands operands) {
   if (shape.rows == 0 || (dinp == nullptr && dweight == nullptr && dbias == nullptr)) return;
   const std::int64_t c = shape.in_features, oc = shape.out_features;
   const StoredShape stored = stored_shape(shape);
@@ -331,11 +348,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   for (std::int64_t r0 = 0; r0 < shape.rows; r0 += blocking.block_rows) {
     const std::int64_t rows = std::min(blocking.block_rows, shape.rows - r0);
     float* const dout16 = blocking.operands;
-    round_to_f16(dout16, dout + r0 * shape.out_features, rows * shape.out_features);
+    round_operand(dout16, dout + r0 * shape.out_features, rows * shape.out_features, operands);
     if (dbias != nullptr) bias_backward(dbias, dout16, rows, shape.out_features);
     if (dweight != nullptr) {
       float* const inp16 = blocking.weight_chunk;
-      round_to_f16(inp16, inp + r0 * shape.in_features, rows * shape.in_features);
+      round_operand(inp16, inp + r0 * shape.in_features, rows * shape.in_features, operands);
       if (shape.layout == WeightLayout::in_out) {
         // dW (C,OC) += inp16^T (C,nb) @ dout16 (nb,OC)
         gemm(CblasTrans, CblasNoTrans, c, oc, rows, inp16, c, dout16, oc, 1.0f, dweight, oc);

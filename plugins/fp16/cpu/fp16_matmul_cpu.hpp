@@ -32,6 +32,10 @@
 
 namespace strata::fp16 {
 
+// What the activation operand is rounded to before a product: binary16 (fp16 training), bf16 (a
+// phase computed as on bf16 tensor cores), or nothing (f32). The weight is binary16 either way.
+enum class Operands : std::uint8_t { f16, bf16, f32 };
+
 std::uint16_t f32_to_f16(float value) noexcept;
 float f16_to_f32(std::uint16_t value) noexcept;
 
@@ -42,9 +46,10 @@ void widen(float* out, const std::uint16_t* in, std::int64_t count);
 void round_to_f16(float* out, const float* in, std::int64_t count);
 
 void matmul_forward(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
-                    const MatmulShape& shape, float* scratch, std::int64_t scratch_elements);
+                    const MatmulShape& shape, float* scratch, std::int64_t scratch_elements,
+                    Operands operands = Operands::f16);
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const std::uint16_t* weight, const MatmulShape& shape, float* scratch,
-                     std::int64_t scratch_elements, GradientWrite dinp_write);
+                     std::int64_t scratch_elements, GradientWrite dinp_write, Operands operands = Operands::f16);
 
 }  // namespace strata::fp16

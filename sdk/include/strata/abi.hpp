@@ -23,7 +23,11 @@ namespace strata {
 // precision policy may store the blocks' matrices quantized and bring their mechanism
 // (WeightQuantizer: scales, quantize, the matmuls) and chooses the embeddings' storage apart;
 // HostServices::target() names where kernels run. Plugins built for 5.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 6;
+// Major 7: loss scaling. DType grows f16; a precision policy learns each step's phase (begin_step),
+// keeps state that checkpoints save (state, restore_state: a dynamic loss scale); the op table gains
+// scale (in-place multiply, to unscale gradients); StepMetrics carries the loss scale and RunSummary
+// the count of skipped steps. Plugins built for 6.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 7;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x

@@ -6,14 +6,15 @@
 
 namespace strata {
 
-// Element types of tensors: f32 and bf16 storage (compute is f32), i32 token ids, and the one-byte
-// types of quantized storage: i8 weight values (each matrix with a row of f32 scales beside it) and
-// u8 codes (an 8-bit optimizer's moments, indices into its quantization map).
-enum class DType : std::uint8_t { f32, bf16, i32, i8, u8 };
+// Element types of tensors: f32, bf16 and f16 (IEEE binary16) storage (compute is f32), i32 token
+// ids, and the one-byte types of quantized storage: i8 weight values (each matrix with a row of f32
+// scales beside it) and u8 codes (an 8-bit optimizer's moments, indices into its quantization map).
+enum class DType : std::uint8_t { f32, bf16, i32, i8, u8, f16 };
 
 constexpr std::size_t dtype_bytes(DType dtype) noexcept {
   switch (dtype) {
-    case DType::bf16: return 2;
+    case DType::bf16:
+    case DType::f16: return 2;
     case DType::i8:
     case DType::u8: return 1;
     case DType::f32:
@@ -29,6 +30,7 @@ constexpr std::string_view dtype_name(DType dtype) noexcept {
     case DType::i32: return "i32";
     case DType::i8: return "i8";
     case DType::u8: return "u8";
+    case DType::f16: return "f16";
   }
   return "f32";
 }

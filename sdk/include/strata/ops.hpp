@@ -111,6 +111,7 @@ enum class Op : std::uint8_t {
   convert,
   sum_of_squares,
   all_finite,
+  scale,
   sum,
   fill,
   copy,
@@ -207,6 +208,9 @@ class Ops {
   virtual double sum_of_squares(const float* values, std::int64_t count) noexcept = 0;
   virtual bool all_finite(const float* values, std::int64_t count) noexcept = 0;
   virtual double sum(const float* values, std::int64_t count) noexcept = 0;  // in order, in double
+
+  // --- values[i] *= factor, in place (a precision policy unscales gradients with it).
+  virtual void scale(float* values, float factor, std::int64_t count) noexcept = 0;
 
   // --- memory.
   virtual void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept = 0;

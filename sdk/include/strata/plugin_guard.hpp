@@ -80,9 +80,14 @@ class PrecisionGuard final : public PrecisionPolicy {
   DType embedding_storage() const noexcept override { return object_->embedding_storage(); }
   WeightQuantizer* weight_quantizer() noexcept override { return object_->weight_quantizer(); }
   DType activation_storage() const noexcept override { return object_->activation_storage(); }
+  void begin_step(Phase phase) noexcept override { object_->begin_step(phase); }
   double loss_scale() const noexcept override { return object_->loss_scale(); }
   Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
     return catch_all([&] { return object_->unscale_and_check(ops, grads, decision); });
+  }
+  std::string state() const override { return object_->state(); }
+  Status restore_state(std::string_view state) noexcept override {
+    return catch_all([&] { return object_->restore_state(state); });
   }
 
  private:

@@ -1,8 +1,11 @@
 #pragma once
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "strata/dtype.hpp"
 #include "strata/ops.hpp"
+#include "strata/phase.hpp"
 #include "strata/status.hpp"
 #include "strata/tensor_view.hpp"
 #include "strata/weight_quantizer.hpp"
@@ -29,11 +32,20 @@ class PrecisionPolicy {
   virtual WeightQuantizer* weight_quantizer() noexcept { return nullptr; }
   // Storage of the activations a block keeps for its backward pass.
   virtual DType activation_storage() const noexcept = 0;
+  // The phase of the step about to run (every step is `full` without a phase controller; an
+  // evaluation runs as `full`). A policy may compute differently per phase: its loss_scale() and
+  // matmuls then follow the phase until the next call.
+  virtual void begin_step(Phase /*phase*/) noexcept {}
   // The factor the loss gradient is multiplied by before backward.
   virtual double loss_scale() const noexcept = 0;
   // Divides gradients by the loss scale and checks them (through `ops`: the gradients are the
   // backend's memory); may adjust the scale for the next step. May throw: the host reports it.
   virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) = 0;
+  // What a resumed run needs to continue bitwise (a dynamic loss scale and its counters), as text
+  // that checkpoints keep; empty for a stateless policy. restore_state gets back what state() gave
+  // (an empty text: a checkpoint saved without state, keep the initial one) and says why not.
+  virtual std::string state() const { return {}; }
+  virtual Status restore_state(std::string_view /*state*/) { return {}; }
 };
 
 }  // namespace strata

@@ -43,6 +43,8 @@ struct StepMetrics {
   // cudaMemGetInfo's total - free, so the context, cuBLAS and other processes too), to cross-check
   // the arena's accounting; 0 on the CPU.
   std::uint64_t driver_device_bytes = 0;
+  // ABI 7.0: the loss scale the step ran with (1 unless the precision policy scales the loss).
+  double loss_scale = 1.0;
 };
 
 struct RunSummary {
@@ -62,6 +64,7 @@ struct RunSummary {
   double transfer_ms = 0.0;
   double exposed_transfer_ms = 0.0;
   std::uint64_t peak_driver_device_bytes = 0;  // ABI 4.1: the largest driver_device_bytes of any step
+  std::int64_t skipped_steps = 0;              // ABI 7.0: steps whose update was skipped (non-finite grads)
 };
 
 class TelemetrySink {

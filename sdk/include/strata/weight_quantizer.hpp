@@ -30,6 +30,10 @@ class WeightQuantizer {
   // ("block_size = 48 does not divide the rows of h.0.attn.c_attn.weight (2304 values)"); the host
   // refuses the manifest with it (exit 2).
   virtual Status scale_groups(const MatmulShape& shape, std::int64_t& group_size, std::int64_t& scales) const = 0;
+  // The f32 working memory (floats) its matmuls would like for a product of `shape` (rows = the
+  // model's input rows): the model's weight scratch covers at least one whole matrix and is raised
+  // to this, up to 2^20 floats. Kernels work in whatever they are given; more means fewer passes.
+  virtual std::int64_t scratch_floats(const MatmulShape& /*shape*/) const noexcept { return 0; }
   // Whether it runs on `target`, and binding to it: as Kernel::check and Kernel::bind.
   virtual Status check(const KernelTarget& target) const = 0;
   virtual Status bind(const KernelTarget& /*target*/) { return {}; }

@@ -1,0 +1,170 @@
+// Precision policy `fp16`: mixed precision as on fp16 tensor cores, with dynamic loss scaling.
+//
+// The blocks' weight matrices are stored as IEEE f16 (half the bytes of f32; the optimizer updates
+// an f32 master copy, re-rounded after every update), and every matmul that reads them multiplies
+// f16 operands with f32 accumulation: the activation operand is rounded to f16 on the way in (the
+// input in forward; the incoming gradient and the input in backward). f16 keeps 10 mantissa bits
+// but only 5 exponent bits: gradients under 2^-24 flush to zero and values over 65504 overflow. So
+// the loss is multiplied by a scale before backward, the gradients are divided by it before the
+// update, and a step whose gradients overflowed is skipped (counted in telemetry) while the scale
+// backs off (loss_scaler.hpp).
+//
+//   initial_scale   = 65536   the first loss scale (> 0)
+//   growth_interval = 2000    finite steps in a row before the scale grows
+//   growth_factor   = 2.0     (> 1)
+//   backoff         = 0.5     the factor after an overflow, in (0, 1)
+//   <phase>_compute = "f16" | "bf16" | "f32"   the matmul operands in steps of that phase
+//                     (warmup, full, predict, correct; default f16), for a phase controller: e.g.
+//                     predict_compute = "bf16". Only f16 steps scale the loss: never under bf16.
+//
+// Activations and embeddings stay f32: bf16 storage under fp16 is refused (bf16 has f32's exponent
+// range and needs no loss scale: use the bf16 policy). The kernels are the CPU backend's
+// (cpu/fp16_matmul_cpu.hpp); a cuda device is refused.
+#include <array>
+#include <string>
+
+#include "cpu/fp16_matmul_cpu.hpp"
+#include "loss_scaler.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+using fp16::Operands;
+
+constexpr std::array<Phase, 4> kPhases = {Phase::warmup, Phase::full, Phase::predict, Phase::correct};
+
+class Fp16Weights final : public WeightQuantizer {
+ public:
+  explicit Fp16Weights(const Operands& operands) : operands_(operands) {}
+
+  DType dtype() const noexcept override { return DType::f16; }
+
+  Status scale_groups(const MatmulShape&, std::int64_t& group_size, std::int64_t& scales) const override {
+    group_size = 0;
+    scales = 0;  // f16 values carry their own exponent
+    return {};
+  }
+
+  // Every row's rounded operands and the widened matrix at once: one pass over the rows, and the
+  // weight gradient as one product instead of one per row block.
+  std::int64_t scratch_floats(const MatmulShape& shape) const noexcept override {
+    return shape.rows * (shape.in_features + shape.out_features) + shape.in_features * shape.out_features;
+  }
+
+  Status check(const KernelTarget& target) const override {
+    if (target.backend == "cpu") return {};
+    return Status::error("f16 weights run on the cpu backend; there are no fp16 kernels for device.kind = \"" +
+                         std::string(target.backend) + "\" (use bf16 there)");
+  }
+
+  void quantize(QuantizedMatrix out, const float* master, const MatmulShape& shape) noexcept override {
+    fp16::narrow(static_cast<std::uint16_t*>(out.values), master, shape.in_features * shape.out_features);
+  }
+
+  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
+                      Scratch scratch) noexcept override {
+    fp16::matmul_forward(out, inp, static_cast<const std::uint16_t*>(weight.data), bias, shape, scratch.data,
+                         scratch.elements, operands_);
+  }
+
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
+                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
+    fp16::matmul_backward(dinp, dweight, dbias, dout, inp, static_cast<const std::uint16_t*>(weight.data), shape,
+                          scratch.data, scratch.elements, dinp_write, operands_);
+  }
+
+ private:
+  const Operands& operands_;  // the policy's: the phase of the step decides
+};
+
+// A "f32" storage key: bf16 is refused (its exponent range needs no loss scale), and f16 storage of
+// activations and embeddings is not offered.
+void require_f32_storage(ConfigView& config, std::string_view key) {
+  const std::string value = config.get_string(key, "f32", {"f32", "bf16"});
+  if (value == "bf16")
+    config.report_error(key,
+                        "fp16 with bf16 storage: bf16 keeps f32's exponent range and never needs a loss "
+                        "scale; use [precision] plugin = \"bf16\" for bf16 storage (fp16 keeps " +
+                            std::string(key) + " in f32)");
+}
+
+Operands operands_key(ConfigView& config, Phase phase) {
+  const std::string key = std::string(phase_name(phase)) + "_compute";
+  const std::string value = config.get_string(key, "f16", {"f16", "bf16", "f32"});
+  return value == "bf16" ? Operands::bf16 : value == "f32" ? Operands::f32 : Operands::f16;
+}
+
+plugins::LossScalerConfig scaler_config(ConfigView& config) {
+  plugins::LossScalerConfig scaler;
+  scaler.initial_scale = config.get_double("initial_scale", scaler.initial_scale);
+  if (!(scaler.initial_scale > 0.0))
+    config.report_error("initial_scale", "the loss scale must be > 0 (the loss is multiplied by it), e.g. 65536");
+  scaler.growth_interval = config.get_int("growth_interval", scaler.growth_interval, 1);
+  scaler.growth_factor = config.get_double("growth_factor", scaler.growth_factor);
+  if (!(scaler.growth_factor > 1.0)) config.report_error("growth_factor", "the growth factor must be > 1, e.g. 2");
+  scaler.backoff = config.get_double("backoff", scaler.backoff);
+  if (!(scaler.backoff > 0.0 && scaler.backoff < 1.0))
+    config.report_error("backoff", "the backoff factor must be in (0, 1), e.g. 0.5");
+  return scaler;
+}
+
+class Fp16 final : public PrecisionPolicy {
+ public:
+  Fp16(ConfigView& config, HostServices&) : scaler_(scaler_config(config)), weights_(operands_) {
+    require_f32_storage(config, "activations");
+    require_f32_storage(config, "embeddings");
+    for (Phase phase : kPhases) by_phase_[static_cast<std::size_t>(phase)] = operands_key(config, phase);
+    operands_ = by_phase_[static_cast<std::size_t>(Phase::full)];
+    phase_ = Phase::full;
+  }
+
+  DType weight_storage() const noexcept override { return DType::f16; }
+  DType embedding_storage() const noexcept override { return DType::f32; }
+  WeightQuantizer* weight_quantizer() noexcept override { return &weights_; }
+  DType activation_storage() const noexcept override { return DType::f32; }
+
+  void begin_step(Phase phase) noexcept override {
+    phase_ = phase;
+    operands_ = by_phase_[static_cast<std::size_t>(phase)];
+  }
+
+  // Only a step that runs backward through f16 operands scales its loss.
+  double loss_scale() const noexcept override { return scaling() ? scaler_.scale() : 1.0; }
+
+  Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) override {
+    const bool scaled = scaling();
+    decision.loss_scale = scaled ? scaler_.scale() : 1.0;
+    bool finite = true;
+    for (const TensorView& grad : grads) finite = finite && ops.all_finite(grad.f32(), grad.count);
+    decision.skip_step = !finite;
+    if (!finite) return scaled ? scaler_.on_overflow() : Status{};
+    if (!scaled) return {};
+    const auto inverse = static_cast<float>(1.0 / decision.loss_scale);
+    for (const TensorView& grad : grads) ops.scale(grad.f32(), inverse, grad.count);
+    scaler_.on_finite_step();
+    return {};
+  }
+
+  std::string state() const override { return scaler_.state(); }
+  Status restore_state(std::string_view state) override { return state.empty() ? Status{} : scaler_.restore(state); }
+
+ private:
+  bool scaling() const noexcept { return operands_ == Operands::f16 && phase_needs_gradients(phase_); }
+
+  plugins::LossScaler scaler_;
+  std::array<Operands, 4> by_phase_{};
+  Operands operands_ = Operands::f16;
+  Phase phase_ = Phase::full;
+  Fp16Weights weights_;
+};
+
+constexpr const char* kKeys[] = {"initial_scale",   "growth_interval", "growth_factor",  "backoff",
+                                 "activations",     "embeddings",      "warmup_compute", "full_compute",
+                                 "predict_compute", "correct_compute"};
+const FactoryDescriptor kFactories[] = {make_factory<PrecisionPolicy, Fp16>(
+    "fp16", "f16 block matrices and f16 matmul operands with dynamic loss scaling, f32 master", name_list(kKeys))};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(fp16, "1.0.0", kFactories)
