@@ -10,11 +10,12 @@
 # Every byte figure is the allocator's (strata ab's table, the JSONL summaries); the final
 # validation losses are summarized per stack and seed by bench/low_bit_summary.py.
 # Usage: bash bench/low_bit_bench.sh [quickstart|deep|fp16|xl|all] [steps]
-# Do not rebuild while it runs: `strata ab` starts each run from its own executable.
+# Do not rebuild while it runs: `strata ab` starts each run from its own executable. To keep building
+# meanwhile, run a copy: STRATA_BIN=/tmp/copy/bin/strata STRATA_PLUGIN_PATH=/tmp/copy/plugins.
 set -euo pipefail
 part=${1:-all}
 steps=${2:-1000}
-strata=./build/bin/strata
+strata=${STRATA_BIN:-./build/bin/strata}
 dir=runs/bench-low-bit
 mkdir -p "$dir"
 

@@ -19,7 +19,8 @@
 // rounded down to whole rows), so no f32 copy of the matrix exists. Backward overwrites or adds into
 // dinp as told, adds into dweight (f32, the stored layout: the gradient of the master copy) and
 // dbias (column sums of dout); any of the three may be null, and dweight and dbias do not read the
-// weight. Every result is independent of the thread count.
+// weight. Quantization and dequantization give the same bits for any thread count; the products are
+// OpenBLAS's threaded sgemm, as on the built-in f32 path, whose last bits follow the thread count.
 #include <cstdint>
 
 #include "strata/ops.hpp"
