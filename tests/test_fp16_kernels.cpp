@@ -339,32 +339,51 @@ TEST(Fp16Kernels, MatmulMatchesTheReferenceOnRoundedOperands) {
               kBound);
 }
 
+// A phase computed with bf16 or f32 operands rounds the activation operands (inp, dout) to bf16, or
+// not at all; the f16 weight is read the same. Both layouts, forward and backward.
+TEST(Fp16Kernels, OtherOperandFormatsRoundTheActivationOperandsAccordingly) {
+  constexpr std::int64_t N = 13, C = 24, OC = 40;
+  const std::vector<std::uint16_t> weight = narrowed(random_vector<float>(C * OC, 61));
+  const std::vector<double> weight_d = widened(weight);
+  const std::vector<float> inp = random_vector<float>(N * C, 62, 2.0);
+  const std::vector<float> dout = random_vector<float>(N * OC, 63);
+  std::vector<float> scratch(4096);
+  for (const WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in})
+    for (const fp16::Operands operands : {fp16::Operands::bf16, fp16::Operands::f32}) {
+      SCOPED_TRACE(std::string(layout_name(layout)) + (operands == fp16::Operands::bf16 ? " bf16" : " f32"));
+      const auto rounded = [&](const std::vector<float>& values) {
+        std::vector<double> out(values.size());
+        for (std::size_t i = 0; i < values.size(); ++i)
+          out[i] = operands == fp16::Operands::bf16 ? bf16_to_f32(f32_to_bf16(values[i])) : values[i];
+        return out;
+      };
+      const std::vector<double> inp_d = rounded(inp), dout_d = rounded(dout);
+      const MatmulShape shape{N, C, OC, layout};
+      const auto scratch_elements = static_cast<std::int64_t>(scratch.size());
+      std::vector<float> out(N * OC);
+      fp16::matmul_forward(out.data(), inp.data(), weight.data(), nullptr, shape, scratch.data(), scratch_elements,
+                           operands);
+      std::vector<double> out_expected(out.size());
+      cpu::reference::matmul_forward<double>(out_expected.data(), inp_d.data(), weight_d.data(), nullptr, N, C, OC,
+                                             layout);
+      EXPECT_LT(relative_difference(out, out_expected), 1e-6) << "forward";
+      std::vector<float> dinp(N * C, 0.0f), dweight(C * OC, 0.0f), dbias(OC, 0.0f);
+      fp16::matmul_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(), shape,
+                            scratch.data(), scratch_elements, GradientWrite::overwrite, operands);
+      std::vector<double> dinp_expected(dinp.size(), 0.0), dweight_expected(dweight.size(), 0.0),
+          dbias_expected(dbias.size(), 0.0);
+      cpu::reference::matmul_backward<double>(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(),
+                                              dout_d.data(), inp_d.data(), weight_d.data(), N, C, OC, layout);
+      EXPECT_LT(relative_difference(dinp, dinp_expected), 1e-6) << "dinp";
+      EXPECT_LT(relative_difference(dweight, dweight_expected), 1e-6) << "dweight";
+      EXPECT_LT(relative_difference(dbias, dbias_expected), 1e-6) << "dbias";
+    }
+}
+
 // The rounding of dout is real: gradients around 1e-8 lie below half the smallest binary16
 // subnormal and vanish, so the weight gradient is exactly zero; scaled by 65536 (a loss scale) they
 // survive, and dweight / 65536 is the f32 one to binary16 precision. Scaled by 2^20 instead, gradients
 // near 1 overflow to infinity and the weight gradient is not finite.
-// A phase computed with bf16 or f32 operands rounds the activation operand to bf16, or not at all;
-// the f16 weight is read the same.
-TEST(Fp16Kernels, OtherOperandFormatsRoundTheActivationOperandAccordingly) {
-  const MatmulShape shape{13, 24, 40, WeightLayout::out_in};
-  const std::vector<std::uint16_t> weight = narrowed(random_vector<float>(24 * 40, 61));
-  const std::vector<double> weight_d = widened(weight);
-  const std::vector<float> inp = random_vector<float>(13 * 24, 62, 2.0);
-  std::vector<float> scratch(4096);
-  for (const fp16::Operands operands : {fp16::Operands::bf16, fp16::Operands::f32}) {
-    std::vector<double> inp_d(inp.size());
-    for (std::size_t i = 0; i < inp.size(); ++i)
-      inp_d[i] = operands == fp16::Operands::bf16 ? bf16_to_f32(f32_to_bf16(inp[i])) : inp[i];
-    std::vector<float> out(13 * 40);
-    fp16::matmul_forward(out.data(), inp.data(), weight.data(), nullptr, shape, scratch.data(),
-                         static_cast<std::int64_t>(scratch.size()), operands);
-    std::vector<double> expected(out.size());
-    cpu::reference::matmul_forward<double>(expected.data(), inp_d.data(), weight_d.data(), nullptr, 13, 24, 40,
-                                           WeightLayout::out_in);
-    EXPECT_LT(relative_difference(out, expected), 1e-6) << (operands == fp16::Operands::bf16 ? "bf16" : "f32");
-  }
-}
-
 TEST(Fp16Kernels, SmallGradientsUnderflowUnlessScaled) {
   constexpr double kScaledBound = 1e-3;
   const MatmulCase m{16, 32, 24};

@@ -162,19 +162,29 @@ TEST(Training, Fp16OverflowsAreCountedInTheSummary) {
 
 // A model built for evaluation has no masters: its int8 matrices are quantized from the checkpoint's
 // f32 values as it loads them, and give the validation loss training measured with the same bits.
-TEST(Training, EvalOfAnInt8CheckpointGivesTheTrainingValidationLoss) {
-  const auto dir = test::temporary_directory("eval_int8");
-  test::write_text(dir / "m.toml",
-                   test::tiny_manifest("[precision]\nplugin = \"int8\"\nblock_size = 16\n[checkpoint]\ndir = \"" +
-                                           (dir / "ckpt").string() + "\"\n",
-                                       "eval_every = 6\n"));
-  const TrainResult trained = train(dir / "m.toml");
+void expect_eval_gives_training_val_loss(const std::string& name, const std::string& precision,
+                                         const std::vector<std::string>& family = {}) {
+  const auto dir = test::temporary_directory(name);
+  test::write_text(
+      dir / "m.toml",
+      test::tiny_manifest(precision + "[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n", "eval_every = 6\n"));
+  const TrainResult trained = train(dir / "m.toml", family);
   ASSERT_TRUE(trained.summary.final_val_loss);
-  const Manifest manifest = load_manifest(dir / "m.toml");
+  const Manifest manifest = load_manifest(dir / "m.toml", family);
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
   const double evaluated = run_eval(manifest, registry, dir / "ckpt", std::nullopt, {});
   EXPECT_EQ(evaluated, *trained.summary.final_val_loss);
+}
+
+TEST(Training, EvalOfAnInt8CheckpointGivesTheTrainingValidationLoss) {
+  expect_eval_gives_training_val_loss("eval_int8", "[precision]\nplugin = \"int8\"\nblock_size = 16\n");
+}
+
+// The same for f16 matrices: rounded from the checkpoint's f32 values as the model loads them.
+TEST(Training, EvalOfAnFp16CheckpointGivesTheTrainingValidationLoss) {
+  expect_eval_gives_training_val_loss("eval_fp16", "[precision]\nplugin = \"fp16\"\n");
+  expect_eval_gives_training_val_loss("eval_llama_fp16", "[precision]\nplugin = \"fp16\"\n", kLlama);
 }
 
 // A checkpoint's optimizer state belongs to the optimizer that wrote it: resuming 8-bit moments into

@@ -108,7 +108,10 @@ class GuardedPrecision final : public PrecisionPolicy {
         label_, "unscale_and_check", [] { return std::string(); },
         [&] { return plugin_->unscale_and_check(ops, grads, decision); });
   }
-  std::string state() const override { return plugin_->state(); }
+  Status state(std::string& out) const noexcept override {
+    return guarded_call(
+        label_, "state", [] { return std::string(" (saving a checkpoint)"); }, [&] { return plugin_->state(out); });
+  }
   Status restore_state(std::string_view state) noexcept override {
     return guarded_call(
         label_, "restore_state", [] { return std::string(" (resuming from a checkpoint)"); },

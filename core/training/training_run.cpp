@@ -218,13 +218,14 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (checkpoint_now) {
       model.store().complete_all_moves();
       device->synchronize();  // a checkpoint is written only from ops that all succeeded
-    }
-    if (checkpoint_now)
+      std::string precision_state;
+      if (Status status = stack.precision->state(precision_state); !status) throw HookFailed(status.message());
       result.last_checkpoint =
           save_checkpoint(*manifest.checkpoint.dir, model,
                           TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description,
-                                       manifest.data.train.string(), stack.precision->state()});
-    if (checkpoint_now) prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
+                                       manifest.data.train.string(), std::move(precision_state)});
+      prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
+    }
     if (result.stopped_by_signal != 0) {
       spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,
                    result.last_checkpoint ? " (checkpoint " + result.last_checkpoint->string() + ")" : "");

@@ -15,6 +15,7 @@
 #include "kernels/cpu/residual.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
+#include "kernels/cpu/scale.hpp"
 #include "kernels/cpu/sgd.hpp"
 #include "kernels/cpu/swiglu.hpp"
 

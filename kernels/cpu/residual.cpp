@@ -15,9 +15,4 @@ void residual_backward(float* da, float* db, const float* dout, std::int64_t cou
   }
 }
 
-void scale(float* values, float factor, std::int64_t count) {
-#pragma omp parallel for simd schedule(static)
-  for (std::int64_t i = 0; i < count; ++i) values[i] *= factor;
-}
-
 }  // namespace strata::cpu

@@ -1,13 +1,11 @@
 #pragma once
-// Residual add: out = a + b, all (N). Backward accumulates dout into da and db. And scale: values *=
-// factor in place (unscaling gradients).
+// Residual add: out = a + b, all (N). Backward accumulates dout into da and db.
 #include <cstdint>
 
 namespace strata::cpu {
 
 void residual_forward(float* out, const float* a, const float* b, std::int64_t count);
 void residual_backward(float* da, float* db, const float* dout, std::int64_t count);
-void scale(float* values, float factor, std::int64_t count);
 
 namespace reference {
 

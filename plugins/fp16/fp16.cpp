@@ -14,7 +14,8 @@
 //   growth_factor   = 2.0     (> 1)
 //   backoff         = 0.5     the factor after an overflow, in (0, 1)
 //   <phase>_compute = "f16" | "bf16" | "f32"   the matmul operands in steps of that phase
-//                     (warmup, full, predict, correct; default f16), for a phase controller: e.g.
+//                     (warmup, full, predict, correct; default f16). Without a phase controller
+//                     every step is full, and the other three wait for one (logged): e.g.
 //                     predict_compute = "bf16". Only f16 steps scale the loss: never under bf16.
 //
 // Activations and embeddings stay f32: bf16 storage under fp16 is refused (bf16 has f32's exponent
@@ -89,9 +90,13 @@ void require_f32_storage(ConfigView& config, std::string_view key) {
                             std::string(key) + " in f32)");
 }
 
-Operands operands_key(ConfigView& config, Phase phase) {
+Operands operands_key(ConfigView& config, HostServices& host, Phase phase) {
   const std::string key = std::string(phase_name(phase)) + "_compute";
   const std::string value = config.get_string(key, "f16", {"f16", "bf16", "f32"});
+  // Only a phase controller runs steps of another phase than full; without one the key waits.
+  if (phase != Phase::full && config.has(key))
+    host.log(LogLevel::info, "fp16: " + key + " = \"" + value + "\" applies to " + std::string(phase_name(phase)) +
+                                 " steps, which only a phase controller runs; without one every step is full");
   return value == "bf16" ? Operands::bf16 : value == "f32" ? Operands::f32 : Operands::f16;
 }
 
@@ -100,6 +105,10 @@ plugins::LossScalerConfig scaler_config(ConfigView& config) {
   scaler.initial_scale = config.get_double("initial_scale", scaler.initial_scale);
   if (!(scaler.initial_scale > 0.0))
     config.report_error("initial_scale", "the loss scale must be > 0 (the loss is multiplied by it), e.g. 65536");
+  else if (scaler.initial_scale < plugins::LossScaler::kMinScale)
+    config.report_error("initial_scale",
+                        "the loss scale must be at least 2^-24 (below it every gradient under 1 "
+                        "flushes to zero in f16), e.g. 65536");
   scaler.growth_interval = config.get_int("growth_interval", scaler.growth_interval, 1);
   scaler.growth_factor = config.get_double("growth_factor", scaler.growth_factor);
   if (!(scaler.growth_factor > 1.0)) config.report_error("growth_factor", "the growth factor must be > 1, e.g. 2");
@@ -111,13 +120,17 @@ plugins::LossScalerConfig scaler_config(ConfigView& config) {
 
 class Fp16 final : public PrecisionPolicy {
  public:
-  Fp16(ConfigView& config, HostServices&) : scaler_(scaler_config(config)), weights_(operands_) {
+  Fp16(ConfigView& config, HostServices& host) : scaler_(scaler_config(config)), weights_(operands_) {
     require_f32_storage(config, "activations");
     require_f32_storage(config, "embeddings");
-    for (Phase phase : kPhases) by_phase_[static_cast<std::size_t>(phase)] = operands_key(config, phase);
+    for (Phase phase : kPhases) by_phase_[static_cast<std::size_t>(phase)] = operands_key(config, host, phase);
     operands_ = by_phase_[static_cast<std::size_t>(Phase::full)];
     phase_ = Phase::full;
   }
+
+  // weights_ refers to operands_: an Fp16 stays where it was made.
+  Fp16(const Fp16&) = delete;
+  Fp16& operator=(const Fp16&) = delete;
 
   DType weight_storage() const noexcept override { return DType::f16; }
   DType embedding_storage() const noexcept override { return DType::f32; }
@@ -146,7 +159,10 @@ class Fp16 final : public PrecisionPolicy {
     return {};
   }
 
-  std::string state() const override { return scaler_.state(); }
+  Status state(std::string& out) const override {
+    out = scaler_.state();
+    return {};
+  }
   Status restore_state(std::string_view state) override { return state.empty() ? Status{} : scaler_.restore(state); }
 
  private:

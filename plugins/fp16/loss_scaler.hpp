@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -63,8 +62,10 @@ class LossScaler {
     const std::string text_state(state);
     double scale = 0.0;
     long long finite = 0;
-    if (std::sscanf(text_state.c_str(), "scale=%la finite_in_a_row=%lld", &scale, &finite) != 2 ||
-        !std::isfinite(scale) || scale <= 0.0 || finite < 0)
+    int consumed = 0;
+    if (std::sscanf(text_state.c_str(), "scale=%la finite_in_a_row=%lld%n", &scale, &finite, &consumed) != 2 ||
+        static_cast<std::size_t>(consumed) != text_state.size() || !std::isfinite(scale) || scale < kMinScale ||
+        finite < 0)
       return Status::error("the checkpoint's loss-scaler state '" + text_state +
                            "' is not 'scale=<hex float> finite_in_a_row=<count>'");
     scale_ = scale;

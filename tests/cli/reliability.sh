@@ -43,7 +43,7 @@ fault "eval without --checkpoint" 2 "'--checkpoint' is required" -- "$strata" ev
 fault "misspelt strategy plugin" 2 "unknown strategy plugin 'chekpoint'; available: checkpoint, offload" -- \
   "$strata" validate "$work/strategy.toml"
 fault "unknown optimizer" 2 "unknown optimizer plugin 'adamv'" -- "$strata" validate $q --set optimizer.plugin=adamv
-fault "unknown precision" 2 "unknown precision plugin 'fp16'" -- "$strata" validate $q --set precision.plugin=fp16
+fault "unknown precision" 2 "unknown precision plugin 'fp8'" -- "$strata" validate $q --set precision.plugin=fp8
 fault "plugin key of the wrong shape" 2 "betas must be two numbers in [0, 1)" -- \
   "$strata" validate $q --set optimizer.betas='[0.9]'
 { cat $q; printf '[[strategy]]\nplugin = "checkpoint"\nlayers = [0, 9]\n'; } > "$work/layers.toml"

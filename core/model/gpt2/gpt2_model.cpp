@@ -98,7 +98,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   // The blocks' matrices follow the weight storage dtype, the embedding tables the embedding
   // storage; vectors stay f32. Widened (bf16) or dequantized (int8) matrices share one f32 scratch.
   if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
-  std::int64_t largest_matrix = 0;
+  std::int64_t largest_matrix_scratch = 0;
   auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay) {
     const bool matrix = shape.size() == 2;
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
@@ -107,7 +107,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
     const ParameterRows& added =
         store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training,
                              layer >= 0 ? WeightLayout::in_out : WeightLayout::out_in);
-    largest_matrix = std::max(largest_matrix, store_.matmul_scratch_floats(added, B * T));
+    largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, B * T));
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};
@@ -189,7 +189,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
     for (const auto& [which, row] : slots) staging_.assign(static_cast<int>(which), row);
     input_staging_row_ = narrow_a;
   }
-  declare_weight_scratch_and_head(largest_matrix, LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
+  declare_weight_scratch_and_head(largest_matrix_scratch, LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
   // Activations are allocated per micro batch.
   if (allocation == Allocation::now) store_.allocate_persistent();
 }

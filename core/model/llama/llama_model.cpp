@@ -60,7 +60,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   // The blocks' matrices follow the weight storage dtype, the embeddings and an untied head the
   // embedding storage; the norm gains stay f32. Widened or dequantized matrices share one scratch.
   if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
-  std::int64_t largest_matrix = 0;
+  std::int64_t largest_matrix_scratch = 0;
   auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape) {
     const bool matrix = shape.size() == 2;
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
@@ -68,7 +68,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
     // Every LLaMA matrix is nn.Linear, (out, in).
     const ParameterRows& added =
         store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state, training, WeightLayout::out_in);
-    largest_matrix = std::max(largest_matrix, store_.matmul_scratch_floats(added, B * T));
+    largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, B * T));
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   embed_ = add_parameter("model.embed_tokens.weight", -1, {Vp, C});
@@ -155,7 +155,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
     input_staging_row_ =
         store_.add_row("ws.f32.input", -1, {B, T, C}, MemoryCategory::workspace, TensorGroup::activations);
   }
-  declare_weight_scratch_and_head(largest_matrix, LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
+  declare_weight_scratch_and_head(largest_matrix_scratch, LmHeadShape{B * T, C, config.vocab, Vp}, head_rows);
   if (options.allocation == Allocation::now) store_.allocate_persistent();
 }
 

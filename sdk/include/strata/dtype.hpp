@@ -6,9 +6,10 @@
 
 namespace strata {
 
-// Element types of tensors: f32, bf16 and f16 (IEEE binary16) storage (compute is f32), i32 token
-// ids, and the one-byte types of quantized storage: i8 weight values (each matrix with a row of f32
-// scales beside it) and u8 codes (an 8-bit optimizer's moments, indices into its quantization map).
+// Element types of tensors: f32, bf16 and f16 (IEEE binary16) storage (the built-in kernels compute
+// in f32; fp16's matmuls multiply f16 operands), i32 token ids, and the one-byte types of quantized storage: i8 weight
+// values (each matrix with a row of f32 scales beside it) and u8 codes (an 8-bit optimizer's moments, indices into its
+// quantization map).
 enum class DType : std::uint8_t { f32, bf16, i32, i8, u8, f16 };
 
 constexpr std::size_t dtype_bytes(DType dtype) noexcept {

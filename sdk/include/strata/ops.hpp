@@ -23,10 +23,11 @@ enum class WeightLayout : std::uint8_t { in_out, out_in };
 // Whether a gradient output is overwritten or added to.
 enum class GradientWrite : std::uint8_t { accumulate, overwrite };
 
-// A weight operand of a matmul: f32 or bf16 storage (compute is f32), or a quantized dtype (i8)
-// with one f32 scale per group: group_size consecutive values of a stored row, or, with group_size
-// 0, one scale per output feature. No built-in backend reads quantized weights: the precision
-// plugin that stores them brings their matmuls (strata/weight_quantizer.hpp).
+// A weight operand of a matmul: f32 or bf16 storage (compute is f32), or a precision plugin's own
+// dtype: i8 with one f32 scale per group (group_size consecutive values of a stored row, or, with
+// group_size 0, one scale per output feature), f16 without scales (scales null). No built-in
+// backend reads those: the precision plugin that stores them brings their matmuls
+// (strata/weight_quantizer.hpp).
 struct Weight {
   const void* data = nullptr;
   DType dtype = DType::f32;

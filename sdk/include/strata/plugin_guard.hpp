@@ -85,7 +85,9 @@ class PrecisionGuard final : public PrecisionPolicy {
   Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) noexcept override {
     return catch_all([&] { return object_->unscale_and_check(ops, grads, decision); });
   }
-  std::string state() const override { return object_->state(); }
+  Status state(std::string& out) const noexcept override {
+    return catch_all([&] { return object_->state(out); });
+  }
   Status restore_state(std::string_view state) noexcept override {
     return catch_all([&] { return object_->restore_state(state); });
   }

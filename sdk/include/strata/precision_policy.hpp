@@ -17,9 +17,10 @@ struct PrecisionDecision {
   double loss_scale = 1.0;
 };
 
-// How the model stores numbers and how its gradients are checked. Compute is f32 whatever the
-// storage: a bf16 tensor is widened to f32 where a kernel reads it, a quantized matrix is
-// dequantized inside its matmul (the policy's WeightQuantizer).
+// How the model stores numbers and how its gradients are checked. The built-in kernels compute in
+// f32 whatever the storage (a bf16 tensor is widened where a kernel reads it); a matrix stored in a
+// policy's own dtype is multiplied by the policy's WeightQuantizer, which may round its operands
+// (fp16: f16 operands, f32 accumulation) and then asks for a loss scale.
 class PrecisionPolicy {
  public:
   virtual ~PrecisionPolicy() = default;
@@ -42,9 +43,13 @@ class PrecisionPolicy {
   // backend's memory); may adjust the scale for the next step. May throw: the host reports it.
   virtual Status unscale_and_check(Ops& ops, std::span<const TensorView> grads, PrecisionDecision& decision) = 0;
   // What a resumed run needs to continue bitwise (a dynamic loss scale and its counters), as text
-  // that checkpoints keep; empty for a stateless policy. restore_state gets back what state() gave
-  // (an empty text: a checkpoint saved without state, keep the initial one) and says why not.
-  virtual std::string state() const { return {}; }
+  // that checkpoints keep (called at each save); empty for a stateless policy. restore_state (on
+  // --resume) gets back what state() gave (an empty text: a checkpoint saved without state, keep the
+  // initial one) and says why not. Either may throw: the host reports it.
+  virtual Status state(std::string& out) const {
+    out.clear();
+    return {};
+  }
   virtual Status restore_state(std::string_view /*state*/) { return {}; }
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 // Quantized weight storage (DESIGN.md §7, an op override per dtype): the mechanism a precision
-// plugin brings when it stores the blocks' matrices in fewer bits than bf16. The host keeps the
-// rows — a matrix's values in dtype() and its f32 scales, beside the f32 master copy the optimizer
+// plugin brings when it stores the blocks' matrices in a dtype of its own (i8, f16). The host keeps
+// the rows — a matrix's values in dtype() and its f32 scales if any, beside the f32 master copy the optimizer
 // updates — and the model calls its matmuls as usual; every matmul whose weight has dtype() comes
 // here instead of the backend's op, and after each update the host asks quantize() to turn the
 // master into the stored form. Pointers are the memory of the backend the quantizer is bound to.
@@ -13,8 +13,9 @@
 
 namespace strata {
 
-// A quantized matrix the quantizer writes: values of its dtype() and f32 scales, in the layout of
-// the matmul shape it comes with (strata/ops.hpp); group_size as scale_groups() chose.
+// A quantized matrix the quantizer writes: values of its dtype() and f32 scales (null when
+// scale_groups() gave 0 scales), in the layout of the matmul shape it comes with (strata/ops.hpp);
+// group_size as scale_groups() chose.
 struct QuantizedMatrix {
   void* values = nullptr;
   float* scales = nullptr;
@@ -24,7 +25,7 @@ struct QuantizedMatrix {
 class WeightQuantizer {
  public:
   virtual ~WeightQuantizer() = default;
-  virtual DType dtype() const noexcept = 0;  // DType::i8
+  virtual DType dtype() const noexcept = 0;  // DType::i8, DType::f16
   // How a matrix of `shape` (its in/out features and layout; rows unused) is stored: the group size
   // its scales cover and how many scales it has. An error names the key that cannot fit the matrix
   // ("block_size = 48 does not divide the rows of h.0.attn.c_attn.weight (2304 values)"); the host
