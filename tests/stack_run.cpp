@@ -8,6 +8,7 @@
 #include "core/device/backend.hpp"
 #include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
@@ -38,7 +39,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
-                              Purpose::training});
+                              Purpose::training, stack.trainable});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{steps, 0, manifest.train.lr});
@@ -63,10 +64,14 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   }
   model.store().complete_all_moves();
   for (const ParameterRows& rows_of : model.parameters()) {
-    const auto grad = f32(model, rows_of.grad);
     const auto weight = values(model, rows_of);  // the f32 master under bf16 storage
-    run.grads.insert(run.grads.end(), grad.begin(), grad.end());
+    if (rows_of.grad >= 0) {
+      const auto grad = f32(model, rows_of.grad);
+      run.grads.insert(run.grads.end(), grad.begin(), grad.end());
+      run.named_grads[rows_of.name].assign(grad.begin(), grad.end());
+    }
     run.weights.insert(run.weights.end(), weight.begin(), weight.end());
+    run.named_weights[rows_of.name].assign(weight.begin(), weight.end());
     std::uint64_t stored_bytes = model.table().row(rows_of.param).bytes();
     if (rows_of.scales >= 0) stored_bytes += model.table().row(rows_of.scales).bytes();
     if (rows_of.layer == 0) run.layer_weight_bytes += stored_bytes;
@@ -97,6 +102,21 @@ void expect_bitwise_equal(const StackRun& expected, const StackRun& actual) {
       << "gradients differ";
   EXPECT_EQ(0, std::memcmp(expected.weights.data(), actual.weights.data(), expected.weights.size() * sizeof(float)))
       << "weights differ";
+}
+
+std::string stack_refusal(const std::string& tables, const std::vector<std::string>& overrides) {
+  const auto dir = temporary_directory("stack_refusal");
+  write_text(dir / "m.toml", tiny_manifest(tables));
+  const Manifest manifest = load_manifest(dir / "m.toml", overrides);
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
+  try {
+    (void)build_stack(manifest, registry, host);
+  } catch (const ManifestError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace strata::test

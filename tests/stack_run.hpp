@@ -2,6 +2,7 @@
 // One tiny training run through the real plugins and executor, with everything the strategy and
 // storage tests compare: losses, the last gradients and weights, and the allocator's peaks.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,10 @@ struct StackRun {
   std::vector<double> losses;
   std::vector<double> loss_scales;  // each step's, as the precision policy reported it
   std::vector<bool> skipped;        // each step's: the policy found non-finite gradients
-  std::vector<float> grads;         // every gradient after the last backward
+  std::vector<float> grads;         // every gradient after the last backward (frozen parameters have none)
   std::vector<float> weights;       // every weight after the last update
+  std::map<std::string, std::vector<float>> named_grads;  // the same, per parameter
+  std::map<std::string, std::vector<float>> named_weights;
   ArenaStats device;
   ArenaStats host;
   std::uint64_t layer_weight_bytes = 0;     // one block's weights (with the scales of quantized ones)
@@ -48,5 +51,8 @@ inline const std::string kStreaming =
     "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\nprefetch = 1\n";
 
 void expect_bitwise_equal(const StackRun& expected, const StackRun& actual);
+
+// Why build_stack refuses a tiny manifest with these tables (ManifestError's text), or "".
+std::string stack_refusal(const std::string& tables, const std::vector<std::string>& overrides = {});
 
 }  // namespace strata::test

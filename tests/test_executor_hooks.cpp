@@ -187,7 +187,7 @@ void expect_accumulation_matches(const ModelSpec& spec) {
     auto device = make_cpu_backend(0);
     auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
     const std::unique_ptr<Model> owner =
-        make_model(spec, *device, *attention, ModelOptions{rows, {}, Allocation::now, {}, Purpose::training});
+        make_model(spec, *device, *attention, ModelOptions{rows, {}, Allocation::now, {}, Purpose::training, {}});
     Model& model = *owner;
     model.init_weights(5);
     test::PlainSgd optimizer;
@@ -299,7 +299,7 @@ TEST(Evaluation, AllocatesNoGradientsOptimizerStateOrBackwardWorkspace) {
     auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
     const std::unique_ptr<Model> model =
         make_model(spec, *device, *attention,
-                   ModelOptions{2, f32_state_layout(2), Allocation::now, {storage, storage}, Purpose::evaluation});
+                   ModelOptions{2, f32_state_layout(2), Allocation::now, {storage, storage}, Purpose::evaluation, {}});
     for (const TensorRow& row : model->table().rows()) {
       EXPECT_NE(row.category, MemoryCategory::grads) << row.name;
       EXPECT_NE(row.category, MemoryCategory::optimizer) << row.name;

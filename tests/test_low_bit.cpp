@@ -114,18 +114,7 @@ TEST(AdamW8bit, OffloadedStateAndStrategiesKeepTheMathBitwise) {
 
 // Refused at validate time (build_stack), naming the key.
 std::string refusal(const std::string& tables, const std::vector<std::string>& overrides = {}) {
-  const auto dir = test::temporary_directory("low_bit_refusal");
-  test::write_text(dir / "m.toml", test::tiny_manifest(tables));
-  const Manifest manifest = load_manifest(dir / "m.toml", overrides);
-  PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
-  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
-  try {
-    (void)build_stack(manifest, registry, host);
-  } catch (const ManifestError& e) {
-    return e.what();
-  }
-  return "";
+  return test::stack_refusal(tables, overrides);
 }
 
 TEST(LowBitStorage, RefusesWhatItCannotHoldBeforeTraining) {

@@ -106,7 +106,7 @@ void llama_case(const char* label, const LlamaConfig& config, cpu::AttentionImpl
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(impl);
   LlamaModel model(config, *device, *attention,
-                   ModelOptions{2, {}, Allocation::now, storage_of(options), Purpose::training});
+                   ModelOptions{2, {}, Allocation::now, storage_of(options), Purpose::training, {}});
   model.init_weights(3);
   std::printf("%s: max relative error %.3g over %zu tensors\n", label, check_gradients(model, config.vocab, options),
               model.parameters().size());

@@ -139,6 +139,17 @@ TEST(Training, ResumeWithLowBitStorageContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_llama_low_bit", adamw8bit + int8, kLlama);
 }
 
+// Frozen parameters have no optimizer state: a checkpoint holds their weights only, and a resumed
+// sparse run continues bitwise, freezing or skipping.
+TEST(Training, ResumeWithSparseLayersContinuesBitwiseIdentically) {
+  for (const std::string middle : {"freeze", "skip"}) {
+    const std::string sparse =
+        "[[strategy]]\nplugin = \"sparse_layers\"\ntrain_first = 1\ntrain_last = 0\nmiddle = \"" + middle + "\"\n";
+    expect_resume_bitwise("resume_sparse_" + middle, sparse);
+    expect_resume_bitwise("resume_llama_sparse_" + middle, sparse, kLlama);
+  }
+}
+
 // The loss scaler's state travels in the checkpoint: with a scale that grows 256-fold after every
 // finite step, overflows (skipped steps) come and go, and a resume that restarted the scale would
 // skip different steps.

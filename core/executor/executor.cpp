@@ -208,6 +208,7 @@ std::vector<ParamSlot> Executor::parameter_slots() {
   std::vector<ParamSlot> slots;
   slots.reserve(model_.parameters().size());
   for (const ParameterRows& rows : model_.parameters()) {
+    if (rows.grad < 0) continue;  // frozen: the optimizer never sees it
     ParamSlot slot;
     slot.name = rows.name;
     slot.layer = rows.layer;
@@ -231,7 +232,8 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   store.complete_all_moves();  // the precision check and the optimizer read every gradient
 
   std::vector<TensorView> grads;
-  for (const ParameterRows& rows : model_.parameters()) grads.push_back(store.view(rows.grad));
+  for (const ParameterRows& rows : model_.parameters())
+    if (rows.grad >= 0) grads.push_back(store.view(rows.grad));
   PrecisionDecision decision;
   if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
     throw HookFailed(status.message());

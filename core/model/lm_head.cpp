@@ -81,8 +81,8 @@ void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float*
                                        shape_.vocab);
     }
     auto timer = store_.profiler().scope(ProfileKind::lm_head_backward);
-    // d_hidden sums over the chunks; each chunk's rows of dweight are its own.
-    ops.matmul_backward(d_hidden, dweight + first * C, nullptr, logits, hidden, weight,
+    // d_hidden sums over the chunks; each chunk's rows of dweight (null: a frozen head) are its own.
+    ops.matmul_backward(d_hidden, dweight != nullptr ? dweight + first * C : nullptr, nullptr, logits, hidden, weight,
                         MatmulShape{N, C, width, WeightLayout::out_in}, Scratch{},
                         first == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
   }

@@ -9,7 +9,7 @@ std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, Kerne
                                   const ModelOptions& options) {
   if (spec.is_llama()) return std::make_unique<LlamaModel>(spec.llama, backend, attention, options);
   return std::make_unique<GPT2Model>(spec.gpt2, options.batch, backend, attention, options.optimizer_state,
-                                     options.allocation, options.storage, options.purpose);
+                                     options.allocation, options.storage, options.purpose, options.trainable);
 }
 
 }  // namespace strata

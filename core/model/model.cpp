@@ -102,6 +102,11 @@ void Model::declare_weight_scratch_and_head(std::int64_t largest_matrix_scratch,
   head_.declare(shape, rows);
 }
 
+void Model::declare_frozen_gradient_sink(std::int64_t floats) {
+  frozen_gradient_sink_row_ =
+      store_.add_row("ws.frozen_gradient_sink", -1, {floats}, MemoryCategory::workspace, TensorGroup::activations);
+}
+
 double Model::loss_sum(int rows) {
   return ops().sum(store_.f32(head_.losses_row()), static_cast<std::int64_t>(rows) * seq_len());
 }

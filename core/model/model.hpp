@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/model/lm_head.hpp"
+#include "core/model/trainable_plan.hpp"
 #include "core/tensor/activation_staging.hpp"
 #include "core/tensor/tensor_store.hpp"
 #include "core/util/profiler.hpp"
@@ -73,6 +74,7 @@ struct ModelOptions {
   Allocation allocation = Allocation::now;
   StorageTypes storage;
   Purpose purpose = Purpose::training;
+  TrainablePlan trainable;  // what trains (all of it by default) and which blocks are skipped
 };
 
 class Model {
@@ -96,6 +98,8 @@ class Model {
   const std::vector<ParameterRows>& parameters() const noexcept { return store_.parameters(); }
   Backend& backend() noexcept { return store_.backend(); }
   Profiler& profiler() noexcept { return profiler_; }
+  // What trains and which blocks are skipped (ModelOptions::trainable).
+  const TrainablePlan& trainable() const noexcept { return trainable_; }
 
   // --- checkpoints. Parameters are named as the family's Hugging Face files name them; the
   // stored shape may be smaller than the row (padded vocabulary rows are never stored).
@@ -167,13 +171,24 @@ class Model {
   }
   const std::int32_t* tokens() const { return store_.i32(tokens_row_); }
   const std::int32_t* targets() const { return store_.i32(targets_row_); }
+  // A parameter's gradient, or null when it has none (frozen, or a model built for evaluation):
+  // the matmul and embedding ops skip a null weight gradient.
+  float* grad_of(const ParameterRows& rows) const noexcept { return rows.grad >= 0 ? store_.f32(rows.grad) : nullptr; }
+  // The norm kernels always write their gain's gradient: a frozen gain's goes to a workspace row of
+  // `floats` (declared when the model trains and has frozen norms), computed and never read.
+  void declare_frozen_gradient_sink(std::int64_t floats);
+  float* norm_grad_of(const ParameterRows& rows) const noexcept {
+    return rows.grad >= 0 ? store_.f32(rows.grad) : store_.f32(frozen_gradient_sink_row_);
+  }
 
   Profiler profiler_;  // before store_, which refers to it
   TensorStore store_;
   int batch_;
   LmHead head_{store_};
+  TrainablePlan trainable_;  // the family's constructor sets it first
 
  private:
+  int frozen_gradient_sink_row_ = -1;
   int tokens_row_ = -1;
   int targets_row_ = -1;
   std::vector<int> global_activation_rows_;

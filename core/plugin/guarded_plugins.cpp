@@ -68,6 +68,11 @@ class GuardedStrategy final : public MemoryStrategy {
     return guarded_call(
         label_, "after_step", [&] { return where(context); }, [&] { return plugin_->after_step(context); });
   }
+  Status plan_parameters(ParameterPlan& plan) noexcept override {
+    return guarded_call(
+        label_, "plan_parameters", [] { return std::string(" (before the model is built)"); },
+        [&] { return plugin_->plan_parameters(plan); });
+  }
 
  private:
   static std::string where(const HookContext& context) {

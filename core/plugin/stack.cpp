@@ -42,6 +42,30 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
   return {};
 }
 
+// What the strategies freeze and skip, recorded into the stack's plan (a block both frozen and
+// skipped is skipped).
+class ParameterPlanRecorder final : public ParameterPlan {
+ public:
+  ParameterPlanRecorder(const ModelInfo& model, TrainablePlan& plan) : model_(model), plan_(plan) {
+    plan_.blocks.assign(static_cast<std::size_t>(model.n_layer), BlockTraining::train);
+  }
+  const ModelInfo& model() const noexcept override { return model_; }
+  void freeze_block(int layer) noexcept override {
+    if (inside(layer) && plan_.block(layer) == BlockTraining::train)
+      plan_.blocks[static_cast<std::size_t>(layer)] = BlockTraining::freeze;
+  }
+  void skip_block(int layer) noexcept override {
+    if (inside(layer)) plan_.blocks[static_cast<std::size_t>(layer)] = BlockTraining::skip;
+  }
+  void freeze_embeddings() noexcept override { plan_.embeddings = false; }
+  void freeze_head() noexcept override { plan_.head = false; }
+
+ private:
+  bool inside(int layer) const noexcept { return layer >= 0 && layer < model_.n_layer; }
+  const ModelInfo& model_;
+  TrainablePlan& plan_;
+};
+
 std::string where(const Manifest& manifest, const PluginSpec& spec) {
   TomlConfigView view(spec.table, {manifest.path.string(), spec.label, spec.dotted_path, &manifest.overridden},
                       {"plugin"});
@@ -230,6 +254,13 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
     if (std::string refusal = quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr});
         !refusal.empty())
       problems.push_back(std::move(refusal));
+  if (problems.empty()) {
+    const ModelInfo model = manifest.model.info();
+    ParameterPlanRecorder recorder(model, stack.trainable);
+    for (const auto& strategy : stack.strategies)
+      if (Status status = strategy->plan_parameters(recorder); !status)
+        problems.push_back(manifest.path.string() + ": " + status.message());
+  }
   if (!problems.empty()) throw ManifestError(problems);
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;

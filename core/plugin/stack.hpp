@@ -26,6 +26,8 @@ struct Stack {
   std::string attention_name = "fast";
   std::string manifest_path;
   std::string description;  // "adamw + fp32 + checkpoint"
+  // What trains, as the strategies planned it (plan_parameters): the model is built with it.
+  TrainablePlan trainable;
   // Worth a warning, not a refusal: keys the manifest sets that the plugin declares but never read.
   std::vector<std::string> warnings;
 

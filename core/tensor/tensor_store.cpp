@@ -215,6 +215,7 @@ std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
   for (const ParameterRows& parameter : parameters_) {
     if (parameter.layer != layer) continue;
     if (group == TensorGroup::weights) rows.push_back(parameter.param);
+    if (group == TensorGroup::weights && parameter.scales >= 0) rows.push_back(parameter.scales);
     if (group == TensorGroup::grads && parameter.grad >= 0) rows.push_back(parameter.grad);
     if (group == TensorGroup::optimizer_state) {
       for (int state : parameter.state)

@@ -105,7 +105,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
-                              Purpose::training});
+                              Purpose::training, stack.trainable});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{train.steps, train.warmup_steps, train.lr});
@@ -267,9 +267,14 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
   Stack stack = build_stack(manifest, registry, host, "");
   host.use_backend(*device);
   // Built for evaluation: no gradients, optimizer state or backward workspace exist.
-  const std::unique_ptr<Model> model_owner = make_model(
-      manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-      ModelOptions{micro_batch_rows(manifest), {}, Allocation::now, stack.storage_on(*device), Purpose::evaluation});
+  const std::unique_ptr<Model> model_owner =
+      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
+                 ModelOptions{micro_batch_rows(manifest),
+                              {},
+                              Allocation::now,
+                              stack.storage_on(*device),
+                              Purpose::evaluation,
+                              stack.trainable});
   Model& model = *model_owner;
   load_weights(checkpoint, model);
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});

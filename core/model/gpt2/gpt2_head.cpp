@@ -15,6 +15,7 @@ void GPT2Model::embed_forward() {
 }
 
 void GPT2Model::embed_backward() {
+  if (grad(GlobalParam::wte) == nullptr) return;  // frozen embeddings and head (wpe trains only with wte)
   auto timer = profiler_.scope(ProfileKind::embedding_backward);
   ops().embedding_backward(grad(GlobalParam::wte), grad(GlobalParam::wpe), ws(Workspace::d_residual), tokens(), batch_,
                            config_.seq_len, config_.d_model);

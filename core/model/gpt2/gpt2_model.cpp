@@ -20,6 +20,11 @@ bool is_matrix(LayerParam param) {
          param == LayerParam::fc_proj_weight;
 }
 
+bool is_layernorm(LayerParam param) {
+  return param == LayerParam::ln1_weight || param == LayerParam::ln1_bias || param == LayerParam::ln2_weight ||
+         param == LayerParam::ln2_bias;
+}
+
 // Kept as f32 under bf16 activation storage: the LayerNorm statistics are small and feed every
 // backward element, and the attention kernel's saved rows are its own format.
 bool stays_f32(LayerActivation activation) {
@@ -86,8 +91,9 @@ std::string_view layer_activation_name(LayerActivation activation) noexcept {
 
 GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kernel& attention,
                      const OptimizerStateLayout& optimizer_state, Allocation allocation, StorageTypes storage,
-                     Purpose purpose)
+                     Purpose purpose, TrainablePlan trainable)
     : Model(backend, batch), config_(config), storage_types_(storage), attention_(attention) {
+  trainable_ = std::move(trainable);
   if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
   const std::int64_t B = batch, T = config.seq_len, C = config.d_model, L = config.n_layer;
   const std::int64_t Vp = config.padded_vocab();
@@ -99,30 +105,39 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
   // storage; vectors stay f32. Widened (bf16) or dequantized (int8) matrices share one f32 scratch.
   if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
   std::int64_t largest_matrix_scratch = 0;
-  auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay) {
+  // A frozen parameter (the strategies' plan) is added without gradient, state or master.
+  bool frozen_norms = false;
+  auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay,
+                           bool trains) {
+    frozen_norms = frozen_norms || (!trains && shape.size() == 1);
     const bool matrix = shape.size() == 2;
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
     const StateLayout state = optimizer_state ? optimizer_state(shape_elements(shape)) : StateLayout{};
     // The blocks' projections are HF Conv1D, (in, out); the tied wte is the head's (vocab, C).
     const ParameterRows& added =
-        store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training,
+        store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training && trains,
                              layer >= 0 ? WeightLayout::in_out : WeightLayout::out_in);
     largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, B * T));
     return static_cast<int>(store_.parameters().size()) - 1;
   };
   const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};
+  // wte is the tied head too: it trains while the embeddings or the head do.
+  const std::array<bool, kGlobalParamCount> global_trains = {trainable_.embeddings || trainable_.head,
+                                                             trainable_.embeddings, trainable_.head, trainable_.head};
   for (std::size_t p = 0; p < kGlobalParamCount; ++p)
     global_parameters_[p] = add_parameter(std::string(global_param_name(static_cast<GlobalParam>(p))), -1,
-                                          global_shapes[p], p <= idx(GlobalParam::wpe));
+                                          global_shapes[p], p <= idx(GlobalParam::wpe), global_trains[p]);
   const std::vector<std::vector<std::int64_t>> layer_shapes = {{C}, {C}, {C, 3 * C}, {3 * C}, {C, C},     {C},
                                                                {C}, {C}, {C, 4 * C}, {4 * C}, {4 * C, C}, {C}};
   layer_parameters_.resize(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l)
     for (std::size_t p = 0; p < kLayerParamCount; ++p) {
       const auto param = static_cast<LayerParam>(p);
-      layer_parameters_[static_cast<std::size_t>(l)][p] = add_parameter(
-          "h." + std::to_string(l) + "." + std::string(layer_param_name(param)), l, layer_shapes[p], is_matrix(param));
+      layer_parameters_[static_cast<std::size_t>(l)][p] =
+          add_parameter("h." + std::to_string(l) + "." + std::string(layer_param_name(param)), l, layer_shapes[p],
+                        is_matrix(param), trainable_.block_trains(l));
     }
+  if (purpose == Purpose::training && frozen_norms) declare_frozen_gradient_sink(C);
 
   // Activations of one micro batch.
   add_token_rows();
@@ -233,12 +248,14 @@ const float* GPT2Model::vec(int layer, LayerParam which) const noexcept {
 }
 
 float* GPT2Model::grad(int layer, LayerParam which) const noexcept {
-  return store_.f32(
-      parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(which)])].grad);
+  const auto& rows =
+      parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(which)])];
+  return is_layernorm(which) ? norm_grad_of(rows) : grad_of(rows);
 }
 
 float* GPT2Model::grad(GlobalParam which) const noexcept {
-  return store_.f32(parameters()[static_cast<std::size_t>(global_parameters_[idx(which)])].grad);
+  const auto& rows = parameters()[static_cast<std::size_t>(global_parameters_[idx(which)])];
+  return which == GlobalParam::lnf_weight || which == GlobalParam::lnf_bias ? norm_grad_of(rows) : grad_of(rows);
 }
 
 float* GPT2Model::act(int layer, LayerActivation which) noexcept {
@@ -281,7 +298,7 @@ void GPT2Model::project_backward(int layer, LayerParam weight, LayerParam bias, 
   const auto& rows =
       parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(weight)])];
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  ops().matmul_backward(dinp, store_.f32(rows.grad), grad(layer, bias), dout, inp, store_.weight(rows.param),
+  ops().matmul_backward(dinp, grad_of(rows), grad(layer, bias), dout, inp, store_.weight(rows.param),
                         MatmulShape{N, in_features, out_features, WeightLayout::in_out}, weight_scratch(),
                         GradientWrite::overwrite);
 }
@@ -394,6 +411,11 @@ void GPT2Model::layer_forward(int l) {
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
   load_input(l);
   const float* x = layer_input(l);
+  if (trainable_.skips(l)) {  // the identity: its output is its input
+    ops().copy(act(l, LA::output), x, static_cast<std::uint64_t>(N * C) * sizeof(float));
+    save_activation(l, LA::output);
+    return;
+  }
   layernorm1_forward(l);
   {
     auto timer = profiler_.scope(ProfileKind::matmul_forward);
@@ -434,6 +456,7 @@ void GPT2Model::layer_backward(int l) {
   using LP = LayerParam;
   using W = Workspace;
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len, C = config_.d_model;
+  if (trainable_.skips(l)) return;  // the identity passes d(output) through as d(input)
   // bf16 activations are widened just before the kernel that reads them: staging rows are shared.
   float* d_residual = ws(W::d_residual);  // in: d(output); out: d(input)
   // MLP: output = fch_gelu @ W + b + residual2

@@ -66,7 +66,7 @@ class GPT2Model final : public Model {
   // manifest chose (the backend's own, or a plugin's).
   GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kernel& attention,
             const OptimizerStateLayout& optimizer_state, Allocation allocation = Allocation::now,
-            StorageTypes storage = {}, Purpose purpose = Purpose::training);
+            StorageTypes storage = {}, Purpose purpose = Purpose::training, TrainablePlan trainable = {});
 
   const GPT2Config& config() const noexcept { return config_; }
   std::string_view arch() const noexcept override { return "gpt2"; }
@@ -105,6 +105,7 @@ class GPT2Model final : public Model {
   void load_input(int layer);  // the previous block's output, into the input staging
   const float* layer_input(int layer) noexcept;
   const float* vec(int layer, LayerParam which) const noexcept;  // an f32 vector parameter
+  // Null for a frozen matrix, bias or table; a frozen LayerNorm gain or bias writes into the sink.
   float* grad(int layer, LayerParam which) const noexcept;
   float* grad(GlobalParam which) const noexcept;
   float* ws(Workspace which) const noexcept { return store_.f32(workspace_rows_[static_cast<std::size_t>(which)]); }

@@ -35,7 +35,7 @@ void LlamaModel::project_backward(int layer, LlamaParam weight, float* dinp, con
   auto timer = profiler_.scope(ProfileKind::matmul_backward);
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
   const ParameterRows& rows = parameter(layer, weight);
-  ops().matmul_backward(dinp, store_.f32(rows.grad), nullptr, dout, inp, store_.weight(rows.param),
+  ops().matmul_backward(dinp, grad_of(rows), nullptr, dout, inp, store_.weight(rows.param),
                         MatmulShape{N, in_features, out_features, WeightLayout::out_in}, weight_scratch(), dinp_write);
 }
 
@@ -120,6 +120,11 @@ void LlamaModel::layer_forward(int l) {
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
   const std::int64_t C = config_.d_model, KV = config_.kv_dim(), F = config_.d_ff;
   load_input(l);
+  if (trainable_.skips(l)) {  // the identity: its output is its input
+    ops().copy(act(l, LA::output), layer_input(l), static_cast<std::uint64_t>(N * C) * sizeof(float));
+    save_activation(l, LA::output);
+    return;
+  }
   norm1_forward(l);
   project_forward(l, P::q_proj, act(l, LA::q), act(l, LA::norm1), C, C);
   project_forward(l, P::k_proj, act(l, LA::k), act(l, LA::norm1), C, KV);
@@ -158,6 +163,7 @@ void LlamaModel::layer_backward(int l) {
   const std::int64_t C = config_.d_model, KV = config_.kv_dim(), F = config_.d_ff;
   constexpr auto overwrite = GradientWrite::overwrite;
   constexpr auto accumulate = GradientWrite::accumulate;
+  if (trainable_.skips(l)) return;        // the identity passes d(output) through as d(input)
   float* d_residual = ws(W::d_residual);  // in: d(output); out: d(input)
   // MLP: output = down(swiglu) + residual2
   load_activation(l, LA::swiglu);

@@ -12,10 +12,11 @@ void LlamaModel::embed_forward() {
 }
 
 void LlamaModel::embed_backward() {
-  auto timer = profiler_.scope(ProfileKind::embedding_backward);
   const ParameterRows& embed = parameters()[static_cast<std::size_t>(embed_)];
-  ops().embedding_backward(store_.f32(embed.grad), nullptr, ws(LlamaWorkspace::d_residual), tokens(), batch_,
-                           config_.seq_len, config_.d_model);
+  if (grad_of(embed) == nullptr) return;  // frozen
+  auto timer = profiler_.scope(ProfileKind::embedding_backward);
+  ops().embedding_backward(grad_of(embed), nullptr, ws(LlamaWorkspace::d_residual), tokens(), batch_, config_.seq_len,
+                           config_.d_model);
 }
 
 double LlamaModel::head_forward() {
@@ -37,12 +38,12 @@ void LlamaModel::head_backward(float dloss) {
   float* d_hidden = ws(LlamaWorkspace::d_norm);
   const ParameterRows& head = parameters()[static_cast<std::size_t>(lm_head_)];
   // Tied: the head's gradient adds onto the embedding's, which embed_backward adds to as well.
-  head_.backward(dloss, d_hidden, store_.f32(head.grad), store_.f32(final_norm_row_), head_weight_row(), targets());
+  head_.backward(dloss, d_hidden, grad_of(head), store_.f32(final_norm_row_), head_weight_row(), targets());
   store_.zero(ws(LlamaWorkspace::d_residual), N * C);
   load_activation(last, LA::output);
   auto timer = profiler_.scope(ProfileKind::rmsnorm_backward);
   const ParameterRows& norm = parameters()[static_cast<std::size_t>(norm_)];
-  ops().rmsnorm_backward(ws(LlamaWorkspace::d_residual), store_.f32(norm.grad), d_hidden, act(last, LA::output),
+  ops().rmsnorm_backward(ws(LlamaWorkspace::d_residual), norm_grad_of(norm), d_hidden, act(last, LA::output),
                          store_.values(norm).f32(), store_.f32(final_rstd_row_), N, C);
 }
 

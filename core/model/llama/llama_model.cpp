@@ -50,6 +50,7 @@ std::string_view llama_param_name(LlamaParam param) noexcept {
 
 LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& attention, const ModelOptions& options)
     : Model(backend, options.batch), config_(config), attention_(attention) {
+  trainable_ = options.trainable;
   if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
   const bool training = options.purpose == Purpose::training;
   const StorageTypes storage = options.storage;
@@ -61,19 +62,24 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   // embedding storage; the norm gains stay f32. Widened or dequantized matrices share one scratch.
   if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
   std::int64_t largest_matrix_scratch = 0;
-  auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape) {
+  // A frozen parameter (the strategies' plan) is added without gradient, state or master.
+  bool frozen_norms = false;
+  auto add_parameter = [&](const std::string& name, int layer, std::vector<std::int64_t> shape, bool trains) {
     const bool matrix = shape.size() == 2;
+    frozen_norms = frozen_norms || (!trains && !matrix);
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
     const StateLayout state = options.optimizer_state ? options.optimizer_state(shape_elements(shape)) : StateLayout{};
     // Every LLaMA matrix is nn.Linear, (out, in).
-    const ParameterRows& added =
-        store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state, training, WeightLayout::out_in);
+    const ParameterRows& added = store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state,
+                                                      training && trains, WeightLayout::out_in);
     largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, B * T));
     return static_cast<int>(store_.parameters().size()) - 1;
   };
-  embed_ = add_parameter("model.embed_tokens.weight", -1, {Vp, C});
-  norm_ = add_parameter("model.norm.weight", -1, {C});
-  lm_head_ = config.tie_embeddings ? embed_ : add_parameter("lm_head.weight", -1, {Vp, C});
+  // A tied embedding is the head too: it trains while the embeddings or the head do.
+  const bool embedding_trains = trainable_.embeddings || (config.tie_embeddings && trainable_.head);
+  embed_ = add_parameter("model.embed_tokens.weight", -1, {Vp, C}, embedding_trains);
+  norm_ = add_parameter("model.norm.weight", -1, {C}, trainable_.head);
+  lm_head_ = config.tie_embeddings ? embed_ : add_parameter("lm_head.weight", -1, {Vp, C}, trainable_.head);
   const std::array<std::vector<std::int64_t>, kLlamaParamCount> shapes = {
       std::vector<std::int64_t>{C}, {C, C}, {KV, C}, {KV, C}, {C, C}, {C}, {F, C}, {F, C}, {C, F}};
   layer_parameters_.resize(static_cast<std::size_t>(L));
@@ -81,7 +87,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
     for (std::size_t p = 0; p < kLlamaParamCount; ++p)
       layer_parameters_[static_cast<std::size_t>(l)][p] = add_parameter(
           "model.layers." + std::to_string(l) + "." + std::string(llama_param_name(static_cast<LlamaParam>(p))), l,
-          shapes[p]);
+          shapes[p], trainable_.block_trains(l));
+  if (training && frozen_norms) declare_frozen_gradient_sink(C);
 
   // Activations of one micro batch.
   add_token_rows();

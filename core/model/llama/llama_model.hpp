@@ -108,7 +108,8 @@ class LlamaModel final : public Model {
   const float* layer_input(int layer) const;
   float* ws(LlamaWorkspace which) const { return store_.f32(workspace_rows_[static_cast<std::size_t>(which)]); }
   const float* gain(int layer, LlamaParam which) const { return store_.values(parameter(layer, which)).f32(); }
-  float* grad(int layer, LlamaParam which) const { return store_.f32(parameter(layer, which).grad); }
+  // A norm gain's gradient (a frozen one writes into the sink).
+  float* grad(int layer, LlamaParam which) const { return norm_grad_of(parameter(layer, which)); }
   void project_forward(int layer, LlamaParam weight, float* out, const float* inp, std::int64_t in_features,
                        std::int64_t out_features);
   void project_backward(int layer, LlamaParam weight, float* dinp, const float* dout, const float* inp,

@@ -26,7 +26,8 @@ namespace strata {
 // Major 7: loss scaling. DType grows f16; a precision policy learns each step's phase (begin_step),
 // keeps state that checkpoints save (state, restore_state: a dynamic loss scale); the op table gains
 // scale (in-place multiply, to unscale gradients); StepMetrics carries the loss scale and RunSummary
-// the count of skipped steps. Plugins built for 6.x are refused.
+// the count of skipped steps; a strategy may freeze or skip parts of the model before it is built
+// (plan_parameters, strata/parameter_plan.hpp). Plugins built for 6.x are refused.
 inline constexpr std::uint32_t kAbiMajor = 7;
 inline constexpr std::uint32_t kAbiMinor = 0;
 

@@ -6,6 +6,7 @@
 // plugin's name, the hook, the layer and the step. (Do not mark an override noexcept: a throw
 // from a noexcept function ends the process before the host can report it.)
 #include "strata/hook_context.hpp"
+#include "strata/parameter_plan.hpp"
 #include "strata/status.hpp"
 
 namespace strata {
@@ -20,6 +21,8 @@ class MemoryStrategy {
   virtual Status after_backward(HookContext&) { return {}; }
   virtual Status before_step(HookContext&) { return {}; }
   virtual Status after_step(HookContext&) { return {}; }
+  // ABI 7.0: called once before the model is built, to freeze or skip parts of it (sparse layers).
+  virtual Status plan_parameters(ParameterPlan&) { return {}; }
 };
 
 }  // namespace strata

@@ -56,6 +56,9 @@ class StrategyGuard final : public MemoryStrategy {
   Status after_step(HookContext& c) noexcept override {
     return catch_all([&] { return object_->after_step(c); });
   }
+  Status plan_parameters(ParameterPlan& plan) noexcept override {
+    return catch_all([&] { return object_->plan_parameters(plan); });
+  }
 
  private:
   std::unique_ptr<MemoryStrategy> object_;

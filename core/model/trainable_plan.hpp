@@ -1,0 +1,26 @@
+#pragma once
+// Which parts of a model train, as the strategies planned them (strata/parameter_plan.hpp) before
+// the model is built. The model family reads it: a frozen parameter is added without gradient,
+// optimizer state or master; a skipped block passes its input through.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace strata {
+
+enum class BlockTraining : std::uint8_t { train, freeze, skip };
+
+struct TrainablePlan {
+  std::vector<BlockTraining> blocks;  // per layer; empty or short: the rest train
+  bool embeddings = true;
+  bool head = true;
+
+  BlockTraining block(int layer) const noexcept {
+    const auto index = static_cast<std::size_t>(layer);
+    return layer >= 0 && index < blocks.size() ? blocks[index] : BlockTraining::train;
+  }
+  bool block_trains(int layer) const noexcept { return block(layer) == BlockTraining::train; }
+  bool skips(int layer) const noexcept { return block(layer) == BlockTraining::skip; }
+};
+
+}  // namespace strata
