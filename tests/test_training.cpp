@@ -7,6 +7,7 @@
 
 #include "core/checkpoint/safetensors.hpp"
 #include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_error.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
 
@@ -147,6 +148,30 @@ TEST(Training, ResumeWithSparseLayersContinuesBitwiseIdentically) {
         "[[strategy]]\nplugin = \"sparse_layers\"\ntrain_first = 1\ntrain_last = 0\nmiddle = \"" + middle + "\"\n";
     expect_resume_bitwise("resume_sparse_" + middle, sparse);
     expect_resume_bitwise("resume_llama_sparse_" + middle, sparse, kLlama);
+  }
+}
+
+// Fine-tuning starts from a trained base: train.init_from loads its weights (not its optimizer
+// state), so the first step's loss is the base's level, not a random model's; a base of another
+// shape is refused naming the file; a path that is not there is refused at validate time.
+TEST(Training, InitFromStartsFromTheBaseWeights) {
+  const auto dir = test::temporary_directory("init_from");
+  test::write_text(dir / "base.toml", test::tiny_manifest("[checkpoint]\ndir = \"" + (dir / "base").string() + "\"\n"));
+  const TrainResult base = train(dir / "base.toml", {"train.steps=30"});
+  const std::string from = "init_from = \"" + (dir / "base").string() + "\"\n";
+  test::write_text(dir / "tuned.toml",
+                   test::tiny_manifest("[[strategy]]\nplugin = \"sparse_layers\"\ntrain_last = 1\n", from));
+  const TrainResult tuned = train(dir / "tuned.toml", {"train.steps=3"});
+  std::printf("base: %.4f -> %.4f; fine-tune from it starts at %.4f\n", base.summary.first_loss,
+              base.summary.final_loss, tuned.summary.first_loss);
+  EXPECT_LT(tuned.summary.first_loss, base.summary.first_loss - 1.0);
+  EXPECT_THROW(train(dir / "tuned.toml", {"train.steps=3", "model.d_model=64"}), CheckpointError);
+  test::write_text(dir / "missing.toml", test::tiny_manifest("", "init_from = \"" + (dir / "nope").string() + "\"\n"));
+  try {
+    (void)load_manifest(dir / "missing.toml");
+    ADD_FAILURE() << "a missing init_from was accepted";
+  } catch (const ManifestError& e) {
+    EXPECT_NE(std::string(e.what()).find("init_from"), std::string::npos) << e.what();
   }
 }
 

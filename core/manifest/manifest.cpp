@@ -166,7 +166,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"data", {"train", "val", "val_fraction"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
-        "divergence_factor", "divergence_steps"}},
+        "divergence_factor", "divergence_steps", "init_from"}},
       {"device", {"kind", "memory_limit", "tf32"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
@@ -297,6 +297,13 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
                          (std::ostringstream() << "divergence_factor = " << t.divergence_factor).str() +
                              " must be above 1 (a loss above its best is normal noise), or 0 "
                              "to turn the check off");
+    if (train.has("init_from")) {
+      t.init_from = train.get_string("init_from", "", {});
+      std::error_code error;
+      if (!std::filesystem::exists(*t.init_from, error))
+        train.report_error("init_from", "init_from = \"" + t.init_from->string() +
+                                            "\": no such checkpoint directory or safetensors file");
+    }
     if (t.batch % t.micro_batches != 0)
       train.report_error("micro_batches", "micro_batches = " + std::to_string(t.micro_batches) +
                                               " must divide batch = " + std::to_string(t.batch));

@@ -36,6 +36,9 @@ struct TrainSpec {
   int threads = 0;                    // 0: all cores
   double divergence_factor = 100.0;   // stop when the loss stays this far above its best; 0: never
   std::int64_t divergence_steps = 8;  // ... for this many steps in a row (also non-finite steps)
+  // Fine-tuning: the weights to start from (a checkpoint directory or a safetensors file, weights
+  // only: the optimizer starts fresh) instead of a random initialisation; unset: random.
+  std::optional<std::filesystem::path> init_from;
 };
 
 struct DataSpec {

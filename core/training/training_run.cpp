@@ -111,6 +111,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                     ExecutorOptions{train.steps, train.warmup_steps, train.lr});
   executor.attach();  // strategies place the rows, then they are allocated
   model.init_weights(train.seed);
+  if (train.init_from && !options.resume) {  // a resume brings its own weights
+    load_weights(*train.init_from, model);
+    spdlog::info("weights from {}", train.init_from->string());
+  }
   if (options.print_table) model.table().print(std::cout);
 
   std::int64_t start_step = 0;
