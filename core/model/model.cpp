@@ -10,6 +10,7 @@ std::vector<std::int64_t> Model::stored_shape(const ParameterRows& rows) const {
 }
 
 void Model::free_partial_activations(int layer, PartialSet set) {
+  if (trainable_.skips(layer)) return;  // a skipped block keeps its output only
   if (set == PartialSet::attention) {
     store_.release(activation_row(layer, attention_saved_kind()));
     return;
@@ -18,6 +19,7 @@ void Model::free_partial_activations(int layer, PartialSet set) {
 }
 
 bool Model::only_partial_activations_missing(int layer) const {
+  if (trainable_.skips(layer)) return false;
   const std::vector<int> cheap = cheap_activation_kinds();
   const auto& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
   for (int kind = 0; kind < static_cast<int>(rows.size()); ++kind) {
@@ -70,8 +72,17 @@ void Model::end_micro_batch() {
 }
 
 void Model::allocate_layer_activations(int layer) {
+  if (trainable_.skips(layer)) {  // the identity writes only its output
+    if (!store_.allocated(layer_output_row(layer))) store_.allocate(layer_output_row(layer));
+    return;
+  }
   for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
     if (!store_.allocated(row)) store_.allocate(row);
+}
+
+bool Model::layer_activations_present(int layer) const {
+  if (trainable_.skips(layer)) return store_.allocated(layer_output_row(layer));
+  return store_.layer_activations_present(layer);
 }
 
 void Model::free_layer_activations(int layer, bool keep_output) {

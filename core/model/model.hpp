@@ -122,7 +122,7 @@ class Model {
   void allocate_layer_activations(int layer);
   // keep_output: the block's output is the next block's input, kept by activation checkpointing.
   void free_layer_activations(int layer, bool keep_output);
-  bool layer_activations_present(int layer) const { return store_.layer_activations_present(layer); }
+  bool layer_activations_present(int layer) const;  // a skipped block's: its output
   bool layer_output_kept(int layer) const { return store_.allocated(layer_output_row(layer)); }
   virtual void layer_forward(int layer) = 0;
   // Partial checkpointing frees one set of a block's activations after its forward:
