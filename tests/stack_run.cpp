@@ -64,7 +64,8 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   }
   model.store().complete_all_moves();
   for (const ParameterRows& rows_of : model.parameters()) {
-    const auto weight = values(model, rows_of);  // the f32 master under bf16 storage
+    // The f32 master under bf16 or int8 storage; a frozen matrix's values as its matmuls see them.
+    const std::vector<float> weight = model.effective_values(rows_of);
     if (rows_of.grad >= 0) {
       const auto grad = f32(model, rows_of.grad);
       run.grads.insert(run.grads.end(), grad.begin(), grad.end());

@@ -54,6 +54,35 @@ void require_finite(const std::vector<float>& values, const fs::path& file, cons
                           " at element " + std::to_string(bad - values.begin()));
 }
 
+// What identifies the frozen parameters a checkpoint leaves out: FNV-1a over each one's name and
+// stored bytes (values in their storage dtype, then scales), in table order. Empty when none is frozen.
+std::string frozen_fingerprint(Model& model) {
+  std::uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](std::span<const std::byte> bytes) {
+    for (std::byte byte : bytes) hash = (hash ^ static_cast<std::uint64_t>(byte)) * 1099511628211ull;
+  };
+  int frozen = 0;
+  std::vector<std::byte> bytes;
+  for (const ParameterRows& rows : model.parameters()) {
+    if (rows.role != ParameterRole::frozen) continue;
+    ++frozen;
+    mix(std::as_bytes(std::span(rows.name)));
+    for (int row : {rows.param, rows.scales}) {
+      if (row < 0) continue;
+      const TensorRow& stored = model.table().row(row);
+      bytes.resize(static_cast<std::size_t>(stored.elements()) * dtype_bytes(stored.element));
+      model.backend().ops().copy_to_host(bytes.data(), model.store().data(row), bytes.size());
+      mix(bytes);
+    }
+  }
+  if (frozen == 0) return {};
+  char text[64];
+  std::snprintf(text, sizeof text, "%d frozen, fnv1a64 %016llx", frozen, static_cast<unsigned long long>(hash));
+  return text;
+}
+
+constexpr const char* kFrozenKey = "strata_frozen_parameters";
+
 // Which family a safetensors file holds, by a tensor only that family has.
 std::string family_of(const SafetensorsFile& file) {
   if (file.has("model.embed_tokens.weight")) return "llama";
@@ -93,6 +122,9 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   std::vector<TensorToWrite> weights;
   std::vector<TensorToWrite> optimizer_state;
   for (const ParameterRows& rows : model.parameters()) {
+    // A frozen parameter is as initialised or loaded from the run's base (train.init_from): the
+    // save records its fingerprint instead, and a load checks it against the model's.
+    if (rows.role == ParameterRole::frozen) continue;
     const std::vector<std::int64_t> shape = model.stored_shape(rows);
     // f32: the master copy under bf16 or quantized storage.
     host_values.push_back(read_row(model, model.store().value_row(rows), stored_elements(shape)));
@@ -109,7 +141,9 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
             {state_name(rows, s), state_shape, {}, host_bytes.back(), safetensors_dtype(row.element)});
       }
   }
-  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
+  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
+  if (std::string fingerprint = frozen_fingerprint(model); !fingerprint.empty())
+    metadata[kFrozenKey] = std::move(fingerprint);
   write_file_atomically(temporary / "model.safetensors", encode_safetensors(weights, metadata));
   write_file_atomically(temporary / "optimizer.safetensors",
                         encode_safetensors(optimizer_state, {{"producer", "strata"}}));
@@ -151,14 +185,21 @@ void load_weights(const fs::path& path, Model& model) {
       throw CheckpointError(file.string() + ": tensor '" + name + "' is not a parameter of this " +
                             std::string(model.arch()) +
                             " model (is the manifest's [model] the one it was saved with?)");
+  // A file saved with frozen parameters left out (a sparse or adapter run) names their fingerprint.
+  const auto frozen = weights.metadata().find(kFrozenKey);
   for (const ParameterRows& rows : model.parameters()) {
     const std::vector<std::string> names = model.file_names(rows);
     std::string name = names.front();
+    bool present = false;
     for (const std::string& candidate : names)
       if (weights.has(candidate)) {
         name = candidate;
+        present = true;
         break;
       }
+    // An adapter's tensors are not in a base model's file: they keep their initial values.
+    if (!present && rows.role == ParameterRole::adapter) continue;
+    if (!present && rows.role == ParameterRole::frozen && frozen != weights.metadata().end()) continue;
     // A NaN or infinite weight is a corrupt checkpoint; found here, it would otherwise surface
     // as a NaN loss (eval) or steps later as "divergence" (resume).
     const std::vector<float> values = weights.tensor(name, model.stored_shape(rows));
@@ -166,6 +207,15 @@ void load_weights(const fs::path& path, Model& model) {
     model.write_values(rows, values);
   }
   model.store().publish_weights();
+  if (frozen != weights.metadata().end())
+    if (const std::string mine = frozen_fingerprint(model); mine != frozen->second)
+      throw CheckpointError(file.string() +
+                            ": its trained tensors belong to a different base: the frozen weights it was "
+                            "saved beside are '" +
+                            frozen->second + "', this run's are '" +
+                            (mine.empty() ? std::string("none frozen") : mine) +
+                            "' (they come from train.init_from, train.seed and the strategies that freeze; use the "
+                            "run's own)");
 }
 
 TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer) {

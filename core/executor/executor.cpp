@@ -168,6 +168,9 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     micro_batch_ = static_cast<int>(m);
     model_.begin_micro_batch(micro_batches[m].inputs, micro_batches[m].targets);
+    // A number unique to this micro batch in the run, the same on resume and on recomputation.
+    model_.set_adapter_pass(
+        {static_cast<std::uint64_t>(step) * micro_batches.size() + m, phase_needs_gradients(phase)});
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
     model_.embed_forward();
     for (int l = 0; l < L; ++l) {
@@ -264,6 +267,7 @@ double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
   const int L = model_.n_layer();
   precision_.begin_step(Phase::full);  // an evaluation computes as full steps do
   model_.begin_micro_batch(batch.inputs, batch.targets);
+  model_.set_adapter_pass({0, false});  // no dropout
   ensure_on_device(kGlobalParameters, TensorGroup::weights);
   model_.embed_forward();
   for (int l = 0; l < L; ++l) {

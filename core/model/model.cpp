@@ -1,6 +1,7 @@
 #include "core/model/model.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace strata {
@@ -116,6 +117,88 @@ void Model::declare_weight_scratch_and_head(std::int64_t largest_matrix_scratch,
 void Model::declare_frozen_gradient_sink(std::int64_t floats) {
   frozen_gradient_sink_row_ =
       store_.add_row("ws.frozen_gradient_sink", -1, {floats}, MemoryCategory::workspace, TensorGroup::activations);
+}
+
+void Model::init_weights(std::uint64_t seed) {
+  init_base_weights(seed);
+  adapters_.init(seed,
+                 [this](const ParameterRows& rows, std::span<const float> values) { write_values(rows, values); });
+  store_.publish_weights();
+}
+
+void Model::declare_adapters(const std::vector<AdapterTarget>& targets,
+                             const std::function<std::string(int layer)>& block_prefix,
+                             const OptimizerStateLayout& optimizer_state, Purpose purpose) {
+  adapters_.declare(trainable_, targets, block_prefix, n_layer(), static_cast<std::int64_t>(batch_) * seq_len(),
+                    optimizer_state, purpose == Purpose::training);
+}
+
+void Model::adapted_matmul_forward(const ParameterRows& rows, float* out, const float* inp, const float* bias,
+                                   const MatmulShape& shape) {
+  ops().matmul_forward(out, inp, store_.weight(rows.param), bias, shape, weight_scratch());
+  if (!adapters_.empty()) adapters_.forward(rows.param, out, inp, shape.rows);
+}
+
+void Model::adapted_matmul_backward(const ParameterRows& rows, float* dinp, float* dbias, const float* dout,
+                                    const float* inp, const MatmulShape& shape, GradientWrite dinp_write) {
+  ops().matmul_backward(dinp, grad_of(rows), dbias, dout, inp, store_.weight(rows.param), shape, weight_scratch(),
+                        dinp_write);
+  if (!adapters_.empty()) adapters_.backward(rows.param, dinp, dout, inp, shape.rows);
+}
+
+std::vector<float> Model::effective_values(const ParameterRows& rows) {
+  const std::vector<std::int64_t> shape = stored_shape(rows);
+  std::int64_t count = 1;
+  for (std::int64_t extent : shape) count *= extent;
+  std::vector<float> values(static_cast<std::size_t>(count));
+  const int row = store_.value_row(rows);
+  const DType element = table().row(row).element;
+  if (element == DType::f32) {
+    ops().copy_to_host(values.data(), store_.data(row), values.size() * sizeof(float));
+  } else if (element == DType::bf16) {
+    std::vector<std::uint16_t> narrow(values.size());
+    ops().copy_to_host(narrow.data(), store_.data(row), narrow.size() * sizeof(std::uint16_t));
+    std::transform(narrow.begin(), narrow.end(), values.begin(), bf16_to_f32);
+  } else {
+    // A quantized matrix: identity rows through its own matmul give its rows (in_out) or its
+    // columns (out_in), a chunk at a time.
+    if (shape.size() != 2) throw std::logic_error(rows.name + ": a quantized parameter that is not a matrix");
+    const std::int64_t in = rows.layout == WeightLayout::in_out ? shape[0] : shape[1];
+    const std::int64_t out = rows.layout == WeightLayout::in_out ? shape[1] : shape[0];
+    const std::int64_t chunk = std::min<std::int64_t>(in, 64);
+    Allocator& memory = backend().device_memory();
+    Buffer identity =
+        memory.allocate(static_cast<std::uint64_t>(chunk * in) * sizeof(float), MemoryCategory::workspace);
+    Buffer product =
+        memory.allocate(static_cast<std::uint64_t>(chunk * out) * sizeof(float), MemoryCategory::workspace);
+    std::vector<float> host_identity(static_cast<std::size_t>(chunk * in));
+    std::vector<float> host_product(static_cast<std::size_t>(chunk * out));
+    for (std::int64_t first = 0; first < in; first += chunk) {
+      const std::int64_t rows_now = std::min(chunk, in - first);
+      std::fill(host_identity.begin(), host_identity.end(), 0.0f);
+      for (std::int64_t r = 0; r < rows_now; ++r) host_identity[static_cast<std::size_t>(r * in + first + r)] = 1.0f;
+      ops().copy_from_host(identity.data(), host_identity.data(), host_identity.size() * sizeof(float));
+      ops().matmul_forward(static_cast<float*>(product.data()), static_cast<const float*>(identity.data()),
+                           store_.weight(rows.param), nullptr, MatmulShape{rows_now, in, out, rows.layout},
+                           weight_scratch());
+      ops().copy_to_host(host_product.data(), product.data(),
+                         static_cast<std::uint64_t>(rows_now * out) * sizeof(float));
+      for (std::int64_t r = 0; r < rows_now; ++r)
+        for (std::int64_t o = 0; o < out; ++o) {
+          const float value = host_product[static_cast<std::size_t>(r * out + o)];
+          const std::int64_t i = first + r;
+          values[static_cast<std::size_t>(rows.layout == WeightLayout::in_out ? i * out + o : o * in + i)] = value;
+        }
+    }
+    backend().synchronize();  // the buffers go back to the arena when this returns
+  }
+  return values;
+}
+
+std::vector<float> Model::merged_values(const ParameterRows& rows) {
+  std::vector<float> values = effective_values(rows);
+  adapters_.merge(rows.param, values, [this](const ParameterRows& tensor) { return effective_values(tensor); });
+  return values;
 }
 
 double Model::loss_sum(int rows) {

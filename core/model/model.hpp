@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/model/lm_head.hpp"
+#include "core/model/model_adapters.hpp"
 #include "core/model/trainable_plan.hpp"
 #include "core/tensor/activation_staging.hpp"
 #include "core/tensor/tensor_store.hpp"
@@ -108,7 +109,15 @@ class Model {
   virtual std::vector<std::string> file_names(const ParameterRows& rows) const { return {rows.name}; }
   // File tensors that belong to this family's format but are not loaded (tied heads, buffers).
   virtual bool ignorable_file_tensor(std::string_view /*name*/) const { return false; }
-  virtual void init_weights(std::uint64_t seed) = 0;
+  // The family's initialisation, then each adapter's (LoRA: A random, B zero); weights published.
+  void init_weights(std::uint64_t seed);
+  // A parameter's values as the matmuls see them, on the host, in its stored shape: the f32 value
+  // row, a bf16 row widened, or a quantized matrix dequantized by its own matmul (an identity
+  // input), so an exported int8 base is the one training computed with.
+  std::vector<float> effective_values(const ParameterRows& rows);
+  // A block matrix with its adapters folded in (effective_values otherwise): `strata export --merge`.
+  std::vector<float> merged_values(const ParameterRows& rows);
+  bool adapted(const ParameterRows& rows) const { return adapters_.adapts(rows.param); }
   // Writes the first values.size() elements of a parameter's f32 value from host memory: into its
   // f32 value row (the master copy, when there is one), or, for a weight without a master copy (a
   // model built for evaluation), into its storage: rounded to bf16, or quantized whole. The caller
@@ -138,13 +147,24 @@ class Model {
   virtual void head_backward(float dloss) = 0;  // dloss: gradient of the objective w.r.t. each position's loss
   virtual void layer_backward(int layer) = 0;
   virtual void embed_backward() = 0;
-  // Between micro batches only.
+  // Between micro batches only. Adapters draw training dropout from `pass.sequence`.
+  void set_adapter_pass(const AdapterPass& pass) noexcept { adapters_.set_pass(pass); }
   void set_logits_mode(LogitsMode mode) { head_.set_logits_mode(mode); }
   // Sum of the per-position losses of the first `rows` sequences, after head_forward.
   double loss_sum(int rows);
 
  protected:
   Model(Backend& backend, int batch) : store_(backend, profiler_), batch_(batch) {}
+  virtual void init_base_weights(std::uint64_t seed) = 0;  // every parameter but the adapters'
+  // The planned adapters' tensors, beside the family's own parameters (added first).
+  void declare_adapters(const std::vector<AdapterTarget>& targets,
+                        const std::function<std::string(int layer)>& block_prefix,
+                        const OptimizerStateLayout& optimizer_state, Purpose purpose);
+  // A block projection through the backend's matmul, then its adapters (if any).
+  void adapted_matmul_forward(const ParameterRows& rows, float* out, const float* inp, const float* bias,
+                              const MatmulShape& shape);
+  void adapted_matmul_backward(const ParameterRows& rows, float* dinp, float* dbias, const float* dout,
+                               const float* inp, const MatmulShape& shape, GradientWrite dinp_write);
   // The family's activation kinds of each partial set, and their recomputation (each stores what
   // it computed, widening its inputs first when activations are bf16).
   virtual std::vector<int> cheap_activation_kinds() const = 0;
@@ -186,6 +206,7 @@ class Model {
   int batch_;
   LmHead head_{store_};
   TrainablePlan trainable_;  // the family's constructor sets it first
+  ModelAdapters adapters_{store_};
 
  private:
   int frozen_gradient_sink_row_ = -1;

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/model/adapter_targets.hpp"
 #include "core/model/gpt2/gpt2_config.hpp"
 #include "core/model/llama/llama_config.hpp"
 #include "strata/ops.hpp"
@@ -36,6 +37,10 @@ struct ModelSpec {
             {"attn.c_proj.weight", {0, C, C, WeightLayout::in_out}},
             {"mlp.c_fc.weight", {0, C, 4 * C, WeightLayout::in_out}},
             {"mlp.c_proj.weight", {0, 4 * C, C, WeightLayout::in_out}}};
+  }
+  // The matrices a matmul adapter may target (LoRA's `targets`).
+  std::vector<AdapterTarget> adapter_targets() const {
+    return is_llama() ? llama_adapter_targets(llama) : gpt2_adapter_targets(gpt2);
   }
   AttentionShape attention_shape(int batch) const {
     if (is_llama()) return {batch, llama.seq_len, llama.n_head, llama.n_kv_head, llama.head_dim()};

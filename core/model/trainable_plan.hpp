@@ -4,16 +4,26 @@
 // optimizer state or master; a skipped block passes its input through.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "strata/matmul_adapter.hpp"
 
 namespace strata {
 
 enum class BlockTraining : std::uint8_t { train, freeze, skip };
 
+// A matmul adapter on every non-skipped block's matrix named `target` (core/model/adapter_targets.hpp).
+struct PlannedAdapter {
+  std::string target;
+  MatmulAdapter* adapter = nullptr;  // owned by a strategy object, which outlives the model
+};
+
 struct TrainablePlan {
   std::vector<BlockTraining> blocks;  // per layer; empty or short: the rest train
   bool embeddings = true;
   bool head = true;
+  std::vector<PlannedAdapter> adapters;
 
   BlockTraining block(int layer) const noexcept {
     const auto index = static_cast<std::size_t>(layer);
@@ -21,6 +31,12 @@ struct TrainablePlan {
   }
   bool block_trains(int layer) const noexcept { return block(layer) == BlockTraining::train; }
   bool skips(int layer) const noexcept { return block(layer) == BlockTraining::skip; }
+  // Nothing frozen, skipped or adapted: a checkpoint holds every weight.
+  bool trains_everything() const noexcept {
+    for (BlockTraining training : blocks)
+      if (training != BlockTraining::train) return false;
+    return embeddings && head && adapters.empty();
+  }
 };
 
 }  // namespace strata

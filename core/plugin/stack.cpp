@@ -46,7 +46,8 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
 // skipped is skipped).
 class ParameterPlanRecorder final : public ParameterPlan {
  public:
-  ParameterPlanRecorder(const ModelInfo& model, TrainablePlan& plan) : model_(model), plan_(plan) {
+  ParameterPlanRecorder(const ModelInfo& model, std::vector<AdapterTarget> targets, TrainablePlan& plan)
+      : model_(model), targets_(std::move(targets)), plan_(plan) {
     plan_.blocks.assign(static_cast<std::size_t>(model.n_layer), BlockTraining::train);
   }
   const ModelInfo& model() const noexcept override { return model_; }
@@ -59,10 +60,26 @@ class ParameterPlanRecorder final : public ParameterPlan {
   }
   void freeze_embeddings() noexcept override { plan_.embeddings = false; }
   void freeze_head() noexcept override { plan_.head = false; }
+  Status adapt(std::string_view target, MatmulAdapter& adapter) override {
+    std::string known;
+    for (const AdapterTarget& candidate : targets_) {
+      if (candidate.target == target) {
+        if (Status status = adapter.check(target, candidate.shape); !status) return status;
+        for (const PlannedAdapter& planned : plan_.adapters)
+          if (planned.target == target) return Status::error("'" + std::string(target) + "' is adapted twice");
+        plan_.adapters.push_back({std::string(target), &adapter});
+        return {};
+      }
+      known += (known.empty() ? "" : ", ") + candidate.target;
+    }
+    return Status::error("'" + std::string(target) + "' is not a matrix of a " + std::string(model_.arch) +
+                         " block (it has " + known + ")");
+  }
 
  private:
   bool inside(int layer) const noexcept { return layer >= 0 && layer < model_.n_layer; }
   const ModelInfo& model_;
+  std::vector<AdapterTarget> targets_;
   TrainablePlan& plan_;
 };
 
@@ -256,7 +273,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
       problems.push_back(std::move(refusal));
   if (problems.empty()) {
     const ModelInfo model = manifest.model.info();
-    ParameterPlanRecorder recorder(model, stack.trainable);
+    ParameterPlanRecorder recorder(model, manifest.model.adapter_targets(), stack.trainable);
     for (const auto& strategy : stack.strategies)
       if (Status status = strategy->plan_parameters(recorder); !status)
         problems.push_back(manifest.path.string() + ": " + status.message());

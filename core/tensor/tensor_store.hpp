@@ -18,6 +18,11 @@
 
 namespace strata {
 
+// What a parameter is to the strategies' plan (core/model/trainable_plan.hpp): trained, frozen
+// (kept as initialised or loaded: a checkpoint leaves it out and records its fingerprint), or an
+// adapter's tensor (strata/matmul_adapter.hpp), which trains and which a base model file lacks.
+enum class ParameterRole : std::uint8_t { trained, frozen, adapter };
+
 // One trainable tensor and the rows that go with it.
 struct ParameterRows {
   std::string name;  // the table name, which is the checkpoint name of the model's family
@@ -32,6 +37,7 @@ struct ParameterRows {
   int scales = -1;
   std::int64_t group_size = 0;
   WeightLayout layout = WeightLayout::in_out;
+  ParameterRole role = ParameterRole::trained;  // also in a model built for evaluation
 };
 
 // Residency moves since the store was built. Copy time is the copy stream's own clock; exposed
@@ -65,6 +71,7 @@ class TensorStore {
   const ParameterRows& add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay,
                                      DType storage, const StateLayout& state, bool trained = true,
                                      WeightLayout layout = WeightLayout::in_out);
+  void set_role(int parameter, ParameterRole role) { parameters_.at(static_cast<std::size_t>(parameter)).role = role; }
   // Matrices stored as quantizer.dtype() are quantized by it, and the matmuls that read them run
   // its kernels (ops() routes them). Set before the first such parameter is added.
   void use_weight_quantizer(WeightQuantizer& quantizer);

@@ -23,6 +23,7 @@
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
 #include "core/training/divergence_guard.hpp"
+#include "core/training/evaluation_model.hpp"
 #include "core/training/stop_signal.hpp"
 
 namespace strata {
@@ -111,7 +112,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                     ExecutorOptions{train.steps, train.warmup_steps, train.lr});
   executor.attach();  // strategies place the rows, then they are allocated
   model.init_weights(train.seed);
-  if (train.init_from && !options.resume) {  // a resume brings its own weights
+  // A resume loads its trained weights over these; a frozen base stays as loaded here.
+  if (train.init_from) {
     load_weights(*train.init_from, model);
     spdlog::info("weights from {}", train.init_from->string());
   }
@@ -265,22 +267,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
 double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
                 const std::optional<std::filesystem::path>& data, const BackendFactory& backend) {
-  configure_threads(manifest.train.threads);
-  std::unique_ptr<Backend> device = backend ? backend(manifest) : backend_for(manifest);  // outlives the plugins
-  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
-  Stack stack = build_stack(manifest, registry, host, "");
-  host.use_backend(*device);
-  // Built for evaluation: no gradients, optimizer state or backward workspace exist.
-  const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                 ModelOptions{micro_batch_rows(manifest),
-                              {},
-                              Allocation::now,
-                              stack.storage_on(*device),
-                              Purpose::evaluation,
-                              stack.trainable});
-  Model& model = *model_owner;
-  load_weights(checkpoint, model);
+  EvaluationModel run = open_for_evaluation(manifest, registry, checkpoint, backend);
+  Model& model = *run.model;
+  Backend* device = run.device.get();
+  Stack& stack = run.stack;
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
   const int seq_len = manifest.model.seq_len();
   if (data) {

@@ -22,6 +22,7 @@
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/merged_export.hpp"
 #include "core/training/training_run.hpp"
 #include "exit_codes.hpp"
 
@@ -197,6 +198,30 @@ int command_eval(const std::vector<std::string>& arguments) {
                    loss);
       return static_cast<int>(kExitRunFailed);
     }
+    return static_cast<int>(kExitSuccess);
+  });
+}
+
+int command_export(const std::vector<std::string>& arguments) {
+  CommonArguments common;
+  std::string checkpoint;
+  std::string merge;
+  po::options_description options("export options");
+  add_manifest_options(options, common);
+  options.add_options()("checkpoint", po::value(&checkpoint)->required(),
+                        "the run's checkpoint directory, a save's directory, or a model.safetensors file")(
+      "merge", po::value(&merge)->required(),
+      "write one Hugging Face safetensors file with every adapter folded into its matrix (f32)");
+  po::variables_map values;
+  if (auto code = parse("export", "MANIFEST --checkpoint PATH --merge OUT.safetensors", options, arguments, values))
+    return *code;
+  return run_guarded("export", [&] {
+    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    check_output_file("--merge", merge);
+    PluginRegistry registry = load_plugins(manifest);
+    const MergedExport written = export_merged(manifest, registry, checkpoint, merge);
+    std::printf("wrote %s: %d tensors (%d with adapters folded in), %.1f MiB\n", merge.c_str(), written.tensors,
+                written.merged_matrices, static_cast<double>(written.bytes) / (1024.0 * 1024.0));
     return static_cast<int>(kExitSuccess);
   });
 }

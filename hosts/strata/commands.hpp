@@ -7,6 +7,7 @@ namespace strata {
 // Each command parses its own arguments (after the command word) and returns an exit code.
 int command_train(const std::vector<std::string>& arguments);
 int command_eval(const std::vector<std::string>& arguments);
+int command_export(const std::vector<std::string>& arguments);
 int command_validate(const std::vector<std::string>& arguments);
 int command_plugins(const std::vector<std::string>& arguments);
 int command_plan(const std::vector<std::string>& arguments);

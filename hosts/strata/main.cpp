@@ -1,4 +1,4 @@
-// strata: train, eval, validate, plan, ab and plugins. Every error reaches the user as one clear
+// strata: train, eval, export, validate, plan, ab and plugins. Every error reaches the user as one clear
 // message and an exit code (0 success, 1 the run failed, 2 invalid input).
 #include <iostream>
 #include <string>
@@ -16,6 +16,8 @@ commands:
                          train a model as the manifest composes it
   eval MANIFEST --checkpoint PATH [--data FILE]
                          mean cross-entropy of a checkpoint; prints eval_loss=<value> last
+  export MANIFEST --checkpoint PATH --merge OUT.safetensors
+                         one Hugging Face file of the trained model, adapters (LoRA) folded in
   validate MANIFEST [--set ...]
                          check keys, plugins and compatibility without building the model
   plan MANIFEST [--set ...] [--full]
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   }
   if (command == "train") return strata::command_train(arguments);
   if (command == "eval") return strata::command_eval(arguments);
+  if (command == "export") return strata::command_export(arguments);
   if (command == "validate") return strata::command_validate(arguments);
   if (command == "plan") return strata::command_plan(arguments);
   if (command == "plugins") return strata::command_plugins(arguments);

@@ -40,7 +40,7 @@ fault "eval without --checkpoint" 2 "'--checkpoint' is required" -- "$strata" ev
 
 # Plugins and their tables.
 { cat $q; printf '[[strategy]]\nplugin = "chekpoint"\n'; } > "$work/strategy.toml"
-fault "misspelt strategy plugin" 2 "unknown strategy plugin 'chekpoint'; available: checkpoint, offload" -- \
+fault "misspelt strategy plugin" 2 "unknown strategy plugin 'chekpoint'; available: checkpoint, lora, offload" -- \
   "$strata" validate "$work/strategy.toml"
 fault "unknown optimizer" 2 "unknown optimizer plugin 'adamv'" -- "$strata" validate $q --set optimizer.plugin=adamv
 fault "unknown precision" 2 "unknown precision plugin 'fp8'" -- "$strata" validate $q --set precision.plugin=fp8

@@ -118,7 +118,9 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
         store_.add_parameter(name, layer, std::move(shape), decay, dtype, state, purpose == Purpose::training && trains,
                              layer >= 0 ? WeightLayout::in_out : WeightLayout::out_in);
     largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, B * T));
-    return static_cast<int>(store_.parameters().size()) - 1;
+    const int index = static_cast<int>(store_.parameters().size()) - 1;
+    if (!trains) store_.set_role(index, ParameterRole::frozen);
+    return index;
   };
   const std::vector<std::vector<std::int64_t>> global_shapes = {{Vp, C}, {T, C}, {C}, {C}};
   // wte is the tied head too: it trains while the embeddings or the head do.
@@ -138,6 +140,8 @@ GPT2Model::GPT2Model(const GPT2Config& config, int batch, Backend& backend, Kern
                         is_matrix(param), trainable_.block_trains(l));
     }
   if (purpose == Purpose::training && frozen_norms) declare_frozen_gradient_sink(C);
+  declare_adapters(
+      gpt2_adapter_targets(config), [](int l) { return "h." + std::to_string(l) + "."; }, optimizer_state, purpose);
 
   // Activations of one micro batch.
   add_token_rows();
@@ -288,8 +292,8 @@ void GPT2Model::project_forward(int layer, LayerParam weight, LayerParam bias, f
   const auto& rows =
       parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(weight)])];
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  ops().matmul_forward(out, inp, store_.weight(rows.param), vec(layer, bias),
-                       MatmulShape{N, in_features, out_features, WeightLayout::in_out}, weight_scratch());
+  adapted_matmul_forward(rows, out, inp, vec(layer, bias),
+                         MatmulShape{N, in_features, out_features, WeightLayout::in_out});
 }
 
 // Scratch gradients that one kernel writes are overwritten, not zeroed and accumulated into.
@@ -298,12 +302,11 @@ void GPT2Model::project_backward(int layer, LayerParam weight, LayerParam bias, 
   const auto& rows =
       parameters()[static_cast<std::size_t>(layer_parameters_[static_cast<std::size_t>(layer)][idx(weight)])];
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  ops().matmul_backward(dinp, grad_of(rows), grad(layer, bias), dout, inp, store_.weight(rows.param),
-                        MatmulShape{N, in_features, out_features, WeightLayout::in_out}, weight_scratch(),
-                        GradientWrite::overwrite);
+  adapted_matmul_backward(rows, dinp, grad(layer, bias), dout, inp,
+                          MatmulShape{N, in_features, out_features, WeightLayout::in_out}, GradientWrite::overwrite);
 }
 
-void GPT2Model::init_weights(std::uint64_t seed) {
+void GPT2Model::init_base_weights(std::uint64_t seed) {
   // GPT-2: N(0, 0.02) for matrices and embeddings, residual projections scaled by 1/sqrt(2 L),
   // zero biases, unit LayerNorm gains. Padded vocab rows stay zero. Values are drawn on the host
   // and copied into each parameter's f32 value row.
@@ -311,6 +314,7 @@ void GPT2Model::init_weights(std::uint64_t seed) {
   const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layer);
   std::vector<float> values;
   for (const ParameterRows& rows : parameters()) {
+    if (rows.role == ParameterRole::adapter) continue;  // the adapter initialises its own
     const TensorView view = store_.values(rows);
     values.assign(static_cast<std::size_t>(view.count), 0.0f);
     const std::string& name = rows.name;
@@ -327,7 +331,6 @@ void GPT2Model::init_weights(std::uint64_t seed) {
     }
     write_values(rows, values);
   }
-  store_.publish_weights();
 }
 
 std::vector<int> GPT2Model::cheap_activation_kinds() const {

@@ -77,7 +77,7 @@ class GPT2Model final : public Model {
   std::vector<std::int64_t> stored_shape(const ParameterRows& rows) const override;
   std::vector<std::string> file_names(const ParameterRows& rows) const override;
   bool ignorable_file_tensor(std::string_view name) const override;
-  void init_weights(std::uint64_t seed) override;
+  void init_base_weights(std::uint64_t seed) override;
 
   // A parameter's f32 value (the master copy under bf16 storage).
   TensorView param(GlobalParam which) const noexcept;

@@ -26,8 +26,8 @@ void LlamaModel::project_forward(int layer, LlamaParam weight, float* out, const
                                  std::int64_t out_features) {
   auto timer = profiler_.scope(ProfileKind::matmul_forward);
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  ops().matmul_forward(out, inp, store_.weight(parameter(layer, weight).param), nullptr,
-                       MatmulShape{N, in_features, out_features, WeightLayout::out_in}, weight_scratch());
+  adapted_matmul_forward(parameter(layer, weight), out, inp, nullptr,
+                         MatmulShape{N, in_features, out_features, WeightLayout::out_in});
 }
 
 void LlamaModel::project_backward(int layer, LlamaParam weight, float* dinp, const float* dout, const float* inp,
@@ -35,8 +35,8 @@ void LlamaModel::project_backward(int layer, LlamaParam weight, float* dinp, con
   auto timer = profiler_.scope(ProfileKind::matmul_backward);
   const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
   const ParameterRows& rows = parameter(layer, weight);
-  ops().matmul_backward(dinp, grad_of(rows), nullptr, dout, inp, store_.weight(rows.param),
-                        MatmulShape{N, in_features, out_features, WeightLayout::out_in}, weight_scratch(), dinp_write);
+  adapted_matmul_backward(rows, dinp, nullptr, dout, inp,
+                          MatmulShape{N, in_features, out_features, WeightLayout::out_in}, dinp_write);
 }
 
 void LlamaModel::rope(float* x, std::int64_t stride, int heads, bool inverse) {

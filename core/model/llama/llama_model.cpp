@@ -73,7 +73,9 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
     const ParameterRows& added = store_.add_parameter(name, layer, std::move(shape), matrix, dtype, state,
                                                       training && trains, WeightLayout::out_in);
     largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, B * T));
-    return static_cast<int>(store_.parameters().size()) - 1;
+    const int index = static_cast<int>(store_.parameters().size()) - 1;
+    if (!trains) store_.set_role(index, ParameterRole::frozen);
+    return index;
   };
   // A tied embedding is the head too: it trains while the embeddings or the head do.
   const bool embedding_trains = trainable_.embeddings || (config.tie_embeddings && trainable_.head);
@@ -89,6 +91,9 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
           "model.layers." + std::to_string(l) + "." + std::string(llama_param_name(static_cast<LlamaParam>(p))), l,
           shapes[p], trainable_.block_trains(l));
   if (training && frozen_norms) declare_frozen_gradient_sink(C);
+  declare_adapters(
+      llama_adapter_targets(config), [](int l) { return "model.layers." + std::to_string(l) + "."; },
+      options.optimizer_state, options.purpose);
 
   // Activations of one micro batch.
   add_token_rows();
@@ -192,12 +197,13 @@ bool LlamaModel::ignorable_file_tensor(std::string_view name) const {
   return (config_.tie_embeddings && name == "lm_head.weight") || name.ends_with("rotary_emb.inv_freq");
 }
 
-void LlamaModel::init_weights(std::uint64_t seed) {
+void LlamaModel::init_base_weights(std::uint64_t seed) {
   // Hugging Face's LLaMA initialisation: N(0, 0.02) for every matrix and the embedding, unit RMSNorm
   // gains. Padded vocabulary rows stay zero. Drawn on the host, copied into each f32 value row.
   Random random(seed);
   std::vector<float> values;
   for (const ParameterRows& rows : parameters()) {
+    if (rows.role == ParameterRole::adapter) continue;  // the adapter initialises its own
     const TensorView view = store_.values(rows);
     values.assign(static_cast<std::size_t>(view.count), 0.0f);
     if (table().row(rows.param).shape.size() == 1) {
@@ -210,7 +216,6 @@ void LlamaModel::init_weights(std::uint64_t seed) {
     }
     write_values(rows, values);
   }
-  store_.publish_weights();
 }
 
 int LlamaModel::head_weight_row() const {

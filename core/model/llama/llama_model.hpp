@@ -78,7 +78,7 @@ class LlamaModel final : public Model {
   int seq_len() const noexcept override { return config_.seq_len; }
   std::vector<std::int64_t> stored_shape(const ParameterRows& rows) const override;
   bool ignorable_file_tensor(std::string_view name) const override;
-  void init_weights(std::uint64_t seed) override;
+  void init_base_weights(std::uint64_t seed) override;
 
   void embed_forward() override;
   void layer_forward(int layer) override;

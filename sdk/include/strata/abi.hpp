@@ -27,7 +27,8 @@ namespace strata {
 // keeps state that checkpoints save (state, restore_state: a dynamic loss scale); the op table gains
 // scale (in-place multiply, to unscale gradients); StepMetrics carries the loss scale and RunSummary
 // the count of skipped steps; a strategy may freeze or skip parts of the model before it is built
-// (plan_parameters, strata/parameter_plan.hpp). Plugins built for 6.x are refused.
+// (plan_parameters, strata/parameter_plan.hpp) and adapt block matrices with trainable tensors of
+// its own (ParameterPlan::adapt, strata/matmul_adapter.hpp: LoRA). Plugins built for 6.x are refused.
 inline constexpr std::uint32_t kAbiMajor = 7;
 inline constexpr std::uint32_t kAbiMinor = 0;
 

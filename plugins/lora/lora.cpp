@@ -1,0 +1,68 @@
+// LoRA as a strategy plugin: the base model is frozen (no gradients, optimizer state or masters for
+// any of its weights, which may be bf16 or int8 and streamed) and each targeted block matrix gains
+// trainable low-rank factors (lora_adapter.hpp). Checkpoints then hold the adapters and a
+// fingerprint of the base they were trained on; `strata export --merge` folds them into the base.
+//
+//   rank    = 8          r: A is (in, r), B is (r, out); 1 <= r < min(in, out) of every target
+//   alpha   = 16.0       the update is scaled by alpha / r
+//   dropout = 0.0        on the adapter's input, training steps only (CPU backend)
+//   targets              GPT-2: qkv, attn_proj, fc, fc_proj (default ["qkv"]);
+//                        LLaMA: q, k, v, o, gate, up, down (default ["q", "v"])
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lora_adapter.hpp"
+#include "strata/plugin.hpp"
+
+namespace {
+
+using namespace strata;
+using strata::lora::LoraAdapter;
+using strata::lora::LoraOptions;
+
+class Lora final : public MemoryStrategy {
+ public:
+  Lora(ConfigView& config, HostServices& host) : n_layer_(host.model().n_layer) {
+    LoraOptions options;
+    options.rank = static_cast<int>(config.get_int("rank", 8, 1, 1 << 20));
+    options.alpha = config.get_double("alpha", 16.0, 0.0);
+    options.dropout = config.get_double("dropout", 0.0, 0.0);
+    if (options.dropout >= 1.0)
+      config.report_error("dropout", "dropout must be below 1 (it keeps a fraction 1 - dropout)");
+    if (options.alpha <= 0.0) config.report_error("alpha", "alpha must be positive");
+    const std::vector<std::string> defaults =
+        host.model().arch == "llama" ? std::vector<std::string>{"q", "v"} : std::vector<std::string>{"qkv"};
+    targets_ = config.get_string_list("targets", defaults);
+    if (targets_.empty()) config.report_error("targets", "name at least one matrix to adapt");
+    if (options.dropout > 0.0 && host.target().backend != "cpu")
+      config.report_error("dropout",
+                          "dropout > 0 applies its mask on the host, so it runs on device.kind = \"cpu\" only "
+                          "(set dropout = 0.0 on \"" +
+                              std::string(host.target().backend) + "\")");
+    adapter_ = std::make_unique<LoraAdapter>(options);
+  }
+
+  // Everything the base has is frozen; the adapters are all that trains.
+  Status plan_parameters(ParameterPlan& plan) override {
+    for (int layer = 0; layer < n_layer_; ++layer) plan.freeze_block(layer);
+    plan.freeze_embeddings();
+    plan.freeze_head();
+    for (const std::string& target : targets_)
+      if (Status status = plan.adapt(target, *adapter_); !status) return Status::error("targets: " + status.message());
+    return {};
+  }
+
+ private:
+  int n_layer_;
+  std::vector<std::string> targets_;
+  std::unique_ptr<LoraAdapter> adapter_;
+};
+
+constexpr const char* kKeys[] = {"rank", "alpha", "dropout", "targets"};
+const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Lora>(
+    "lora", "freeze the base and train low-rank adapters on chosen block matrices", name_list(kKeys))};
+
+}  // namespace
+
+STRATA_DEFINE_PLUGIN(lora, "1.0.0", kFactories)

@@ -1,0 +1,48 @@
+#pragma once
+// LoRA (Hu et al. 2021) as a matmul adapter: a frozen matrix W gains a trainable low-rank update,
+//   y = x W + s · (dropout(x) A) B,   A (in, r), B (r, out), s = alpha / r,
+// with A drawn as PEFT draws it (uniform in ±1/sqrt(in), Kaiming with a = sqrt(5)) and B zero, so
+// training starts at the base model exactly. Forward and backward run through the backend's op
+// table (two thin matmuls, a scale and an add); the rank-r product h = x A is recomputed in
+// backward instead of kept, so activation checkpointing has nothing of the adapter to drop or
+// rebuild. Dropout masks are a hash of (micro batch, matrix, element): the same in a recomputed
+// forward, on resume and at any thread count; they are applied on the host, so dropout > 0 runs on
+// the CPU backend only.
+#include <cstdint>
+
+#include "strata/matmul_adapter.hpp"
+
+namespace strata::lora {
+
+struct LoraOptions {
+  int rank = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+};
+
+class LoraAdapter final : public MatmulAdapter {
+ public:
+  explicit LoraAdapter(LoraOptions options) : options_(options) {}
+  float scale() const noexcept { return static_cast<float>(options_.alpha / options_.rank); }
+
+  Status check(std::string_view target, const MatmulShape& shape) const override;
+  std::vector<AdapterTensor> tensors(const MatmulShape& shape) const override;
+  std::int64_t scratch_floats(const MatmulShape& shape) const noexcept override;
+  void init(const AdaptedMatrix& matrix, std::span<const std::span<float>> values, std::uint64_t seed) const override;
+  void forward(Ops& ops, const AdaptedMatrix& matrix, const AdapterPass& pass, float* out, const float* inp,
+               AdapterTensors tensors, Scratch scratch) const noexcept override;
+  void backward(Ops& ops, const AdaptedMatrix& matrix, const AdapterPass& pass, float* dinp, const float* dout,
+                const float* inp, AdapterTensors tensors, Scratch scratch) const noexcept override;
+  void merge(std::span<float> weight, const MatmulShape& shape,
+             std::span<const std::span<const float>> values) const override;
+
+ private:
+  bool drops(const AdapterPass& pass) const noexcept { return pass.training && options_.dropout > 0.0; }
+  // into = x ⊙ mask / (1 - p) (forward), or into += x ⊙ mask / (1 - p) (backward), on the host.
+  void apply_dropout(float* into, const float* x, std::int64_t count, const AdaptedMatrix& matrix,
+                     const AdapterPass& pass, bool accumulate) const noexcept;
+
+  LoraOptions options_;
+};
+
+}  // namespace strata::lora

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# LoRA through the CLI (examples/lora.toml): fine-tune a trained quickstart base, evaluate the
+# adapter checkpoint, export the merged Hugging Face file and evaluate it without the plugin (the
+# same loss), and refuse bad input with exit 2: a target the family lacks, rank 0, and adapters
+# loaded onto a different base.
+set -euo pipefail
+strata=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+small=(--set train.eval_batches=4 --set train.eval_every=0)
+"$strata" train examples/quickstart.toml --set train.steps=30 "${small[@]}" \
+  --set "checkpoint.dir=\"$work/base\"" --set "telemetry.1.path=\"$work/base.jsonl\"" > "$work/base.log" 2>&1 ||
+  { cat "$work/base.log"; exit 1; }
+lora=(examples/lora.toml --set "train.init_from=\"$work/base\"" "${small[@]}")
+"$strata" train "${lora[@]}" --set train.steps=20 --set "checkpoint.dir=\"$work/lora\"" > "$work/lora.log" 2>&1 ||
+  { cat "$work/lora.log"; exit 1; }
+adapted=$("$strata" eval "${lora[@]}" --checkpoint "$work/lora" 2>/dev/null | tail -n 1)
+"$strata" export "${lora[@]}" --checkpoint "$work/lora" --merge "$work/merged.safetensors" | tee "$work/export.txt"
+grep -q "(16 with adapters folded in)" "$work/export.txt" || { echo "expected 16 merged matrices"; exit 1; }
+merged=$("$strata" eval examples/quickstart.toml "${small[@]}" --checkpoint "$work/merged.safetensors" | tail -n 1)
+base=$("$strata" eval examples/quickstart.toml "${small[@]}" --checkpoint "$work/base" | tail -n 1)
+echo "base: $base   adapted: $adapted   merged file: $merged"
+python3 - "$adapted" "$merged" "$base" <<'PY'
+import sys
+adapted, merged, base = (float(a.split("=")[1]) for a in sys.argv[1:])
+assert abs(adapted - merged) < 1e-5, (adapted, merged)
+assert adapted != base, "the adapters changed nothing"
+PY
+
+expect_refusal() {  # message, then the command
+  local message=$1
+  shift
+  set +e
+  "$@" > "$work/refusal.txt" 2>&1
+  local code=$?
+  set -e
+  [ "$code" = 2 ] || { echo "exit $code, not 2, for: $*"; cat "$work/refusal.txt"; exit 1; }
+  grep -qF "$message" "$work/refusal.txt" || { echo "missing '$message' in:"; cat "$work/refusal.txt"; exit 1; }
+}
+expect_refusal "targets: 'q' is not a matrix of a gpt2 block" "$strata" validate "${lora[@]}" --set 'strategy.0.targets=["q"]'
+expect_refusal "rank" "$strata" validate "${lora[@]}" --set strategy.0.rank=0
+"$strata" train examples/quickstart.toml --set train.steps=3 --set train.seed=7 "${small[@]}" \
+  --set "checkpoint.dir=\"$work/other\"" --set "telemetry.1.path=\"$work/other.jsonl\"" > /dev/null 2>&1
+expect_refusal "belong to a different base" "$strata" eval examples/lora.toml "${small[@]}" \
+  --set "train.init_from=\"$work/other\"" --checkpoint "$work/lora"
+echo "lora: ok"
