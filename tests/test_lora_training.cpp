@@ -1,7 +1,7 @@
 // LoRA fine-tuning end to end (run_training, run_eval, export_merged): a fine-tune from a trained
 // base saves only its adapters and the base's fingerprint, resumes bitwise, evaluates as it trained,
 // exports a merged file that evaluates as the adapted model without the plugin (on an f32 and an
-// int8 base), and refuses adapters loaded onto a different base.
+// int8 base), and refuses adapters loaded onto a different base or under other adapter keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -143,6 +143,17 @@ TEST(LoraTraining, AdaptersOntoADifferentBaseAreRefused) {
       ADD_FAILURE() << what << ": adapters were loaded onto another base";
     } catch (const CheckpointError& e) {
       EXPECT_NE(std::string(e.what()).find("belong to a different base"), std::string::npos) << e.what();
+    }
+  }
+  // Adapters of another rank, alpha or set of targets: the product would differ, so it is refused.
+  for (const std::string& other : {std::string("strategy.0.alpha=4.0"), std::string("strategy.0.targets=[\"qkv\"]")}) {
+    try {
+      eval(run.manifest, run.dir / "tuned", {other});
+      ADD_FAILURE() << other << ": accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("saved with adapters 'qkv: lora rank 4 alpha 16, fc: lora rank 4 alpha 16'"),
+                std::string::npos)
+          << e.what();
     }
   }
 }

@@ -54,34 +54,10 @@ void require_finite(const std::vector<float>& values, const fs::path& file, cons
                           " at element " + std::to_string(bad - values.begin()));
 }
 
-// What identifies the frozen parameters a checkpoint leaves out: FNV-1a over each one's name and
-// stored bytes (values in their storage dtype, then scales), in table order. Empty when none is frozen.
-std::string frozen_fingerprint(Model& model) {
-  std::uint64_t hash = 14695981039346656037ull;
-  auto mix = [&hash](std::span<const std::byte> bytes) {
-    for (std::byte byte : bytes) hash = (hash ^ static_cast<std::uint64_t>(byte)) * 1099511628211ull;
-  };
-  int frozen = 0;
-  std::vector<std::byte> bytes;
-  for (const ParameterRows& rows : model.parameters()) {
-    if (rows.role != ParameterRole::frozen) continue;
-    ++frozen;
-    mix(std::as_bytes(std::span(rows.name)));
-    for (int row : {rows.param, rows.scales}) {
-      if (row < 0) continue;
-      const TensorRow& stored = model.table().row(row);
-      bytes.resize(static_cast<std::size_t>(stored.elements()) * dtype_bytes(stored.element));
-      model.backend().ops().copy_to_host(bytes.data(), model.store().data(row), bytes.size());
-      mix(bytes);
-    }
-  }
-  if (frozen == 0) return {};
-  char text[64];
-  std::snprintf(text, sizeof text, "%d frozen, fnv1a64 %016llx", frozen, static_cast<unsigned long long>(hash));
-  return text;
-}
-
+// Metadata of a save that left its frozen parameters out (Model::frozen_fingerprint) and of one
+// with adapters (Model::adapter_description).
 constexpr const char* kFrozenKey = "strata_frozen_parameters";
+constexpr const char* kAdaptersKey = "strata_adapters";
 
 // Which family a safetensors file holds, by a tensor only that family has.
 std::string family_of(const SafetensorsFile& file) {
@@ -142,8 +118,10 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       }
   }
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
-  if (std::string fingerprint = frozen_fingerprint(model); !fingerprint.empty())
+  if (std::string fingerprint = model.frozen_fingerprint(); !fingerprint.empty())
     metadata[kFrozenKey] = std::move(fingerprint);
+  if (std::string adapters = model.adapter_description(); !adapters.empty())
+    metadata[kAdaptersKey] = std::move(adapters);
   write_file_atomically(temporary / "model.safetensors", encode_safetensors(weights, metadata));
   write_file_atomically(temporary / "optimizer.safetensors",
                         encode_safetensors(optimizer_state, {{"producer", "strata"}}));
@@ -177,6 +155,11 @@ void load_weights(const fs::path& path, Model& model) {
   if (const std::string family = family_of(weights); !family.empty() && family != model.arch())
     throw CheckpointError(file.string() + ": holds a " + family + " checkpoint, but the manifest's model is arch = \"" +
                           std::string(model.arch()) + "\"");
+  if (const auto adapters = weights.metadata().find(kAdaptersKey); adapters != weights.metadata().end())
+    if (const std::string mine = model.adapter_description(); mine != adapters->second)
+      throw CheckpointError(file.string() + ": saved with adapters '" + adapters->second +
+                            "', but the manifest makes '" + (mine.empty() ? std::string("none") : mine) +
+                            "' (targets, rank and alpha must be the run's)");
   std::set<std::string> known;
   for (const ParameterRows& rows : model.parameters())
     for (const std::string& name : model.file_names(rows)) known.insert(name);
@@ -185,8 +168,10 @@ void load_weights(const fs::path& path, Model& model) {
       throw CheckpointError(file.string() + ": tensor '" + name + "' is not a parameter of this " +
                             std::string(model.arch()) +
                             " model (is the manifest's [model] the one it was saved with?)");
-  // A file saved with frozen parameters left out (a sparse or adapter run) names their fingerprint.
+  // A file saved with frozen parameters left out (a sparse or adapter run) names their fingerprint;
+  // one with adapters, what they are.
   const auto frozen = weights.metadata().find(kFrozenKey);
+  const bool from_a_run = frozen != weights.metadata().end();
   for (const ParameterRows& rows : model.parameters()) {
     const std::vector<std::string> names = model.file_names(rows);
     std::string name = names.front();
@@ -198,8 +183,12 @@ void load_weights(const fs::path& path, Model& model) {
         break;
       }
     // An adapter's tensors are not in a base model's file: they keep their initial values.
-    if (!present && rows.role == ParameterRole::adapter) continue;
-    if (!present && rows.role == ParameterRole::frozen && frozen != weights.metadata().end()) continue;
+    if (!present && rows.role == ParameterRole::adapter && !from_a_run) continue;
+    if (!present && rows.role == ParameterRole::frozen && from_a_run) continue;
+    if (!present && from_a_run)
+      throw CheckpointError(file.string() + ": has no tensor '" + name +
+                            "': a run that froze parameters saved it, leaving them out, so it loads only with the "
+                            "manifest it was trained with (`strata export --merge` writes a complete file)");
     // A NaN or infinite weight is a corrupt checkpoint; found here, it would otherwise surface
     // as a NaN loss (eval) or steps later as "divergence" (resume).
     const std::vector<float> values = weights.tensor(name, model.stored_shape(rows));
@@ -207,15 +196,15 @@ void load_weights(const fs::path& path, Model& model) {
     model.write_values(rows, values);
   }
   model.store().publish_weights();
-  if (frozen != weights.metadata().end())
-    if (const std::string mine = frozen_fingerprint(model); mine != frozen->second)
-      throw CheckpointError(file.string() +
-                            ": its trained tensors belong to a different base: the frozen weights it was "
-                            "saved beside are '" +
-                            frozen->second + "', this run's are '" +
-                            (mine.empty() ? std::string("none frozen") : mine) +
-                            "' (they come from train.init_from, train.seed and the strategies that freeze; use the "
-                            "run's own)");
+  if (from_a_run)
+    if (const std::string mine = model.frozen_fingerprint(); mine != frozen->second)
+      throw CheckpointError(
+          file.string() +
+          ": its trained tensors belong to a different base: the frozen weights it was "
+          "saved beside are '" +
+          frozen->second + "', this run's are '" + (mine.empty() ? std::string("none frozen") : mine) +
+          "' (they come from train.init_from, train.seed, [precision] and the strategies that freeze; "
+          "use the run's own)");
 }
 
 TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer) {

@@ -1,6 +1,7 @@
 #include "core/model/model.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -95,6 +96,7 @@ void Model::free_layer_activations(int layer, bool keep_output) {
 }
 
 void Model::write_values(const ParameterRows& rows, std::span<const float> values) {
+  if (rows.role == ParameterRole::frozen) frozen_fingerprint_.reset();
   if (rows.master >= 0) {
     ops().copy_from_host(store_.f32(rows.master), values.data(), values.size_bytes());  // published later
     return;
@@ -193,6 +195,44 @@ std::vector<float> Model::effective_values(const ParameterRows& rows) {
     backend().synchronize();  // the buffers go back to the arena when this returns
   }
   return values;
+}
+
+// FNV-1a over 64-bit words (then the tail bytes): one pass at memory speed.
+std::string Model::frozen_fingerprint() {
+  if (frozen_fingerprint_) return *frozen_fingerprint_;
+  std::uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](std::span<const std::byte> bytes) {
+    const std::size_t words = bytes.size() / 8;
+    for (std::size_t w = 0; w < words; ++w) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, bytes.data() + w * 8, 8);
+      hash = (hash ^ word) * 1099511628211ull;
+    }
+    for (std::size_t i = words * 8; i < bytes.size(); ++i)
+      hash = (hash ^ static_cast<std::uint64_t>(bytes[i])) * 1099511628211ull;
+  };
+  int frozen = 0;
+  std::vector<std::byte> bytes;
+  for (const ParameterRows& rows : parameters()) {
+    if (rows.role != ParameterRole::frozen) continue;
+    ++frozen;
+    mix(std::as_bytes(std::span(rows.name)));
+    for (int row : {rows.param, rows.scales}) {
+      if (row < 0) continue;
+      const TensorRow& stored = table().row(row);
+      bytes.resize(static_cast<std::size_t>(stored.elements()) * dtype_bytes(stored.element));
+      ops().copy_to_host(bytes.data(), store_.data(row), bytes.size());
+      mix(bytes);
+    }
+  }
+  std::string text;
+  if (frozen > 0) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "%d frozen, fnv1a64 %016llx", frozen, static_cast<unsigned long long>(hash));
+    text = buffer;
+  }
+  frozen_fingerprint_ = text;
+  return text;
 }
 
 std::vector<float> Model::merged_values(const ParameterRows& rows) {

@@ -118,6 +118,12 @@ class Model {
   // A block matrix with its adapters folded in (effective_values otherwise): `strata export --merge`.
   std::vector<float> merged_values(const ParameterRows& rows);
   bool adapted(const ParameterRows& rows) const { return adapters_.adapts(rows.param); }
+  // What identifies the frozen parameters (a checkpoint leaves them out and records this): a hash
+  // of each one's name and stored bytes (values in their storage dtype, then scales), in table
+  // order; empty when none is frozen. Computed once and kept until a frozen parameter is written.
+  std::string frozen_fingerprint();
+  // The planned adapters, "qkv: lora rank 8 alpha 16, fc: ..."; empty without any.
+  std::string adapter_description() const { return adapters_.description(); }
   // Writes the first values.size() elements of a parameter's f32 value from host memory: into its
   // f32 value row (the master copy, when there is one), or, for a weight without a master copy (a
   // model built for evaluation), into its storage: rounded to bf16, or quantized whole. The caller
@@ -210,6 +216,7 @@ class Model {
 
  private:
   int frozen_gradient_sink_row_ = -1;
+  std::optional<std::string> frozen_fingerprint_;
   int tokens_row_ = -1;
   int targets_row_ = -1;
   std::vector<int> global_activation_rows_;

@@ -53,6 +53,15 @@ void ModelAdapters::declare(const TrainablePlan& plan, const std::vector<Adapter
   }
 }
 
+std::string ModelAdapters::description() const {
+  std::string text;
+  for (const Binding& binding : bindings_) {
+    if (binding.layer != bindings_.front().layer) break;  // every block has the same
+    text += (text.empty() ? "" : ", ") + binding.target + ": " + binding.adapter->describe();
+  }
+  return text;
+}
+
 AdaptedMatrix ModelAdapters::adapted(const Binding& binding, std::int64_t rows) const {
   MatmulShape shape = binding.shape;
   shape.rows = rows;

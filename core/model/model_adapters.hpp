@@ -28,6 +28,7 @@ class ModelAdapters {
                const std::function<StateLayout(std::int64_t)>& state, bool training);
   bool empty() const noexcept { return bindings_.empty(); }
   bool adapts(int weight_row) const { return !of(weight_row).empty(); }
+  std::string description() const;
   // Training passes draw dropout from `pass.sequence`; evaluation passes draw none.
   void set_pass(const AdapterPass& pass) noexcept { pass_ = pass; }
 

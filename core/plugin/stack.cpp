@@ -60,6 +60,11 @@ class ParameterPlanRecorder final : public ParameterPlan {
   }
   void freeze_embeddings() noexcept override { plan_.embeddings = false; }
   void freeze_head() noexcept override { plan_.head = false; }
+  std::vector<std::string> adaptable_targets() const override {
+    std::vector<std::string> names;
+    for (const AdapterTarget& target : targets_) names.push_back(target.target);
+    return names;
+  }
   Status adapt(std::string_view target, MatmulAdapter& adapter) override {
     std::string known;
     for (const AdapterTarget& candidate : targets_) {

@@ -113,7 +113,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   executor.attach();  // strategies place the rows, then they are allocated
   model.init_weights(train.seed);
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
-  if (train.init_from) {
+  if (train.init_from && (!options.resume || !stack.trainable.trains_everything())) {
     load_weights(*train.init_from, model);
     spdlog::info("weights from {}", train.init_from->string());
   }

@@ -8,6 +8,7 @@
 //   dropout = 0.0        on the adapter's input, training steps only (CPU backend)
 //   targets              GPT-2: qkv, attn_proj, fc, fc_proj (default ["qkv"]);
 //                        LLaMA: q, k, v, o, gate, up, down (default ["q", "v"])
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ class Lora final : public MemoryStrategy {
         host.model().arch == "llama" ? std::vector<std::string>{"q", "v"} : std::vector<std::string>{"qkv"};
     targets_ = config.get_string_list("targets", defaults);
     if (targets_.empty()) config.report_error("targets", "name at least one matrix to adapt");
+    // Refused for eval and export too, which never drop: set dropout = 0.0 there.
     if (options.dropout > 0.0 && host.target().backend != "cpu")
       config.report_error("dropout",
                           "dropout > 0 applies its mask on the host, so it runs on device.kind = \"cpu\" only "
@@ -48,8 +50,16 @@ class Lora final : public MemoryStrategy {
     for (int layer = 0; layer < n_layer_; ++layer) plan.freeze_block(layer);
     plan.freeze_embeddings();
     plan.freeze_head();
-    for (const std::string& target : targets_)
-      if (Status status = plan.adapt(target, *adapter_); !status) return Status::error("targets: " + status.message());
+    const std::vector<std::string> known = plan.adaptable_targets();
+    for (const std::string& target : targets_) {
+      if (std::find(known.begin(), known.end(), target) == known.end()) {
+        std::string list;
+        for (const std::string& name : known) list += (list.empty() ? "" : ", ") + name;
+        return Status::error("targets: '" + target + "' is not a matrix of a " + std::string(plan.model().arch) +
+                             " block (it has " + list + ")");
+      }
+      if (Status status = plan.adapt(target, *adapter_); !status) return status;  // rank, named by check()
+    }
     return {};
   }
 

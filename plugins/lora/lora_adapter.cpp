@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace strata::lora {
@@ -35,6 +36,13 @@ Status LoraAdapter::check(std::string_view target, const MatmulShape& shape) con
                          std::string(target) + "' (" + std::to_string(shape.in_features) + " x " +
                          std::to_string(shape.out_features) + "): a full-rank update is no longer low-rank");
   return {};
+}
+
+// Dropout is left out: it changes training, not the trained adapter's product.
+std::string LoraAdapter::describe() const {
+  char text[64];
+  std::snprintf(text, sizeof text, "lora rank %d alpha %g", options_.rank, options_.alpha);
+  return text;
 }
 
 std::vector<AdapterTensor> LoraAdapter::tensors(const MatmulShape& shape) const {

@@ -26,6 +26,7 @@ class LoraAdapter final : public MatmulAdapter {
   float scale() const noexcept { return static_cast<float>(options_.alpha / options_.rank); }
 
   Status check(std::string_view target, const MatmulShape& shape) const override;
+  std::string describe() const override;
   std::vector<AdapterTensor> tensors(const MatmulShape& shape) const override;
   std::int64_t scratch_floats(const MatmulShape& shape) const noexcept override;
   void init(const AdaptedMatrix& matrix, std::span<const std::span<float>> values, std::uint64_t seed) const override;

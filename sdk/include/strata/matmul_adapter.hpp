@@ -59,6 +59,9 @@ class MatmulAdapter {
   // Whether it can adapt a matrix of `shape` (rows unused) named by `target`: an error names the
   // key, and the host refuses the manifest with it (exit 2).
   virtual Status check(std::string_view target, const MatmulShape& shape) const = 0;
+  // What changes its product besides its tensors' shapes ("lora rank 8 alpha 16"): checkpoints
+  // record it, and adapters loaded under another description are refused.
+  virtual std::string describe() const = 0;
   // Its tensors for a matrix of `shape` (rows unused).
   virtual std::vector<AdapterTensor> tensors(const MatmulShape& shape) const = 0;
   // The f32 scratch (floats) forward and backward need for a matrix of `shape` (rows = input rows).

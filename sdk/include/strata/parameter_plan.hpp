@@ -6,7 +6,9 @@
 // its weight gradients are not computed. A skipped block is the identity (its output is its input,
 // its parameters frozen): the cheapest and crudest way to leave a block out. An adapted matrix
 // (strata/matmul_adapter.hpp) gains the adapter's trainable tensors and its product.
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "strata/host_services.hpp"
 #include "strata/matmul_adapter.hpp"
@@ -25,11 +27,13 @@ class ParameterPlan {
   // embedding (GPT-2) trains while either of the two does.
   virtual void freeze_embeddings() noexcept = 0;
   virtual void freeze_head() noexcept = 0;
-  // Adds `adapter` to the matrix named `target` in every block that is not skipped. Targets are the
-  // family's: GPT-2 qkv, attn_proj, fc, fc_proj; LLaMA q, k, v, o, gate, up, down. An error (an
-  // unknown target, listing the family's, or the adapter's own check of the matrix's shape) is for
-  // the plugin to return from plan_parameters, prefixed with its key. The adapter must outlive the
-  // run: a member of the strategy object.
+  // The block matrices adapt() takes, by the family's names: GPT-2 qkv, attn_proj, fc, fc_proj;
+  // LLaMA q, k, v, o, gate, up, down.
+  virtual std::vector<std::string> adaptable_targets() const = 0;
+  // Adds `adapter` to the matrix named `target` in every block that is not skipped. An error (an
+  // unknown target, a target adapted twice, or the adapter's own check() of the matrix's shape) is
+  // for the plugin to return from plan_parameters. The adapter must outlive the run: a member of
+  // the strategy object.
   virtual Status adapt(std::string_view target, MatmulAdapter& adapter) = 0;
 };
 
