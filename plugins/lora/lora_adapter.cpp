@@ -79,21 +79,27 @@ void LoraAdapter::apply_dropout(float* into, const float* x, std::int64_t count,
   }
 }
 
+float* LoraAdapter::scaled_low_rank(Ops& ops, const AdaptedMatrix& matrix, const AdapterPass& pass, const float* inp,
+                                    const float* a, float* scratch, const float*& x) const noexcept {
+  const std::int64_t N = matrix.shape.rows, in = matrix.shape.in_features, r = options_.rank;
+  x = inp;
+  if (drops(pass)) {
+    apply_dropout(scratch, inp, N * in, matrix, pass, false);
+    x = scratch;
+    scratch += N * in;
+  }
+  ops.matmul_forward(scratch, x, f32_weight(a), nullptr, {N, in, r, WeightLayout::in_out}, {});
+  ops.scale(scratch, scale(), N * r);
+  return scratch;
+}
+
 void LoraAdapter::forward(Ops& ops, const AdaptedMatrix& matrix, const AdapterPass& pass, float* out, const float* inp,
                           AdapterTensors tensors, Scratch scratch) const noexcept {
-  const std::int64_t N = matrix.shape.rows, in = matrix.shape.in_features, out_features = matrix.shape.out_features;
+  const std::int64_t N = matrix.shape.rows, out_features = matrix.shape.out_features;
   const std::int64_t r = options_.rank;
-  float* next = scratch.data;
-  const float* x = inp;
-  if (drops(pass)) {
-    apply_dropout(next, inp, N * in, matrix, pass, false);
-    x = next;
-    next += N * in;
-  }
-  float* h = next;
+  const float* x = nullptr;
+  float* h = scaled_low_rank(ops, matrix, pass, inp, tensors.values[0], scratch.data, x);
   float* product = h + N * r;
-  ops.matmul_forward(h, x, f32_weight(tensors.values[0]), nullptr, {N, in, r, WeightLayout::in_out}, {});
-  ops.scale(h, scale(), N * r);
   ops.matmul_forward(product, h, f32_weight(tensors.values[1]), nullptr, {N, r, out_features, WeightLayout::in_out},
                      {});
   ops.residual_forward(out, out, product, N * out_features);
@@ -106,17 +112,9 @@ void LoraAdapter::backward(Ops& ops, const AdaptedMatrix& matrix, const AdapterP
   const std::int64_t N = matrix.shape.rows, in = matrix.shape.in_features, out_features = matrix.shape.out_features;
   const std::int64_t r = options_.rank;
   const bool dropping = drops(pass);
-  float* next = scratch.data;
-  const float* x = inp;
-  if (dropping) {
-    apply_dropout(next, inp, N * in, matrix, pass, false);
-    x = next;
-    next += N * in;
-  }
-  float* h = next;
+  const float* x = nullptr;
+  float* h = scaled_low_rank(ops, matrix, pass, inp, tensors.values[0], scratch.data, x);
   float* dh = h + N * r;
-  ops.matmul_forward(h, x, f32_weight(tensors.values[0]), nullptr, {N, in, r, WeightLayout::in_out}, {});
-  ops.scale(h, scale(), N * r);
   ops.matmul_backward(dh, tensors.grads[1], nullptr, dout, h, f32_weight(tensors.values[1]),
                       {N, r, out_features, WeightLayout::in_out}, {}, GradientWrite::overwrite);
   ops.scale(dh, scale(), N * r);

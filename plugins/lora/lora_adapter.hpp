@@ -39,6 +39,10 @@ class LoraAdapter final : public MatmulAdapter {
 
  private:
   bool drops(const AdapterPass& pass) const noexcept { return pass.training && options_.dropout > 0.0; }
+  // x (the input, or its dropped copy at the start of `scratch`) and hs = s (x A) after it (N, r);
+  // returns hs. Forward and backward both start here: backward recomputes hs instead of keeping it.
+  float* scaled_low_rank(Ops& ops, const AdaptedMatrix& matrix, const AdapterPass& pass, const float* inp,
+                         const float* a, float* scratch, const float*& x) const noexcept;
   // into = x ⊙ mask / (1 - p) (forward), or into += x ⊙ mask / (1 - p) (backward), on the host.
   void apply_dropout(float* into, const float* x, std::int64_t count, const AdaptedMatrix& matrix,
                      const AdapterPass& pass, bool accumulate) const noexcept;
