@@ -6,7 +6,9 @@
 //                                              the precision policy's state
 //   <dir>/latest                               the name of the newest complete save
 // A save is built in a temporary directory and renamed into place, then `latest` is replaced
-// atomically: a crash mid-save leaves every earlier checkpoint intact.
+// atomically: a crash mid-save leaves every earlier checkpoint intact. A run whose strategies freeze
+// parameters (sparse_layers, lora) saves only what trains: model.safetensors' metadata records the
+// frozen weights' fingerprint and the adapters' description, which a load checks against the model.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -33,7 +35,9 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Mo
 
 // Weights only, from a model.safetensors file or a checkpoint directory. Accepts the family's HF
 // files (GPT-2: an optional "transformer." prefix, attention-mask buffers and the tied lm_head).
-// A file of another family is refused, naming the family it holds.
+// A file of another family is refused, naming the family it holds. A base file without adapter
+// tensors leaves the adapters as initialised; a run's file without its frozen weights leaves them
+// as the caller initialised or loaded them, and must match their fingerprint (CheckpointError).
 void load_weights(const std::filesystem::path& path, Model& model);
 
 // Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`). A
