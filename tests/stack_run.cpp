@@ -34,7 +34,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   registry.scan(plugin_search_path({}));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
-  const int rows = manifest.train.batch / manifest.train.micro_batches;
+  const int rows = manifest.train.micro_batch_rows();
   auto device = make_cpu_backend(0);
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),

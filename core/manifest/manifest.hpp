@@ -28,6 +28,7 @@ struct TrainSpec {
   std::int64_t steps = 100;
   int batch = 8;
   int micro_batches = 1;
+  int micro_batch_rows() const noexcept { return batch / micro_batches; }  // validated: divides
   double lr = 3e-4;
   std::int64_t warmup_steps = 0;
   std::uint64_t seed = 42;

@@ -68,40 +68,35 @@ AdaptedMatrix ModelAdapters::adapted(const Binding& binding, std::int64_t rows) 
   return AdaptedMatrix{binding.matrix, binding.target, binding.layer, binding.index, shape};
 }
 
-std::vector<const ModelAdapters::Binding*> ModelAdapters::of(int weight_row) const {
-  std::vector<const Binding*> found;
-  for (const Binding& binding : bindings_)
-    if (binding.weight_row == weight_row) found.push_back(&binding);
-  return found;
-}
-
 Scratch ModelAdapters::scratch() const {
   return Scratch{scratch_row_ >= 0 ? store_.f32(scratch_row_) : nullptr, scratch_elements_};
 }
 
 // The tensors' pointers are read at each call: residency may have moved them since the last.
 void ModelAdapters::forward(int weight_row, float* out, const float* inp, std::int64_t rows) {
-  for (const Binding* binding : of(weight_row)) {
+  for (const Binding& binding : bindings_) {
+    if (binding.weight_row != weight_row) continue;
     std::vector<const float*> values;
-    for (int p : binding->parameters)
+    for (int p : binding.parameters)
       values.push_back(store_.f32(store_.parameters()[static_cast<std::size_t>(p)].param));
-    binding->adapter->forward(store_.ops(), adapted(*binding, rows), pass_, out, inp, AdapterTensors{values, {}},
-                              scratch());
+    binding.adapter->forward(store_.ops(), adapted(binding, rows), pass_, out, inp, AdapterTensors{values, {}},
+                             scratch());
   }
 }
 
 void ModelAdapters::backward(int weight_row, float* dinp, const float* dout, const float* inp, std::int64_t rows) {
-  for (const Binding* binding : of(weight_row)) {
+  for (const Binding& binding : bindings_) {
+    if (binding.weight_row != weight_row) continue;
     std::vector<const float*> values;
     std::vector<float*> grads;
-    for (int p : binding->parameters) {
+    for (int p : binding.parameters) {
       const ParameterRows& parameter = store_.parameters()[static_cast<std::size_t>(p)];
       values.push_back(store_.f32(parameter.param));
       if (parameter.grad < 0) throw std::logic_error(parameter.name + " has no gradient row to train");
       grads.push_back(store_.f32(parameter.grad));
     }
-    binding->adapter->backward(store_.ops(), adapted(*binding, rows), pass_, dinp, dout, inp,
-                               AdapterTensors{values, grads}, scratch());
+    binding.adapter->backward(store_.ops(), adapted(binding, rows), pass_, dinp, dout, inp,
+                              AdapterTensors{values, grads}, scratch());
   }
 }
 
@@ -121,11 +116,12 @@ void ModelAdapters::init(std::uint64_t seed,
 
 void ModelAdapters::merge(int weight_row, std::span<float> weight,
                           const std::function<std::vector<float>(const ParameterRows&)>& values) const {
-  for (const Binding* binding : of(weight_row)) {
+  for (const Binding& binding : bindings_) {
+    if (binding.weight_row != weight_row) continue;
     std::vector<std::vector<float>> host;
-    for (int p : binding->parameters) host.push_back(values(store_.parameters()[static_cast<std::size_t>(p)]));
+    for (int p : binding.parameters) host.push_back(values(store_.parameters()[static_cast<std::size_t>(p)]));
     std::vector<std::span<const float>> spans(host.begin(), host.end());
-    binding->adapter->merge(weight, binding->shape, spans);
+    binding.adapter->merge(weight, binding.shape, spans);
   }
 }
 

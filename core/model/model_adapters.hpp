@@ -3,6 +3,7 @@
 // as trainable parameters beside each adapted matrix, and the calls that add their products after
 // the matrix's own matmul. A family declares them once its own parameters exist and routes every
 // block projection through forward() and backward(), which do nothing for a matrix without one.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -27,7 +28,10 @@ class ModelAdapters {
                const std::function<std::string(int layer)>& block_prefix, int n_layer, std::int64_t rows,
                const std::function<StateLayout(std::int64_t)>& state, bool training);
   bool empty() const noexcept { return bindings_.empty(); }
-  bool adapts(int weight_row) const { return !of(weight_row).empty(); }
+  bool adapts(int weight_row) const {
+    return std::any_of(bindings_.begin(), bindings_.end(),
+                       [weight_row](const Binding& binding) { return binding.weight_row == weight_row; });
+  }
   std::string description() const;
   // Training passes draw dropout from `pass.sequence`; evaluation passes draw none.
   void set_pass(const AdapterPass& pass) noexcept { pass_ = pass; }
@@ -55,8 +59,6 @@ class ModelAdapters {
     std::vector<int> parameters;  // indices of its tensors in store.parameters()
   };
   AdaptedMatrix adapted(const Binding& binding, std::int64_t rows) const;
-  // The bindings of the matrix with this weight row (one per planned adapter on its target).
-  std::vector<const Binding*> of(int weight_row) const;
   Scratch scratch() const;
 
   TensorStore& store_;

@@ -17,7 +17,7 @@ EvaluationModel open_for_evaluation(const Manifest& manifest, PluginRegistry& re
   run.host->use_backend(*run.device);
   run.model =
       make_model(manifest.model, *run.device, run.stack.attention_on(*run.device, manifest.model.attention_shape(1)),
-                 ModelOptions{manifest.train.batch / manifest.train.micro_batches,
+                 ModelOptions{manifest.train.micro_batch_rows(),
                               {},
                               Allocation::now,
                               run.stack.storage_on(*run.device),

@@ -36,13 +36,9 @@ std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
 
 namespace {
 
-int micro_batch_rows(const Manifest& manifest) {
-  return manifest.train.batch / manifest.train.micro_batches;
-}
-
 DataOptions data_options(const Manifest& manifest) {
   return {manifest.data.train,    manifest.data.val,        manifest.data.val_fraction,
-          manifest.model.vocab(), manifest.model.seq_len(), micro_batch_rows(manifest)};
+          manifest.model.vocab(), manifest.model.seq_len(), manifest.train.micro_batch_rows()};
 }
 
 // Mean cross-entropy over windows, `rows` windows per forward pass, the last pass padded.
@@ -66,7 +62,7 @@ double mean_window_loss(Executor& executor, std::int64_t windows, int rows, int 
 // The validation loss as training reports it and `strata eval` reproduces it: the first
 // eval_batches x micro-batch rows windows of the validation split (all when eval_batches = 0).
 double validation_loss(Executor& executor, const Dataset& dataset, const Manifest& manifest) {
-  const int rows = micro_batch_rows(manifest);
+  const int rows = manifest.train.micro_batch_rows();
   const std::int64_t windows = manifest.train.eval_batches > 0
                                    ? std::min<std::int64_t>(dataset.val_windows(), manifest.train.eval_batches * rows)
                                    : dataset.val_windows();
@@ -90,7 +86,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
   const TrainSpec& train = manifest.train;
-  const int rows = micro_batch_rows(manifest);
+  const int rows = manifest.train.micro_batch_rows();
   const Dataset dataset(data_options(manifest));
   // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
   // cleared of partial saves a killed run left.
@@ -280,7 +276,7 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
       throw DataError(data->string() + ": " + std::to_string(tokens.size()) +
                       " tokens, fewer than one window of seq_len + 1 = " + std::to_string(seq_len + 1));
     const double loss = mean_window_loss(
-        executor, windows, micro_batch_rows(manifest), seq_len,
+        executor, windows, manifest.train.micro_batch_rows(), seq_len,
         [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { window_at(tokens, seq_len, w, in, out); });
     device->synchronize();  // an op's failure surfaces as itself, not as a NaN loss
     return loss;

@@ -266,9 +266,9 @@ int command_plan(const std::vector<std::string>& arguments) {
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     const std::unique_ptr<Model> model_owner =
         make_model(manifest.model, *device, inspected.stack.attention_on(*device, manifest.model.attention_shape(1)),
-                   ModelOptions{manifest.train.batch / manifest.train.micro_batches,
-                                state_layout_of(*inspected.stack.optimizer), Allocation::deferred,
-                                inspected.stack.storage_on(*device), Purpose::training, inspected.stack.trainable});
+                   ModelOptions{manifest.train.micro_batch_rows(), state_layout_of(*inspected.stack.optimizer),
+                                Allocation::deferred, inspected.stack.storage_on(*device), Purpose::training,
+                                inspected.stack.trainable});
     Model& model = *model_owner;
     // The strategies place the rows (on_attach) as they would for training; nothing is allocated.
     Executor executor(model, *inspected.stack.optimizer, *inspected.stack.precision,
