@@ -254,6 +254,10 @@ class SealedOps final : public Ops {
     const Unsealed open(mappings_);
     ops_->scale(values, factor, count);
   }
+  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->add_scaled(y, alpha, x, count);
+  }
   double sum(const float* values, std::int64_t count) noexcept override {
     const Unsealed open(mappings_);
     return ops_->sum(values, count);

@@ -434,6 +434,25 @@ Case reduction_case(std::int64_t count) {
 }
 
 // Multiplying by a power of two is exact: every backend gives the same bits.
+// A product rounded, then a sum rounded: the same bits on every backend (no fused multiply-add).
+Case add_scaled_case(std::int64_t count) {
+  return {"add_scaled", std::to_string(count), "f32", Op::add_scaled, 0.0, [=](Backend& backend) {
+            Ops& ops = backend.ops();
+            Memory memory(backend);
+            const Floats ys = random_floats(count, 34);
+            const Floats xs = random_floats(count, 35);
+            float* y = memory.upload(ys);
+            ops.add_scaled(y, -0.37f, memory.upload(xs), count);
+            const Floats result = memory.download(y, count);
+            double wrong = 0.0;
+            for (std::int64_t i = 0; i < count; ++i) {
+              const float product = -0.37f * xs[i];
+              wrong += result[i] != ys[i] + product;
+            }
+            return wrong;
+          }};
+}
+
 Case scale_case(std::int64_t count) {
   return {"scale", std::to_string(count), "f32", Op::scale, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
@@ -502,6 +521,7 @@ std::vector<Case> conformance_table() {
   cases.push_back(conversion_case(1000));
   cases.push_back(reduction_case(10000));
   cases.push_back(scale_case(10001));
+  cases.push_back(add_scaled_case(10001));
   cases.push_back(memory_case(1000));
   return cases;
 }

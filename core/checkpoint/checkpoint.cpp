@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -137,6 +138,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
       {"model", model.config_json()}};
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
+  if (!state.predictor.empty()) write_file_atomically(temporary / "predictor.bin", state.predictor);
 
   // Swap the finished directory into place; an older save of the same step goes only afterwards.
   const fs::path previous = directory / (std::string(".") + name + ".old-" + std::to_string(::getpid()));
@@ -235,6 +237,11 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   if (!optimizer.empty() && state.optimizer != optimizer)
     throw CheckpointError(path.string() + ": saved with optimizer '" + state.optimizer + "', but the manifest uses '" +
                           optimizer + "' (optimizer state does not carry over between optimizers)");
+  if (const fs::path predictor_path = directory / "predictor.bin"; fs::is_regular_file(predictor_path)) {
+    std::ifstream bytes(predictor_path, std::ios::binary);
+    state.predictor.assign(std::istreambuf_iterator<char>(bytes), std::istreambuf_iterator<char>());
+    if (!bytes && !bytes.eof()) throw CheckpointError(predictor_path.string() + ": unreadable");
+  }
   load_weights(directory / "model.safetensors", model);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
   const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);

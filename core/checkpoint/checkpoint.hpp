@@ -4,6 +4,7 @@
 //   <dir>/step_00000100/optimizer.safetensors  optimizer state ("<param>.state0", ...)
 //   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order,
 //                                              the precision policy's state
+//   <dir>/step_00000100/predictor.bin          the phase controller's state, when the run has one
 //   <dir>/latest                               the name of the newest complete save
 // A save is built in a temporary directory and renamed into place, then `latest` is replaced
 // atomically: a crash mid-save leaves every earlier checkpoint intact. A run whose strategies freeze
@@ -28,6 +29,8 @@ struct TrainerState {
   std::string data;
   // The precision policy's state (PrecisionPolicy::state: a dynamic loss scale); empty when it has none.
   std::string precision;
+  // The phase controller's state (PhaseController::state), bytes; empty without a [predictor].
+  std::string predictor;
 };
 
 // Returns the directory written.

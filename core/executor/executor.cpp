@@ -1,5 +1,6 @@
 #include "core/executor/executor.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -179,6 +180,8 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       model_.allocate_layer_activations(l);
       model_.layer_forward(l);
       run_hooks(Hook::after_forward, l, false);
+      // Nothing goes backward in a predict step: a layer's activations go once the next has run.
+      if (!phase_needs_gradients(phase) && l > 0) model_.free_layer_activations(l - 1, false);
     }
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
     // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
@@ -226,9 +229,48 @@ std::vector<ParamSlot> Executor::parameter_slots() {
   return slots;
 }
 
+std::vector<ControlledParameter> Executor::controlled_parameters() {
+  std::vector<ControlledParameter> parameters;
+  for (const ParamSlot& slot : parameter_slots())
+    parameters.push_back({slot.name, slot.layer, slot.param, slot.state});
+  return parameters;
+}
+
+void Executor::attach_controller(PhaseControllerMemory& memory) {
+  if (options_.controller == nullptr) return;
+  const std::vector<ControlledParameter> parameters = controlled_parameters();
+  if (Status status = options_.controller->attach(parameters, memory); !status) throw HookFailed(status.message());
+}
+
+template <typename Call>
+void Executor::timed_controller_call(StepOutcome& outcome, Call&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = call();
+  model_.backend().synchronize();  // the controller's ops are its time too
+  outcome.predictor_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!status) throw HookFailed(status.message());
+}
+
 StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> micro_batches) {
   StepOutcome outcome;
   outcome.phase = Phase::full;
+  PhaseController* controller = options_.controller;
+  if (controller != nullptr)
+    timed_controller_call(outcome, [&] { return controller->choose_phase(step, outcome.phase); });
+  if (phase_needs_gradients(outcome.phase))
+    full_update(step, micro_batches, outcome);
+  else
+    predicted_update(step, micro_batches, outcome);
+  if (controller != nullptr) {
+    const StepObservation observed{step,           options_.total_steps,     outcome.phase,   outcome.loss,
+                                   outcome.report.grad_norm, outcome.report.lr, outcome.skipped};
+    const std::vector<ControlledParameter> parameters = controlled_parameters();
+    timed_controller_call(outcome, [&] { return controller->observe(observed, parameters); });
+  }
+  return outcome;
+}
+
+void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome) {
   TensorStore& store = model_.store();
   store.zero_grads();
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
@@ -260,7 +302,30 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   }
   if (!outcome.skipped) store.publish_weights();  // bf16 weights: round the updated masters
   run_hooks(Hook::after_step, -1, true);
-  return outcome;
+}
+
+// Forward only: no gradient is computed and the optimizer does not run; the controller moves the
+// weights (or puts them back) through ops.
+void Executor::predicted_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome) {
+  TensorStore& store = model_.store();
+  outcome.loss = forward_backward(step, micro_batches, outcome.phase);
+  outcome.loss_scale = 1.0;
+  model_.backend().synchronize();  // an op's failure surfaces here, not as a NaN loss
+  run_hooks(Hook::before_step, -1, false);
+  store.complete_all_moves();  // the controller writes where the strategies put the tensors
+  store.drop_stale_weight_copies();
+  const StepObservation observed{step, options_.total_steps, outcome.phase, outcome.loss, 0.0, 0.0, false};
+  const std::vector<ControlledParameter> parameters = controlled_parameters();
+  PredictOutcome predicted;
+  timed_controller_call(outcome, [&] { return options_.controller->predict(observed, parameters, predicted); });
+  outcome.rolled_back = predicted.rolled_back;
+  // A non-finite forward loss the controller answered with an update (not a rollback) would carry
+  // on from broken weights.
+  if (!std::isfinite(outcome.loss) && !outcome.rolled_back)
+    throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at predict step " +
+                             std::to_string(step) + ", and the phase controller did not roll back");
+  store.publish_weights();  // bf16 or quantized weights: round the moved masters
+  run_hooks(Hook::after_step, -1, true);
 }
 
 double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {

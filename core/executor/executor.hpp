@@ -1,6 +1,8 @@
 #pragma once
-// The step loop of DESIGN.md §2: per micro batch, blocks forward with hooks around each, the loss,
-// blocks backward in reverse with hooks, then precision check, step hooks and the optimizer.
+// The step loop of DESIGN.md §2: the step's phase (from the phase controller, when there is one),
+// then per micro batch blocks forward with hooks around each, the loss, and, unless the phase is
+// predict, blocks backward in reverse with hooks, the precision check, step hooks and the
+// optimizer. A predict step hands the update to the phase controller instead.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "core/model/model.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/phase_controller.hpp"
 #include "strata/precision_policy.hpp"
 
 namespace strata {
@@ -22,6 +25,7 @@ struct ExecutorOptions {
   std::int64_t total_steps = 1;
   std::int64_t warmup_steps = 0;
   double lr = 3e-4;
+  PhaseController* controller = nullptr;  // null: every step is a full step
 };
 
 struct StepOutcome {
@@ -30,6 +34,8 @@ struct StepOutcome {
   bool skipped = false;     // precision policy found non-finite gradients
   double loss_scale = 1.0;  // what the loss was multiplied by for backward
   Phase phase = Phase::full;
+  bool rolled_back = false;   // a predict step's guardrail restored the phase-start weights
+  double predictor_ms = 0.0;  // the phase controller's calls, device work included
 };
 
 class Executor {
@@ -40,6 +46,9 @@ class Executor {
   // Calls every strategy's on_attach once, before the first step, then allocates the model's
   // persistent rows that are still unallocated (Allocation::deferred) where the strategies put them.
   void attach();
+  // Hands the phase controller (if any) the trained parameters and the memory it asks for; after
+  // attach(), before a resume restores its state.
+  void attach_controller(PhaseControllerMemory& memory);
   // on_attach only, for `strata plan`: the table shows where rows would live.
   void attach_without_allocating();
   // One optimizer step over these micro batches (their count is train.micro_batches).
@@ -58,6 +67,12 @@ class Executor {
   void run_hooks(Hook hook, int layer, bool reverse);
   void ensure_on_device(int layer, TensorGroup group);
   std::vector<ParamSlot> parameter_slots();
+  std::vector<ControlledParameter> controlled_parameters();
+  void full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
+  void predicted_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
+  // Runs one controller call, adding its time (the device's included) to outcome.predictor_ms.
+  template <typename Call>
+  void timed_controller_call(StepOutcome& outcome, Call&& call);
 
   Model& model_;
   Optimizer& optimizer_;

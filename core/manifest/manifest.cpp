@@ -20,7 +20,7 @@ constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 
 const std::vector<std::string> kTopLevelKeys = {"model",     "data",       "train",      "device",
                                                 "optimizer", "precision",  "strategy",   "kernels",
-                                                "telemetry", "checkpoint", "plugin_path"};
+                                                "telemetry", "checkpoint", "predictor",  "plugin_path"};
 
 std::string location(const std::filesystem::path& file, const toml::node& node) {
   // A value --set parsed carries "--set key.path" as its source; a table --set created has none.
@@ -371,6 +371,9 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   manifest.precision = plugin_spec(table_at(root, "precision", path, problems), "[precision]", "precision", "fp32",
                                    path, manifest.overridden, problems);
   manifest.strategies = plugin_list(root, "strategy", path, manifest.overridden, problems);
+  // No [predictor] table: every step is a full step.
+  manifest.predictor = plugin_spec(table_at(root, "predictor", path, problems), "[predictor]", "predictor", "", path,
+                                   manifest.overridden, problems);
   manifest.telemetry = plugin_list(root, "telemetry", path, manifest.overridden, problems);
   if (!problems.empty()) throw ManifestError(problems);
   return manifest;

@@ -71,6 +71,7 @@ class Manifest {
   PluginSpec optimizer;
   PluginSpec precision;
   std::vector<PluginSpec> strategies;
+  PluginSpec predictor;  // [predictor]: a phase controller; plugin empty when there is none
   std::vector<PluginSpec> telemetry;
   std::map<std::string, std::string> kernels;  // op -> implementation
   std::vector<std::filesystem::path> plugin_path;

@@ -197,8 +197,50 @@ class GuardedKernel final : public Kernel {
   std::string label_;
 };
 
+class GuardedPhaseController final : public PhaseController {
+ public:
+  GuardedPhaseController(std::shared_ptr<PhaseController> plugin, std::string label)
+      : plugin_(std::move(plugin)), label_(std::move(label)) {}
+  Status attach(std::span<const ControlledParameter> parameters, PhaseControllerMemory& memory) noexcept override {
+    return guarded_call(
+        label_, "attach", [] { return std::string(" (before the first step)"); },
+        [&] { return plugin_->attach(parameters, memory); });
+  }
+  Status choose_phase(std::int64_t step, Phase& phase) noexcept override {
+    return guarded_call(
+        label_, "choose_phase", [&] { return step_text(step); }, [&] { return plugin_->choose_phase(step, phase); });
+  }
+  Status predict(const StepObservation& observed, std::span<const ControlledParameter> parameters,
+                 PredictOutcome& outcome) noexcept override {
+    return guarded_call(
+        label_, "predict", [&] { return step_text(observed.step); },
+        [&] { return plugin_->predict(observed, parameters, outcome); });
+  }
+  Status observe(const StepObservation& observed, std::span<const ControlledParameter> parameters) noexcept override {
+    return guarded_call(
+        label_, "observe", [&] { return step_text(observed.step); },
+        [&] { return plugin_->observe(observed, parameters); });
+  }
+  Status state(std::string& out) noexcept override {
+    return guarded_call(
+        label_, "state", [] { return std::string(" (saving a checkpoint)"); }, [&] { return plugin_->state(out); });
+  }
+  Status restore_state(std::string_view saved) noexcept override {
+    return guarded_call(
+        label_, "restore_state", [] { return std::string(" (resuming from a checkpoint)"); },
+        [&] { return plugin_->restore_state(saved); });
+  }
+
+ private:
+  std::shared_ptr<PhaseController> plugin_;
+  std::string label_;
+};
+
 }  // namespace
 
+std::shared_ptr<PhaseController> guard_plugin(std::shared_ptr<PhaseController> plugin, std::string label) {
+  return std::make_shared<GuardedPhaseController>(std::move(plugin), std::move(label));
+}
 std::shared_ptr<MemoryStrategy> guard_plugin(std::shared_ptr<MemoryStrategy> plugin, std::string label) {
   return std::make_shared<GuardedStrategy>(std::move(plugin), std::move(label));
 }

@@ -11,6 +11,7 @@
 #include "strata/kernel.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/phase_controller.hpp"
 #include "strata/precision_policy.hpp"
 #include "strata/telemetry_sink.hpp"
 
@@ -22,5 +23,6 @@ std::shared_ptr<Optimizer> guard_plugin(std::shared_ptr<Optimizer> plugin, std::
 std::shared_ptr<PrecisionPolicy> guard_plugin(std::shared_ptr<PrecisionPolicy> plugin, std::string label);
 std::shared_ptr<TelemetrySink> guard_plugin(std::shared_ptr<TelemetrySink> plugin, std::string label);
 std::shared_ptr<Kernel> guard_plugin(std::shared_ptr<Kernel> plugin, std::string label);
+std::shared_ptr<PhaseController> guard_plugin(std::shared_ptr<PhaseController> plugin, std::string label);
 
 }  // namespace strata

@@ -53,7 +53,7 @@ std::string validate_descriptor(const PluginDescriptor* descriptor) {
     const FactoryDescriptor& factory = descriptor->factories[i];
     if (factory.name == nullptr || factory.create == nullptr || factory.destroy == nullptr)
       return "plugin '" + name + "': factory #" + std::to_string(i + 1) + " lacks a name, create or destroy";
-    if (static_cast<std::uint32_t>(factory.kind) > static_cast<std::uint32_t>(InterfaceKind::kernel))
+    if (static_cast<std::uint32_t>(factory.kind) > static_cast<std::uint32_t>(InterfaceKind::phase_controller))
       return "plugin '" + name + "': factory '" + factory.name + "' has an unknown interface kind";
     for (const auto& [list, what] : {std::pair{&factory.config_keys, "its config key list"},
                                      std::pair{&factory.requires_plugins, "its requires list"},

@@ -204,6 +204,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   resolve(manifest.optimizer, InterfaceKind::optimizer);
   resolve(manifest.precision, InterfaceKind::precision);
   for (const PluginSpec& spec : manifest.strategies) resolve(spec, InterfaceKind::memory_strategy);
+  resolve(manifest.predictor, InterfaceKind::phase_controller);
   for (const PluginSpec* spec : sinks) resolve(*spec, InterfaceKind::telemetry);
 
   // The attention kernel: built in ("fast", "reference") or a kernel plugin.
@@ -260,6 +261,9 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
         stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems, stack.warnings));
         break;
       case InterfaceKind::kernel: stack.attention = create<Kernel>(manifest, r, host, problems, stack.warnings); break;
+      case InterfaceKind::phase_controller:
+        stack.predictor = create<PhaseController>(manifest, r, host, problems, stack.warnings);
+        break;
     }
   }
   if (stack.attention && stack.attention->op() != "attention")
@@ -287,6 +291,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;
   if (attention != "fast") stack.description += " + attention:" + attention;
+  if (!manifest.predictor.plugin.empty()) stack.description += " + predictor:" + manifest.predictor.plugin;
   for (const std::string& warning : stack.warnings) spdlog::warn("{}", warning);
   return stack;
 }

@@ -20,6 +20,7 @@ struct Stack {
   std::shared_ptr<PrecisionPolicy> precision;
   std::vector<std::shared_ptr<MemoryStrategy>> strategies;
   std::vector<std::shared_ptr<TelemetrySink>> telemetry;
+  std::shared_ptr<PhaseController> predictor;  // null without a [predictor] table
   // The manifest's attention kernel: null for the default ("fast"), which is the backend's own
   // attention op; "reference" or a kernel plugin otherwise. attention_on() picks for a backend.
   std::shared_ptr<Kernel> attention;

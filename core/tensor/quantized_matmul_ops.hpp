@@ -124,6 +124,9 @@ class QuantizedMatmulOps final : public Ops {
   }
   bool all_finite(const float* values, std::int64_t count) noexcept override { return base_.all_finite(values, count); }
   void scale(float* values, float factor, std::int64_t count) noexcept override { base_.scale(values, factor, count); }
+  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
+    base_.add_scaled(y, alpha, x, count);
+  }
   double sum(const float* values, std::int64_t count) noexcept override { return base_.sum(values, count); }
   void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept override { base_.fill(data, byte, bytes); }
   void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {

@@ -22,6 +22,7 @@
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/controller_memory.hpp"
 #include "core/training/divergence_guard.hpp"
 #include "core/training/evaluation_model.hpp"
 #include "core/training/stop_signal.hpp"
@@ -105,8 +106,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                               Purpose::training, stack.trainable});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{train.steps, train.warmup_steps, train.lr});
+                    ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get()});
   executor.attach();  // strategies place the rows, then they are allocated
+  ControllerMemory controller_memory(*device, manifest.predictor.plugin);
+  executor.attach_controller(controller_memory);
   model.init_weights(train.seed);
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
   if (train.init_from && (!options.resume || !stack.trainable.trains_everything())) {
@@ -132,6 +135,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (!differences.empty()) spdlog::warn("resuming a different run (--force-resume):{}", differences);
     if (Status status = stack.precision->restore_state(state.precision); !status)
       throw CheckpointError(options.resume->string() + ": " + status.message());
+    if (stack.predictor)
+      if (Status status = stack.predictor->restore_state(state.predictor); !status)
+        throw CheckpointError(options.resume->string() + ": " + status.message());
     start_step = state.step;
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }
@@ -181,7 +187,14 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.grad_norm = outcome.report.grad_norm;
     metrics.skipped = outcome.skipped;
     metrics.loss_scale = outcome.loss_scale;
+    metrics.backward = phase_needs_gradients(outcome.phase);
+    metrics.rolled_back = outcome.rolled_back;
+    metrics.predictor_ms = outcome.predictor_ms;
     result.summary.skipped_steps += outcome.skipped ? 1 : 0;
+    result.summary.backward_passes += metrics.backward ? 1 : 0;
+    result.summary.predict_steps += metrics.backward ? 0 : 1;
+    result.summary.rollbacks += outcome.rolled_back ? 1 : 0;
+    result.summary.predictor_ms += outcome.predictor_ms;
     metrics.ms = ms;
     metrics.tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1000.0);
     metrics.device_bytes = stats.live;
@@ -220,12 +233,14 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (checkpoint_now) {
       model.store().complete_all_moves();
       device->synchronize();  // a checkpoint is written only from ops that all succeeded
-      std::string precision_state;
+      std::string precision_state, predictor_state;
       if (Status status = stack.precision->state(precision_state); !status) throw HookFailed(status.message());
-      result.last_checkpoint =
-          save_checkpoint(*manifest.checkpoint.dir, model,
-                          TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description,
-                                       manifest.data.train.string(), std::move(precision_state)});
+      if (stack.predictor)
+        if (Status status = stack.predictor->state(predictor_state); !status) throw HookFailed(status.message());
+      result.last_checkpoint = save_checkpoint(
+          *manifest.checkpoint.dir, model,
+          TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description, manifest.data.train.string(),
+                       std::move(precision_state), std::move(predictor_state)});
       prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
     }
     if (result.stopped_by_signal != 0) {
@@ -252,6 +267,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   summary.bytes_to_device = model.store().transfers().bytes_to_device;
   summary.transfer_ms = 1000.0 * device->copy_stream().busy_seconds();
   summary.exposed_transfer_ms = 1000.0 * model.store().transfers().exposed_seconds;
+  summary.predictor_host_bytes = controller_memory.host_bytes();
+  summary.predictor_device_bytes = controller_memory.device_bytes();
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed(status.message());
   if (options.profile) {

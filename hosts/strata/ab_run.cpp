@@ -55,6 +55,12 @@ AbRun read_ab_run(const std::filesystem::path& jsonl) {
       run.bytes_to_device = record.value("bytes_to_device", std::uint64_t{0});
       run.transfer_ms = record.value("transfer_ms", 0.0);
       run.exposed_transfer_ms = record.value("exposed_transfer_ms", 0.0);
+      run.backward_passes = record.value("backward_passes", record.value("steps", std::int64_t{0}));
+      run.predict_steps = record.value("predict_steps", std::int64_t{0});
+      run.rollbacks = record.value("rollbacks", std::int64_t{0});
+      run.predictor_ms = record.value("predictor_ms", 0.0);
+      run.predictor_bytes = record.value("predictor_host_bytes", std::uint64_t{0}) +
+                            record.value("predictor_device_bytes", std::uint64_t{0});
     } else {
       AbStep step;
       step.step = record.at("step").get<std::int64_t>();

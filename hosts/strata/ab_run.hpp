@@ -40,6 +40,12 @@ struct AbRun {
   std::uint64_t bytes_to_device = 0;
   double transfer_ms = 0.0;
   double exposed_transfer_ms = 0.0;
+  // A phase controller's share ([predictor]); a run without one has backward_passes = steps.
+  std::int64_t backward_passes = 0;
+  std::int64_t predict_steps = 0;
+  std::int64_t rollbacks = 0;
+  double predictor_ms = 0.0;
+  std::uint64_t predictor_bytes = 0;  // host + device, as the arenas counted them
   bool complete = false;  // a summary record was read
 
   bool failed() const { return exit_code != 0 || !complete; }

@@ -158,6 +158,9 @@ class CpuOps final : public Ops {
   }
 
   void scale(float* values, float factor, std::int64_t count) noexcept override { cpu::scale(values, factor, count); }
+  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
+    cpu::add_scaled(y, alpha, x, count);
+  }
 
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {
     return cpu::sum_of_squares(values, count);

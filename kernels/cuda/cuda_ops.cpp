@@ -218,6 +218,9 @@ class CudaOpsImpl final : public CudaOps {
   void scale(float* values, float factor, std::int64_t count) noexcept override {
     run("scale", [&] { cuda::scale(stream_, values, factor, count); });
   }
+  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
+    run("add_scaled", [&] { cuda::add_scaled(stream_, y, alpha, x, count); });
+  }
 
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {
     return reduce_to_double("sum_of_squares", [&](double* result, double* partials) {

@@ -70,6 +70,11 @@ __global__ void scale_kernel(float* values, float factor, std::int64_t count) {
   for (std::int64_t i = first_index(); i < count; i += index_stride()) values[i] *= factor;
 }
 
+// fmaf would round once where the CPU rounds twice: the product is rounded first, as there.
+__global__ void add_scaled_kernel(float* y, float alpha, const float* x, std::int64_t count) {
+  for (std::int64_t i = first_index(); i < count; i += index_stride()) y[i] = __fadd_rn(y[i], __fmul_rn(alpha, x[i]));
+}
+
 }  // namespace
 
 void gelu_forward(cudaStream_t stream, float* out, const float* inp, std::int64_t count) {
@@ -104,6 +109,11 @@ void residual_forward(cudaStream_t stream, float* out, const float* a, const flo
 void scale(cudaStream_t stream, float* values, float factor, std::int64_t count) {
   if (count <= 0) return;
   scale_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(values, factor, count);
+}
+
+void add_scaled(cudaStream_t stream, float* y, float alpha, const float* x, std::int64_t count) {
+  if (count <= 0) return;
+  add_scaled_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(y, alpha, x, count);
 }
 
 }  // namespace strata::cuda

@@ -18,5 +18,6 @@ void swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float*
                      const float* up, std::int64_t count, GradientWrite write);
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, std::int64_t count);
 void scale(cudaStream_t stream, float* values, float factor, std::int64_t count);
+void add_scaled(cudaStream_t stream, float* y, float alpha, const float* x, std::int64_t count);
 
 }  // namespace strata::cuda

@@ -58,6 +58,8 @@ class Console final : public TelemetrySink {
           m.tokens_per_s, m.ms, mib(m.peak_device_bytes), eta_text(eta));
       if (m.loss_scale != 1.0) line += fmt::format(" | loss scale {:g}", m.loss_scale);
       if (m.skipped) line += " | skipped (non-finite grads)";
+      if (m.phase != Phase::full) line += fmt::format(" | {}", phase_name(m.phase));
+      if (m.rolled_back) line += " (rolled back)";
       if (redraw_) {
         std::fprintf(stdout, "\r\033[K%s", line.c_str());
         if (m.step == m.total_steps || m.val_loss) std::fputc('\n', stdout);
@@ -76,6 +78,13 @@ class Console final : public TelemetrySink {
       if (s.final_val_loss) std::printf("%-28s %.4f\n", "validation loss", *s.final_val_loss);
       if (s.skipped_steps > 0)
         std::printf("%-28s %lld (non-finite gradients)\n", "skipped steps", static_cast<long long>(s.skipped_steps));
+      if (s.predict_steps > 0 || s.predictor_ms > 0.0) {
+        std::printf("%-28s %lld of %lld steps (%lld predict steps, %lld rolled back)\n", "backward passes",
+                    static_cast<long long>(s.backward_passes), static_cast<long long>(s.steps),
+                    static_cast<long long>(s.predict_steps), static_cast<long long>(s.rollbacks));
+        std::printf("%-28s %.1f s, %.2f MiB host + %.2f MiB device\n", "predictor", s.predictor_ms / 1000.0,
+                    mib(s.predictor_host_bytes), mib(s.predictor_device_bytes));
+      }
       std::printf("%-28s %.1f\n", "median ms/step", s.median_ms);
       std::printf("%-28s %.0f\n", "tokens/s (median step)", s.tokens_per_s);
       std::printf("%-28s %.2f MiB\n", "peak device memory", mib(s.peak_device_bytes));

@@ -14,9 +14,10 @@
 //   growth_factor   = 2.0     (> 1)
 //   backoff         = 0.5     the factor after an overflow, in (0, 1)
 //   <phase>_compute = "f16" | "bf16" | "f32"   the matmul operands in steps of that phase
-//                     (warmup, full, predict, correct; default f16). Without a phase controller
-//                     every step is full, and the other three wait for one (logged): e.g.
-//                     predict_compute = "bf16". Only f16 steps scale the loss: never under bf16.
+//                     (warmup, full, predict, correct; default f16). The phase comes from the
+//                     [predictor] (a phase controller); without one every step is full, and the
+//                     other three have no effect (logged): e.g. predict_compute = "bf16". Only f16
+//                     steps that run backward scale the loss: never under bf16, never in predict.
 //
 // Activations and embeddings stay f32: bf16 storage under fp16 is refused (bf16 has f32's exponent
 // range and needs no loss scale: use the bf16 policy). The kernels are the CPU backend's
@@ -93,10 +94,10 @@ void require_f32_storage(ConfigView& config, std::string_view key) {
 Operands operands_key(ConfigView& config, HostServices& host, Phase phase) {
   const std::string key = std::string(phase_name(phase)) + "_compute";
   const std::string value = config.get_string(key, "f16", {"f16", "bf16", "f32"});
-  // Only a phase controller runs steps of another phase than full; without one the key waits.
+  // Only a phase controller ([predictor]) runs steps of another phase than full.
   if (phase != Phase::full && config.has(key))
     host.log(LogLevel::info, "fp16: " + key + " = \"" + value + "\" applies to " + std::string(phase_name(phase)) +
-                                 " steps, which only a phase controller runs; without one every step is full");
+                                 " steps, which only a [predictor] runs; without one every step is full");
   return value == "bf16" ? Operands::bf16 : value == "f32" ? Operands::f32 : Operands::f16;
 }
 

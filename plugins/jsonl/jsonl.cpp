@@ -55,6 +55,9 @@ class Jsonl final : public TelemetrySink {
       record["grad_norm"] = m.grad_norm;
       record["skipped"] = m.skipped;
       record["loss_scale"] = m.loss_scale;
+      record["backward"] = m.backward;
+      if (m.rolled_back) record["rolled_back"] = true;
+      if (m.predictor_ms > 0.0) record["predictor_ms"] = m.predictor_ms;
       record["ms"] = m.ms;
       record["tokens_per_s"] = m.tokens_per_s;
       record["device_bytes"] = by_category(m.device_bytes);
@@ -80,6 +83,12 @@ class Jsonl final : public TelemetrySink {
           {"record", "summary"}, {"steps", s.steps}, {"first_loss", s.first_loss}, {"final_loss", s.final_loss}};
       if (s.final_val_loss) record["final_val_loss"] = *s.final_val_loss;
       record["skipped_steps"] = s.skipped_steps;
+      record["backward_passes"] = s.backward_passes;
+      record["predict_steps"] = s.predict_steps;
+      record["rollbacks"] = s.rollbacks;
+      record["predictor_ms"] = s.predictor_ms;
+      record["predictor_host_bytes"] = s.predictor_host_bytes;
+      record["predictor_device_bytes"] = s.predictor_device_bytes;
       record["median_ms"] = s.median_ms;
       record["tokens_per_s"] = s.tokens_per_s;
       record["peak_device_bytes"] = s.peak_device_bytes;

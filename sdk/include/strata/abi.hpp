@@ -29,7 +29,11 @@ namespace strata {
 // the count of skipped steps; a strategy may freeze or skip parts of the model before it is built
 // (plan_parameters, strata/parameter_plan.hpp) and adapt block matrices with trainable tensors of
 // its own (ParameterPlan::adapt, strata/matmul_adapter.hpp: LoRA). Plugins built for 6.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 7;
+// Major 8: phase controllers (strata/phase_controller.hpp, `[predictor]`): a plugin kind that chooses
+// each step's phase and, in predict steps, moves the weights itself while the host skips backward
+// and the optimizer; the op table gains add_scaled (y += alpha * x); StepMetrics and RunSummary
+// carry the controller's phase outcome, time and memory. Plugins built for 7.x are refused.
+inline constexpr std::uint32_t kAbiMajor = 8;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x

@@ -113,6 +113,7 @@ enum class Op : std::uint8_t {
   sum_of_squares,
   all_finite,
   scale,
+  add_scaled,
   sum,
   fill,
   copy,
@@ -212,6 +213,8 @@ class Ops {
 
   // --- values[i] *= factor, in place (a precision policy unscales gradients with it).
   virtual void scale(float* values, float factor, std::int64_t count) noexcept = 0;
+  // --- y[i] += alpha * x[i], in place (a phase controller moves weights along a direction with it).
+  virtual void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept = 0;
 
   // --- memory.
   virtual void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept = 0;

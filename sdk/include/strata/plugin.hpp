@@ -24,13 +24,14 @@
 #include "strata/kernel.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/phase_controller.hpp"
 #include "strata/plugin_guard.hpp"
 #include "strata/precision_policy.hpp"
 #include "strata/telemetry_sink.hpp"
 
 namespace strata {
 
-enum class InterfaceKind : std::uint32_t { optimizer, precision, memory_strategy, telemetry, kernel };
+enum class InterfaceKind : std::uint32_t { optimizer, precision, memory_strategy, telemetry, kernel, phase_controller };
 
 constexpr std::string_view interface_name(InterfaceKind kind) noexcept {
   switch (kind) {
@@ -39,6 +40,7 @@ constexpr std::string_view interface_name(InterfaceKind kind) noexcept {
     case InterfaceKind::memory_strategy: return "strategy";
     case InterfaceKind::telemetry: return "telemetry";
     case InterfaceKind::kernel: return "kernel";
+    case InterfaceKind::phase_controller: return "predictor";
   }
   return "unknown";
 }
@@ -64,6 +66,10 @@ constexpr InterfaceKind interface_kind_of<TelemetrySink>() {
 template <>
 constexpr InterfaceKind interface_kind_of<Kernel>() {
   return InterfaceKind::kernel;
+}
+template <>
+constexpr InterfaceKind interface_kind_of<PhaseController>() {
+  return InterfaceKind::phase_controller;
 }
 
 // A counted list of names (config keys, required or conflicting plugins). The count travels with

@@ -13,6 +13,7 @@
 #include "strata/kernel.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/phase_controller.hpp"
 #include "strata/precision_policy.hpp"
 #include "strata/telemetry_sink.hpp"
 
@@ -146,6 +147,33 @@ class KernelGuard final : public Kernel {
   std::unique_ptr<Kernel> object_;
 };
 
+class PhaseControllerGuard final : public PhaseController {
+ public:
+  explicit PhaseControllerGuard(std::unique_ptr<PhaseController> object) : object_(std::move(object)) {}
+  Status attach(std::span<const ControlledParameter> parameters, PhaseControllerMemory& memory) noexcept override {
+    return catch_all([&] { return object_->attach(parameters, memory); });
+  }
+  Status choose_phase(std::int64_t step, Phase& phase) noexcept override {
+    return catch_all([&] { return object_->choose_phase(step, phase); });
+  }
+  Status predict(const StepObservation& observed, std::span<const ControlledParameter> parameters,
+                 PredictOutcome& outcome) noexcept override {
+    return catch_all([&] { return object_->predict(observed, parameters, outcome); });
+  }
+  Status observe(const StepObservation& observed, std::span<const ControlledParameter> parameters) noexcept override {
+    return catch_all([&] { return object_->observe(observed, parameters); });
+  }
+  Status state(std::string& out) noexcept override {
+    return catch_all([&] { return object_->state(out); });
+  }
+  Status restore_state(std::string_view saved) noexcept override {
+    return catch_all([&] { return object_->restore_state(saved); });
+  }
+
+ private:
+  std::unique_ptr<PhaseController> object_;
+};
+
 inline std::unique_ptr<MemoryStrategy> wrap(std::unique_ptr<MemoryStrategy> object) {
   return std::make_unique<StrategyGuard>(std::move(object));
 }
@@ -160,6 +188,9 @@ inline std::unique_ptr<TelemetrySink> wrap(std::unique_ptr<TelemetrySink> object
 }
 inline std::unique_ptr<Kernel> wrap(std::unique_ptr<Kernel> object) {
   return std::make_unique<KernelGuard>(std::move(object));
+}
+inline std::unique_ptr<PhaseController> wrap(std::unique_ptr<PhaseController> object) {
+  return std::make_unique<PhaseControllerGuard>(std::move(object));
 }
 
 }  // namespace strata::plugin_guard

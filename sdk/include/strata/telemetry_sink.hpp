@@ -45,6 +45,11 @@ struct StepMetrics {
   std::uint64_t driver_device_bytes = 0;
   // ABI 7.0: the loss scale the step ran with (1 unless the precision policy scales the loss).
   double loss_scale = 1.0;
+  // ABI 8.0: with a phase controller ([predictor]): whether the step ran a backward pass, whether
+  // a predict step's guardrail rolled the weights back, and the time of the controller's calls.
+  bool backward = true;
+  bool rolled_back = false;
+  double predictor_ms = 0.0;
 };
 
 struct RunSummary {
@@ -65,6 +70,15 @@ struct RunSummary {
   double exposed_transfer_ms = 0.0;
   std::uint64_t peak_driver_device_bytes = 0;  // ABI 4.1: the largest driver_device_bytes of any step
   std::int64_t skipped_steps = 0;              // ABI 7.0: steps whose update was skipped (non-finite grads)
+  // ABI 8.0: the phase controller's share. Backward passes run (= steps without a controller),
+  // predict steps, rollbacks, the controller's time and the memory it holds (host and device
+  // arenas, as the allocators count it under the plugin's name).
+  std::int64_t backward_passes = 0;
+  std::int64_t predict_steps = 0;
+  std::int64_t rollbacks = 0;
+  double predictor_ms = 0.0;
+  std::uint64_t predictor_host_bytes = 0;
+  std::uint64_t predictor_device_bytes = 0;
 };
 
 class TelemetrySink {
