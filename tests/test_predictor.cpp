@@ -48,8 +48,7 @@ TEST(Rssm, GradientMatchesFiniteDifferences) {
   member.initialize(11);
   const int rows = 5;
   std::vector<float> window(static_cast<std::size_t>(rows * shape.features));
-  for (std::size_t i = 0; i < window.size(); ++i)
-    window[i] = static_cast<float>(2.0 * rssm::uniform_open(3, i) - 1.0);
+  for (std::size_t i = 0; i < window.size(); ++i) window[i] = static_cast<float>(2.0 * rssm::uniform_open(3, i) - 1.0);
   const std::uint64_t noise = 99;
   member.loss(window, rows, noise, true);
   const std::vector<float> analytic(all.begin() + static_cast<std::ptrdiff_t>(n),
@@ -125,10 +124,10 @@ struct SteppedRun {
         dataset(DataOptions{manifest.data.train, manifest.data.val, manifest.data.val_fraction, manifest.model.vocab(),
                             manifest.model.seq_len(), manifest.train.micro_batch_rows()}) {
     host.use_backend(*device);
-    model = make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                       ModelOptions{manifest.train.micro_batch_rows(), state_layout_of(*stack.optimizer),
-                                    Allocation::deferred, stack.storage_on(*device), Purpose::training,
-                                    stack.trainable});
+    model =
+        make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
+                   ModelOptions{manifest.train.micro_batch_rows(), state_layout_of(*stack.optimizer),
+                                Allocation::deferred, stack.storage_on(*device), Purpose::training, stack.trainable});
     optimizer = std::make_unique<CountingOptimizer>(*stack.optimizer);
     if (inject_at > 0) injector = std::make_unique<LossInjector>(*stack.predictor, inject_at);
     PhaseController* controller = injector ? injector.get() : stack.predictor.get();
@@ -303,6 +302,38 @@ TEST(Predictor, TrainingLowersTheLossWithFewerBackwardPasses) {
   EXPECT_GT(result.summary.predictor_host_bytes, 0u);
   EXPECT_GT(result.summary.predictor_device_bytes, 0u);
   EXPECT_GT(result.summary.predictor_ms, 0.0);
+}
+
+// The seam with the smallest out-of-tree controller (tests/fixtures/plugins/phase_controller.cpp):
+// its phases are run as chosen, its state is saved, and an exception names it, the hook and the step.
+TrainResult train_with_fixture(const std::string& keys, const fs::path& dir) {
+  test::write_text(dir / "run.toml", test::tiny_manifest("[predictor]\nplugin = \"fixture_phase\"\n" + keys +
+                                                         "[checkpoint]\ndir = \"" + (dir / "ckpt").string() + "\"\n"));
+  PluginRegistry registry;
+  registry.scan({STRATA_FIXTURE_PLUGIN_DIR, STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
+  return run_training(load_manifest(dir / "run.toml", {"train.steps=6"}), registry, {});
+}
+
+TEST(PhaseControllerSeam, AControllerPluginChoosesPhasesAndSavesItsState) {
+  const fs::path dir = test::temporary_directory("fixture_phase");
+  const TrainResult result = train_with_fixture("every = 2\n", dir);
+  EXPECT_EQ(result.summary.predict_steps, 3);
+  EXPECT_EQ(result.summary.backward_passes, 3);
+  ASSERT_TRUE(result.last_checkpoint);
+  EXPECT_EQ(file_bytes(*result.last_checkpoint / "predictor.bin"), "3");
+}
+
+TEST(PhaseControllerSeam, AnExceptionNamesThePredictorTheHookAndTheStep) {
+  const fs::path dir = test::temporary_directory("fixture_phase_throws");
+  std::string error;
+  try {
+    train_with_fixture("throw_at = 4\n", dir);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("[predictor] 'fixture_phase' threw in predict (step 4): fixture predictor exploded"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Predictor, BadSettingsAndConflictingStacksAreRefused) {

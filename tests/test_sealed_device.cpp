@@ -93,6 +93,21 @@ TEST(SealedDevice, LayerStreamingTrainsAsOnTheCpuBackend) {
   expect_sealed_equals_plain("offload_streaming_llama_bf16", kLayerStreaming + kBf16 + kSelectiveCheckpoint, kLlama);
 }
 
+// The predictor reads the weights and the optimizer state and moves the weights through ops only:
+// its predict steps, rollbacks and forecasts are the CPU backend's, bit for bit.
+TEST(SealedDevice, PredictorTrainsAsOnTheCpuBackend) {
+  const auto dir = test::temporary_directory("sealed_predictor");
+  test::write_text(dir / "m.toml", test::tiny_manifest("[predictor]\nplugin = \"rssm_predictor\"\nwarmup_steps = 3\n"
+                                                       "history = 3\npredict_steps = 2\ncorrect_steps = 1\n"
+                                                       "full_steps = 0\nhidden = 8\nensemble = 2\n"
+                                                       "fit_iterations = 10\n"));
+  const std::vector<std::string> overrides = {"train.steps=10", "train.micro_batches=2"};
+  const TrainResult plain = train(Device::plain, dir / "m.toml", overrides);
+  const TrainResult sealed = train(Device::sealed, dir / "m.toml", overrides);
+  EXPECT_GT(plain.summary.predict_steps, 0);
+  expect_same_losses(sealed, plain);
+}
+
 // Half a run on the sealed backend, saved, resumed on it, and evaluated on it: the same losses as
 // the plain backend's uninterrupted run, and the same evaluation loss.
 void expect_resume_and_eval_on_sealed(const std::string& name, const std::string& extra,

@@ -231,8 +231,7 @@ std::vector<ParamSlot> Executor::parameter_slots() {
 
 std::vector<ControlledParameter> Executor::controlled_parameters() {
   std::vector<ControlledParameter> parameters;
-  for (const ParamSlot& slot : parameter_slots())
-    parameters.push_back({slot.name, slot.layer, slot.param, slot.state});
+  for (const ParamSlot& slot : parameter_slots()) parameters.push_back({slot.name, slot.layer, slot.param, slot.state});
   return parameters;
 }
 
@@ -262,8 +261,9 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
   else
     predicted_update(step, micro_batches, outcome);
   if (controller != nullptr) {
-    const StepObservation observed{step,           options_.total_steps,     outcome.phase,   outcome.loss,
-                                   outcome.report.grad_norm, outcome.report.lr, outcome.skipped};
+    const StepObservation observed{step,           options_.total_steps,     outcome.phase,
+                                   outcome.loss,   outcome.report.grad_norm, outcome.report.lr,
+                                   outcome.skipped};
     const std::vector<ControlledParameter> parameters = controlled_parameters();
     timed_controller_call(outcome, [&] { return controller->observe(observed, parameters); });
   }

@@ -18,9 +18,9 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 
-const std::vector<std::string> kTopLevelKeys = {"model",     "data",       "train",      "device",
-                                                "optimizer", "precision",  "strategy",   "kernels",
-                                                "telemetry", "checkpoint", "predictor",  "plugin_path"};
+const std::vector<std::string> kTopLevelKeys = {"model",     "data",       "train",     "device",
+                                                "optimizer", "precision",  "strategy",  "kernels",
+                                                "telemetry", "checkpoint", "predictor", "plugin_path"};
 
 std::string location(const std::filesystem::path& file, const toml::node& node) {
   // A value --set parsed carries "--set key.path" as its source; a table --set created has none.

@@ -5,15 +5,15 @@
 namespace strata {
 
 std::span<float> ControllerMemory::host_floats(std::uint64_t count) {
-  Buffer& buffer = buffers_.emplace_back(
-      backend_.host_memory().allocate(count * sizeof(float), MemoryCategory::other, owner_));
+  Buffer& buffer =
+      buffers_.emplace_back(backend_.host_memory().allocate(count * sizeof(float), MemoryCategory::other, owner_));
   std::memset(buffer.data(), 0, buffer.bytes());
   return {static_cast<float*>(buffer.data()), count};
 }
 
 TensorView ControllerMemory::device_floats(std::string_view name, std::uint64_t count) {
-  Buffer& buffer = buffers_.emplace_back(
-      backend_.device_memory().allocate(count * sizeof(float), MemoryCategory::other, owner_));
+  Buffer& buffer =
+      buffers_.emplace_back(backend_.device_memory().allocate(count * sizeof(float), MemoryCategory::other, owner_));
   backend_.ops().fill(buffer.data(), 0, buffer.bytes());
   return TensorView{name, -1, buffer.data(), DType::f32, static_cast<std::int64_t>(count), MemorySpace::device};
 }

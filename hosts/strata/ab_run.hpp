@@ -46,7 +46,7 @@ struct AbRun {
   std::int64_t rollbacks = 0;
   double predictor_ms = 0.0;
   std::uint64_t predictor_bytes = 0;  // host + device, as the arenas counted them
-  bool complete = false;  // a summary record was read
+  bool complete = false;              // a summary record was read
 
   bool failed() const { return exit_code != 0 || !complete; }
 };

@@ -72,18 +72,16 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
   numeric_row(
       "moved to device", [](const AbRun& r) { return static_cast<double>(r.bytes_to_device); }, mib);
   // A phase controller's rows, when a run has one: what it skipped and what it cost.
-  const bool any_predictor = std::any_of(runs.begin(), runs.end(), [](const AbRun& r) {
-    return r.predict_steps > 0 || r.predictor_bytes > 0;
-  });
+  const bool any_predictor = std::any_of(runs.begin(), runs.end(),
+                                         [](const AbRun& r) { return r.predict_steps > 0 || r.predictor_bytes > 0; });
   if (any_predictor) {
     numeric_row(
         "backward passes", [](const AbRun& r) { return static_cast<double>(r.backward_passes); },
         [](double v) { return fixed(v, 0); });
     Row predicted{"predict steps (rolled back)", {}};
     for (const AbRun& run : runs)
-      predicted.cells.push_back(run.complete ? std::to_string(run.predict_steps) + " (" +
-                                                   std::to_string(run.rollbacks) + ")"
-                                             : "-");
+      predicted.cells.push_back(
+          run.complete ? std::to_string(run.predict_steps) + " (" + std::to_string(run.rollbacks) + ")" : "-");
     rows.push_back(predicted);
     numeric_row(
         "predictor time", [](const AbRun& r) { return r.predictor_ms / 1000.0; },

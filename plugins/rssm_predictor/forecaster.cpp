@@ -9,8 +9,8 @@ namespace strata::rssm {
 
 namespace {
 
-constexpr double kTiny = 1e-12;      // keeps the log of a zero norm finite
-constexpr double kStdFloor = 1e-3;   // a feature that never moved is not divided by zero
+constexpr double kTiny = 1e-12;     // keeps the log of a zero norm finite
+constexpr double kStdFloor = 1e-3;  // a feature that never moved is not divided by zero
 
 // A noise key per purpose (stream), index and ensemble member.
 std::uint64_t key_of(std::uint64_t seed, std::uint64_t stream, std::uint64_t index, std::uint64_t member) {
@@ -66,7 +66,8 @@ void Forecaster::observe(double loss, double grad_norm, std::span<const double> 
   float* row = history_.data() + stored_ * D;
   row[0] = static_cast<float>(loss);
   row[1] = static_cast<float>(std::log(grad_norm + kTiny));
-  for (int g = 0; g < groups_; ++g) row[2 + g] = static_cast<float>(std::log(update_norms[static_cast<std::size_t>(g)] + kTiny));
+  for (int g = 0; g < groups_; ++g)
+    row[2 + g] = static_cast<float>(std::log(update_norms[static_cast<std::size_t>(g)] + kTiny));
   ++stored_;
   ++observed_;
   last_loss_ = loss;
@@ -148,7 +149,7 @@ void Forecaster::train(int iterations) {
         iterations_ % 2 == 0
             ? stored_
             : options_.history + static_cast<std::int64_t>(uniform_open(options_.seed ^ kWindowStream, it) *
-                                                           static_cast<double>(windows)) ;
+                                                           static_cast<double>(windows));
     load_window(std::min(end, stored_));
     for (std::size_t m = 0; m < members_.size(); ++m) {
       members_[m].loss(window_, options_.history, key_of(options_.seed, kTrainStream, it, m), true);

@@ -71,10 +71,10 @@ class Forecaster {
   ForecasterOptions options_;
   int groups_;
   std::vector<Member> members_;
-  std::span<float> history_;   // stored_ rows of features(), oldest first
-  std::span<float> window_;    // scratch: one normalised window
-  std::span<float> scratch_;   // imagined rows of one member
-  std::span<float> normal_;    // mean then std of each feature
+  std::span<float> history_;  // stored_ rows of features(), oldest first
+  std::span<float> window_;   // scratch: one normalised window
+  std::span<float> scratch_;  // imagined rows of one member
+  std::span<float> normal_;   // mean then std of each feature
   std::vector<double> center_, upper_, magnitudes_;
   std::int64_t stored_ = 0;
   std::int64_t observed_ = 0;    // full-step rows ever observed (keys the forecast's noise)

@@ -238,8 +238,10 @@ double Member::loss(std::span<const float> window, int rows, std::uint64_t noise
   std::vector<double> dh_next(static_cast<std::size_t>(H), 0.0), dz_next(static_cast<std::size_t>(S), 0.0);
   std::vector<double> dx_post(static_cast<std::size_t>(D)), dx_prior(static_cast<std::size_t>(D));
   std::vector<double> d_hz(static_cast<std::size_t>(H + S)), d_hzp(static_cast<std::size_t>(H + S));
-  std::vector<double> dh(static_cast<std::size_t>(H)), dz(static_cast<std::size_t>(S)), dzp(static_cast<std::size_t>(S));
-  std::vector<double> dq(static_cast<std::size_t>(S)), dp(static_cast<std::size_t>(S)), d_hx(static_cast<std::size_t>(H + D));
+  std::vector<double> dh(static_cast<std::size_t>(H)), dz(static_cast<std::size_t>(S)),
+      dzp(static_cast<std::size_t>(S));
+  std::vector<double> dq(static_cast<std::size_t>(S)), dp(static_cast<std::size_t>(S)),
+      d_hx(static_cast<std::size_t>(H + D));
   std::vector<double> dpre_n(static_cast<std::size_t>(H)), dpre_r(static_cast<std::size_t>(H)),
       dpre_u(static_cast<std::size_t>(H)), dun_h(static_cast<std::size_t>(H)), dh_in(static_cast<std::size_t>(H)),
       da(static_cast<std::size_t>(I));

@@ -52,7 +52,7 @@ class RssmPredictor final : public PhaseController {
     lengths.correct = config.get_int("correct_steps", 2, 0);
     lengths.full = config.get_int("full_steps", 2, 0);
     options_.source = config.get_string("magnitude", "rssm", {"rssm", "last"}) == "last" ? MagnitudeSource::last
-                                                                                          : MagnitudeSource::rssm;
+                                                                                         : MagnitudeSource::rssm;
     options_.history = static_cast<int>(config.get_int("history", 16, 2, 4096));
     options_.hidden = static_cast<int>(config.get_int("hidden", 32, 1, 4096));
     options_.ensemble = static_cast<int>(config.get_int("ensemble", 4, 1, 64));
@@ -185,9 +185,9 @@ class RssmPredictor final : public PhaseController {
   bool rolled_back_ = false;  // within one step: predict rolled back, observe must not advance
 };
 
-constexpr const char* kKeys[] = {"warmup_steps", "predict_steps",  "correct_steps",    "full_steps", "magnitude",
-                                 "history",      "hidden",         "ensemble",         "band_sigmas", "fit_iterations",
-                                 "train_iterations", "rssm_lr", "seed"};
+constexpr const char* kKeys[] = {"warmup_steps",     "predict_steps", "correct_steps", "full_steps",  "magnitude",
+                                 "history",          "hidden",        "ensemble",      "band_sigmas", "fit_iterations",
+                                 "train_iterations", "rssm_lr",       "seed"};
 // Its direction is Adam's m / sqrt(v): 8-bit codes or SGD's velocity are not that.
 constexpr const char* kConflicts[] = {"adamw8bit", "sgd"};
 const FactoryDescriptor kFactories[] = {make_factory<PhaseController, RssmPredictor>(
