@@ -341,9 +341,10 @@ TEST(Predictor, BadSettingsAndConflictingStacksAreRefused) {
   EXPECT_NE(test::stack_refusal(base + "predict_steps = 0\n").find("a predict phase of 0 steps never predicts"),
             std::string::npos);
   const std::string short_warmup = test::stack_refusal(base + "warmup_steps = 8\nhistory = 16\n");
-  EXPECT_NE(short_warmup.find("warmup_steps = 8 is shorter than the RSSM's history window (history = 16)"),
+  EXPECT_NE(short_warmup.find("warmup_steps = 8 is shorter than the RSSM's history window plus one (history = 16)"),
             std::string::npos)
       << short_warmup;
+  EXPECT_NE(test::stack_refusal(base + "warmup_steps = 16\nhistory = 16\n").find("plus one"), std::string::npos);
   EXPECT_NE(test::stack_refusal(base + "correct_steps = 0\n").find("correct_steps"), std::string::npos);
   const std::string conflict = test::stack_refusal(base + "[optimizer]\nplugin = \"adamw8bit\"\n");
   EXPECT_NE(conflict.find("conflicts with [optimizer] 'adamw8bit'"), std::string::npos) << conflict;

@@ -97,7 +97,7 @@ TEST(SealedDevice, LayerStreamingTrainsAsOnTheCpuBackend) {
 // its predict steps, rollbacks and forecasts are the CPU backend's, bit for bit.
 TEST(SealedDevice, PredictorTrainsAsOnTheCpuBackend) {
   const auto dir = test::temporary_directory("sealed_predictor");
-  test::write_text(dir / "m.toml", test::tiny_manifest("[predictor]\nplugin = \"rssm_predictor\"\nwarmup_steps = 3\n"
+  test::write_text(dir / "m.toml", test::tiny_manifest("[predictor]\nplugin = \"rssm_predictor\"\nwarmup_steps = 4\n"
                                                        "history = 3\npredict_steps = 2\ncorrect_steps = 1\n"
                                                        "full_steps = 0\nhidden = 8\nensemble = 2\n"
                                                        "fit_iterations = 10\n"));

@@ -46,6 +46,7 @@ class PhaseSchedule {
     phase_ = Phase::full;
     done_ = 0;
   }
+  bool valid(Phase phase, std::int64_t done) const noexcept { return done >= 0 && done < length(phase); }
   void restore(Phase phase, std::int64_t done) noexcept {
     phase_ = phase;
     done_ = done;

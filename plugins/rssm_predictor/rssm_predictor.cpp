@@ -10,9 +10,10 @@
 // forecaster.hpp). Its guardrail: when a predict step's forward loss is above the forecast band
 // (center + band_sigmas * sigma), or not finite, the phase ends, the weights go back to the phase
 // start (a host copy, weight_mover.hpp) and correct steps follow. A loss below the band is not a
-// failure of the update, so it never rolls back.
+// failure of the update, so it never rolls back. Predict step k judges the weights after k moves:
+// the phase's last move is judged by the correct steps that follow, not by the guardrail.
 //
-//   warmup_steps     = 100     N; at least `history`
+//   warmup_steps     = 100     N > `history` (the first step yields no feature row)
 //   predict_steps    = 4       K >= 1
 //   correct_steps    = 2       C >= 1
 //   full_steps       = 2       F >= 0
@@ -47,10 +48,10 @@ class RssmPredictor final : public PhaseController {
  public:
   RssmPredictor(ConfigView& config, HostServices& host) : host_(host), schedule_(PhaseLengths{}) {
     PhaseLengths lengths;
-    lengths.warmup = config.get_int("warmup_steps", 100, 1);
-    lengths.predict = config.get_int("predict_steps", 4, 0);
-    lengths.correct = config.get_int("correct_steps", 2, 0);
-    lengths.full = config.get_int("full_steps", 2, 0);
+    lengths.warmup = config.get_int("warmup_steps", 100, 1, 1 << 20);
+    lengths.predict = config.get_int("predict_steps", 4, 0, 1 << 16);
+    lengths.correct = config.get_int("correct_steps", 2, 0, 1 << 20);
+    lengths.full = config.get_int("full_steps", 2, 0, 1 << 20);
     options_.source = config.get_string("magnitude", "rssm", {"rssm", "last"}) == "last" ? MagnitudeSource::last
                                                                                          : MagnitudeSource::rssm;
     options_.history = static_cast<int>(config.get_int("history", 16, 2, 4096));
@@ -68,17 +69,19 @@ class RssmPredictor final : public PhaseController {
       config.report_error("correct_steps",
                           "at least one correct step must follow a predict phase: it refreshes the optimizer's "
                           "direction the next phase continues");
-    if (lengths.warmup < options_.history)
+    // The first step only takes the weights' host copy: warmup gives warmup_steps - 1 feature rows.
+    if (lengths.warmup <= options_.history)
       config.report_error("warmup_steps", "warmup_steps = " + std::to_string(lengths.warmup) +
-                                              " is shorter than the RSSM's history window (history = " +
+                                              " is shorter than the RSSM's history window plus one (history = " +
                                               std::to_string(options_.history) +
-                                              "): the model needs a full window of features before it predicts");
+                                              "): the model needs a full window of features before it predicts, "
+                                              "and the first step yields none");
     if (options_.source == MagnitudeSource::rssm && options_.ensemble < 2)
       config.report_error("ensemble", "the band needs the spread of at least 2 members");
     if (options_.band_sigmas <= 0.0) config.report_error("band_sigmas", "band_sigmas must be positive");
     if (options_.lr <= 0.0) config.report_error("rssm_lr", "rssm_lr must be positive");
-    options_.capacity = static_cast<int>(std::min<std::int64_t>(lengths.warmup, 1 << 20));
-    options_.horizon = static_cast<int>(std::min<std::int64_t>(lengths.predict, 1 << 16));
+    options_.capacity = static_cast<int>(lengths.warmup);
+    options_.horizon = static_cast<int>(std::max<std::int64_t>(lengths.predict, 1));
     schedule_ = PhaseSchedule(lengths);
   }
 
@@ -121,6 +124,9 @@ class RssmPredictor final : public PhaseController {
     if (observed.phase == Phase::predict) {
       if (!rolled_back_) schedule_.advance();
       rolled_back_ = false;
+      // The phase is over: the rollback point is no longer needed, and the next full step's update
+      // is measured from the weights the phase left.
+      if (schedule_.phase() != Phase::predict) mover_.retake_copy(host_.ops(), parameters);
     } else {
       // A skipped step left the weights as they were: nothing to measure.
       if (!observed.skipped && mover_.measure_and_refresh(host_.ops(), parameters, norms_))
@@ -155,6 +161,10 @@ class RssmPredictor final : public PhaseController {
     if (phase > static_cast<std::uint8_t>(Phase::correct))
       return Status::error("predictor state names phase " + std::to_string(phase) + ", which does not exist");
     const auto done = reader.value<std::int64_t>();
+    if (!schedule_.valid(static_cast<Phase>(phase), done))
+      return Status::error("predictor state is " + std::to_string(done) + " steps into a " +
+                           std::string(phase_name(static_cast<Phase>(phase))) +
+                           " phase, past its length (saved with other phase lengths?)");
     schedule_.restore(static_cast<Phase>(phase), done);
     mover_.restore(reader);
     forecaster_->restore(reader);

@@ -77,6 +77,13 @@ bool WeightMover::measure_and_refresh(Ops& ops, std::span<const ControlledParame
   return measured;
 }
 
+void WeightMover::retake_copy(Ops& ops, std::span<const ControlledParameter> parameters) {
+  check_views(parameters);
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    ops.copy_to_host(mirror_.data() + entries_[i].offset, parameters[i].values.data, parameters[i].values.bytes());
+  tracking_ = true;
+}
+
 void WeightMover::compute_direction(Ops& ops, std::span<const ControlledParameter> parameters) {
   check_views(parameters);
   std::fill(direction_norm_.begin(), direction_norm_.end(), 0.0);

@@ -25,11 +25,14 @@ class WeightMover {
   std::uint64_t parameter_count() const noexcept { return mirror_.size(); }
 
   // After a full step: each group's update norm into `norms`, then the copy takes the new weights.
-  // False (norms untouched) when the copy did not hold the step's starting weights: the first step,
-  // and the first after a predict phase.
+  // False (norms untouched) when the copy did not hold the step's starting weights: the run's
+  // first step (the weights are initialised after attach) and a resumed run's first without saved state.
   bool measure_and_refresh(Ops& ops, std::span<const ControlledParameter> parameters, std::span<double> norms);
   // A predict phase begins: the copy stays as it is, the rollback point.
   void hold_copy() noexcept { tracking_ = false; }
+  // A predict phase has ended (or rolled back): the copy takes the weights as they are now, so the
+  // next full step's update norm is measured from them.
+  void retake_copy(Ops& ops, std::span<const ControlledParameter> parameters);
   // Reads the optimizer state into the direction buffer.
   void compute_direction(Ops& ops, std::span<const ControlledParameter> parameters);
   bool direction_ready() const noexcept { return direction_ready_; }

@@ -8,7 +8,7 @@ strata=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work"
 short=(examples/rssm-predictor.toml --set train.steps=40 --set train.eval_every=0 --set train.eval_batches=2
-  --set predictor.warmup_steps=16 --set predictor.fit_iterations=20
+  --set predictor.warmup_steps=20 --set predictor.fit_iterations=20
   --set "checkpoint.dir=\"$work/ckpt\"" --set "telemetry.1.path=\"$work/run.jsonl\"")
 "$strata" train "${short[@]}" > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
 grep -q "backward passes" "$work/train.log" || { echo "no predictor summary"; cat "$work/train.log"; exit 1; }
