@@ -27,20 +27,12 @@ PY
 "$strata" train "${short[@]}" --set train.steps=44 --resume "$work/ckpt" > "$work/resume.log" 2>&1 ||
   { cat "$work/resume.log"; exit 1; }
 
-expect_refusal() {  # message, then the command
-  local message=$1
-  shift
-  set +e
-  "$@" > "$work/refusal.txt" 2>&1
-  local code=$?
-  set -e
-  [ "$code" = 2 ] || { echo "exit $code, not 2, for: $*"; cat "$work/refusal.txt"; exit 1; }
-  grep -qF "$message" "$work/refusal.txt" || { echo "missing '$message' in:"; cat "$work/refusal.txt"; exit 1; }
-}
-expect_refusal "a predict phase of 0 steps never predicts" \
+source "$(dirname "$0")/expect.sh"
+set +e  # expect checks each exit code itself
+expect 2 "a predict phase of 0 steps never predicts" -- \
   "$strata" validate examples/rssm-predictor.toml --set predictor.predict_steps=0
-expect_refusal "is shorter than the RSSM's history window" \
+expect 2 "is shorter than the RSSM's history window" -- \
   "$strata" validate examples/rssm-predictor.toml --set predictor.warmup_steps=8
-expect_refusal "conflicts with [optimizer] 'adamw8bit'" \
+expect 2 "conflicts with [optimizer] 'adamw8bit'" -- \
   "$strata" validate examples/rssm-predictor.toml --set 'optimizer.plugin="adamw8bit"'
 echo "predictor: ok"
