@@ -10,6 +10,7 @@ and, against the AdamW reference of the same seed:
     interpolated between its evaluations at the run's total training time;
   - the run's own loss: the backward passes and time the reference needed to first reach the run's
     final validation loss, against the run's (below 1x: the reference got there cheaper);
+  - predict/full: a predict step's median time over a full step's, within the run;
   - own-speed time: the run's training time over (steps x its own median full-step time), a
     time ratio free of the machine's drift between runs (absolute times move by 15-50% within
     minutes on these machines).
@@ -29,6 +30,7 @@ def read(path):
         elif kind == "step":
             steps.append(record)
     full_ms = sorted(s["ms"] for s in steps if s.get("backward", True))
+    predict_ms = sorted(s["ms"] for s in steps if not s.get("backward", True))
     elapsed, backward, evals = 0.0, 0, []
     for s in steps:
         elapsed += s["ms"] / 1000.0
@@ -36,8 +38,10 @@ def read(path):
         if "val_loss" in s:
             evals.append((s["step"], backward, elapsed, s["val_loss"]))
     own_speed = elapsed / (len(steps) * full_ms[len(full_ms) // 2] / 1000.0) if full_ms else 0.0
+    # A predict step's cost: its median time over the median full step's, within the run.
+    predict_cost = predict_ms[len(predict_ms) // 2] / full_ms[len(full_ms) // 2] if predict_ms and full_ms else 0.0
     return {"evals": evals, "seconds": elapsed, "backward": backward, "steps": len(steps), "summary": summary,
-            "own_speed": own_speed}
+            "own_speed": own_speed, "predict_cost": predict_cost}
 
 
 def reach(run, target):
@@ -68,7 +72,7 @@ def main():
     seeds = sorted({seed for _, seed in runs})
     arms = [a for a in ("adamw", "rssm", "last") if any((a, s) in runs for s in seeds)]
     header = (f"{'arm':6} {'seed':4} {'val loss':>8} {'backward':>8} {'train s':>8} {'rolled':>6} "
-              f"{'pred s':>6} {'own-speed':>9} {'to target: step / backward / s':>32} {'gap@steps':>9} {'gap@time':>8} "
+              f"{'pred s':>6} {'pred/full':>9} {'own-speed':>9} {'to target: step / backward / s':>32} {'gap@steps':>9} {'gap@time':>8} "
               f"{'reference to this loss: backward / s':>38}")
     print(header)
     totals = {}
@@ -96,7 +100,7 @@ def main():
             else:
                 theirs = "not reached"
             print(f"{arm:6} {seed:4} {final:8.4f} {run['backward']:8d} {run['seconds']:8.1f} "
-                  f"{s.get('rollbacks', 0):6d} {s.get('predictor_ms', 0) / 1000:6.1f} {run['own_speed']:8.2f}x "
+                  f"{s.get('rollbacks', 0):6d} {s.get('predictor_ms', 0) / 1000:6.1f} {run['predict_cost']:8.2f}x {run['own_speed']:8.2f}x "
                   f"{to_target:>32} {100 * gap_steps:+8.2f}% {100 * gap_time:+7.2f}% {theirs:>38}")
             t = totals.setdefault(arm, {"n": 0, "val": 0.0, "steps": 0.0, "time": 0.0, "reached": 0,
                                          "backward": 0.0, "seconds": 0.0})

@@ -5,21 +5,16 @@
 #include <cstdint>
 #include <numbers>
 
-namespace strata {
+#include "strata/counter_random.hpp"
 
-constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+namespace strata {
 
 class Random {
  public:
   explicit Random(std::uint64_t seed) : state_(seed) {}
   std::uint64_t next() noexcept { return splitmix64(state_++); }
   // Uniform in (0, 1).
-  double uniform() noexcept { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
+  double uniform() noexcept { return uniform_from_bits(next()); }
   // Box-Muller.
   double normal() noexcept {
     const double u1 = uniform();

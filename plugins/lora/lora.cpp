@@ -52,13 +52,10 @@ class Lora final : public MemoryStrategy {
     plan.freeze_head();
     const std::vector<std::string> known = plan.adaptable_targets();
     for (const std::string& target : targets_) {
-      if (std::find(known.begin(), known.end(), target) == known.end()) {
-        std::string list;
-        for (const std::string& name : known) list += (list.empty() ? "" : ", ") + name;
-        return Status::error("targets: '" + target + "' is not a matrix of a " + std::string(plan.model().arch) +
-                             " block (it has " + list + ")");
-      }
-      if (Status status = plan.adapt(target, *adapter_); !status) return status;  // rank, named by check()
+      // The plan words both refusals; an unknown target is this plugin's key, a rank is check()'s.
+      const bool known_target = std::find(known.begin(), known.end(), target) != known.end();
+      if (Status status = plan.adapt(target, *adapter_); !status)
+        return known_target ? status : Status::error("targets: " + status.message());
     }
     return {};
   }

@@ -5,17 +5,11 @@
 #include <cstdio>
 #include <string>
 
+#include "strata/counter_random.hpp"
+
 namespace strata::lora {
 
 namespace {
-
-// SplitMix64: a counter-based stream, so a value depends only on its inputs.
-std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [0, 1) from the top 24 bits.
 float unit(std::uint64_t bits) noexcept {
@@ -61,8 +55,8 @@ void LoraAdapter::init(const AdaptedMatrix& matrix, std::span<const std::span<fl
                        std::uint64_t seed) const {
   const std::span<float> a = values[0];
   const float bound = 1.0f / std::sqrt(static_cast<float>(matrix.shape.in_features));
-  const std::uint64_t stream = mix(seed ^ mix(0x4c6f5241ull + static_cast<std::uint64_t>(matrix.index)));
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = (2.0f * unit(mix(stream + i)) - 1.0f) * bound;
+  const std::uint64_t stream = splitmix64(seed ^ splitmix64(0x4c6f5241ull + static_cast<std::uint64_t>(matrix.index)));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = (2.0f * unit(splitmix64(stream + i)) - 1.0f) * bound;
   std::fill(values[1].begin(), values[1].end(), 0.0f);
 }
 
@@ -70,10 +64,10 @@ void LoraAdapter::apply_dropout(float* into, const float* x, std::int64_t count,
                                 const AdapterPass& pass, bool accumulate) const noexcept {
   const auto p = static_cast<float>(options_.dropout);
   const float keep_scale = 1.0f / (1.0f - p);
-  const std::uint64_t stream = mix(mix(pass.sequence) ^ (static_cast<std::uint64_t>(matrix.index) << 32));
+  const std::uint64_t stream = splitmix64(splitmix64(pass.sequence) ^ (static_cast<std::uint64_t>(matrix.index) << 32));
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
-    const bool kept = unit(mix(stream + static_cast<std::uint64_t>(i))) >= p;
+    const bool kept = unit(splitmix64(stream + static_cast<std::uint64_t>(i))) >= p;
     const float value = kept ? x[i] * keep_scale : 0.0f;
     into[i] = accumulate ? into[i] + value : value;
   }

@@ -22,7 +22,6 @@ enum : std::uint64_t { kInitStream = 1, kTrainStream = 2, kWindowStream = 3, kFo
 }  // namespace
 
 Forecaster::Forecaster(ForecasterOptions options, int groups) : options_(options), groups_(groups) {
-  center_.assign(static_cast<std::size_t>(options_.horizon), 0.0);
   upper_.assign(static_cast<std::size_t>(options_.horizon), 0.0);
   magnitudes_.assign(static_cast<std::size_t>(options_.horizon) * static_cast<std::size_t>(groups_), 0.0);
 }
@@ -164,7 +163,6 @@ void Forecaster::forecast() {
   if (options_.source == MagnitudeSource::last) {
     const float* last = history_.data() + (stored_ - 1) * D;
     for (int k = 0; k < K; ++k) {
-      center_[static_cast<std::size_t>(k)] = last_loss_;
       upper_[static_cast<std::size_t>(k)] = last_loss_ + band * std::sqrt(error_variance_);
       for (int g = 0; g < groups_; ++g)
         magnitudes_[static_cast<std::size_t>(k * groups_ + g)] = std::exp(static_cast<double>(last[2 + g]));
@@ -178,7 +176,6 @@ void Forecaster::forecast() {
     const double loss_std = normal_[static_cast<std::size_t>(D)];
     const double center = mean[row] * loss_std + normal_[0];
     const double spread = var[row] * loss_std * loss_std + error_variance_;
-    center_[static_cast<std::size_t>(k)] = center;
     upper_[static_cast<std::size_t>(k)] = center + band * std::sqrt(spread);
     for (int g = 0; g < groups_; ++g) {
       const auto f = static_cast<std::size_t>(2 + g);
@@ -198,7 +195,6 @@ void Forecaster::save(StateWriter& out) const {
   out.value(static_cast<std::uint8_t>(fitted_));
   out.array(std::span<const float>(history_));
   out.array(std::span<const float>(normal_));
-  out.array(std::span<const double>(center_));
   out.array(std::span<const double>(upper_));
   out.array(std::span<const double>(magnitudes_));
   out.value(static_cast<std::uint64_t>(members_.size()));
@@ -222,7 +218,6 @@ void Forecaster::restore(StateReader& in) {
   fitted_ = in.value<std::uint8_t>() != 0;
   in.array(history_, "feature history");
   in.array(normal_, "feature normalisation");
-  in.array(std::span<double>(center_), "loss forecast");
   in.array(std::span<double>(upper_), "loss band");
   in.array(std::span<double>(magnitudes_), "update magnitudes");
   if (in.value<std::uint64_t>() != members_.size())

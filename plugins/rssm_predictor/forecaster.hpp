@@ -47,10 +47,9 @@ class Forecaster {
   bool ready() const noexcept { return fitted_ && stored_ >= options_.history; }
   // Forecasts the next `horizon` steps from the latest window.
   void forecast();
-  // For predict step k (0-based) of the phase: the loss above which the guardrail rolls back, the
-  // forecast loss, and each group's update norm.
+  // For predict step k (0-based) of the phase: the loss above which the guardrail rolls back, and
+  // each group's update norm.
   double upper(int k) const noexcept { return upper_[static_cast<std::size_t>(k)]; }
-  double center(int k) const noexcept { return center_[static_cast<std::size_t>(k)]; }
   std::span<const double> magnitudes(int k) const noexcept {
     return std::span<const double>(magnitudes_).subspan(static_cast<std::size_t>(k) * groups_, groups_);
   }
@@ -75,7 +74,7 @@ class Forecaster {
   std::span<float> window_;   // scratch: one normalised window
   std::span<float> scratch_;  // imagined rows of one member
   std::span<float> normal_;   // mean then std of each feature
-  std::vector<double> center_, upper_, magnitudes_;
+  std::vector<double> upper_, magnitudes_;
   std::int64_t stored_ = 0;
   std::int64_t observed_ = 0;    // full-step rows ever observed (keys the forecast's noise)
   std::int64_t iterations_ = 0;  // training iterations so far (Adam's step, keys the noise)

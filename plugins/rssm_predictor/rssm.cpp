@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "strata/counter_random.hpp"
+
 namespace strata::rssm {
 
 namespace {
@@ -10,13 +12,6 @@ namespace {
 constexpr double kKlWeight = 0.1;  // beta: how strongly the posterior is pulled towards the prior
 constexpr double kClipNorm = 1.0;
 constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kAdamEps = 1e-8;
-
-std::uint64_t mix(std::uint64_t x) noexcept {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
@@ -118,12 +113,11 @@ void gru_forward(const float* p, const Layout& L, int H, int I, const double* h_
 }  // namespace
 
 std::uint64_t mix_key(std::uint64_t key, std::uint64_t counter) noexcept {
-  return mix(key ^ mix(counter));
+  return splitmix64(key ^ splitmix64(counter));
 }
 
 double uniform_open(std::uint64_t key, std::uint64_t counter) noexcept {
-  const std::uint64_t bits = mix_key(key, counter);
-  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;  // in (0, 1): never 0 or 1
+  return uniform_from_bits(mix_key(key, counter));
 }
 
 Layout::Layout(const Shape& shape) {
