@@ -62,7 +62,7 @@ TEST(Allocator, LiveBytesPerCategoryEqualTheTensorTable) {
   const GPT2Config config{3, 2, 32, 256, 16};
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model(config, 2, *device, *attention, f32_state_layout(2));
+  GPT2Model model(config, *device, *attention, model_options(2, f32_state_layout(2)));
   model.init_weights(1);
   test::PlainSgd optimizer;
   test::PlainFp32 precision;
@@ -85,7 +85,7 @@ TEST(Allocator, ModelOverBudgetFailsCleanly) {
   const GPT2Config config{2, 2, 32, 256, 16};
   auto device = make_cpu_backend(64 * 1024);  // far too small for the weights
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  EXPECT_THROW(GPT2Model(config, 2, *device, *attention, f32_state_layout(2)), MemoryLimitExceeded);
+  EXPECT_THROW(GPT2Model(config, *device, *attention, model_options(2, f32_state_layout(2))), MemoryLimitExceeded);
   EXPECT_EQ(device->device_memory().live_total(), 0u) << "a failed build must release what it took";
 }
 

@@ -113,7 +113,7 @@ Pass forward_backward(StorageTypes storage) {
   const int batch = 4;
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model(config, batch, *device, *attention, f32_state_layout(2), Allocation::now, storage);
+  GPT2Model model(config, *device, *attention, model_options(batch, f32_state_layout(2), storage));
   model.init_weights(11);
   test::PlainSgd optimizer;
   test::PlainFp32 precision;

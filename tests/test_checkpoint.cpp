@@ -15,7 +15,7 @@ struct ModelFixture {
   GPT2Config config{2, 2, 16, 50, 8};
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model{config, 1, *device, *attention, f32_state_layout(2)};
+  GPT2Model model{config, *device, *attention, model_options(1, f32_state_layout(2))};
 };
 
 TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
@@ -60,7 +60,8 @@ TEST(Checkpoint, LoadsHuggingFaceStyleFiles) {
   write_file_atomically(dir / "model.safetensors", encode_safetensors(tensors, {{"format", "pt"}}));
   ModelFixture target;
   load_weights(dir / "model.safetensors", target.model);
-  const TensorView x = source.model.param(1, LayerParam::fc_weight), y = target.model.param(1, LayerParam::fc_weight);
+  const TensorView x = source.model.parameter_values(1, gpt2::P::fc_weight);
+  const TensorView y = target.model.parameter_values(1, gpt2::P::fc_weight);
   EXPECT_TRUE(std::equal(x.f32(), x.f32() + x.count, y.f32()));
 }
 
@@ -83,7 +84,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   EXPECT_THROW(load_weights(dir / "garbage.safetensors", b.model), CheckpointError);
   GPT2Config other{3, 2, 16, 50, 8};
   auto device = make_cpu_backend(0);
-  GPT2Model wrong(other, 1, *device, *a.attention, f32_state_layout(2));
+  GPT2Model wrong(other, *device, *a.attention, model_options(1, f32_state_layout(2)));
   try {
     load_checkpoint(dir, wrong);
     FAIL();
@@ -136,7 +137,7 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   // A 3-layer checkpoint into the 2-layer model: its layer-2 tensors are not parameters here.
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, 1, *device, *attention, f32_state_layout(2));
+  GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, *device, *attention, model_options(1, f32_state_layout(2)));
   deeper.init_weights(1);
   const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", ""});
   ModelFixture shallow;

@@ -29,7 +29,8 @@ struct Family {
   std::vector<std::string> overrides;
 };
 const std::vector<Family> kFamilies = {{"gpt2", {}},
-                                       {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}}};
+                                       {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}},
+                                       {"qwen2", {"model.arch=\"qwen2\"", "model.n_kv_head=1", "model.d_ff=48"}}};
 
 const std::string kCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
 const std::string kSelective = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";

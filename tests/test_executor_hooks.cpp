@@ -69,7 +69,7 @@ struct Fixture {
   GPT2Config config{3, 2, 32, 256, 16};
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model{config, 2, *device, *attention, {}};
+  GPT2Model model{config, *device, *attention, model_options(2)};
   test::PlainSgd optimizer;
   test::PlainFp32 precision;
   std::vector<std::int32_t> tokens = std::vector<std::int32_t>(2 * 16);
@@ -256,7 +256,7 @@ TEST(NonFiniteLoss, ReachesThePrecisionPolicyWhichSkipsTheStep) {
   const GPT2Config config{2, 2, 16, 40, 8};
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
-  GPT2Model model(config, 2, *device, *attention, {});
+  GPT2Model model(config, *device, *attention, model_options(2));
   model.init_weights(5);
   const ParameterRows& ln = model.parameters()[2];  // ln_f.weight
   ASSERT_EQ(ln.name, "ln_f.weight");

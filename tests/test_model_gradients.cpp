@@ -11,6 +11,7 @@
 #include "core/executor/executor.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
 #include "core/model/llama/llama_model.hpp"
+#include "core/model/qwen2/qwen2_model.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "test_support.hpp"
 
@@ -96,7 +97,7 @@ StorageTypes storage_of(const GradientCase& options) {
 void gpt2_case(const char* label, const GPT2Config& config, cpu::AttentionImpl impl, const GradientCase& options) {
   auto device = make_cpu_backend(0);
   auto attention = cpu::make_attention_kernel(impl);
-  GPT2Model model(config, 2, *device, *attention, {}, Allocation::now, storage_of(options));
+  GPT2Model model(config, *device, *attention, model_options(2, {}, storage_of(options)));
   model.init_weights(3);
   std::printf("%s: max relative error %.3g over %zu tensors\n", label, check_gradients(model, config.vocab, options),
               model.parameters().size());
@@ -148,6 +149,19 @@ TEST(ModelGradients, LlamaUntiedGroupedQueryReferenceAttention) {
 TEST(ModelGradients, LlamaTiedFastAttentionSeveralMicroBatches) {
   llama_case("llama, tied, GQA, fast attention, 2 micro batches", tiny_llama(true), cpu::AttentionImpl::fast,
              {2, false, 2e-2});
+}
+
+// Qwen2: LLaMA with q/k/v biases, whose gradients are checked with the rest.
+TEST(ModelGradients, Qwen2BiasesUntiedGroupedQuery) {
+  LlamaConfig config = tiny_llama(false);
+  apply_qwen2(config);
+  auto device = make_cpu_backend(0);
+  auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::reference);
+  Qwen2Model model(config, *device, *attention, model_options(2));
+  model.init_weights(3);
+  EXPECT_TRUE(model.table().find("model.layers.1.self_attn.k_proj.bias").has_value());
+  std::printf("qwen2: max relative error %.3g over %zu tensors\n", check_gradients(model, config.vocab, {}),
+              model.parameters().size());
 }
 
 TEST(ModelGradients, LlamaBf16WeightStorage) {

@@ -62,6 +62,9 @@ constexpr const char* kAdaptersKey = "strata_adapters";
 
 // Which family a safetensors file holds, by a tensor only that family has.
 std::string family_of(const SafetensorsFile& file) {
+  // Qwen2 is LLaMA's names with q/k/v biases; any block's will do (a save leaves frozen blocks out).
+  for (const auto& [name, entry] : file.entries())
+    if (name.starts_with("model.layers.") && name.ends_with(".self_attn.q_proj.bias")) return "qwen2";
   if (file.has("model.embed_tokens.weight")) return "llama";
   if (file.has("wte.weight") || file.has("transformer.wte.weight")) return "gpt2";
   return {};

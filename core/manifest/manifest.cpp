@@ -9,6 +9,7 @@
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
 #include "core/manifest/toml_text_guard.hpp"
+#include "core/model/qwen2/qwen2_config.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "core/util/format_bytes.hpp"
 
@@ -232,7 +233,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   {
     TomlConfigView model = view_of("model");
     ModelSpec& spec = manifest.model;
-    spec.arch = model.get_string("arch", "gpt2", {"gpt2", "llama"});
+    spec.arch = model.get_string("arch", "gpt2", {"gpt2", "llama", "qwen2"});
     const int n_layer = static_cast<int>(model.get_int("n_layer", 12, 1, 1024));
     const int n_head = static_cast<int>(model.get_int("n_head", 12, 1, 1024));
     const int d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
@@ -253,6 +254,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       llama.rope_theta = model.get_double("rope_theta", 10000.0, 1e-3, 1e12);
       llama.norm_eps = model.get_double("norm_eps", 1e-6, 1e-12, 1.0);
       llama.tie_embeddings = model.get_bool("tie_embeddings", false);
+      if (spec.arch == "qwen2") apply_qwen2(llama);  // LLaMA with q/k/v biases (core/model/qwen2)
       if (n_head % llama.n_kv_head != 0)
         model.report_error("n_kv_head", "n_kv_head = " + std::to_string(llama.n_kv_head) +
                                             " must divide n_head = " + std::to_string(n_head) +
@@ -264,7 +266,7 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
       for (const char* key : {"n_kv_head", "d_ff", "rope_theta", "norm_eps", "tie_embeddings"})
         if (model.has(key))
           model.report_error(key, std::string(key) +
-                                      " is a LLaMA key; it needs arch = \"llama\" (this model is "
+                                      " is a LLaMA key; it needs arch = \"llama\" or \"qwen2\" (this model is "
                                       "arch = \"gpt2\")");
       spec.gpt2 = GPT2Config{n_layer, n_head, d_model, vocab, seq_len};
     }

@@ -14,35 +14,39 @@ std::vector<std::int64_t> Model::stored_shape(const ParameterRows& rows) const {
 void Model::free_partial_activations(int layer, PartialSet set) {
   if (trainable_.skips(layer)) return;  // a skipped block keeps its output only
   if (set == PartialSet::attention) {
-    store_.release(activation_row(layer, attention_saved_kind()));
+    store_.release(activation_row(layer, attention_saved_kind_));
     return;
   }
-  for (int kind : cheap_activation_kinds()) store_.release(activation_row(layer, kind));
+  for (int kind : cheap_kinds_) store_.release(activation_row(layer, kind));
 }
 
 bool Model::only_partial_activations_missing(int layer) const {
   if (trainable_.skips(layer)) return false;
-  const std::vector<int> cheap = cheap_activation_kinds();
   const auto& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
   for (int kind = 0; kind < static_cast<int>(rows.size()); ++kind) {
-    const bool partial = kind == attention_saved_kind() || std::find(cheap.begin(), cheap.end(), kind) != cheap.end();
+    const bool partial = kind == attention_saved_kind_ ||
+                         std::find(cheap_kinds_.begin(), cheap_kinds_.end(), kind) != cheap_kinds_.end();
     if (!partial && !store_.allocated(activation_row(layer, kind))) return false;
   }
   return true;
 }
 
 void Model::recompute_missing_activations(int layer) {
-  bool cheap_missing = false;
-  for (int kind : cheap_activation_kinds())
+  std::vector<int> kinds = cheap_kinds_;
+  kinds.push_back(attention_saved_kind_);
+  auto& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
+  for (int kind : kinds)
     if (!store_.allocated(activation_row(layer, kind))) {
       store_.allocate(activation_row(layer, kind));
-      cheap_missing = true;
+      marks[static_cast<std::size_t>(kind)] = true;
     }
-  if (cheap_missing) recompute_cheap_activations(layer);
-  if (const int saved = activation_row(layer, attention_saved_kind()); !store_.allocated(saved)) {
-    store_.allocate(saved);
-    recompute_attention(layer);
-  }
+}
+
+bool Model::take_recompute_mark(int layer, int kind) {
+  std::vector<bool>& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
+  const bool marked = marks.at(static_cast<std::size_t>(kind));
+  marks[static_cast<std::size_t>(kind)] = false;
+  return marked;
 }
 
 void Model::add_token_rows() {
@@ -57,9 +61,14 @@ int Model::add_global_activation(const std::string& name, std::vector<std::int64
   return row;
 }
 
-void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind) {
+void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind, std::vector<int> cheap,
+                                      int attention_saved) {
+  recompute_marks_.clear();
+  for (const auto& layer : rows) recompute_marks_.emplace_back(layer.size(), false);
   layer_activation_rows_ = std::move(rows);
   output_kind_ = output_kind;
+  cheap_kinds_ = std::move(cheap);
+  attention_saved_kind_ = attention_saved;
 }
 
 void Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
@@ -89,9 +98,11 @@ bool Model::layer_activations_present(int layer) const {
 
 void Model::free_layer_activations(int layer, bool keep_output) {
   const std::vector<int>& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  auto& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
   for (std::size_t kind = 0; kind < rows.size(); ++kind) {
     if (keep_output && static_cast<int>(kind) == output_kind_) continue;
     store_.release(rows[kind]);
+    marks[kind] = false;
   }
 }
 

@@ -1,10 +1,11 @@
 #pragma once
-// The interface the executor drives (DESIGN.md §7): a model family declares its parameter,
-// gradient, optimizer-state, activation and workspace rows in a TensorStore, and runs one explicit
-// forward and backward per piece (embedding, block, head) through the backend's ops. This base
-// class holds what every family shares: the store, the micro batch's token rows, per-layer
-// activation bookkeeping and the chunked LM head. One folder per family: core/model/gpt2,
-// core/model/llama.
+// The interface the executor drives (docs/architecture.md, "Models"): a model family declares its
+// parameter, gradient, optimizer-state, activation and workspace rows in a TensorStore, and runs one
+// explicit forward and backward per piece (embedding, block, head) through the backend's ops. This
+// base class holds what the executor needs of any model: the store, the micro batch's token rows,
+// per-layer activation bookkeeping and the chunked LM head; core/model/transformer.hpp holds what
+// the transformer families share. One folder per family: core/model/gpt2, core/model/llama,
+// core/model/qwen2.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,7 +19,6 @@
 #include "core/model/lm_head.hpp"
 #include "core/model/model_adapters.hpp"
 #include "core/model/trainable_plan.hpp"
-#include "core/tensor/activation_staging.hpp"
 #include "core/tensor/tensor_store.hpp"
 #include "core/util/profiler.hpp"
 #include "strata/host_services.hpp"
@@ -77,6 +77,15 @@ struct ModelOptions {
   Purpose purpose = Purpose::training;
   TrainablePlan trainable;  // what trains (all of it by default) and which blocks are skipped
 };
+
+// Options for a model that trains everything, allocated now (tests and tools).
+inline ModelOptions model_options(int batch, OptimizerStateLayout optimizer_state = {}, StorageTypes storage = {}) {
+  ModelOptions options;
+  options.batch = batch;
+  options.optimizer_state = std::move(optimizer_state);
+  options.storage = storage;
+  return options;
+}
 
 class Model {
  public:
@@ -144,7 +153,8 @@ class Model {
   //   cheap      the norm and pointwise outputs (cheap to recompute);
   //   attention  the attention kernel's saved rows, the T x T part (Korthikanti et al. 2022's
   //              selective recomputation: the matmul outputs stay, attention runs again).
-  // recompute_missing_activations rebuilds whichever are missing from what is kept, bit for bit.
+  // recompute_missing_activations re-allocates whichever are missing and marks them; the block's
+  // backward recomputes each from what is kept, right above its first use, bit for bit.
   enum class PartialSet : std::uint8_t { cheap, attention };
   void free_partial_activations(int layer, PartialSet set);
   bool only_partial_activations_missing(int layer) const;
@@ -171,23 +181,22 @@ class Model {
                               const MatmulShape& shape);
   void adapted_matmul_backward(const ParameterRows& rows, float* dinp, float* dbias, const float* dout,
                                const float* inp, const MatmulShape& shape, GradientWrite dinp_write);
-  // The family's activation kinds of each partial set, and their recomputation (each stores what
-  // it computed, widening its inputs first when activations are bf16).
-  virtual std::vector<int> cheap_activation_kinds() const = 0;
-  virtual int attention_saved_kind() const = 0;
-  virtual void recompute_cheap_activations(int layer) = 0;
-  virtual void recompute_attention(int layer) = 0;
   Ops& ops() noexcept { return store_.ops(); }
   // act.tokens and act.targets, the micro batch's (B, T) ids.
   void add_token_rows();
   int add_global_activation(const std::string& name, std::vector<std::int64_t> shape,
                             ElementType element = ElementType::f32);
-  // Registers a block's activation rows, in kind order; `output_kind` is the block's output.
-  void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind);
+  // Registers a block's activation rows, in kind order; `output_kind` is the block's output, `cheap`
+  // and `attention_saved` the kinds of the two partial sets.
+  void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind, std::vector<int> cheap,
+                                 int attention_saved);
+  // Whether recompute_missing_activations re-allocated this kind and it is not yet recomputed; clears the mark.
+  bool take_recompute_mark(int layer, int kind);
   int activation_row(int layer, int kind) const {
     return layer_activation_rows_.at(static_cast<std::size_t>(layer)).at(static_cast<std::size_t>(kind));
   }
   int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
+  int layer_output_kind() const noexcept { return output_kind_; }
   // bf16 or quantized weights: one f32 workspace row where matmuls and the head widen weight chunks
   // (at most kWeightScratchElements floats, no more than the largest matmul_scratch_floats of a
   // matrix), then the head's rows.
@@ -221,7 +230,10 @@ class Model {
   int targets_row_ = -1;
   std::vector<int> global_activation_rows_;
   std::vector<std::vector<int>> layer_activation_rows_;
+  std::vector<std::vector<bool>> recompute_marks_;  // per layer and kind
   int output_kind_ = -1;
+  std::vector<int> cheap_kinds_;
+  int attention_saved_kind_ = -1;
   int weight_scratch_row_ = -1;
   std::int64_t weight_scratch_elements_ = 0;
 };

@@ -12,11 +12,12 @@
 namespace strata {
 
 struct ModelSpec {
-  std::string arch = "gpt2";  // "gpt2" | "llama"
+  std::string arch = "gpt2";  // "gpt2" | "llama" | "qwen2"
   GPT2Config gpt2;            // when arch = "gpt2"
-  LlamaConfig llama;          // when arch = "llama"
+  LlamaConfig llama;          // when arch = "llama" or "qwen2" (LLaMA with q/k/v biases)
 
-  bool is_llama() const noexcept { return arch == "llama"; }
+  // LLaMA's shape and blocks: llama or qwen2.
+  bool is_llama() const noexcept { return arch == "llama" || arch == "qwen2"; }
   int n_layer() const noexcept { return is_llama() ? llama.n_layer : gpt2.n_layer; }
   int vocab() const noexcept { return is_llama() ? llama.vocab : gpt2.vocab; }
   int seq_len() const noexcept { return is_llama() ? llama.seq_len : gpt2.seq_len; }

@@ -33,7 +33,7 @@ class Lora final : public MemoryStrategy {
       config.report_error("dropout", "dropout must be below 1 (it keeps a fraction 1 - dropout)");
     if (options.alpha <= 0.0) config.report_error("alpha", "alpha must be positive");
     const std::vector<std::string> defaults =
-        host.model().arch == "llama" ? std::vector<std::string>{"q", "v"} : std::vector<std::string>{"qkv"};
+        host.model().arch != "gpt2" ? std::vector<std::string>{"q", "v"} : std::vector<std::string>{"qkv"};
     targets_ = config.get_string_list("targets", defaults);
     if (targets_.empty()) config.report_error("targets", "name at least one matrix to adapt");
     // Refused for eval and export too, which never drop: set dropout = 0.0 there.

@@ -1,218 +1,115 @@
-// One LLaMA block, forward and backward, through the backend's ops:
-//   x -> norm1 = RMSNorm(x) -> q, k, v projections -> RoPE(q, k) -> attention -> atty
-//     -> residual2 = x + o_proj(atty) -> norm2 = RMSNorm(residual2)
-//     -> swiglu = silu(gate_proj(norm2)) * up_proj(norm2) -> output = residual2 + down_proj(swiglu)
-#include <algorithm>
-#include <stdexcept>
-
+// LLaMA's math: the embedding (no position table: RoPE carries positions), one block forward and
+// backward, and the final RMSNorm before the LM head (core/model/lm_head.hpp). One op per line;
+// shapes for N = B*T rows, C = d_model, KV = n_kv_head * head_dim, F = d_ff. Recomputation (what
+// the checkpoint strategy dropped) sits right above the code that reads it.
 #include "core/model/llama/llama_model.hpp"
 
 namespace strata {
 
-void LlamaModel::load_input(int layer) {
-  if (layer == 0 || input_staging_row_ < 0) return;
-  auto timer = profiler_.scope(ProfileKind::bf16_convert);
-  const int row = activation_row(layer - 1, LA::output);
-  ops().widen(store_.f32(input_staging_row_), store_.bf16(row), table().row(row).elements());
+using namespace llama;
+
+void LlamaModel::embed_forward() {
+  auto timer = profiler_.scope(ProfileKind::embedding_forward);
+  // encoded (B, T, C) = embed_tokens[tokens]
+  ops().embedding_forward(global_activation(GA::encoded), tokens(), store_.weight(global(G::embed).param), Weight{},
+                          batch_, config_.seq_len, config_.d_model);
 }
 
-const float* LlamaModel::layer_input(int layer) const {
-  if (layer == 0) return store_.f32(encoded_row_);
-  if (input_staging_row_ >= 0) return store_.f32(input_staging_row_);  // load_input() fills it
-  return store_.f32(activation_row(layer - 1, LA::output));
+AttentionInputs LlamaModel::qkv(int l) {
+  return AttentionInputs{in(l, A::q), in(l, A::k), in(l, A::v), config_.d_model, config_.kv_dim()};
 }
 
-void LlamaModel::project_forward(int layer, LlamaParam weight, float* out, const float* inp, std::int64_t in_features,
-                                 std::int64_t out_features) {
-  auto timer = profiler_.scope(ProfileKind::matmul_forward);
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  adapted_matmul_forward(parameter(layer, weight), out, inp, nullptr,
-                         MatmulShape{N, in_features, out_features, WeightLayout::out_in});
+void LlamaModel::block_forward(int l) {
+  const auto eps = static_cast<float>(config_.norm_eps);
+  // norm1 (N, C) = rmsnorm(x)
+  rmsnorm(l, A::norm1, A::norm1_rstd, kBlockInput, P::input_norm, eps);
+  // q (N, C), k and v (N, KV) = norm1 @ W^T (+ b)
+  linear(l, A::q, A::norm1, P::q_proj, bias(P::q_bias));
+  linear(l, A::k, A::norm1, P::k_proj, bias(P::k_bias));
+  linear(l, A::v, A::norm1, P::v_proj, bias(P::v_bias));
+  // q, k turned by position (rotate_half)
+  rope(l, A::q, config_.n_head);
+  rope(l, A::k, config_.n_kv_head);
+  // atty (N, C) = causal softmax(q k^T / sqrt(hd)) v; query head h reads kv head h / (n_head / n_kv_head)
+  attention(l, A::atty, A::attention_saved, qkv(l));
+  // residual2 (N, C) = x + atty @ W_o^T
+  linear(l, A::residual2, A::atty, P::o_proj);
+  residual(l, A::residual2, kBlockInput);
+  // norm2 (N, C) = rmsnorm(residual2)
+  rmsnorm(l, A::norm2, A::norm2_rstd, A::residual2, P::post_attention_norm, eps);
+  // gate, up (N, F) = norm2 @ W^T;  swiglu = silu(gate) * up
+  linear(l, A::gate, A::norm2, P::gate_proj);
+  linear(l, A::up, A::norm2, P::up_proj);
+  swiglu(l, A::swiglu, A::gate, A::up);
+  // output (N, C) = residual2 + swiglu @ W_down^T
+  linear(l, A::output, A::swiglu, P::down_proj);
+  residual(l, A::output, A::residual2);
 }
 
-void LlamaModel::project_backward(int layer, LlamaParam weight, float* dinp, const float* dout, const float* inp,
-                                  std::int64_t in_features, std::int64_t out_features, GradientWrite dinp_write) {
-  auto timer = profiler_.scope(ProfileKind::matmul_backward);
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  const ParameterRows& rows = parameter(layer, weight);
-  adapted_matmul_backward(rows, dinp, nullptr, dout, inp,
-                          MatmulShape{N, in_features, out_features, WeightLayout::out_in}, dinp_write);
-}
-
-void LlamaModel::rope(float* x, std::int64_t stride, int heads, bool inverse) {
-  auto timer = profiler_.scope(ProfileKind::rope);
-  ops().rope(x, static_cast<std::int64_t>(batch_) * config_.seq_len, stride, config_.seq_len, heads, config_.head_dim(),
-             static_cast<float>(config_.rope_theta), inverse);
-}
-
-AttentionInputs LlamaModel::attention_inputs(int l) const {
-  return AttentionInputs{act(l, LA::q), act(l, LA::k), act(l, LA::v), config_.d_model, config_.kv_dim()};
-}
-
-// The cheap pieces, callable alone for cheap recomputation; each stores what it computed.
-void LlamaModel::norm1_forward(int l) {
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  {
-    auto timer = profiler_.scope(ProfileKind::rmsnorm_forward);
-    ops().rmsnorm_forward(act(l, LA::norm1), act(l, LA::norm1_rstd), layer_input(l), gain(l, LlamaParam::input_norm), N,
-                          config_.d_model, static_cast<float>(config_.norm_eps));
-  }
-  save_activation(l, LA::norm1);
-}
-
-void LlamaModel::norm2_forward(int l) {
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  {
-    auto timer = profiler_.scope(ProfileKind::rmsnorm_forward);
-    ops().rmsnorm_forward(act(l, LA::norm2), act(l, LA::norm2_rstd), act(l, LA::residual2),
-                          gain(l, LlamaParam::post_attention_norm), N, config_.d_model,
-                          static_cast<float>(config_.norm_eps));
-  }
-  save_activation(l, LA::norm2);
-}
-
-void LlamaModel::swiglu_forward(int l) {
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  {
-    auto timer = profiler_.scope(ProfileKind::swiglu_forward);
-    ops().swiglu_forward(act(l, LA::swiglu), act(l, LA::gate), act(l, LA::up), N * config_.d_ff);
-  }
-  save_activation(l, LA::swiglu);
-}
-
-std::vector<int> LlamaModel::cheap_activation_kinds() const {
-  return {static_cast<int>(LA::norm1), static_cast<int>(LA::norm2), static_cast<int>(LA::swiglu)};
-}
-
-int LlamaModel::attention_saved_kind() const {
-  return static_cast<int>(LA::attention_saved);
-}
-
-void LlamaModel::recompute_cheap_activations(int layer) {
-  // RMSNorm rewrites its kept rstd with the same values: the same code on the same input.
-  load_input(layer);
-  norm1_forward(layer);
-  load_activation(layer, LA::residual2);
-  norm2_forward(layer);
-  load_activation(layer, LA::gate);
-  load_activation(layer, LA::up);
-  swiglu_forward(layer);
-}
-
-// Writes atty again with the same values (the same kernel on the same q, k, v); under bf16 storage
-// into its staging row, which the backward pass refills from the stored value before reading it.
-void LlamaModel::recompute_attention(int layer) {
-  load_activation(layer, LA::q);
-  load_activation(layer, LA::k);
-  load_activation(layer, LA::v);
-  attention_forward(layer);
-}
-
-void LlamaModel::attention_forward(int l) {
-  auto timer = profiler_.scope(ProfileKind::attention_forward);
-  const Status status = attention_.attention_forward(
-      attention_shape_, act(l, LA::atty), store_.f32(activation_row(l, LA::attention_saved)), attention_inputs(l));
-  if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
-}
-
-void LlamaModel::layer_forward(int l) {
-  using P = LlamaParam;
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  const std::int64_t C = config_.d_model, KV = config_.kv_dim(), F = config_.d_ff;
-  load_input(l);
-  if (trainable_.skips(l)) {  // the identity: its output is its input
-    ops().copy(act(l, LA::output), layer_input(l), static_cast<std::uint64_t>(N * C) * sizeof(float));
-    save_activation(l, LA::output);
-    return;
-  }
-  norm1_forward(l);
-  project_forward(l, P::q_proj, act(l, LA::q), act(l, LA::norm1), C, C);
-  project_forward(l, P::k_proj, act(l, LA::k), act(l, LA::norm1), C, KV);
-  project_forward(l, P::v_proj, act(l, LA::v), act(l, LA::norm1), C, KV);
-  rope(act(l, LA::q), C, config_.n_head, false);
-  rope(act(l, LA::k), KV, config_.n_kv_head, false);
-  save_activation(l, LA::q);
-  save_activation(l, LA::k);
-  save_activation(l, LA::v);
-  attention_forward(l);
-  save_activation(l, LA::atty);
-  project_forward(l, P::o_proj, act(l, LA::residual2), act(l, LA::atty), C, C);
-  {
-    auto timer = profiler_.scope(ProfileKind::residual_forward);
-    ops().residual_forward(act(l, LA::residual2), act(l, LA::residual2), layer_input(l), N * C);
-  }
-  save_activation(l, LA::residual2);
-  norm2_forward(l);
-  project_forward(l, P::gate_proj, act(l, LA::gate), act(l, LA::norm2), C, F);
-  project_forward(l, P::up_proj, act(l, LA::up), act(l, LA::norm2), C, F);
-  save_activation(l, LA::gate);
-  save_activation(l, LA::up);
-  swiglu_forward(l);
-  project_forward(l, P::down_proj, act(l, LA::output), act(l, LA::swiglu), F, C);
-  {
-    auto timer = profiler_.scope(ProfileKind::residual_forward);
-    ops().residual_forward(act(l, LA::output), act(l, LA::output), act(l, LA::residual2), N * C);
-  }
-  save_activation(l, LA::output);
-}
-
-void LlamaModel::layer_backward(int l) {
-  using P = LlamaParam;
-  using W = LlamaWorkspace;
-  const std::int64_t N = static_cast<std::int64_t>(batch_) * config_.seq_len;
-  const std::int64_t C = config_.d_model, KV = config_.kv_dim(), F = config_.d_ff;
+// d_residual holds d(output) on entry and d(input) on return; the residual stream passes its
+// gradient straight through, so each norm's input gradient adds onto it.
+void LlamaModel::block_backward(int l) {
   constexpr auto overwrite = GradientWrite::overwrite;
   constexpr auto accumulate = GradientWrite::accumulate;
-  if (trainable_.skips(l)) return;        // the identity passes d(output) through as d(input)
-  float* d_residual = ws(W::d_residual);  // in: d(output); out: d(input)
-  // MLP: output = down(swiglu) + residual2
-  load_activation(l, LA::swiglu);
-  project_backward(l, P::down_proj, ws(W::d_swiglu), d_residual, act(l, LA::swiglu), F, C, overwrite);
-  load_activation(l, LA::gate);
-  load_activation(l, LA::up);
-  {
-    auto timer = profiler_.scope(ProfileKind::swiglu_backward);
-    ops().swiglu_backward(ws(W::d_gate), ws(W::d_up), ws(W::d_swiglu), act(l, LA::gate), act(l, LA::up), N * F,
-                          overwrite);
-  }
-  load_activation(l, LA::norm2);
-  project_backward(l, P::gate_proj, ws(W::d_norm), ws(W::d_gate), act(l, LA::norm2), C, F, overwrite);
-  project_backward(l, P::up_proj, ws(W::d_norm), ws(W::d_up), act(l, LA::norm2), C, F, accumulate);
-  load_activation(l, LA::residual2);
-  {
-    // The residual passes d(output) straight through, so the norm's input gradient adds onto it.
-    auto timer = profiler_.scope(ProfileKind::rmsnorm_backward);
-    ops().rmsnorm_backward(d_residual, grad(l, P::post_attention_norm), ws(W::d_norm), act(l, LA::residual2),
-                           gain(l, P::post_attention_norm), act(l, LA::norm2_rstd), N, C);
-  }
-  // Attention: residual2 = o_proj(atty) + input
-  load_activation(l, LA::atty);
-  project_backward(l, P::o_proj, ws(W::d_atty), d_residual, act(l, LA::atty), C, C, overwrite);
-  store_.zero(ws(W::d_q), N * C);  // the attention kernel accumulates (the SDK's contract)
-  store_.zero(ws(W::d_k), N * KV);
-  store_.zero(ws(W::d_v), N * KV);
-  load_activation(l, LA::q);
-  load_activation(l, LA::k);
-  load_activation(l, LA::v);
-  {
-    auto timer = profiler_.scope(ProfileKind::attention_backward);
-    const AttentionGrads grads{ws(W::d_q), ws(W::d_k), ws(W::d_v), C, KV};
-    const Status status =
-        attention_.attention_backward(attention_shape_, grads, ws(W::d_atty), act(l, LA::atty), attention_inputs(l),
-                                      store_.f32(activation_row(l, LA::attention_saved)), ws(W::attention_scratch));
-    if (!status) throw std::runtime_error("attention kernel at layer " + std::to_string(l) + ": " + status.message());
-  }
+  const auto eps = static_cast<float>(config_.norm_eps);
+  float* d_residual = ws(W::d_residual);
+  // MLP: output = swiglu @ W_down^T + residual2
+  if (recompute(l, A::swiglu)) swiglu(l, A::swiglu, A::gate, A::up);
+  linear_backward(l, ws(W::d_swiglu), overwrite, d_residual, A::swiglu, P::down_proj);
+  swiglu_backward(l, ws(W::d_gate), ws(W::d_up), ws(W::d_swiglu), A::gate, A::up);
+  if (recompute(l, A::norm2)) rmsnorm(l, A::norm2, A::norm2_rstd, A::residual2, P::post_attention_norm, eps);
+  linear_backward(l, ws(W::d_norm), overwrite, ws(W::d_gate), A::norm2, P::gate_proj);
+  linear_backward(l, ws(W::d_norm), accumulate, ws(W::d_up), A::norm2, P::up_proj);
+  rmsnorm_backward(l, d_residual, ws(W::d_norm), A::residual2, P::post_attention_norm, A::norm2_rstd);
+  // Attention: residual2 = atty @ W_o^T + x
+  linear_backward(l, ws(W::d_atty), overwrite, d_residual, A::atty, P::o_proj);
+  if (recompute(l, A::attention_saved)) attention(l, A::atty, A::attention_saved, qkv(l));
+  zero(W::d_q);  // the attention kernel accumulates (the SDK's contract)
+  zero(W::d_k);
+  zero(W::d_v);
+  const std::int64_t C = config_.d_model, KV = config_.kv_dim();
+  attention_backward(l, AttentionGrads{ws(W::d_q), ws(W::d_k), ws(W::d_v), C, KV}, ws(W::d_atty), A::atty,
+                     A::attention_saved, qkv(l));
   // RoPE is a rotation: its backward turns the gradients back.
-  rope(ws(W::d_q), C, config_.n_head, true);
-  rope(ws(W::d_k), KV, config_.n_kv_head, true);
-  load_activation(l, LA::norm1);
-  project_backward(l, P::q_proj, ws(W::d_norm), ws(W::d_q), act(l, LA::norm1), C, C, overwrite);
-  project_backward(l, P::k_proj, ws(W::d_norm), ws(W::d_k), act(l, LA::norm1), C, KV, accumulate);
-  project_backward(l, P::v_proj, ws(W::d_norm), ws(W::d_v), act(l, LA::norm1), C, KV, accumulate);
-  load_input(l);
+  rope_backward(ws(W::d_q), C, config_.n_head);
+  rope_backward(ws(W::d_k), KV, config_.n_kv_head);
+  if (recompute(l, A::norm1)) rmsnorm(l, A::norm1, A::norm1_rstd, kBlockInput, P::input_norm, eps);
+  linear_backward(l, ws(W::d_norm), overwrite, ws(W::d_q), A::norm1, P::q_proj, bias(P::q_bias));
+  linear_backward(l, ws(W::d_norm), accumulate, ws(W::d_k), A::norm1, P::k_proj, bias(P::k_bias));
+  linear_backward(l, ws(W::d_norm), accumulate, ws(W::d_v), A::norm1, P::v_proj, bias(P::v_bias));
+  rmsnorm_backward(l, d_residual, ws(W::d_norm), kBlockInput, P::input_norm, A::norm1_rstd);
+}
+
+double LlamaModel::final_forward() {
+  const std::int64_t N = rows(), C = config_.d_model;
+  const float* x = in(config_.n_layer - 1, A::output);
+  {
+    auto timer = profiler_.scope(ProfileKind::rmsnorm_forward);
+    // final_norm (N, C) = rmsnorm(x), then the head: logits = final_norm @ lm_head^T, mean cross-entropy
+    ops().rmsnorm_forward(global_activation(GA::final_norm), global_activation(GA::final_rstd), x,
+                          global_value(G::norm), N, C, static_cast<float>(config_.norm_eps));
+  }
+  return head_.forward(global_activation(GA::final_norm), global(G::lm_head).param, targets());
+}
+
+void LlamaModel::final_backward(float dloss) {
+  const std::int64_t N = rows(), C = config_.d_model;
+  float* d_hidden = ws(W::d_norm);
+  // Tied: the head's gradient adds onto the embedding's, which embed_backward adds to as well.
+  head_.backward(dloss, d_hidden, global_grad(G::lm_head), global_activation(GA::final_norm), global(G::lm_head).param,
+                 targets());
+  zero(W::d_residual);
+  const float* x = in(config_.n_layer - 1, A::output);
   auto timer = profiler_.scope(ProfileKind::rmsnorm_backward);
-  ops().rmsnorm_backward(d_residual, grad(l, P::input_norm), ws(W::d_norm), layer_input(l), gain(l, P::input_norm),
-                         act(l, LA::norm1_rstd), N, C);
+  ops().rmsnorm_backward(ws(W::d_residual), global_grad(G::norm), d_hidden, x, global_value(G::norm),
+                         global_activation(GA::final_rstd), N, C);
+}
+
+void LlamaModel::embed_backward() {
+  if (global_grad(G::embed) == nullptr) return;  // frozen
+  auto timer = profiler_.scope(ProfileKind::embedding_backward);
+  ops().embedding_backward(global_grad(G::embed), nullptr, ws(W::d_residual), tokens(), batch_, config_.seq_len,
+                           config_.d_model);
 }
 
 }  // namespace strata

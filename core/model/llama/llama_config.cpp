@@ -4,7 +4,8 @@ namespace strata {
 
 std::int64_t LlamaConfig::parameter_count() const {
   const std::int64_t C = d_model, F = d_ff, KV = kv_dim();
-  const std::int64_t per_layer = 2 * C + C * C + 2 * KV * C + C * C + 3 * C * F;
+  const std::int64_t biases = attention_bias ? C + 2 * KV : 0;
+  const std::int64_t per_layer = 2 * C + C * C + 2 * KV * C + C * C + 3 * C * F + biases;
   const std::int64_t embeddings = static_cast<std::int64_t>(vocab) * C * (tie_embeddings ? 1 : 2);
   return embeddings + n_layer * per_layer + C;
 }

@@ -19,12 +19,14 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-6;
   bool tie_embeddings = false;
+  bool attention_bias = false;  // q, k and v projections with biases (HF's attention_bias; Qwen2)
+  std::string arch = "llama";   // "llama", or "qwen2": LLaMA with attention_bias (core/model/qwen2)
 
   int head_dim() const { return d_model / n_head; }
   int kv_dim() const { return n_kv_head * head_dim(); }
   int padded_vocab() const { return (vocab + 63) / 64 * 64; }  // as GPT-2: faster head GEMMs
   std::int64_t parameter_count() const;
-  ModelInfo info() const { return {"llama", n_layer, n_head, n_kv_head, d_model, vocab, seq_len, parameter_count()}; }
+  ModelInfo info() const { return {arch, n_layer, n_head, n_kv_head, d_model, vocab, seq_len, parameter_count()}; }
   // Empty when valid; otherwise what is wrong, naming the key.
   std::string validate() const;
 };

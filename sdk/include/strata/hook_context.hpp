@@ -42,7 +42,10 @@ class HookContext {
 
   // Activations: drop a layer's saved activations (its input, the previous layer's output, is
   // kept) and recompute them from that input. The executor recomputes dropped activations before
-  // the layer's backward if no strategy has.
+  // the layer's backward if no strategy has. A whole block is recomputed when
+  // recompute_activations returns; after a partial drop (below) it re-allocates the dropped rows,
+  // and the block's backward fills each right before it reads it, so their views hold no values
+  // until then.
   virtual Status drop_activations(int layer) noexcept = 0;
   virtual Status recompute_activations(int layer) noexcept = 0;
 
@@ -67,7 +70,7 @@ class HookContext {
   virtual Status wait_for(int layer, TensorGroup group) noexcept = 0;
 
   // Cheap checkpointing: drop only what is cheap to recompute (the norm and pointwise outputs),
-  // keep the matmul and attention results. recompute_activations restores them.
+  // keep the matmul and attention results. recompute_activations brings them back (above).
   virtual Status drop_cheap_activations(int layer) noexcept = 0;
 
   // ABI 2.1 -------------------------------------------------------------------------------------
@@ -79,7 +82,8 @@ class HookContext {
   // ABI 5.0 -------------------------------------------------------------------------------------
   // Selective checkpointing (Korthikanti et al. 2022): drop what the attention kernel saved for
   // backward (the built-in kernel's B x n_head x T x T probabilities), keep the matmul outputs;
-  // recompute_activations runs the block's attention forward again from the kept q, k and v.
+  // recompute_activations brings them back: the block's backward runs its attention forward again
+  // from the kept q, k and v.
   virtual Status drop_attention_internals(int layer) noexcept = 0;
 };
 
