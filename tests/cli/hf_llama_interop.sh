@@ -2,20 +2,31 @@
 # Hugging Face LLaMA interop, both ways, against tests/hf/hf_llama_numpy.py (an independent NumPy
 # LLaMA in float64 that follows HF's modeling_llama conventions: RMSNorm, rotate_half RoPE with
 # rope_theta, grouped-query attention, SwiGLU, no biases), once with an untied lm_head and once
-# with tie_embeddings = true:
+# with tie_embeddings = true. With a third argument `qwen2` the same for arch = "qwen2", HF's
+# Qwen2ForCausalLM: the reference's --qkv-bias, LLaMA with q, k and v projection biases added
+# before RoPE (the files must hold every layer's three; a llama file must hold none):
 #   HF -> Strata: random weights in HF's layout give the same loss in `strata eval` as in NumPy;
-#   Strata -> HF: a checkpoint Strata trains (f32, and bf16 storage, which saves its f32 masters)
-#                 has exactly HF's tensor names and shapes (no lm_head.weight when tied) and gives
-#                 the same loss in NumPy.
+#   Strata -> HF: a checkpoint Strata trains from that file (train.init_from; f32, and bf16
+#                 storage, which saves its f32 masters) has exactly HF's tensor names and shapes
+#                 (no lm_head.weight when tied) and gives the same loss in NumPy. Starting from the
+#                 HF file (5 steps at lr 1e-3 move no value by more than ~3e-3) keeps the weights
+#                 where the mistakes below show, and Qwen2's biases far from Strata's zero init.
 # The shape, rope_theta, norm_eps, seeds and token count are hf_llama_numpy.py's INTEROP: its
 # selftest (run first) shows that on exactly these weights and tokens each convention mistake it
 # lists (RoPE layout or theta, kv head mapping, swapped or transposed projections, ignored norm
-# weights, a head from embed_tokens) moves the loss by over 10x the 1e-5 allowed here. norm_eps
-# is the exception: on random weights it moves the loss by less than that, so this test cannot
-# see it and the rmsnorm op's test must.
+# weights, a head from embed_tokens; for qwen2 also each bias ignored, k and v biases swapped, q
+# and k biases added after RoPE) moves the loss by over 10x the 1e-5 allowed here. norm_eps is the
+# exception: on random weights it moves the loss by less than that, so this test cannot see it
+# and the rmsnorm op's test must.
 set -euo pipefail
 strata=$1
 work=$2
+arch=${3:-llama}
+case $arch in
+  llama) family=() ;;
+  qwen2) family=(--qkv-bias) ;;
+  *) echo "arch '$arch': llama or qwen2" >&2; exit 2 ;;
+esac
 reference=tests/hf/hf_llama_numpy.py
 python=/usr/bin/python3  # Debian's, where python3-numpy is installed (scripts/setup.sh)
 rm -rf "$work" && mkdir -p "$work"
@@ -27,18 +38,18 @@ layers=2 heads=4 kv_heads=2 width=32 ff=64 vocab=300 positions=16 theta=500000.0
 
 source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS
 
-numpy_loss() {  # safetensors file; tied or not as $flag says
+numpy_loss() {  # safetensors file; tied, and biased (qwen2), or not as $flag says
   "$python" "$reference" loss "$1" "$work/tokens.bin" $heads $kv_heads $positions $theta $eps "${flag[@]}"
 }
 
 for tied in false true; do
   run="$work/tied-$tied"
   mkdir -p "$run"
-  flag=()
-  if [ "$tied" = true ]; then flag=(--tied); fi
+  flag=("${family[@]}")
+  if [ "$tied" = true ]; then flag+=(--tied); fi
   cat > "$run/m.toml" <<TOML
 [model]
-arch = "llama"
+arch = "$arch"
 n_layer = $layers
 n_head = $heads
 n_kv_head = $kv_heads
@@ -69,7 +80,8 @@ TOML
 
   for precision in fp32 bf16; do
     rm -rf "$run/ckpt"
-    "$strata" train "$run/m.toml" --set "precision.plugin=\"$precision\"" > "$run/train-$precision.log" 2>&1 ||
+    "$strata" train "$run/m.toml" --set "precision.plugin=\"$precision\"" \
+      --set "train.init_from=\"$run/hf.safetensors\"" > "$run/train-$precision.log" 2>&1 ||
       { cat "$run/train-$precision.log"; exit 1; }
     saved="$run/ckpt/step_00000005/model.safetensors"
     "$python" "$reference" check-names "$saved" $layers $vocab $width $ff $heads $kv_heads "${flag[@]}"
@@ -77,4 +89,4 @@ TOML
     agree "Strata ($precision training, tie_embeddings = $tied) -> HF" "$strata_loss" "$(numpy_loss "$saved")"
   done
 done
-echo "hf llama interop: both directions agree, tied and untied"
+echo "hf $arch interop: both directions agree, tied and untied"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent LLaMA forward pass over a Hugging Face LLaMA safetensors file, in NumPy (float64).
+"""An independent LLaMA (and Qwen2) forward pass over a Hugging Face safetensors file, in NumPy (float64).
 
 It follows the conventions of Hugging Face's LlamaForCausalLM (modeling_llama.py): torch.nn.Linear
 weights stored (out, in) and applied as x @ W.T, no biases; RMSNorm x / sqrt(mean(x^2) + eps) * w
@@ -10,6 +10,11 @@ h // (n_head / n_kv_head), head_dim = d_model / n_head; a causal softmax scaled 
 the SwiGLU MLP down(silu(gate(x)) * up(x)); an untied lm_head unless the embeddings are tied, in
 which case the file holds no lm_head.weight and the head reads model.embed_tokens.weight.
 
+With --qkv-bias it is Hugging Face's Qwen2ForCausalLM (modeling_qwen2.py): the same model with
+biases on the q, k and v projections (self_attn.{q,k,v}_proj.bias, (n_head * head_dim,) and
+(n_kv_head * head_dim,)), added right after each projection, before RoPE turns q and k; o_proj
+and the MLP have none. Without the flag a file must hold no bias, with it every layer's three.
+
 Everything is computed in float64 from the file's values (f32 or bf16), so the reference has no
 rounding of its own worth speaking of: Hugging Face computes RMSNorm's variance and the RoPE
 angles in f32, which differs from float64 by ~1e-7 relative, far below the 1e-5 the interop test
@@ -17,11 +22,11 @@ allows. The model shares no code with Strata, so agreement between its loss and 
 the same file shows that the file means the same model to both. (transformers itself is not
 packaged for Debian 12, so the suite cannot import it.)
 
-  hf_llama_numpy.py make-weights OUT n_layer n_head n_kv_head d_model d_ff vocab seed [--tied]
+  hf_llama_numpy.py make-weights OUT n_layer n_head n_kv_head d_model d_ff vocab seed [--tied] [--qkv-bias]
   hf_llama_numpy.py make-tokens OUT count vocab seed      (an llm.c .bin token file; hf_gpt2_numpy's)
-  hf_llama_numpy.py check-names FILE n_layer vocab d_model d_ff n_head n_kv_head [--tied]
+  hf_llama_numpy.py check-names FILE n_layer vocab d_model d_ff n_head n_kv_head [--tied] [--qkv-bias]
                                                           (exactly HF's names and shapes)
-  hf_llama_numpy.py loss FILE TOKENS n_head n_kv_head seq_len rope_theta norm_eps [--tied]
+  hf_llama_numpy.py loss FILE TOKENS n_head n_kv_head seq_len rope_theta norm_eps [--tied] [--qkv-bias]
                                                           (mean cross-entropy, strata eval's windows)
   hf_llama_numpy.py selftest      (this model against its definition; the interop test's power)
 
@@ -48,13 +53,19 @@ from hf_gpt2_numpy import make_tokens, read_safetensors, read_tokens, write_safe
 # wrong RoPE layout moves the loss by less than the interop test's tolerance (`selftest` shows
 # each mistake it lists moving the loss by far more than that tolerance at this scale).
 MATRIX_STD = 0.2
+# Qwen2's biases, near the size of a projection's outputs (~MATRIX_STD * sqrt(d_model) ~ 1) so that
+# each matters; k's larger, as it acts through RoPE alone (q.(k + b) = q.k + q.b adds the same to
+# all of a query's scores until RoPE turns b by position) and at rope_theta 500000 only a head's
+# first frequencies turn far in 16 positions. (`selftest` shows each bias mistake it lists moving
+# the loss by over 10x the tolerance, and the LLaMA mistakes still doing so with the biases.)
+BIAS_STD = {"q_proj": 0.5, "k_proj": 3.0, "v_proj": 0.5}
 TOLERANCE = 1e-5  # relative, as tests/cli/hf_llama_interop.sh allows between Strata and this model
 # tests/cli/hf_llama_interop.sh's model and data, for selftest's check that the test can see mistakes
 INTEROP = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=32, d_ff=64, vocab=300, seq_len=16, rope_theta=500000.0,
                norm_eps=1e-5, tokens=4000, token_seed=1, weight_seed=2)
 
 
-def hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied):
+def hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias=False):
     c, head_dim = d_model, d_model // n_head
     shapes = {"model.embed_tokens.weight": (vocab, c), "model.norm.weight": (c,)}
     if not tied:
@@ -70,6 +81,11 @@ def hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied):
                        p + "mlp.gate_proj.weight": (d_ff, c),
                        p + "mlp.up_proj.weight": (d_ff, c),
                        p + "mlp.down_proj.weight": (c, d_ff)})
+    for i in range(n_layer if qkv_bias else 0):  # last, so a seed draws LLaMA's tensors, then Qwen2's biases
+        p = f"model.layers.{i}.self_attn."
+        shapes.update({p + "q_proj.bias": (n_head * head_dim,),
+                       p + "k_proj.bias": (n_kv_head * head_dim,),
+                       p + "v_proj.bias": (n_kv_head * head_dim,)})
     return shapes
 
 
@@ -79,21 +95,23 @@ def check_shape(n_head, n_kv_head, d_model):
     assert (d_model // n_head) % 2 == 0, f"head_dim = {d_model // n_head} must be even for RoPE"
 
 
-def random_weights(n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied):
+def random_weights(n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied, qkv_bias=False):
     check_shape(n_head, n_kv_head, d_model)
     rng = np.random.default_rng(seed)
     tensors = {}
-    for name, shape in hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied).items():
+    for name, shape in hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias).items():
         if name.endswith("norm.weight"):  # around 1, so that a norm that ignores its weight is caught
             tensors[name] = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith(".bias"):
+            tensors[name] = BIAS_STD[name.split(".")[-2]] * rng.standard_normal(shape)
         else:
             tensors[name] = MATRIX_STD * rng.standard_normal(shape)
     # float64 values that f32 holds exactly, so a model built here equals the same model read back
     return {name: value.astype(np.float32).astype(np.float64) for name, value in tensors.items()}
 
 
-def make_weights(out, n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied):
-    write_safetensors(out, random_weights(n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied),
+def make_weights(out, n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied, qkv_bias=False):
+    write_safetensors(out, random_weights(n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied, qkv_bias),
                       {"format": "pt"})
 
 
@@ -123,6 +141,12 @@ def apply_rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
+def biased_rope(x, bias, cos, sin):
+    """q or k: a projection x (batch, heads, seq_len, head_dim), its bias (heads, 1, head_dim) or 0
+    added first, then turned, as Qwen2Attention's q_proj(h) (a biased nn.Linear) then RoPE."""
+    return apply_rope(x + bias, cos, sin)
+
+
 def layer_count(t):
     n = 0
     while f"model.layers.{n}.input_layernorm.weight" in t:
@@ -130,7 +154,7 @@ def layer_count(t):
     return n
 
 
-def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied):
+def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied, qkv_bias=False):
     """tokens (batch, seq_len) -> logits (batch, seq_len, vocab), from HF-named float64 tensors t."""
     embed = t["model.embed_tokens.weight"]
     batch, seq_len = tokens.shape
@@ -144,13 +168,18 @@ def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied):
     def heads(a, count):  # (batch, seq_len, count * head_dim) -> (batch, count, seq_len, head_dim)
         return a.reshape(batch, seq_len, count, head_dim).transpose(0, 2, 1, 3)
 
+    def projection(h, name, count):  # (heads(h @ W^T), its bias as (count, 1, head_dim) or 0)
+        bias = t[name + ".bias"].reshape(count, 1, head_dim) if qkv_bias else 0.0
+        return heads(h @ t[name + ".weight"].T, count), bias
+
     x = embed[tokens]
     for i in range(layer_count(t)):
         p = f"model.layers.{i}."
         h = rms_norm(x, t[p + "input_layernorm.weight"], eps)
-        q = apply_rope(heads(h @ t[p + "self_attn.q_proj.weight"].T, n_head), cos, sin)
-        k = apply_rope(heads(h @ t[p + "self_attn.k_proj.weight"].T, n_kv_head), cos, sin)
-        v = heads(h @ t[p + "self_attn.v_proj.weight"].T, n_kv_head)
+        q = biased_rope(*projection(h, p + "self_attn.q_proj", n_head), cos, sin)
+        k = biased_rope(*projection(h, p + "self_attn.k_proj", n_kv_head), cos, sin)
+        v, v_bias = projection(h, p + "self_attn.v_proj", n_kv_head)
+        v = v + v_bias
         k, v = k[:, kv_of_head], v[:, kv_of_head]  # (batch, n_head, seq_len, head_dim)
         scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(head_dim)
         scores = np.where(causal, scores, -np.inf)
@@ -165,23 +194,29 @@ def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied):
     return x @ (embed if tied else t["lm_head.weight"]).T
 
 
-def check_tied(t, tied):
+def check_family(t, tied, qkv_bias):
     if tied:
         assert "lm_head.weight" not in t, "tied embeddings, but the file holds lm_head.weight"
     else:
         assert "lm_head.weight" in t, "untied embeddings, but the file has no lm_head.weight (pass --tied?)"
+    biases = {name for name in t if name.endswith(".bias")}
+    if qkv_bias:
+        expected = {f"model.layers.{i}.self_attn.{p}_proj.bias" for i in range(layer_count(t)) for p in "qkv"}
+        assert biases == expected, f"Qwen2 (--qkv-bias), but the file's biases differ: {sorted(biases ^ expected)}"
+    else:
+        assert not biases, f"LLaMA, but the file holds biases (pass --qkv-bias?): {sorted(biases)[:3]}"
 
 
-def tokens_loss(t, tokens, n_head, n_kv_head, seq_len, theta, eps, tied, chunk=64):
+def tokens_loss(t, tokens, n_head, n_kv_head, seq_len, theta, eps, tied, qkv_bias=False, chunk=64):
     """Mean cross-entropy over strata eval's windows of the 1-D token array `tokens`."""
-    check_tied(t, tied)
+    check_family(t, tied, qkv_bias)
     windows = len(tokens) // (seq_len + 1)
     assert windows >= 1, f"{len(tokens)} tokens, fewer than one window of seq_len + 1 = {seq_len + 1}"
     rows = tokens[: windows * (seq_len + 1)].reshape(windows, seq_len + 1)
     total = 0.0
     for first in range(0, windows, chunk):  # windows are independent; chunks bound the memory
         part = rows[first:first + chunk]
-        logits = logits_of(t, part[:, :-1], n_head, n_kv_head, theta, eps, tied)
+        logits = logits_of(t, part[:, :-1], n_head, n_kv_head, theta, eps, tied, qkv_bias)
         peak = logits.max(-1, keepdims=True)
         log_z = np.log(np.exp(logits - peak).sum(-1)) + peak[..., 0]
         picked = np.take_along_axis(logits, part[:, 1:, None], -1)[..., 0]
@@ -189,19 +224,20 @@ def tokens_loss(t, tokens, n_head, n_kv_head, seq_len, theta, eps, tied, chunk=6
     return total / (windows * seq_len)
 
 
-def window_loss(path, tokens_path, n_head, n_kv_head, seq_len, theta, eps, tied):
+def window_loss(path, tokens_path, n_head, n_kv_head, seq_len, theta, eps, tied, qkv_bias=False):
     tensors, _ = read_safetensors(path)
-    return tokens_loss(tensors, read_tokens(tokens_path), n_head, n_kv_head, seq_len, theta, eps, tied)
+    return tokens_loss(tensors, read_tokens(tokens_path), n_head, n_kv_head, seq_len, theta, eps, tied, qkv_bias)
 
 
-def check_names(path, n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied):
+def check_names(path, n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias=False):
     tensors, metadata = read_safetensors(path)
-    expected = hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied)
+    expected = hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias)
     assert metadata.get("format") == "pt", f"metadata {metadata}: from_pretrained needs format = pt"
     assert set(tensors) == set(expected), f"names differ: {sorted(set(tensors) ^ set(expected))}"
     for name, shape in expected.items():
         assert tensors[name].shape == shape, f"{name}: {tensors[name].shape}, HF expects {shape}"
-    print(f"{path}: {len(tensors)} tensors, HF LLaMA names and shapes ({'tied' if tied else 'untied'} embeddings)")
+    print(f"{path}: {len(tensors)} tensors, HF {'Qwen2' if qkv_bias else 'LLaMA'} names and shapes "
+          f"({'tied' if tied else 'untied'} embeddings)")
 
 
 def selftest():
@@ -212,6 +248,14 @@ def selftest():
     def check(name, error, bound):
         assert error <= bound, f"selftest '{name}': {error:.3e} > {bound:.1e}"
         lines.append(f"ok  {name}: {error:.1e} (bound {bound:.0e})")
+
+    def replacing(name, function, compute):  # compute() while this module's function `name` is `function`
+        real = globals()[name]
+        globals()[name] = function
+        try:
+            return compute()
+        finally:
+            globals()[name] = real
 
     # RMSNorm against its formula, element by element.
     x, w = rng.standard_normal((3, 8)), 1.0 + 0.1 * rng.standard_normal(8)
@@ -283,33 +327,52 @@ def selftest():
                for w in range(40)]
     check("loss = mean over the 40 whole windows (5 trailing tokens unused)", abs(np.mean(windows) - base), 1e-12)
 
+    # Qwen2: a seed draws LLaMA's tensors, then the biases; zero biases are LLaMA.
+    qwen2 = random_weights(**shape, seed=3, tied=False, qkv_bias=True)
+    check("qwen2's tensors of a seed = llama's of that seed, plus biases",
+          max(np.abs(qwen2[name] - t[name]).max() for name in t), 0.0)
+
+    def without(tensors, *projections):  # these projections' biases zero in every layer
+        return dict(tensors, **{name: np.zeros_like(value) for name, value in tensors.items()
+                                if name.endswith(".bias") and name.split(".")[-2] in projections})
+    check("qwen2 with zero biases = llama",
+          abs(loss(without(qwen2, "q_proj", "k_proj", "v_proj"), qkv_bias=True) - base), 1e-12)
+    # q.(k + b) = q.k + q.b, the same for every key of a query: the k bias acts through RoPE only.
+    check("without rope, the k bias changes no loss (softmax ignores a shift per query)", replacing(
+        "apply_rope", lambda x, cos, sin: x,
+        lambda: abs(loss(qwen2, qkv_bias=True) - loss(without(qwen2, "k_proj"), qkv_bias=True))), 1e-12)
+
     # Files: make-weights, check-names, and the loss through f32 files equals the loss in memory.
     with tempfile.TemporaryDirectory() as work:
         tokens_path = os.path.join(work, "tokens.bin")
         make_tokens(tokens_path, s["tokens"], s["vocab"], s["token_seed"])
         file_tokens = read_tokens(tokens_path)
-        for is_tied in (False, True):
+        families = [(f"{'qwen2' if qkv_bias else 'llama'} {'tied' if is_tied else 'untied'}", qkv_bias, is_tied)
+                    for qkv_bias in (False, True) for is_tied in (False, True)]
+        for kind, qkv_bias, is_tied in families:
             path = os.path.join(work, "w.safetensors")
-            make_weights(path, *shape.values(), 3, is_tied)
-            check_names(path, s["n_layer"], s["vocab"], s["d_model"], s["d_ff"], n_head, n_kv_head, is_tied)
+            make_weights(path, *shape.values(), 3, is_tied, qkv_bias)
+            check_names(path, s["n_layer"], s["vocab"], s["d_model"], s["d_ff"], n_head, n_kv_head, is_tied, qkv_bias)
             header_size = struct.unpack("<Q", open(path, "rb").read(8))[0]
             header = json.loads(open(path, "rb").read()[8:8 + header_size])
             assert all(e["dtype"] == "F32" for n, e in header.items() if n != "__metadata__")
-            in_memory = random_weights(**shape, seed=3, tied=is_tied)
-            check(f"make-weights then loss ({'tied' if is_tied else 'untied'}) = the same model in memory",
+            in_memory = random_weights(**shape, seed=3, tied=is_tied, qkv_bias=qkv_bias)
+            check(f"make-weights then loss ({kind}) = the same model in memory",
                   abs(window_loss(path, tokens_path, n_head, n_kv_head, s["seq_len"], s["rope_theta"], s["norm_eps"],
-                                  is_tied) - tokens_loss(in_memory, file_tokens, **dict(config, tied=is_tied))), 1e-12)
+                                  is_tied, qkv_bias)
+                      - tokens_loss(in_memory, file_tokens, **dict(config, tied=is_tied, qkv_bias=qkv_bias))), 1e-12)
 
-        # Power: on the interop test's own weights and tokens, each mistake a Strata LLaMA could make
-        # moves the loss by well over the test's tolerance. Mistakes in the weights' layout are
-        # written as the equivalent change to the file; RoPE mistakes replace apply_rope for a call.
-        for is_tied in (False, True):
-            kind = "tied" if is_tied else "untied"
-            t = random_weights(**shape, seed=s["weight_seed"], tied=is_tied)
-            base = tokens_loss(t, file_tokens, **dict(config, tied=is_tied))
+        # Power: on the interop test's own weights and tokens, each mistake a Strata LLaMA or Qwen2
+        # could make moves the loss by well over the test's tolerance. Mistakes in the weights'
+        # layout are written as the equivalent change to the file; mistakes in RoPE or in where a
+        # bias is added replace apply_rope or biased_rope for a call.
+        for kind, qkv_bias, is_tied in families:
+            t = random_weights(**shape, seed=s["weight_seed"], tied=is_tied, qkv_bias=qkv_bias)
+            base = tokens_loss(t, file_tokens, **dict(config, tied=is_tied, qkv_bias=qkv_bias))
 
             def moved(tensors=t, **changes):
-                return abs(tokens_loss(tensors, file_tokens, **dict(config, tied=is_tied, **changes)) - base) / base
+                return abs(tokens_loss(tensors, file_tokens, **dict(config, tied=is_tied, qkv_bias=qkv_bias, **changes))
+                           - base) / base
 
             def mistake(name, relative):
                 assert relative > 10 * TOLERANCE, f"selftest power ({kind}): '{name}' moves the loss by {relative:.1e}"
@@ -321,13 +384,14 @@ def selftest():
                     transform(changed, f"model.layers.{i}.")
                 return changed
 
+            def swapped(a, b, ends=(".weight", ".bias")):  # every layer's a and b exchanged (those the file has)
+                def transform(c, p):
+                    for end in (e for e in ends if p + a + e in t):
+                        c[p + a + end], c[p + b + end] = t[p + b + end], t[p + a + end]
+                return layers(transform)
+
             def with_rope(rope):
-                global apply_rope
-                real, apply_rope = apply_rope, rope
-                try:
-                    return moved()
-                finally:
-                    apply_rope = real
+                return replacing("apply_rope", rope, moved)
 
             def interleaved_rope(x, cos, sin):  # pairs (2i, 2i+1) at frequency i
                 c, s_ = cos[:, :head_dim // 2], sin[:, :head_dim // 2]
@@ -344,18 +408,15 @@ def selftest():
             mistake("rope on interleaved pairs (2i, 2i+1)", with_rope(interleaved_rope))
             mistake("rope angles p / theta^(i/head_dim)", with_rope(half_exponent_rope))
             mistake(f"rope_theta 10000 instead of {s['rope_theta']:g}", moved(theta=10000.0))
-            # query head h = a * n_kv_head + b reading kv head b is this file's head b * group + a
+            # query head h = a * n_kv_head + b reading kv head b is this file's head b * group + a: its
+            # q rows (and q bias) and o_proj columns are the file's in this order
+            order = np.arange(n_head * head_dim).reshape(group, n_kv_head, head_dim).transpose(1, 0, 2).reshape(-1)
             mistake("query head h reads kv head h % n_kv_head", moved(layers(lambda c, p: c.update({
-                p + "self_attn.q_proj.weight": t[p + "self_attn.q_proj.weight"].reshape(group, n_kv_head, head_dim, -1)
-                .transpose(1, 0, 2, 3).reshape(n_head * head_dim, -1),
-                p + "self_attn.o_proj.weight": t[p + "self_attn.o_proj.weight"].reshape(-1, group, n_kv_head, head_dim)
-                .transpose(0, 2, 1, 3).reshape(-1, n_head * head_dim)}))))
-            mistake("k_proj and v_proj swapped", moved(layers(lambda c, p: c.update({
-                p + "self_attn.k_proj.weight": t[p + "self_attn.v_proj.weight"],
-                p + "self_attn.v_proj.weight": t[p + "self_attn.k_proj.weight"]}))))
-            mistake("gate_proj and up_proj swapped", moved(layers(lambda c, p: c.update({
-                p + "mlp.gate_proj.weight": t[p + "mlp.up_proj.weight"],
-                p + "mlp.up_proj.weight": t[p + "mlp.gate_proj.weight"]}))))
+                p + "self_attn.q_proj.weight": t[p + "self_attn.q_proj.weight"][order],
+                p + "self_attn.o_proj.weight": t[p + "self_attn.o_proj.weight"][:, order],
+                **({p + "self_attn.q_proj.bias": t[p + "self_attn.q_proj.bias"][order]} if qkv_bias else {})}))))
+            mistake("k_proj and v_proj swapped", moved(swapped("self_attn.k_proj", "self_attn.v_proj")))
+            mistake("gate_proj and up_proj swapped", moved(swapped("mlp.gate_proj", "mlp.up_proj")))
             mistake("q_proj read as (in, out)", moved(layers(lambda c, p: c.update({
                 p + "self_attn.q_proj.weight": t[p + "self_attn.q_proj.weight"].T}))))
             mistake("o_proj read as (in, out)", moved(layers(lambda c, p: c.update({
@@ -367,6 +428,13 @@ def selftest():
             if not is_tied:
                 mistake("lm_head taken from embed_tokens", moved(dict(t, **{"lm_head.weight":
                                                                            t["model.embed_tokens.weight"]})))
+            if qkv_bias:
+                for proj in ("q_proj", "k_proj", "v_proj"):
+                    mistake(f"{proj}.bias ignored", moved(without(t, proj)))
+                mistake("k_proj.bias and v_proj.bias swapped",
+                        moved(swapped("self_attn.k_proj", "self_attn.v_proj", ends=(".bias",))))
+                mistake("q and k biases added after rope", replacing(
+                    "biased_rope", lambda x, bias, cos, sin: apply_rope(x, cos, sin) + bias, moved))
             # Not a check: on random weights the residual stream is far larger than eps, so the
             # interop test cannot see norm_eps; the rmsnorm op's own test has to.
             lines.append(f"--  {kind}: norm_eps 1e-6 instead of {s['norm_eps']:g} moves the loss by "
@@ -379,18 +447,18 @@ def main(argv):
     flags = {a for a in argv if a.startswith("--")}
     args = [a for a in argv if not a.startswith("--")]
     counts = {"make-weights": 8, "make-tokens": 4, "check-names": 7, "loss": 7, "selftest": 0}
-    if not args or args[0] not in counts or len(args) != counts[args[0]] + 1 or flags - {"--tied"}:
+    if not args or args[0] not in counts or len(args) != counts[args[0]] + 1 or flags - {"--tied", "--qkv-bias"}:
         sys.exit(__doc__)
-    command, args, tied = args[0], args[1:], "--tied" in flags
+    command, args, tied, qkv_bias = args[0], args[1:], "--tied" in flags, "--qkv-bias" in flags
     if command == "make-weights":
-        make_weights(args[0], *map(int, args[1:]), tied)
+        make_weights(args[0], *map(int, args[1:]), tied, qkv_bias)
     elif command == "make-tokens":
         make_tokens(args[0], *map(int, args[1:]))
     elif command == "check-names":
-        check_names(args[0], *map(int, args[1:]), tied)
+        check_names(args[0], *map(int, args[1:]), tied, qkv_bias)
     elif command == "loss":
         print("%.9f" % window_loss(args[0], args[1], int(args[2]), int(args[3]), int(args[4]), float(args[5]),
-                                   float(args[6]), tied))
+                                   float(args[6]), tied, qkv_bias))
     else:
         selftest()
 
