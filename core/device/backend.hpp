@@ -1,10 +1,11 @@
 #pragma once
-// A backend (DESIGN.md §7): its op table, its two arenas — device memory (accounted, optionally
-// limited) and host memory (the offload target) — and its streams. Ops run in order on the
-// compute stream; residency moves run on the copy stream, whose tickets are the events compute
-// waits on. On the CPU backend both arenas are host RAM, kept apart so that every strategy's
-// effect on "device" bytes is exact, and compute is synchronous; a CUDA backend backs the first
-// arena with cudaMallocAsync and the second with pinned memory.
+// A backend (docs/architecture.md, "Backends and the op table" and "Memory accounting"): its op
+// table, its two arenas — device memory (accounted, optionally limited) and host memory (the
+// offload target) — and its streams. Ops run in order on the compute stream; residency moves run on
+// the copy stream, whose tickets are the events compute waits on. On the CPU backend both arenas
+// are host RAM, kept apart so that every strategy's effect on "device" bytes is exact, and compute
+// is synchronous; a CUDA backend backs the first arena with cudaMallocAsync and the second with
+// pinned memory.
 #include <cstdint>
 #include <memory>
 #include <optional>

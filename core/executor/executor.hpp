@@ -1,8 +1,8 @@
 #pragma once
-// The step loop of DESIGN.md §2: the step's phase (from the phase controller, when there is one),
-// then per micro batch blocks forward with hooks around each, the loss, and, unless the phase is
-// predict, blocks backward in reverse with hooks, the precision check, step hooks and the
-// optimizer. A predict step hands the update to the phase controller instead.
+// The step loop (docs/architecture.md, "The step"): the step's phase (from the phase controller,
+// when there is one), then per micro batch blocks forward with hooks around each, the loss, and,
+// unless the phase is predict, blocks backward in reverse with hooks, the precision check, step
+// hooks and the optimizer. A predict step hands the update to the phase controller instead.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -66,6 +66,9 @@ class Executor {
   enum class Hook { attach, before_forward, after_forward, before_backward, after_backward, before_step, after_step };
   void run_hooks(Hook hook, int layer, bool reverse);
   void ensure_on_device(int layer, TensorGroup group);
+  // The embedding and every layer forward, with the forward hooks; not the head. Without
+  // keep_activations (nothing goes backward), a layer's activations go once the next has run.
+  void forward_layers(bool keep_activations);
   std::vector<ParamSlot> parameter_slots();
   std::vector<ControlledParameter> controlled_parameters();
   void full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);

@@ -1,7 +1,7 @@
 #pragma once
-// The manifest: one TOML file that composes a run (DESIGN.md §5). Core's tables are read here,
-// strictly; each plugin table is kept as TOML and read by its plugin through a TomlConfigView
-// when the stack is built.
+// The manifest: one TOML file that composes a run (docs/architecture.md, "The manifest"). Core's
+// tables are read here, strictly; each plugin table is kept as TOML and read by its plugin through
+// a TomlConfigView when the stack is built.
 #include <toml++/toml.h>
 #include <cstdint>
 #include <filesystem>

@@ -1,7 +1,8 @@
 #pragma once
 // The op table a model computes with when its matrices are stored quantized: the backend's own ops,
 // except that a matmul whose weight has the quantizer's dtype runs the weight quantizer's kernel
-// (an op override per dtype, DESIGN.md §7). No built-in backend reads quantized weights.
+// (an op override per dtype: docs/architecture.md, "Op overrides"). No built-in backend reads
+// quantized weights.
 #include "strata/ops.hpp"
 #include "strata/weight_quantizer.hpp"
 

@@ -1,6 +1,7 @@
-// The CUDA backend (DESIGN.md §7): the op table of kernels/cuda on one compute stream, device
-// memory from the stream-ordered pool behind the same accounted arena as the CPU's (categories,
-// owners, the hard limit), pinned host memory for offload, and a copy stream with events.
+// The CUDA backend (docs/architecture.md, "The CUDA backend"): the op table of kernels/cuda on one
+// compute stream, device memory from the stream-ordered pool behind the same accounted arena as the
+// CPU's (categories, owners, the hard limit), pinned host memory for offload, and a copy stream
+// with events.
 #include <array>
 #include <memory>
 #include <string>

@@ -1,9 +1,9 @@
 #pragma once
-// A replaceable compute kernel (an op override, DESIGN.md §7). Manifests pick one per op:
-// `[kernels] attention = "flash"`. Attention is the op plugins replace today; a kernel declares
-// how many floats it saves for backward, so its memory shows up in the activation rows of the
-// tensor table. The shapes and operands are the op table's (strata/ops.hpp); pointers are the
-// memory of the backend the kernel is bound to.
+// A replaceable compute kernel (an op override per op: docs/architecture.md, "Op overrides").
+// Manifests pick one per op: `[kernels] attention = "flash"`. Attention is the op plugins replace
+// today; a kernel declares how many floats it saves for backward, so its memory shows up in the
+// activation rows of the tensor table. The shapes and operands are the op table's (strata/ops.hpp);
+// pointers are the memory of the backend the kernel is bound to.
 //
 // A kernel may run on several backends. The host asks check() at validate time (the target names
 // the manifest's device.kind, no stream yet) and again once the backend exists, then bind()s the

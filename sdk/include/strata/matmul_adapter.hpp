@@ -1,7 +1,8 @@
 #pragma once
-// A trainable addition to a block matrix's product (DESIGN.md §7: plugin-owned parameters and an op
-// override per parameter). A strategy that adapts matrices (LoRA: y = x W + s (x A) B) names them
-// in plan_parameters (ParameterPlan::adapt); the host then
+// A trainable addition to a block matrix's product: plugin-owned parameters and an op override per
+// parameter (docs/architecture.md, "What trains" and "Op overrides"). A strategy that adapts
+// matrices (LoRA: y = x W + s (x A) B) names them in plan_parameters (ParameterPlan::adapt); the
+// host then
 //   - adds the adapter's tensors beside each adapted matrix as trainable f32 parameters of its
 //     block, named "<matrix>.<tensor>" (h.3.attn.c_attn.lora_A): they get gradient rows, optimizer
 //     state, residency moves and checkpoint entries like any other parameter;

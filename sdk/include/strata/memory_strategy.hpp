@@ -1,10 +1,10 @@
 #pragma once
-// A memory strategy acts at hook points of the step (DESIGN.md §2). Hooks run in manifest order
-// going down (forward, before_step) and in reverse order coming up (backward, after_step).
-// Every hook has a default that does nothing. A hook reports failure by returning an error Status;
-// it may also throw: the host catches any exception and reports it, as it does an error, with the
-// plugin's name, the hook, the layer and the step. (Do not mark an override noexcept: a throw
-// from a noexcept function ends the process before the host can report it.)
+// A memory strategy acts at hook points of the step (docs/architecture.md, "The step"). Hooks run
+// in manifest order going down (forward, before_step) and in reverse order coming up (backward,
+// after_step). Every hook has a default that does nothing. A hook reports failure by returning an
+// error Status; it may also throw: the host catches any exception and reports it, as it does an
+// error, with the plugin's name, the hook, the layer and the step. (Do not mark an override
+// noexcept: a throw from a noexcept function ends the process before the host can report it.)
 #include "strata/hook_context.hpp"
 #include "strata/parameter_plan.hpp"
 #include "strata/status.hpp"

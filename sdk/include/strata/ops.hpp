@@ -1,13 +1,14 @@
 #pragma once
-// The backend op table (DESIGN.md §7): every op that model code, optimizers and precision
-// policies run on device memory. Pointers passed to an op are the backend's memory (device
-// memory on an accelerator); the caller never dereferences them on the host. A backend runs ops
-// in order on its compute stream; ops that return a value to the host (the reductions) wait for
-// the stream and copy that one value back, so they are the synchronisation points of a step.
+// The backend op table (docs/architecture.md, "Backends and the op table"): every op that model
+// code, optimizers and precision policies run on device memory. Pointers passed to an op are the
+// backend's memory (device memory on an accelerator); the caller never dereferences them on the
+// host. A backend runs ops in order on its compute stream; ops that return a value to the host (the
+// reductions) wait for the stream and copy that one value back, so they are the synchronisation
+// points of a step.
 //
-// Every op a backend implements is listed by has(); an op it lacks is a null slot, and callers
-// take the fallback written beside the op. Plugins override ops through strata/kernel.hpp
-// (attention) and strata/weight_quantizer.hpp (matmuls on quantized weights).
+// Every op is pure virtual: a backend implements them all. has() reports which ops a backend
+// implements, for the conformance table (tests/test_backend_ops.cpp). Plugins override ops through
+// strata/kernel.hpp (attention) and strata/weight_quantizer.hpp (matmuls on quantized weights).
 // Shapes are (rows, channels) row-major unless said otherwise; N = batch * seq_len.
 #include <cstdint>
 #include <string_view>

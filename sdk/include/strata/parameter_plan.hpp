@@ -1,6 +1,6 @@
 #pragma once
-// What trains (DESIGN.md §7, frozen parameters): a strategy that trains part of the model says so
-// before the model is built. A frozen parameter gets no gradient row, no optimizer state and no
+// What trains (docs/architecture.md, "What trains"): a strategy that trains part of the model says
+// so before the model is built. A frozen parameter gets no gradient row, no optimizer state and no
 // master copy: its weights stay as loaded or initialised, in their storage dtype (int8 included),
 // and still move with residency. Backward still flows through a frozen block's activations; only
 // its weight gradients are not computed. A skipped block is the identity (its output is its input,

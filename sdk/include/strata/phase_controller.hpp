@@ -1,8 +1,8 @@
 #pragma once
-// A phase controller (DESIGN.md §7), set by the manifest's `[predictor] plugin = "..."`: it chooses
-// each step's phase, sees each step's metrics, and in predict steps moves the weights itself while
-// the host skips the backward pass and the optimizer (no gradient is computed, no optimizer state
-// changes). The rssm_predictor plugin is one.
+// A phase controller (docs/architecture.md, "Phases"), set by the manifest's
+// `[predictor] plugin = "..."`: it chooses each step's phase, sees each step's metrics, and in
+// predict steps moves the weights itself while the host skips the backward pass and the optimizer
+// (no gradient is computed, no optimizer state changes). The rssm_predictor plugin is one.
 //
 // A step with a controller:
 //   phase = controller.choose_phase(step)

@@ -1,10 +1,11 @@
 #pragma once
-// Quantized weight storage (DESIGN.md §7, an op override per dtype): the mechanism a precision
-// plugin brings when it stores the blocks' matrices in a dtype of its own (i8, f16). The host keeps
-// the rows — a matrix's values in dtype() and its f32 scales if any, beside the f32 master copy the optimizer
-// updates — and the model calls its matmuls as usual; every matmul whose weight has dtype() comes
-// here instead of the backend's op, and after each update the host asks quantize() to turn the
-// master into the stored form. Pointers are the memory of the backend the quantizer is bound to.
+// Quantized weight storage (an op override per dtype: docs/architecture.md, "Op overrides"): the
+// mechanism a precision plugin brings when it stores the blocks' matrices in a dtype of its own
+// (i8, f16). The host keeps the rows — a matrix's values in dtype() and its f32 scales if any,
+// beside the f32 master copy the optimizer updates — and the model calls its matmuls as usual;
+// every matmul whose weight has dtype() comes here instead of the backend's op, and after each
+// update the host asks quantize() to turn the master into the stored form. Pointers are the memory
+// of the backend the quantizer is bound to.
 #include <cstdint>
 
 #include "strata/kernel.hpp"
