@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Engine benchmark (run by hand): ms/step, tokens/s and peak device bytes, fp32 + AdamW, for
+#   quickstart: GPT-2, n_layer 4, d_model 128, n_head 4, vocab 256,   T 64,  B 16  (examples/quickstart.toml)
 #   tiny:       GPT-2, n_layer 4, d_model 256, n_head 4, vocab 256,   T 128, B 8
 #   gpt2:       GPT-2, n_layer 12, d_model 768, n_head 12, vocab 50257, T 64, B 4   (124M parameters)
 #   llama_tiny: LLaMA, n_layer 4, d_model 256, n_head 4, n_kv_head 2, d_ff 688, vocab 256, T 128, B 8
@@ -23,6 +24,8 @@ out=runs/bench && mkdir -p "$out"
 results="$out/engine_results.tsv"
 : > "$results"
 python3 bench/make_gpt2_tokens.py "$out/gpt2_tokens.bin"
+quickstart_keys=(--set model.n_layer=4 --set model.d_model=128 --set model.n_head=4 --set model.vocab=256
+  --set model.seq_len=64 --set train.batch=16)
 tiny_keys=(--set model.n_layer=4 --set model.d_model=256 --set model.n_head=4 --set model.vocab=256
   --set model.seq_len=128 --set train.batch=8)
 gpt2_keys=(--set model.n_layer=12 --set model.d_model=768 --set model.n_head=12 --set model.vocab=50257
@@ -41,6 +44,7 @@ for round in $(seq 1 "$rounds"); do
   for shape in $shapes; do
     echo "== round $round: strata $shape ($steps steps, 2 threads)"
     case "$shape" in
+      quickstart) keys=("${quickstart_keys[@]}") ;;
       tiny) keys=("${tiny_keys[@]}") ;;
       gpt2) keys=("${gpt2_keys[@]}") ;;
       llama_tiny) keys=("${llama_tiny_keys[@]}") ;;
@@ -74,14 +78,16 @@ for round in $(seq 1 "$rounds"); do
     printf '%s\t%s\ttorch-passive\t%s\n' "$round" "$shape" "$(echo "$line" | sed 's/.*median \([0-9.]*\) ms.*/\1/')" >> "$results"
   done
 done 2>&1
-[ "$have_torch" = 1 ] && python3 - "$results" <<'PY'
+python3 - "$results" <<'PY'
 import statistics, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 ms = {(r, shape, who): float(value) for r, shape, who, value in rows}
-print("\nround  shape  strata ms  torch openmp  torch passive  ratio (vs the faster)")
+have_torch = any(who.startswith("torch") for _, _, who in ms)
+if have_torch:
+    print("\nround  shape  strata ms  torch openmp  torch passive  ratio (vs the faster)")
 ratios = {}
 for (r, shape, who), value in sorted(ms.items()):
-    if who != "strata":
+    if who != "strata" or not have_torch:
         continue
     openmp, passive = ms[(r, shape, "torch-openmp")], ms[(r, shape, "torch-passive")]
     ratio = value / min(openmp, passive)

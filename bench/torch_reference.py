@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SHAPES = {"tiny": dict(L=4, C=256, H=4, V=256, T=128, B=8), "gpt2": dict(L=12, C=768, H=12, V=50257, T=64, B=4),
+SHAPES = {"quickstart": dict(L=4, C=128, H=4, V=256, T=64, B=16),
+          "tiny": dict(L=4, C=256, H=4, V=256, T=128, B=8), "gpt2": dict(L=12, C=768, H=12, V=50257, T=64, B=4),
           "llama_tiny": dict(arch="llama", L=4, C=256, H=4, KV=2, F=688, V=256, T=128, B=8),
           "llama110m": dict(arch="llama", L=12, C=768, H=12, KV=4, F=2048, V=32000, T=256, B=2)}
 ROPE_THETA, NORM_EPS = 10000.0, 1e-5  # the benchmark shapes' (HF's LLaMA 2 values)
