@@ -155,6 +155,20 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
   if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
 }
 
+void Executor::forward_layers(bool keep_activations) {
+  const int L = model_.n_layer();
+  ensure_on_device(kGlobalParameters, TensorGroup::weights);
+  model_.embed_forward();
+  for (int l = 0; l < L; ++l) {
+    run_hooks(Hook::before_forward, l, false);
+    ensure_on_device(l, TensorGroup::weights);
+    model_.allocate_layer_activations(l);
+    model_.layer_forward(l);
+    run_hooks(Hook::after_forward, l, false);
+    if (!keep_activations && l > 0) model_.free_layer_activations(l - 1, false);
+  }
+}
+
 double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch> micro_batches, Phase phase) {
   step_ = step;
   phase_ = phase;
@@ -172,17 +186,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     // A number unique to this micro batch in the run, the same on resume and on recomputation.
     model_.set_adapter_pass(
         {static_cast<std::uint64_t>(step) * micro_batches.size() + m, phase_needs_gradients(phase)});
-    ensure_on_device(kGlobalParameters, TensorGroup::weights);
-    model_.embed_forward();
-    for (int l = 0; l < L; ++l) {
-      run_hooks(Hook::before_forward, l, false);
-      ensure_on_device(l, TensorGroup::weights);
-      model_.allocate_layer_activations(l);
-      model_.layer_forward(l);
-      run_hooks(Hook::after_forward, l, false);
-      // Nothing goes backward in a predict step: a layer's activations go once the next has run.
-      if (!phase_needs_gradients(phase) && l > 0) model_.free_layer_activations(l - 1, false);
-    }
+    forward_layers(phase_needs_gradients(phase));  // nothing goes backward in a predict step
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
     // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
     // policy decides (skip_nonfinite) what the step does.
@@ -329,21 +333,12 @@ void Executor::predicted_update(std::int64_t step, std::span<const MicroBatch> m
 }
 
 double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
-  const int L = model_.n_layer();
   precision_.begin_step(Phase::full);  // an evaluation computes as full steps do
   model_.begin_micro_batch(batch.inputs, batch.targets);
   model_.set_adapter_pass({0, false});  // no dropout
-  ensure_on_device(kGlobalParameters, TensorGroup::weights);
-  model_.embed_forward();
-  for (int l = 0; l < L; ++l) {
-    // Forward hooks run here too, so a strategy that bounds residency bounds it during evaluation.
-    run_hooks(Hook::before_forward, l, false);
-    ensure_on_device(l, TensorGroup::weights);
-    model_.allocate_layer_activations(l);
-    model_.layer_forward(l);
-    run_hooks(Hook::after_forward, l, false);
-    if (l > 0) model_.free_layer_activations(l - 1, false);  // nothing goes backward here
-  }
+  // Forward hooks run here too, so a strategy that bounds residency bounds it during evaluation;
+  // nothing goes backward here.
+  forward_layers(false);
   model_.head_forward();
   const double sum = model_.loss_sum(rows);
   model_.end_micro_batch();

@@ -1,6 +1,6 @@
 #include "kernels/cpu/layernorm.hpp"
 
-#include <algorithm>
+#include "strata/kernels_common.hpp"
 
 namespace strata::cpu {
 
@@ -52,24 +52,19 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       dx[c] += (weight[c] * dy[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
     }
   }
-  // dweight and dbias: a reduction over rows. Parallel over column blocks with rows in order, so
-  // the sums do not depend on the thread count.
-  constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t block_start = 0; block_start < channels; block_start += kBlock) {
-    const std::int64_t block_end = std::min(block_start + kBlock, channels);
-    for (std::int64_t n = 0; n < rows; ++n) {
-      const float* x = inp + n * channels;
-      const float* dy = dout + n * channels;
-      const float m = mean[n];
-      const float s = rstd[n];
+  // dweight and dbias: a reduction over rows, the same whatever the thread count.
+  kernels::sum_rows_by_column_blocks(
+      rows, channels, [=](std::int64_t n, std::int64_t begin, std::int64_t end) __attribute__((always_inline)) {
+        const float* x = inp + n * channels;
+        const float* dy = dout + n * channels;
+        const float m = mean[n];
+        const float s = rstd[n];
 #pragma omp simd
-      for (std::int64_t c = block_start; c < block_end; ++c) {
-        dbias[c] += dy[c];
-        dweight[c] += (x[c] - m) * s * dy[c];
-      }
-    }
-  }
+        for (std::int64_t c = begin; c < end; ++c) {
+          dbias[c] += dy[c];
+          dweight[c] += (x[c] - m) * s * dy[c];
+        }
+      });
 }
 
 }  // namespace strata::cpu

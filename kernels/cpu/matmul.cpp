@@ -5,25 +5,11 @@
 #include <algorithm>
 
 #include "kernels/cpu/bf16.hpp"
+#include "strata/kernels_common.hpp"
 
 namespace strata::cpu {
 
 namespace {
-
-// dbias[o] += sum_n dout[n, o]. Parallel over column blocks, rows summed in order: the result does
-// not depend on the thread count.
-void bias_backward(float* dbias, const float* dout, std::int64_t rows, std::int64_t out_features) {
-  constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t block_start = 0; block_start < out_features; block_start += kBlock) {
-    const std::int64_t block_end = std::min(block_start + kBlock, out_features);
-    for (std::int64_t n = 0; n < rows; ++n) {
-      const float* row = dout + n * out_features;
-#pragma omp simd
-      for (std::int64_t o = block_start; o < block_end; ++o) dbias[o] += row[o];
-    }
-  }
-}
 
 // Rows of the stored (C, OC) weight per widened chunk.
 std::int64_t chunk_rows(std::int64_t stored_rows, std::int64_t row_length, std::int64_t scratch_elements) {
@@ -71,7 +57,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
     }
   }
-  if (dbias != nullptr) bias_backward(dbias, dout, rows, out_features);
+  if (dbias != nullptr) kernels::bias_backward(dbias, dout, rows, out_features);
 }
 
 void matmul_forward_bf16(float* out, const float* inp, const std::uint16_t* weight, const float* bias,

@@ -1,6 +1,6 @@
 #include "kernels/cpu/rmsnorm.hpp"
 
-#include <algorithm>
+#include "strata/kernels_common.hpp"
 
 namespace strata::cpu {
 
@@ -36,19 +36,15 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
 #pragma omp simd
     for (std::int64_t c = 0; c < channels; ++c) dx[c] += r * weight[c] * dy[c] - correction * x[c];
   }
-  // dweight sums over rows: parallel over column blocks, rows in order (thread-count independent).
-  constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t block_start = 0; block_start < channels; block_start += kBlock) {
-    const std::int64_t block_end = std::min(block_start + kBlock, channels);
-    for (std::int64_t n = 0; n < rows; ++n) {
-      const float* x = inp + n * channels;
-      const float* dy = dout + n * channels;
-      const float r = rstd[n];
+  // dweight sums over rows, the same whatever the thread count.
+  kernels::sum_rows_by_column_blocks(
+      rows, channels, [=](std::int64_t n, std::int64_t begin, std::int64_t end) __attribute__((always_inline)) {
+        const float* x = inp + n * channels;
+        const float* dy = dout + n * channels;
+        const float r = rstd[n];
 #pragma omp simd
-      for (std::int64_t c = block_start; c < block_end; ++c) dweight[c] += dy[c] * x[c] * r;
-    }
-  }
+        for (std::int64_t c = begin; c < end; ++c) dweight[c] += dy[c] * x[c] * r;
+      });
 }
 
 }  // namespace strata::cpu

@@ -6,56 +6,31 @@
 
 #include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
 #include "strata/cpu_clones.hpp"
+#include "strata/kernels_common.hpp"
 
 namespace strata::adamw8bit {
 
 namespace {
 
-// The step's constants, computed as kernels/cpu/adamw.cpp computes them.
-struct Coefficients {
-  float b1, b2, inverse_sqrt_correction2, decay, step_size, grad_scale, eps;
-};
-
-Coefficients coefficients_of(const AdamWHyper& hyper) {
-  const float b1 = hyper.beta1;
-  const float b2 = hyper.beta2;
-  const float inverse_correction1 = 1.0f / (1.0f - std::pow(b1, static_cast<float>(hyper.step)));
-  const float inverse_sqrt_correction2 = 1.0f / std::sqrt(1.0f - std::pow(b2, static_cast<float>(hyper.step)));
-  return {b1,
-          b2,
-          inverse_sqrt_correction2,
-          1.0f - hyper.lr * hyper.weight_decay,
-          hyper.lr * inverse_correction1,
-          hyper.grad_scale,
-          hyper.eps};
-}
-
 struct BlockAbsmax {
   float m, v;
 };
 
-// The f32 AdamW update of one block, m and v (dequantized) replaced by their new values in place;
-// returns their new absmax. Branch-free, so it vectorizes like kernels/cpu/adamw.cpp.
+// The f32 AdamW update of one block, element for element kernels/cpu/adamw.cpp's, m and v
+// (dequantized) replaced by their new values in place; returns their new absmax. Branch-free, so
+// it vectorizes.
 STRATA_CPU_CLONES BlockAbsmax update_block(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                                           const Coefficients& c) {
-  const float b1 = c.b1;
-  const float b2 = c.b2;
-  const float inverse_sqrt_correction2 = c.inverse_sqrt_correction2;
-  const float decay = c.decay;
-  const float step_size = c.step_size;
-  const float grad_scale = c.grad_scale;
-  const float eps = c.eps;
+                                           const kernels::AdamWCoefficients& coefficients) {
+  const kernels::AdamWCoefficients c = coefficients;  // a local copy: not reloaded at every element
   float m_absmax = 0.0f;
   float v_absmax = 0.0f;
 #pragma omp simd reduction(max : m_absmax, v_absmax)
   for (std::int64_t i = 0; i < count; ++i) {
-    const float g = grad[i] * grad_scale;
-    const float m_new = b1 * m[i] + (1.0f - b1) * g;
-    const float v_new = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = m_new;
-    v[i] = v_new;
-    const float denominator = std::sqrt(v_new) * inverse_sqrt_correction2 + eps;
-    param[i] = param[i] * decay - step_size * m_new / denominator;
+    const kernels::AdamWMoments updated = kernels::adamw_element(param[i], grad[i], m[i], v[i], c);
+    // Scalars, not the struct's fields, go to std::max: OpenMP privatizes what a reference is
+    // taken of, and a privatized struct does not vectorize.
+    const float m_new = updated.m;
+    const float v_new = updated.v;
     m_absmax = std::max(m_absmax, std::abs(m_new));
     v_absmax = std::max(v_absmax, v_new);
   }
@@ -66,7 +41,7 @@ STRATA_CPU_CLONES BlockAbsmax update_block(float* param, const float* grad, floa
 
 void adamw8bit_update(float* param, const float* grad, QuantizedMoment m, QuantizedMoment v, std::int64_t count,
                       std::int64_t block_size, const AdamWHyper& hyper) {
-  const Coefficients c = coefficients_of(hyper);
+  const kernels::AdamWCoefficients c = kernels::adamw_coefficients(hyper);
   const std::int64_t blocks = block_count(count, block_size);
 #pragma omp parallel
   {

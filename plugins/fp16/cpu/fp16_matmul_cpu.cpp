@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "strata/dtype.hpp"
+#include "strata/kernels_common.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -130,21 +131,6 @@ bool use_f16c() {
 #else
   return false;
 #endif
-}
-
-// dbias[o] += sum_n dout[n, o]. Parallel over column blocks, rows summed in order, so a call per
-// row block adds in the same order as one call over all rows.
-void bias_backward(float* dbias, const float* dout, std::int64_t rows, std::int64_t out_features) {
-  constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for schedule(static) if (rows * out_features > kTaskValues)
-  for (std::int64_t block_start = 0; block_start < out_features; block_start += kBlock) {
-    const std::int64_t block_end = std::min(block_start + kBlock, out_features);
-    for (std::int64_t n = 0; n < rows; ++n) {
-      const float* row = dout + n * out_features;
-#pragma omp simd
-      for (std::int64_t o = block_start; o < block_end; ++o) dbias[o] += row[o];
-    }
-  }
 }
 
 // C (m,n) = A (m,k) @ B (k,n) + beta * C, row-major, A and B each possibly transposed as stored.
@@ -349,7 +335,9 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     const std::int64_t rows = std::min(blocking.block_rows, shape.rows - r0);
     float* const dout16 = blocking.operands;
     round_operand(dout16, dout + r0 * shape.out_features, rows * shape.out_features, operands);
-    if (dbias != nullptr) bias_backward(dbias, dout16, rows, shape.out_features);
+    // A call per row block adds in the same order as one call over all rows.
+    if (dbias != nullptr)
+      kernels::bias_backward(dbias, dout16, rows, shape.out_features, rows * shape.out_features > kTaskValues);
     if (dweight != nullptr) {
       float* const inp16 = blocking.weight_chunk;
       round_operand(inp16, inp + r0 * shape.in_features, rows * shape.in_features, operands);

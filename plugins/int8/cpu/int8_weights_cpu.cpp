@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "strata/cpu_clones.hpp"
+#include "strata/kernels_common.hpp"
 
 namespace strata::int8 {
 
@@ -166,20 +167,6 @@ std::int64_t chunk_rows(StoredShape stored, std::int64_t scratch_elements) {
   return std::clamp<std::int64_t>(scratch_elements / stored.row_length, 1, stored.rows);
 }
 
-// dbias[o] += sum_n dout[n, o]. Parallel over column blocks, rows summed in order.
-void bias_backward(float* dbias, const float* dout, std::int64_t rows, std::int64_t out_features) {
-  constexpr std::int64_t kBlock = 64;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t block_start = 0; block_start < out_features; block_start += kBlock) {
-    const std::int64_t block_end = std::min(block_start + kBlock, out_features);
-    for (std::int64_t n = 0; n < rows; ++n) {
-      const float* row = dout + n * out_features;
-#pragma omp simd
-      for (std::int64_t o = block_start; o < block_end; ++o) dbias[o] += row[o];
-    }
-  }
-}
-
 }  // namespace
 
 std::int64_t scale_count(std::int64_t in_features, std::int64_t out_features, WeightLayout /*layout*/,
@@ -285,7 +272,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
     }
   }
-  if (dbias != nullptr) bias_backward(dbias, dout, shape.rows, shape.out_features);
+  if (dbias != nullptr) kernels::bias_backward(dbias, dout, shape.rows, shape.out_features);
 }
 
 }  // namespace strata::int8
