@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Are two builds' losses bitwise equal? (run by hand, for refactors that must not change the
+# math). Trains every small example manifest briefly with each build, plus the checkpoint modes
+# (block, selective, cheap) under f32 and bf16 activations on GPT-2 and LLaMA, and compares the
+# per-step loss, gradient norm and validation loss exactly; peak device bytes per category are
+# shown where they differ.
+# Usage: bash bench/bitwise_examples.sh BASELINE_STRATA [STRATA]   (from the repository root;
+# STRATA defaults to ./build/bin/strata; a binary outside its build tree finds its plugins through
+# STRATA_PLUGIN_PATH, so wrap it in a script that sets it).
+set -euo pipefail
+baseline=$(realpath "$1")
+strata=$(realpath "${2:-./build/bin/strata}")
+out=$(realpath -m runs/bitwise) && rm -rf "$out" && mkdir -p "$out"
+repo=$PWD
+
+run_all() {  # binary, folder
+  local bin=$1 dir=$2
+  mkdir -p "$dir/run" && cd "$dir/run" && ln -s "$repo/data" data && ln -s "$repo/examples" examples
+  python3 - <<'PY'
+s = open('examples/llama.toml').read() + '\n[[strategy]]\nplugin = "checkpoint"\nevery = 1\n'
+open('llama-checkpoint.toml', 'w').write(s)
+PY
+  train() {  # name, manifest, then arguments
+    local name=$1; shift
+    "$bin" train "$@" --metrics "$dir/$name.jsonl" > "$dir/$name.log" 2>&1 || { echo "$name failed"; tail "$dir/$name.log"; }
+  }
+  short=(--set train.steps=30 --set train.eval_every=15)
+  train quickstart examples/quickstart.toml "${short[@]}"  # first: lora.toml starts from its checkpoints
+  for m in adamw8bit all-strategies bf16 checkpoint flash-attention fp16 int8 llama offload-optimizer \
+    sparse-layers stream-layers lora; do train "$m" "examples/$m.toml" "${short[@]}"; done
+  train rssm examples/rssm-predictor.toml --set train.steps=120 --set train.eval_every=60
+  bf16=(--set 'precision.plugin="bf16"' --set 'precision.activations="bf16"')
+  for m in checkpoint llama-checkpoint; do
+    manifest=examples/checkpoint.toml
+    [ "$m" = llama-checkpoint ] && manifest=llama-checkpoint.toml
+    for mode in block selective cheap; do
+      keys=(--set train.steps=12 --set train.eval_every=6 --set "strategy.0.mode=\"$mode\"")
+      train "$m-$mode-f32" "$manifest" "${keys[@]}"
+      train "$m-$mode-bf16" "$manifest" "${keys[@]}" "${bf16[@]}"
+    done
+  done
+  cd "$repo"
+}
+
+run_all "$baseline" "$out/baseline"
+run_all "$strata" "$out/this"
+python3 - "$out" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+def steps(path):
+    rows = [json.loads(line) for line in open(path)]
+    return [(r.get("step"), r.get("loss"), r.get("grad_norm"), r.get("val_loss")) for r in rows], \
+           [r.get("peak_device_bytes_by_category") for r in rows if "step" in r][:1]
+same = True
+for path in sorted((out / "baseline").glob("*.jsonl")):
+    (a, bytes_a), (b, bytes_b) = steps(path), steps(out / "this" / path.name)
+    verdict = "bitwise" if a == b else "DIFFERENT"
+    same = same and a == b
+    note = "" if bytes_a == bytes_b else f"  peak bytes {bytes_a[0]} -> {bytes_b[0]}"
+    print(f"{path.stem:<28} {len(a):>4} records  {verdict}{note}")
+print("all bitwise" if same else "some runs differ")
+sys.exit(0 if same else 1)
+PY
