@@ -48,14 +48,11 @@ void Transformer::rope_backward(float* dx, std::int64_t stride, int heads) {
   ops().rope(dx, rows(), stride, shape.seq_len, heads, shape.head_dim, rope_theta_, true);
 }
 
-// In backward this is recomputation for the kernel's saved rows: under bf16 the recomputed `out`
-// is dropped from the staging, so what backward reads is the value forward stored.
+// Recomputed in backward (for the kernel's saved rows), `out` is written again with the values the
+// forward wrote: the attention kernels are deterministic (docs/architecture.md, "Determinism").
 void Transformer::attention(int l, int out, int saved, const AttentionInputs& qkv) {
-  {
-    auto timer = profiler_.scope(ProfileKind::attention_forward);
-    check(attention_.attention_forward(attention_shape(), this->out(l, out), this->out(l, saved), qkv), l);
-  }
-  if (in_backward_) staging(out).held = Held::nothing;
+  auto timer = profiler_.scope(ProfileKind::attention_forward);
+  check(attention_.attention_forward(attention_shape(), this->out(l, out), this->out(l, saved), qkv), l);
 }
 
 void Transformer::gelu(int l, int out, int x) {

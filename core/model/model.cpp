@@ -32,17 +32,17 @@ bool Model::only_partial_activations_missing(int layer) const {
 }
 
 void Model::recompute_missing_activations(int layer) {
-  std::vector<int> kinds = cheap_kinds_;
-  kinds.push_back(attention_saved_kind_);
   auto& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
-  for (int kind : kinds)
-    if (!store_.allocated(activation_row(layer, kind))) {
-      store_.allocate(activation_row(layer, kind));
-      marks[static_cast<std::size_t>(kind)] = true;
-    }
+  auto reallocate = [&](int kind) {
+    if (store_.allocated(activation_row(layer, kind))) return;
+    store_.allocate(activation_row(layer, kind));
+    marks[static_cast<std::size_t>(kind)] = true;
+  };
+  for (int kind : cheap_kinds_) reallocate(kind);
+  reallocate(attention_saved_kind_);
 }
 
-bool Model::take_recompute_mark(int layer, int kind) {
+bool Model::recompute(int layer, int kind) {
   std::vector<bool>& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
   const bool marked = marks.at(static_cast<std::size_t>(kind));
   marks[static_cast<std::size_t>(kind)] = false;

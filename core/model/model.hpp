@@ -190,8 +190,8 @@ class Model {
   // and `attention_saved` the kinds of the two partial sets.
   void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind, std::vector<int> cheap,
                                  int attention_saved);
-  // Whether recompute_missing_activations re-allocated this kind and it is not yet recomputed; clears the mark.
-  bool take_recompute_mark(int layer, int kind);
+  // True once for each kind recompute_missing_activations re-allocated: the caller recomputes it.
+  bool recompute(int layer, int kind);
   int activation_row(int layer, int kind) const {
     return layer_activation_rows_.at(static_cast<std::size_t>(layer)).at(static_cast<std::size_t>(kind));
   }

@@ -15,10 +15,9 @@ Transformer::Transformer(Backend& backend, Kernel& attention, const ModelOptions
 
 void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& options) {
   const bool training = options.purpose == Purpose::training;
-  attention_scratch_ = tensors.attention_scratch;
   rope_theta_ = static_cast<float>(tensors.rope_theta);
   const StorageTypes& storage = options.storage;
-  const std::int64_t N = rows(), C = tensors.channels;
+  const std::int64_t N = rows(), C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
   // The blocks' matrices follow the weight storage dtype, the embedding tables (and an untied head)
@@ -59,7 +58,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   // Activations of one micro batch: the global ones, the head's, then each block's.
   add_token_rows();
   for (const RowSpec& spec : tensors.global_activations)
-    global_activation_rows_.push_back(add_global_activation("act." + spec.name, spec.shape));
+    family_global_rows_.push_back(add_global_activation("act." + spec.name, spec.shape));
   const std::int64_t B = batch_, T = seq_len();
   LmHeadRows head_rows;
   head_rows.logits = add_global_activation("act.logits", {B, T, tensors.padded_vocab});
@@ -75,11 +74,16 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
                          TensorGroup::activations, spec.stays_f32 ? ElementType::f32 : stored));
   set_layer_activation_rows(std::move(activation_rows), tensors.output, tensors.cheap, tensors.attention_saved);
 
-  // Backward scratch.
-  if (training)
-    for (const RowSpec& spec : tensors.workspace)
+  // Backward scratch: the family's rows, then the attention kernel's.
+  if (training) {
+    std::vector<RowSpec> workspace = tensors.workspace;
+    attention_scratch_ = static_cast<int>(workspace.size());
+    workspace.push_back(
+        {"d_attention", {std::max<std::int64_t>(attention_.backward_scratch_floats(attention_shape_), 1)}});
+    for (const RowSpec& spec : workspace)
       workspace_rows_.push_back(
           store_.add_row("ws." + spec.name, -1, spec.shape, MemoryCategory::workspace, TensorGroup::activations));
+  }
 
   // bf16 activations: one f32 staging row per stored kind, and one for the block input.
   staging_.assign(tensors.activations.size() + 1, Staging{});
@@ -108,7 +112,6 @@ void Transformer::tie_global(int alias, int target) {
 
 void Transformer::layer_forward(int l) {
   forget_staging();
-  in_backward_ = false;
   if (trainable_.skips(l))
     identity(l);
   else
@@ -119,9 +122,7 @@ void Transformer::layer_forward(int l) {
 void Transformer::layer_backward(int l) {
   if (trainable_.skips(l)) return;  // the identity passes d(output) through as d(input)
   forget_staging();
-  in_backward_ = true;
   block_backward(l);
-  in_backward_ = false;
   round_written();
 }
 
@@ -178,10 +179,6 @@ float* Transformer::out(int l, int kind) {
 
 void Transformer::round_written() {
   for (int kind = 0; kind < input_kind_; ++kind) settle(kind);
-}
-
-bool Transformer::recompute(int l, int kind) {
-  return take_recompute_mark(l, kind);
 }
 
 MatmulShape Transformer::matmul_shape(int layer, int weight) const {

@@ -34,13 +34,14 @@ namespace strata {
 inline constexpr int kBlockInput = -1;
 inline constexpr int kNoBias = -1;
 
-// norm: a norm gain or bias (a frozen one's gradient goes to the sink); bias: a projection's.
-enum class ParameterKind : std::uint8_t { matrix, norm, bias, embedding };
+// norm: a norm gain or bias, whose kernels always write a gradient (a frozen one's goes to the
+// sink); weight: any other parameter (a frozen one has no gradient, and its op skips it).
+enum class ParameterKind : std::uint8_t { weight, norm };
 
 struct ParameterSpec {
   std::string name;  // within a block, after its prefix ("attn.c_attn.weight"); global: the whole name
   std::vector<std::int64_t> shape;
-  ParameterKind kind = ParameterKind::matrix;
+  ParameterKind kind = ParameterKind::weight;
   bool trains = true;  // globals only; a block's parameters train as the plan says
 };
 
@@ -61,12 +62,11 @@ struct FamilyTensors {
   int output = -1;                          // the block output's kind (the next block's input)
   std::vector<int> cheap;                   // kinds the `cheap` partial set drops (norm and pointwise outputs)
   int attention_saved = -1;                 // the kind the `attention` partial set drops
-  std::vector<RowSpec> workspace;           // backward scratch, declared when the model trains
-  int attention_scratch = -1;               // the workspace row attention backward uses
+  std::vector<RowSpec> workspace;           // backward scratch, declared when the model trains; then
+                                            // declare() adds ws.d_attention, the attention kernel's
   double rope_theta = 10000.0;              // for families with rotary positions
-  std::int64_t channels = 0;                // d_model
   int vocab = 0;
-  int padded_vocab = 0;
+  int padded_vocab = 0;  // the LM head's rows in memory (the config's padded_vocab())
 };
 
 class Transformer : public Model {
@@ -111,9 +111,7 @@ class Transformer : public Model {
   float* grad(int layer, int which) const { return gradient(parameter(layer, which), block_kinds_[which]); }
   float* global_grad(int which) const { return gradient(global(which), global_kinds_[which]); }
   float* ws(int which) const { return store_.f32(workspace_rows_.at(static_cast<std::size_t>(which))); }
-  float* global_activation(int which) const {
-    return store_.f32(global_activation_rows_[static_cast<std::size_t>(which)]);
-  }
+  float* global_activation(int which) const { return store_.f32(family_global_rows_[static_cast<std::size_t>(which)]); }
   std::int64_t elements(int row) const { return table().row(row).elements(); }
   std::int64_t workspace_elements(int which) const {
     return elements(workspace_rows_.at(static_cast<std::size_t>(which)));
@@ -124,8 +122,6 @@ class Transformer : public Model {
   const float* in(int l, int kind);
   // Where an op writes kind `kind` of block `l`; the value is rounded into bf16 when next read.
   float* out(int l, int kind);
-  // True once for each kind recompute_missing_activations re-allocated: the caller recomputes it.
-  bool recompute(int l, int kind);
 
   // --- ops on a block's activations: one kernel each (and a matmul's adapters), timed.
   void layernorm(int l, int out, int mean, int rstd, int x, int weight, int bias, float eps);
@@ -155,7 +151,7 @@ class Transformer : public Model {
     return kind == ParameterKind::norm ? norm_grad_of(rows) : grad_of(rows);
   }
   int row(int l, int kind) const { return kind == kBlockInput ? input_row(l) : activation_row(l, kind); }
-  int input_row(int l) const { return l == 0 ? global_activation_rows_[0] : layer_output_row(l - 1); }
+  int input_row(int l) const { return l == 0 ? family_global_rows_[0] : layer_output_row(l - 1); }
   std::int64_t width(int l, int kind) const { return table().row(row(l, kind)).shape.back(); }
   Weight weight_of(int layer, int which) const { return store_.weight(parameter(layer, which).param); }
   MatmulShape matmul_shape(int layer, int weight) const;
@@ -177,11 +173,11 @@ class Transformer : public Model {
   std::vector<ParameterKind> block_kinds_, global_kinds_;
   std::vector<int> global_parameters_;  // indices into parameters()
   std::vector<std::vector<int>> block_parameters_;
-  std::vector<int> global_activation_rows_;  // [0] is the embedding output, the first block's input
+  std::vector<int> family_global_rows_;  // the family's global activations; [0], the embedding output,
+                                         // is the first block's input
   std::vector<int> workspace_rows_;
   std::vector<Staging> staging_;
-  int attention_scratch_ = -1;
-  bool in_backward_ = false;
+  int attention_scratch_ = -1;  // a workspace row
   float rope_theta_ = 10000.0f;
   int input_kind_ = 0;  // staging_'s last entry: the block input's
 };

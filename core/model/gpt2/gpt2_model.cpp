@@ -28,17 +28,16 @@ GPT2Model::GPT2Model(const GPT2Config& config, Backend& backend, Kernel& attenti
   const TrainablePlan& plan = trainable_;
   FamilyTensors t;
   // wte is the tied head too: it trains while the embeddings or the head do.
-  t.globals = {{"wte.weight", {Vp, C}, K::embedding, plan.embeddings || plan.head},
-               {"wpe.weight", {T, C}, K::embedding, plan.embeddings},
+  t.globals = {{"wte.weight", {Vp, C}, K::weight, plan.embeddings || plan.head},
+               {"wpe.weight", {T, C}, K::weight, plan.embeddings},
                {"ln_f.weight", {C}, K::norm, plan.head},
                {"ln_f.bias", {C}, K::norm, plan.head}};
   t.block_prefix = "h.";
   t.block_layout = WeightLayout::in_out;  // HF's Conv1D
-  t.block = {
-      {"ln_1.weight", {C}, K::norm},          {"ln_1.bias", {C}, K::norm},       {"attn.c_attn.weight", {C, 3 * C}},
-      {"attn.c_attn.bias", {3 * C}, K::bias}, {"attn.c_proj.weight", {C, C}},    {"attn.c_proj.bias", {C}, K::bias},
-      {"ln_2.weight", {C}, K::norm},          {"ln_2.bias", {C}, K::norm},       {"mlp.c_fc.weight", {C, 4 * C}},
-      {"mlp.c_fc.bias", {4 * C}, K::bias},    {"mlp.c_proj.weight", {4 * C, C}}, {"mlp.c_proj.bias", {C}, K::bias}};
+  t.block = {{"ln_1.weight", {C}, K::norm}, {"ln_1.bias", {C}, K::norm},       {"attn.c_attn.weight", {C, 3 * C}},
+             {"attn.c_attn.bias", {3 * C}}, {"attn.c_proj.weight", {C, C}},    {"attn.c_proj.bias", {C}},
+             {"ln_2.weight", {C}, K::norm}, {"ln_2.bias", {C}, K::norm},       {"mlp.c_fc.weight", {C, 4 * C}},
+             {"mlp.c_fc.bias", {4 * C}},    {"mlp.c_proj.weight", {4 * C, C}}, {"mlp.c_proj.bias", {C}}};
   t.adapter_targets = gpt2_adapter_targets(config);
   t.global_activations = {{"encoded", {B, T, C}}, {"lnf", {B, T, C}}, {"lnf_mean", {B, T}}, {"lnf_rstd", {B, T}}};
   // Under bf16 storage the LayerNorm statistics stay f32 (small, and they feed every backward
@@ -60,15 +59,8 @@ GPT2Model::GPT2Model(const GPT2Config& config, Backend& backend, Kernel& attenti
   t.output = A::output;
   t.cheap = {A::ln1, A::ln2, A::fch_gelu};
   t.attention_saved = A::attention_saved;
-  t.workspace = {{"d_residual", {B, T, C}},
-                 {"d_ln", {B, T, C}},
-                 {"d_atty", {B, T, C}},
-                 {"d_qkv", {B, T, 3 * C}},
-                 {"d_fch", {B, T, 4 * C}},
-                 {"d_fch_gelu", {B, T, 4 * C}},
-                 {"d_attention", {std::max<std::int64_t>(attention.backward_scratch_floats(attention_shape()), 1)}}};
-  t.attention_scratch = W::d_attention;
-  t.channels = C;
+  t.workspace = {{"d_residual", {B, T, C}}, {"d_ln", {B, T, C}},      {"d_atty", {B, T, C}},
+                 {"d_qkv", {B, T, 3 * C}},  {"d_fch", {B, T, 4 * C}}, {"d_fch_gelu", {B, T, 4 * C}}};
   t.vocab = config.vocab;
   t.padded_vocab = config.padded_vocab();
   declare(t, options);

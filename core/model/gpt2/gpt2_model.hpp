@@ -53,7 +53,7 @@ struct GA {  // global activations
 };
 // Backward scratch, shared by all blocks since they run one at a time.
 struct W {
-  enum : int { d_residual, d_ln, d_atty, d_qkv, d_fch, d_fch_gelu, d_attention };
+  enum : int { d_residual, d_ln, d_atty, d_qkv, d_fch, d_fch_gelu };  // then ws.d_attention (Transformer)
 };
 inline constexpr float kLayerNormEps = 1e-5f;  // GPT-2's LayerNorm epsilon
 }  // namespace gpt2

@@ -30,9 +30,9 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   FamilyTensors t;
   // A tied embedding is the head too: it trains while the embeddings or the head do.
   t.globals = {
-      {"model.embed_tokens.weight", {Vp, C}, K::embedding, plan.embeddings || (config.tie_embeddings && plan.head)},
+      {"model.embed_tokens.weight", {Vp, C}, K::weight, plan.embeddings || (config.tie_embeddings && plan.head)},
       {"model.norm.weight", {C}, K::norm, plan.head}};
-  if (!config.tie_embeddings) t.globals.push_back({"lm_head.weight", {Vp, C}, K::embedding, plan.head});
+  if (!config.tie_embeddings) t.globals.push_back({"lm_head.weight", {Vp, C}, K::weight, plan.head});
   t.block_prefix = "model.layers.";
   t.block_layout = WeightLayout::out_in;  // every matrix is nn.Linear
   t.block = {{"input_layernorm.weight", {C}, K::norm}, {"self_attn.q_proj.weight", {C, C}},
@@ -41,9 +41,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
              {"mlp.gate_proj.weight", {F, C}},         {"mlp.up_proj.weight", {F, C}},
              {"mlp.down_proj.weight", {C, F}}};
   if (config.attention_bias)
-    t.block.insert(t.block.end(), {{"self_attn.q_proj.bias", {C}, K::bias},
-                                   {"self_attn.k_proj.bias", {KV}, K::bias},
-                                   {"self_attn.v_proj.bias", {KV}, K::bias}});
+    t.block.insert(t.block.end(),
+                   {{"self_attn.q_proj.bias", {C}}, {"self_attn.k_proj.bias", {KV}}, {"self_attn.v_proj.bias", {KV}}});
   t.adapter_targets = llama_adapter_targets(config);
   t.global_activations = {{"encoded", {B, T, C}}, {"final_norm", {B, T, C}}, {"final_rstd", {B, T}}};
   // Under bf16 storage the RMSNorm statistics and the attention kernel's saved rows stay f32.
@@ -57,19 +56,10 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   t.output = A::output;
   t.cheap = {A::norm1, A::norm2, A::swiglu};
   t.attention_saved = A::attention_saved;
-  t.workspace = {{"d_residual", {B, T, C}},
-                 {"d_norm", {B, T, C}},
-                 {"d_atty", {B, T, C}},
-                 {"d_q", {B, T, C}},
-                 {"d_k", {B, T, KV}},
-                 {"d_v", {B, T, KV}},
-                 {"d_gate", {B, T, F}},
-                 {"d_up", {B, T, F}},
-                 {"d_swiglu", {B, T, F}},
-                 {"d_attention", {std::max<std::int64_t>(attention.backward_scratch_floats(attention_shape()), 1)}}};
-  t.attention_scratch = W::d_attention;
+  t.workspace = {{"d_residual", {B, T, C}}, {"d_norm", {B, T, C}}, {"d_atty", {B, T, C}},
+                 {"d_q", {B, T, C}},        {"d_k", {B, T, KV}},   {"d_v", {B, T, KV}},
+                 {"d_gate", {B, T, F}},     {"d_up", {B, T, F}},   {"d_swiglu", {B, T, F}}};
   t.rope_theta = config.rope_theta;
-  t.channels = C;
   t.vocab = config.vocab;
   t.padded_vocab = config.padded_vocab();
   declare(t, options);

@@ -56,7 +56,17 @@ struct GA {
   enum : int { encoded, final_norm, final_rstd };
 };
 struct W {
-  enum : int { d_residual, d_norm, d_atty, d_q, d_k, d_v, d_gate, d_up, d_swiglu, d_attention };
+  enum : int {
+    d_residual,
+    d_norm,
+    d_atty,
+    d_q,
+    d_k,
+    d_v,
+    d_gate,
+    d_up,
+    d_swiglu
+  };  // then ws.d_attention (Transformer)
 };
 }  // namespace llama
 
