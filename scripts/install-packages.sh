@@ -17,5 +17,6 @@ strata_build_packages=(build-essential cmake ninja-build ccache
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-program-options-dev libopenblas-openmp-dev)
 # What the test command needs on top (scripts/setup.sh): GoogleTest, clang-format for the format
-# check, Python with NumPy for the Hugging Face interop tests, and pkg-config.
-strata_test_packages=(pkg-config python3 clang-format libgtest-dev python3-numpy)
+# check, Python with NumPy for the Hugging Face interop tests, abidiff (abigail-tools) for the SDK
+# ABI check, and pkg-config.
+strata_test_packages=(pkg-config python3 clang-format libgtest-dev python3-numpy abigail-tools)

@@ -258,6 +258,22 @@ class SealedOps final : public Ops {
     const Unsealed open(mappings_);
     ops_->add_scaled(y, alpha, x, count);
   }
+  void sign(float* out, const float* x, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->sign(out, x, count);
+  }
+  void mul(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->mul(out, a, b, count);
+  }
+  void div(float* out, const float* a, const float* b, float eps, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->div(out, a, b, eps, count);
+  }
+  void sqrt(float* out, const float* x, std::int64_t count) noexcept override {
+    const Unsealed open(mappings_);
+    ops_->sqrt(out, x, count);
+  }
   double sum(const float* values, std::int64_t count) noexcept override {
     const Unsealed open(mappings_);
     return ops_->sum(values, count);

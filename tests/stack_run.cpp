@@ -42,7 +42,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
                               Purpose::training, stack.trainable});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{steps, 0, manifest.train.lr});
+                    ExecutorOptions{steps, 0, manifest.train.lr, nullptr, stack.strategy_labels});
   executor.attach();
   model.init_weights(manifest.train.seed);
   const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len(), rows});

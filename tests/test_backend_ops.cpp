@@ -467,6 +467,40 @@ Case scale_case(std::int64_t count) {
           }};
 }
 
+// The optimizers' elementwise ops, in place (outputs alias inputs) and out of place: correctly
+// rounded, so every backend gives the reference's bits; sign's zeros and NaN included.
+Case elementwise_case(std::int64_t count) {
+  return {"elementwise", std::to_string(count) + " sign mul div sqrt", "f32", Op::sign, 0.0, [=](Backend& backend) {
+            Ops& ops = backend.ops();
+            Memory memory(backend);
+            Floats a = random_floats(count, 36), b = random_floats(count, 37);
+            a[0] = 0.0f, a[1] = -0.0f, a[2] = std::numeric_limits<float>::quiet_NaN();
+            double wrong = 0.0;
+            auto compare = [&](const Floats& got, auto&& expected) {
+              for (std::int64_t i = 0; i < count; ++i) {
+                const float want = expected(i);
+                wrong += std::isnan(want) ? !std::isnan(got[i]) : got[i] != want;
+              }
+            };
+            float* in_place = memory.upload(a);
+            ops.sign(in_place, in_place, count);
+            compare(memory.download(in_place, count), [&](std::int64_t i) {
+              return a[i] > 0 ? 1.0f : a[i] < 0 ? -1.0f : a[i] == 0 ? 0.0f : a[i];
+            });
+            float* da = memory.upload(a);
+            float* db = memory.upload(b);
+            float* out = memory.upload(Floats(count));
+            ops.mul(out, da, db, count);
+            compare(memory.download(out, count), [&](std::int64_t i) { return a[i] * b[i]; });
+            ops.div(db, da, db, 0.25f, count);  // into b: an alias of the divisor
+            compare(memory.download(db, count), [&](std::int64_t i) { return a[i] / (b[i] + 0.25f); });
+            ops.mul(out, da, da, count);
+            ops.sqrt(out, out, count);
+            compare(memory.download(out, count), [&](std::int64_t i) { return std::sqrt(a[i] * a[i]); });
+            return wrong;
+          }};
+}
+
 Case memory_case(std::uint64_t bytes) {
   return {"fill/copy", std::to_string(bytes) + " bytes", "bytes", Op::copy, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
@@ -522,6 +556,7 @@ std::vector<Case> conformance_table() {
   cases.push_back(reduction_case(10000));
   cases.push_back(scale_case(10001));
   cases.push_back(add_scaled_case(10001));
+  cases.push_back(elementwise_case(10001));
   cases.push_back(memory_case(1000));
   return cases;
 }

@@ -32,6 +32,12 @@ TEST(PluginLoader, RefusalsNameThePathAndReason) {
                        std::to_string(kAbiMinor) + "; this host speaks " + host_abi),
             std::string::npos)
       << major;
+  // A plugin built for the previous major is refused too, with both versions named.
+  const std::string previous = load_error("previous_major");
+  EXPECT_NE(previous.find("plugin 'fixture_previous_major' was built for SDK ABI " + std::to_string(kAbiMajor - 1) +
+                          ".0; this host speaks " + host_abi),
+            std::string::npos)
+      << previous;
   const std::string minor = load_error("newer_minor");
   EXPECT_NE(minor.find("built for SDK ABI " + std::to_string(kAbiMajor) + "." + std::to_string(kAbiMinor + 1) +
                        "; this host speaks " + host_abi),
@@ -71,6 +77,21 @@ StackResult build(const std::string& extra, const std::vector<std::string>& over
 TEST(Stack, BuildsWithDefaultsAndFixture) {
   const StackResult result = build("[[strategy]]\nplugin = \"fixture_noop\"\nlevel = 2\n");
   EXPECT_TRUE(result.built) << result.error;
+}
+
+// A weight quantizer the host would never call is refused before anything runs, never ignored.
+TEST(Stack, AQuantizerTheHostWouldNotCallIsRefused) {
+  const StackResult bf16 = build("[precision]\nplugin = \"fixture_bf16_quantizer\"\n");
+  EXPECT_FALSE(bf16.built);
+  EXPECT_NE(bf16.error.find("its weight quantizer is for bf16, which the host stores itself, so it would never be "
+                            "called"),
+            std::string::npos)
+      << bf16.error;
+  const StackResult unstored = build("[precision]\nplugin = \"fixture_unstored_quantizer\"\n");
+  EXPECT_FALSE(unstored.built);
+  EXPECT_NE(unstored.error.find("its weight quantizer is for i8, but the policy stores the block matrices as f32"),
+            std::string::npos)
+      << unstored.error;
 }
 
 TEST(Stack, ThrowingFactoryIsReportedAndTheHostStaysUp) {

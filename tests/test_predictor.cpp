@@ -16,8 +16,8 @@
 #include "core/manifest/manifest.hpp"
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/plugin_memory_impl.hpp"
 #include "core/plugin/stack.hpp"
-#include "core/training/controller_memory.hpp"
 #include "core/training/training_run.hpp"
 #include "plugins/rssm_predictor/rssm.hpp"
 #include "stack_run.hpp"
@@ -133,9 +133,9 @@ struct SteppedRun {
     PhaseController* controller = injector ? injector.get() : stack.predictor.get();
     executor = std::make_unique<Executor>(
         *model, *optimizer, *stack.precision, stack.strategy_pointers(),
-        ExecutorOptions{manifest.train.steps, manifest.train.warmup_steps, manifest.train.lr, controller});
+        ExecutorOptions{manifest.train.steps, manifest.train.warmup_steps, manifest.train.lr, controller, {}});
     executor->attach();
-    memory = std::make_unique<ControllerMemory>(*device, "rssm_predictor");
+    memory = std::make_unique<PluginMemoryImpl>(*device, "rssm_predictor");
     executor->attach_controller(*memory);
     model->init_weights(manifest.train.seed);
     const auto size = static_cast<std::size_t>(manifest.train.micro_batch_rows()) * manifest.model.seq_len();
@@ -187,7 +187,7 @@ struct SteppedRun {
   std::unique_ptr<CountingOptimizer> optimizer;
   std::unique_ptr<LossInjector> injector;
   std::unique_ptr<Executor> executor;
-  std::unique_ptr<ControllerMemory> memory;
+  std::unique_ptr<PluginMemoryImpl> memory;
   std::vector<std::int32_t> inputs, targets;
 };
 

@@ -126,6 +126,45 @@ TEST(OffloadPlugin, LayerStreamingBoundsResidentWeightsAndKeepsTheMath) {
   }
 }
 
+// Activation offloading: bitwise the run that keeps everything, with the activations of all but the
+// last block (and the block in flight) on the host instead of the device; with bf16 activations
+// and with weight streaming too. Every activation byte that left comes back.
+TEST(OffloadPlugin, OffloadedActivationsKeepTheMathAndLeaveTheDevice) {
+  const std::string activations = "[[strategy]]\nplugin = \"offload\"\nactivations = \"host\"\n";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "plain_activations", "");
+    const StackRun moved = run_stack(family, "activations_host", activations);
+    expect_bitwise_equal(plain, moved);
+    const std::uint64_t kept = peak(plain.device, MemoryCategory::activations);
+    const std::uint64_t offloaded = peak(moved.device, MemoryCategory::activations);
+    std::printf("peak device activation bytes: kept %llu, offloaded %llu; host %llu\n",
+                static_cast<unsigned long long>(kept), static_cast<unsigned long long>(offloaded),
+                static_cast<unsigned long long>(peak(moved.host, MemoryCategory::activations)));
+    // Four blocks: at most three blocks' worth stays on the device (two in flight, the last one).
+    EXPECT_LT(offloaded, kept);
+    EXPECT_GT(peak(moved.host, MemoryCategory::activations), 0u);
+    EXPECT_EQ(moved.device.live[category_index(MemoryCategory::activations)], 0u);
+    expect_bitwise_equal(plain, run_stack(family, "activations_streamed", activations + kStreaming));
+    const std::string bf16 = "[precision]\nplugin = \"bf16\"\n";
+    expect_bitwise_equal(run_stack(family, "bf16_kept", "", 3, bf16),
+                         run_stack(family, "bf16_activations_host", activations, 3, bf16));
+  }
+}
+
+// One strategy drops a block's activations, another moves them: the run stops naming both.
+TEST(OffloadPlugin, ABlockBothDroppedAndMovedIsRefusedNamingBoth) {
+  const std::string activations = "[[strategy]]\nplugin = \"offload\"\nactivations = \"host\"\n";
+  try {
+    (void)run_stack(kFamilies.front(), "dropped_and_moved", kBlockCheckpoint + activations);
+    FAIL() << "a block both dropped and moved must stop the run";
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("dropped by [[strategy]] #1 'checkpoint'"), std::string::npos) << message;
+    EXPECT_NE(message.find("moved to the host by [[strategy]] #2 'offload'"), std::string::npos) << message;
+  }
+}
+
 // bf16 storage changes the numbers, but checkpointing and offload must not change them further:
 // under bf16 weights and activations every strategy is still bitwise equal to none.
 TEST(Bf16WithStrategies, CheckpointAndOffloadKeepTheBf16MathBitwise) {

@@ -85,6 +85,10 @@ fs::path resolve_checkpoint(const fs::path& path) {
                         ": not a checkpoint directory (no 'latest', trainer.json or model.safetensors)");
 }
 
+std::string strategy_state_key(std::size_t index, const std::string& plugin) {
+  return "strategy_" + std::to_string(index + 1) + "_" + plugin;
+}
+
 fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerState& state) {
   fs::create_directories(directory);
   char name[32];
@@ -142,6 +146,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       {"model", model.config_json()}};
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
   if (!state.predictor.empty()) write_file_atomically(temporary / "predictor.bin", state.predictor);
+  for (const auto& [key, bytes] : state.strategies) write_file_atomically(temporary / (key + ".bin"), bytes);
 
   // Swap the finished directory into place; an older save of the same step goes only afterwards.
   const fs::path previous = directory / (std::string(".") + name + ".old-" + std::to_string(::getpid()));
@@ -240,11 +245,18 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   if (!optimizer.empty() && state.optimizer != optimizer)
     throw CheckpointError(path.string() + ": saved with optimizer '" + state.optimizer + "', but the manifest uses '" +
                           optimizer + "' (optimizer state does not carry over between optimizers)");
-  if (const fs::path predictor_path = directory / "predictor.bin"; fs::is_regular_file(predictor_path)) {
-    std::ifstream bytes(predictor_path, std::ios::binary);
-    state.predictor.assign(std::istreambuf_iterator<char>(bytes), std::istreambuf_iterator<char>());
-    if (!bytes && !bytes.eof()) throw CheckpointError(predictor_path.string() + ": unreadable");
-  }
+  const auto read_bytes = [](const fs::path& file) {
+    std::ifstream bytes(file, std::ios::binary);
+    std::string content((std::istreambuf_iterator<char>(bytes)), std::istreambuf_iterator<char>());
+    if (!bytes && !bytes.eof()) throw CheckpointError(file.string() + ": unreadable");
+    return content;
+  };
+  if (const fs::path predictor_path = directory / "predictor.bin"; fs::is_regular_file(predictor_path))
+    state.predictor = read_bytes(predictor_path);
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory))
+    if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
+        entry.path().stem().string().starts_with("strategy_"))
+      state.strategies[entry.path().stem().string()] = read_bytes(entry.path());
   load_weights(directory / "model.safetensors", model);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
   const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);

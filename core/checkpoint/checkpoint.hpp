@@ -5,6 +5,7 @@
 //   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order,
 //                                              the precision policy's state
 //   <dir>/step_00000100/predictor.bin          the phase controller's state, when the run has one
+//   <dir>/step_00000100/strategy_N_<plugin>.bin the state of the manifest's N-th strategy, when it has one
 //   <dir>/latest                               the name of the newest complete save
 // A save is built in a temporary directory and renamed into place, then `latest` is replaced
 // atomically: a crash mid-save leaves every earlier checkpoint intact. A run whose strategies freeze
@@ -12,6 +13,7 @@
 // frozen weights' fingerprint and the adapters' description, which a load checks against the model.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "core/checkpoint/checkpoint_directory.hpp"
@@ -31,7 +33,12 @@ struct TrainerState {
   std::string precision;
   // The phase controller's state (PhaseController::state), bytes; empty without a [predictor].
   std::string predictor;
+  // The strategies' states (MemoryStrategy::state), bytes, by strategy_state_key; only non-empty ones.
+  std::map<std::string, std::string> strategies;
 };
+
+// "strategy_2_lora": the file stem of the state of the manifest's strategy `index` (0-based).
+std::string strategy_state_key(std::size_t index, const std::string& plugin);
 
 // Returns the directory written.
 std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Model& model, const TrainerState& state);

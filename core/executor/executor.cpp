@@ -44,19 +44,8 @@ class ExecutorHookContext final : public HookContext {
   Status drop_activations(int layer) noexcept override {
     return guarded([&] {
       check_layer(layer);
+      executor_.claim_activations(layer, Executor::ActivationAction::drop);
       executor_.model_.free_layer_activations(layer, true);
-    });
-  }
-  Status drop_cheap_activations(int layer) noexcept override {
-    return guarded([&] {
-      check_layer(layer);
-      executor_.model_.free_partial_activations(layer, Model::PartialSet::cheap);
-    });
-  }
-  Status drop_attention_internals(int layer) noexcept override {
-    return guarded([&] {
-      check_layer(layer);
-      executor_.model_.free_partial_activations(layer, Model::PartialSet::attention);
     });
   }
   Status drop_logits() noexcept override {
@@ -70,6 +59,8 @@ class ExecutorHookContext final : public HookContext {
       if (layer > 0 && !model.layer_output_kept(layer - 1))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
+      executor_.ensure_on_device(layer, TensorGroup::activations);  // what a partial drop kept
+      if (layer > 0) executor_.ensure_input_on_device(layer);
       if (model.only_partial_activations_missing(layer)) {
         model.recompute_missing_activations(layer);
         return;
@@ -84,6 +75,47 @@ class ExecutorHookContext final : public HookContext {
     if (!row) return {};
     return store.view(*row);
   }
+  Status drop_activation_tensors(int layer, std::span<const std::string_view> names) noexcept override {
+    return guarded([&] {
+      check_layer(layer);
+      Model& model = executor_.model_;
+      const TensorTable& table = model.store().table();
+      std::vector<int> kinds;
+      for (std::string_view name : names) {
+        const std::optional<int> row = table.find(name);
+        const int kind = row && table.row(*row).layer == layer ? model.activation_kind(layer, *row) : -1;
+        if (kind < 0 || model.recompute_op(kind).empty()) {
+          std::string alone;
+          for (const TensorInfo& tensor : tensors(layer))
+            if (!tensor.recomputed_by.empty()) alone += (alone.empty() ? "" : ", ") + std::string(tensor.name);
+          throw std::invalid_argument("'" + std::string(name) + "' is not an activation of layer " +
+                                      std::to_string(layer) + " that is recomputed alone (those are: " + alone +
+                                      "; drop_activations drops the whole block)");
+        }
+        kinds.push_back(kind);
+      }
+      executor_.claim_activations(layer, Executor::ActivationAction::drop);
+      model.free_activation_kinds(layer, kinds);
+    });
+  }
+  std::span<const TensorInfo> tensors(int layer) noexcept override {
+    listed_.clear();
+    if (layer < kGlobalParameters || layer >= n_layer()) return {};
+    const TensorStore& store = executor_.model_.store();
+    const std::vector<TensorRow>& rows = store.table().rows();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const TensorRow& r = rows[i];
+      if (r.layer != layer) continue;
+      const int row = static_cast<int>(i);
+      const Residence where =
+          !store.allocated(row) ? Residence::absent : (r.home == Home::device ? Residence::device : Residence::host);
+      const Model& model = executor_.model_;
+      const int kind = layer >= 0 && r.group == TensorGroup::activations ? model.activation_kind(layer, row) : -1;
+      const std::string_view recomputed_by = kind >= 0 ? std::string_view(model.recompute_op(kind)) : "";
+      listed_.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});
+    }
+    return listed_;
+  }
   MemorySnapshot memory() const noexcept override {
     Backend& device = executor_.model_.backend();
     const ArenaStats stats = device.device_memory().stats();
@@ -94,12 +126,21 @@ class ExecutorHookContext final : public HookContext {
   Status move(int layer, TensorGroup group, Home to, bool async) noexcept {
     return guarded([&] {
       if (layer != kGlobalParameters) check_layer(layer);
-      if (group == TensorGroup::activations)
-        throw std::invalid_argument("activations are dropped and recomputed, not moved");
+      TensorStore& store = executor_.model_.store();
+      if (group == TensorGroup::activations) {
+        if (layer == kGlobalParameters) throw std::invalid_argument("activations belong to blocks: name a layer");
+        if (to == Home::host) executor_.claim_activations(layer, Executor::ActivationAction::evict);
+        // The next block's forward still reads this block's output: it stays until then.
+        const bool output_still_read = to == Home::host && layer == executor_.forward_layer_;
+        const std::vector<int> rows = executor_.model_.layer_activation_rows(layer, !output_still_read);
+        store.begin_move_rows(rows, to);
+        if (!async) store.complete_rows(rows);
+        return;
+      }
       if (async)
-        executor_.model_.store().begin_move_group(layer, group, to);
+        store.begin_move_group(layer, group, to);
       else
-        executor_.model_.store().move_group(layer, group, to);
+        store.move_group(layer, group, to);
     });
   }
   void check_layer(int layer) const {
@@ -108,6 +149,7 @@ class ExecutorHookContext final : public HookContext {
   }
   Executor& executor_;
   int layer_;
+  std::vector<TensorInfo> listed_;  // what tensors() returned last
 };
 
 Executor::Executor(Model& model, Optimizer& optimizer, PrecisionPolicy& precision,
@@ -116,7 +158,9 @@ Executor::Executor(Model& model, Optimizer& optimizer, PrecisionPolicy& precisio
       optimizer_(optimizer),
       precision_(precision),
       strategies_(std::move(strategies)),
-      options_(options) {}
+      options_(std::move(options)),
+      dropped_by_(static_cast<std::size_t>(model.n_layer()), -1),
+      evicted_by_(static_cast<std::size_t>(model.n_layer()), -1) {}
 
 void Executor::attach() {
   attach_without_allocating();
@@ -132,7 +176,9 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
   ExecutorHookContext context(*this, layer);
   const std::size_t count = strategies_.size();
   for (std::size_t i = 0; i < count; ++i) {
-    MemoryStrategy& strategy = *strategies_[reverse ? count - 1 - i : i];
+    const std::size_t index = reverse ? count - 1 - i : i;
+    MemoryStrategy& strategy = *strategies_[index];
+    current_strategy_ = static_cast<int>(index);
     // Strategies from a stack are wrapped (guarded_plugins.hpp): their errors name the plugin,
     // the hook and the layer.
     Status status;
@@ -145,8 +191,29 @@ void Executor::run_hooks(Hook hook, int layer, bool reverse) {
       case Hook::before_step: status = strategy.before_step(context); break;
       case Hook::after_step: status = strategy.after_step(context); break;
     }
+    current_strategy_ = -1;
     if (!status) throw HookFailed(status.message());
   }
+}
+
+void Executor::claim_activations(int layer, ActivationAction action) {
+  if (current_strategy_ < 0) return;  // the executor's own calls
+  std::vector<int>& claims = action == ActivationAction::drop ? dropped_by_ : evicted_by_;
+  const std::vector<int>& other = action == ActivationAction::drop ? evicted_by_ : dropped_by_;
+  const std::size_t index = static_cast<std::size_t>(layer);
+  claims[index] = current_strategy_;
+  if (other[index] < 0) return;
+  const auto label = [&](int strategy) {
+    return strategy < static_cast<int>(options_.strategy_labels.size())
+               ? options_.strategy_labels[static_cast<std::size_t>(strategy)]
+               : "strategy #" + std::to_string(strategy + 1);
+  };
+  const int dropper = action == ActivationAction::drop ? current_strategy_ : other[index];
+  const int evicter = action == ActivationAction::drop ? other[index] : current_strategy_;
+  throw std::invalid_argument("the activations of layer " + std::to_string(layer) + " are dropped by " +
+                              label(dropper) + " and moved to the host by " + label(evicter) +
+                              ": a block's activations are either recomputed or offloaded; give the layer to one "
+                              "strategy");
 }
 
 void Executor::ensure_on_device(int layer, TensorGroup group) {
@@ -155,18 +222,32 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
   if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
 }
 
+void Executor::ensure_input_on_device(int layer) {
+  TensorStore& store = model_.store();
+  const std::vector<int> input = {model_.layer_output_row(layer - 1)};
+  store.complete_rows(input);
+  if (store.allocated(input.front()) && store.table().row(input.front()).home == Home::host) {
+    store.begin_move_rows(input, Home::device);
+    store.complete_rows(input);
+  }
+}
+
 void Executor::forward_layers(bool keep_activations) {
   const int L = model_.n_layer();
   ensure_on_device(kGlobalParameters, TensorGroup::weights);
   model_.embed_forward();
+  std::fill(dropped_by_.begin(), dropped_by_.end(), -1);
+  std::fill(evicted_by_.begin(), evicted_by_.end(), -1);
   for (int l = 0; l < L; ++l) {
     run_hooks(Hook::before_forward, l, false);
     ensure_on_device(l, TensorGroup::weights);
     model_.allocate_layer_activations(l);
     model_.layer_forward(l);
+    forward_layer_ = l;
     run_hooks(Hook::after_forward, l, false);
     if (!keep_activations && l > 0) model_.free_layer_activations(l - 1, false);
   }
+  forward_layer_ = -1;  // no hook runs before the head reads the last block's output
 }
 
 double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch> micro_batches, Phase phase) {
@@ -198,6 +279,10 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         run_hooks(Hook::before_backward, l, true);
         ensure_on_device(l, TensorGroup::weights);
         ensure_on_device(l, TensorGroup::grads);
+        // Offloaded activations come back: this block's, and the output of the block below, which
+        // is this block's input (the rest of that block's can still be on its way).
+        ensure_on_device(l, TensorGroup::activations);
+        if (l > 0) ensure_input_on_device(l);
         if (!model_.layer_activations_present(l)) {
           ExecutorHookContext context(*this, l);
           if (Status status = context.recompute_activations(l); !status) throw HookFailed(status.message());

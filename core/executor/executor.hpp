@@ -5,6 +5,7 @@
 // hooks and the optimizer. A predict step hands the update to the phase controller instead.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/model/model.hpp"
@@ -26,6 +27,8 @@ struct ExecutorOptions {
   std::int64_t warmup_steps = 0;
   double lr = 3e-4;
   PhaseController* controller = nullptr;  // null: every step is a full step
+  // How errors name each strategy, in manifest order ("[[strategy]] #1 'checkpoint'").
+  std::vector<std::string> strategy_labels;
 };
 
 struct StepOutcome {
@@ -65,7 +68,13 @@ class Executor {
   friend class ExecutorHookContext;
   enum class Hook { attach, before_forward, after_forward, before_backward, after_backward, before_step, after_step };
   void run_hooks(Hook hook, int layer, bool reverse);
+  // A strategy dropping or evicting a block's activations; the other action on the same block by
+  // another strategy in the same micro batch is refused, naming both.
+  enum class ActivationAction { drop, evict };
+  void claim_activations(int layer, ActivationAction action);
   void ensure_on_device(int layer, TensorGroup group);
+  // A block's input (the output of the block below) on the device, for its backward.
+  void ensure_input_on_device(int layer);
   // The embedding and every layer forward, with the forward hooks; not the head. Without
   // keep_activations (nothing goes backward), a layer's activations go once the next has run.
   void forward_layers(bool keep_activations);
@@ -86,6 +95,9 @@ class Executor {
   int micro_batch_ = 0;
   int micro_batches_ = 1;
   Phase phase_ = Phase::full;
+  int current_strategy_ = -1;                 // the strategy whose hook runs now
+  int forward_layer_ = -1;                    // the block whose forward ran last, until the next block's forward
+  std::vector<int> dropped_by_, evicted_by_;  // per block, this micro batch: which strategy, or -1
 };
 
 }  // namespace strata

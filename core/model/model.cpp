@@ -11,35 +11,36 @@ std::vector<std::int64_t> Model::stored_shape(const ParameterRows& rows) const {
   return table().row(rows.param).shape;
 }
 
-void Model::free_partial_activations(int layer, PartialSet set) {
+int Model::activation_kind(int layer, int row) const {
+  const std::vector<int>& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  const auto found = std::find(rows.begin(), rows.end(), row);
+  return found == rows.end() ? -1 : static_cast<int>(found - rows.begin());
+}
+
+void Model::free_activation_kinds(int layer, const std::vector<int>& kinds) {
   if (trainable_.skips(layer)) return;  // a skipped block keeps its output only
-  if (set == PartialSet::attention) {
-    store_.release(activation_row(layer, attention_saved_kind_));
-    return;
+  for (int kind : kinds) {
+    if (recompute_op(kind).empty())
+      throw std::logic_error("activation kind " + std::to_string(kind) + " is not recomputed alone");
+    store_.release(activation_row(layer, kind));
   }
-  for (int kind : cheap_kinds_) store_.release(activation_row(layer, kind));
 }
 
 bool Model::only_partial_activations_missing(int layer) const {
   if (trainable_.skips(layer)) return false;
   const auto& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
-  for (int kind = 0; kind < static_cast<int>(rows.size()); ++kind) {
-    const bool partial = kind == attention_saved_kind_ ||
-                         std::find(cheap_kinds_.begin(), cheap_kinds_.end(), kind) != cheap_kinds_.end();
-    if (!partial && !store_.allocated(activation_row(layer, kind))) return false;
-  }
+  for (int kind = 0; kind < static_cast<int>(rows.size()); ++kind)
+    if (recompute_op(kind).empty() && !store_.allocated(activation_row(layer, kind))) return false;
   return true;
 }
 
 void Model::recompute_missing_activations(int layer) {
   auto& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
-  auto reallocate = [&](int kind) {
-    if (store_.allocated(activation_row(layer, kind))) return;
+  for (int kind = 0; kind < static_cast<int>(recompute_ops_.size()); ++kind) {
+    if (recompute_op(kind).empty() || store_.allocated(activation_row(layer, kind))) continue;
     store_.allocate(activation_row(layer, kind));
     marks[static_cast<std::size_t>(kind)] = true;
-  };
-  for (int kind : cheap_kinds_) reallocate(kind);
-  reallocate(attention_saved_kind_);
+  }
 }
 
 bool Model::recompute(int layer, int kind) {
@@ -61,14 +62,14 @@ int Model::add_global_activation(const std::string& name, std::vector<std::int64
   return row;
 }
 
-void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind, std::vector<int> cheap,
-                                      int attention_saved) {
+void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind,
+                                      const std::vector<std::pair<int, std::string>>& recomputed_alone) {
   recompute_marks_.clear();
   for (const auto& layer : rows) recompute_marks_.emplace_back(layer.size(), false);
+  recompute_ops_.assign(rows.empty() ? 0 : rows.front().size(), std::string());
+  for (const auto& [kind, op] : recomputed_alone) recompute_ops_.at(static_cast<std::size_t>(kind)) = op;
   layer_activation_rows_ = std::move(rows);
   output_kind_ = output_kind;
-  cheap_kinds_ = std::move(cheap);
-  attention_saved_kind_ = attention_saved;
 }
 
 void Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
@@ -89,6 +90,13 @@ void Model::allocate_layer_activations(int layer) {
   }
   for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
     if (!store_.allocated(row)) store_.allocate(row);
+}
+
+std::vector<int> Model::layer_activation_rows(int layer, bool with_output) const {
+  if (trainable_.skips(layer)) return with_output ? std::vector<int>{layer_output_row(layer)} : std::vector<int>{};
+  std::vector<int> rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  if (!with_output) std::erase(rows, layer_output_row(layer));
+  return rows;
 }
 
 bool Model::layer_activations_present(int layer) const {

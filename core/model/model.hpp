@@ -148,15 +148,20 @@ class Model {
   void free_layer_activations(int layer, bool keep_output);
   bool layer_activations_present(int layer) const;  // a skipped block's: its output
   bool layer_output_kept(int layer) const { return store_.allocated(layer_output_row(layer)); }
+  int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
+  // A block's activation rows (its output among them, or only it for a skipped block).
+  std::vector<int> layer_activation_rows(int layer, bool with_output) const;
   virtual void layer_forward(int layer) = 0;
-  // Partial checkpointing frees one set of a block's activations after its forward:
-  //   cheap      the norm and pointwise outputs (cheap to recompute);
-  //   attention  the attention kernel's saved rows, the T x T part (Korthikanti et al. 2022's
-  //              selective recomputation: the matmul outputs stay, attention runs again).
-  // recompute_missing_activations re-allocates whichever are missing and marks them; the block's
-  // backward recomputes each from what is kept, right above its first use, bit for bit.
-  enum class PartialSet : std::uint8_t { cheap, attention };
-  void free_partial_activations(int layer, PartialSet set);
+  // Partial checkpointing frees some of a block's activations after its forward: those the family
+  // lists as recomputed alone (recompute_op names the op, empty for the others), chosen by a
+  // strategy (the norm and pointwise outputs: cheap; the attention kernel's saved rows: Korthikanti
+  // et al. 2022's selective recomputation). recompute_missing_activations re-allocates whichever
+  // are missing and marks them; the block's backward recomputes each from what is kept, right above
+  // its first use, bit for bit.
+  const std::string& recompute_op(int kind) const { return recompute_ops_.at(static_cast<std::size_t>(kind)); }
+  // The kind of a block's activation row, or -1.
+  int activation_kind(int layer, int row) const;
+  void free_activation_kinds(int layer, const std::vector<int>& kinds);
   bool only_partial_activations_missing(int layer) const;
   void recompute_missing_activations(int layer);
   virtual double head_forward() = 0;            // mean cross-entropy of the micro batch
@@ -186,16 +191,15 @@ class Model {
   void add_token_rows();
   int add_global_activation(const std::string& name, std::vector<std::int64_t> shape,
                             ElementType element = ElementType::f32);
-  // Registers a block's activation rows, in kind order; `output_kind` is the block's output, `cheap`
-  // and `attention_saved` the kinds of the two partial sets.
-  void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind, std::vector<int> cheap,
-                                 int attention_saved);
+  // Registers a block's activation rows, in kind order; `output_kind` is the block's output,
+  // `recomputed_alone` the kinds the block's backward recomputes by themselves, with their ops.
+  void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind,
+                                 const std::vector<std::pair<int, std::string>>& recomputed_alone);
   // True once for each kind recompute_missing_activations re-allocated: the caller recomputes it.
   bool recompute(int layer, int kind);
   int activation_row(int layer, int kind) const {
     return layer_activation_rows_.at(static_cast<std::size_t>(layer)).at(static_cast<std::size_t>(kind));
   }
-  int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
   int layer_output_kind() const noexcept { return output_kind_; }
   // bf16 or quantized weights: one f32 workspace row where matmuls and the head widen weight chunks
   // (at most kWeightScratchElements floats, no more than the largest matmul_scratch_floats of a
@@ -232,8 +236,7 @@ class Model {
   std::vector<std::vector<int>> layer_activation_rows_;
   std::vector<std::vector<bool>> recompute_marks_;  // per layer and kind
   int output_kind_ = -1;
-  std::vector<int> cheap_kinds_;
-  int attention_saved_kind_ = -1;
+  std::vector<std::string> recompute_ops_;  // per kind: the op that recomputes it alone, or empty
   int weight_scratch_row_ = -1;
   std::int64_t weight_scratch_elements_ = 0;
 };

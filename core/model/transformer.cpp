@@ -72,7 +72,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
       activation_rows[static_cast<std::size_t>(l)].push_back(
           store_.add_row(prefix + std::to_string(l) + ".act." + spec.name, l, spec.shape, MemoryCategory::activations,
                          TensorGroup::activations, spec.stays_f32 ? ElementType::f32 : stored));
-  set_layer_activation_rows(std::move(activation_rows), tensors.output, tensors.cheap, tensors.attention_saved);
+  set_layer_activation_rows(std::move(activation_rows), tensors.output, tensors.recomputed_alone);
 
   // Backward scratch: the family's rows, then the attention kernel's.
   if (training) {

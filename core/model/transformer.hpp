@@ -60,11 +60,13 @@ struct FamilyTensors {
   std::vector<RowSpec> global_activations;  // after act.tokens and act.targets, in enum order
   std::vector<RowSpec> activations;         // one block's, in enum order
   int output = -1;                          // the block output's kind (the next block's input)
-  std::vector<int> cheap;                   // kinds the `cheap` partial set drops (norm and pointwise outputs)
-  int attention_saved = -1;                 // the kind the `attention` partial set drops
-  std::vector<RowSpec> workspace;           // backward scratch, declared when the model trains; then
-                                            // declare() adds ws.d_attention, the attention kernel's
-  double rope_theta = 10000.0;              // for families with rotary positions
+  // The kinds the block's backward recomputes by itself when a strategy drops only them, each with
+  // the op that recomputes it ("layernorm", "gelu", "attention"); strategies choose among them
+  // (HookContext::tensors, drop_activation_tensors).
+  std::vector<std::pair<int, std::string>> recomputed_alone;
+  std::vector<RowSpec> workspace;  // backward scratch, declared when the model trains; then
+                                   // declare() adds ws.d_attention, the attention kernel's
+  double rope_theta = 10000.0;     // for families with rotary positions
   int vocab = 0;
   int padded_vocab = 0;  // the LM head's rows in memory (the config's padded_vocab())
 };

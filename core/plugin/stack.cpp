@@ -31,8 +31,25 @@ std::string attention_refusal(const std::string& manifest_path, const std::strin
 // `target`, worded for the user; empty when it can (or when the policy stores no quantized weights).
 std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target) {
   WeightQuantizer* quantizer = precision.weight_quantizer();
-  if (quantizer == nullptr) return {};
   const std::string prefix = manifest.path.string() + ": [precision] plugin = \"" + manifest.precision.plugin + "\": ";
+  const auto host_stored = [](DType dtype) { return dtype == DType::f32 || dtype == DType::bf16; };
+  if (quantizer == nullptr) {
+    if (host_stored(precision.weight_storage()) && host_stored(precision.embedding_storage())) return {};
+    return prefix + "it stores weights as " + std::string(dtype_name(precision.weight_storage())) + " / " +
+           std::string(dtype_name(precision.embedding_storage())) +
+           " (blocks / embeddings) but brings no weight quantizer for them";
+  }
+  // A quantizer the host would never call is refused, not ignored: the host narrows bf16 itself,
+  // and only matrices stored in the quantizer's dtype reach it.
+  const DType dtype = quantizer->dtype();
+  if (host_stored(dtype))
+    return prefix + "its weight quantizer is for " + std::string(dtype_name(dtype)) +
+           ", which the host stores itself, so it would never be called (a quantizer is for a dtype of its own: i8, "
+           "u8, f16)";
+  if (precision.weight_storage() != dtype)
+    return prefix + "its weight quantizer is for " + std::string(dtype_name(dtype)) +
+           ", but the policy stores the block matrices as " + std::string(dtype_name(precision.weight_storage())) +
+           ", so the quantizer would never be called";
   if (Status status = quantizer->check(target); !status) return prefix + status.message();
   for (const auto& [name, shape] : manifest.model.block_matrices()) {
     std::int64_t group_size = 0, scales = 0;
@@ -95,7 +112,7 @@ std::string where(const Manifest& manifest, const PluginSpec& spec) {
 }
 
 template <typename Interface>
-std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& resolved, HostServices& host,
+std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& resolved, HostServicesImpl& host,
                                   std::vector<std::string>& problems, std::vector<std::string>& warnings) {
   const FactoryDescriptor& factory = *resolved.factory.factory;
   std::vector<std::string> keys = {"plugin"};
@@ -106,7 +123,7 @@ std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& reso
   view.check_unknown_keys();
   (void)view.get_string("plugin", "", {});
   std::string error;
-  void* object = factory.create(view, host, &error);
+  void* object = factory.create(view, host.for_plugin(spec.plugin), &error);
   for (const std::string& problem : view.problems()) problems.push_back(problem);
   std::shared_ptr<boost::dll::shared_library> library = resolved.factory.plugin->library;
   const DestroyFunction destroy = factory.destroy;
@@ -126,7 +143,8 @@ std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& reso
       warnings.push_back(view.where(key) + ": " + label + " sets key '" + key +
                          "', which the plugin declares but did not read: it has no effect (" +
                          resolved.factory.plugin->path.string() + ")");
-  return guard_plugin(std::move(owned), spec.label + " '" + spec.plugin + "'");
+  return guard_plugin(std::move(owned), spec.label + " '" + spec.plugin + "'",
+                      resolved.factory.plugin->descriptor->abi_minor);
 }
 
 }  // namespace
@@ -175,7 +193,7 @@ StorageTypes Stack::storage_on(Backend& backend) {
   return storage_types(*precision);
 }
 
-Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
+Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServicesImpl& host,
                   const std::string& default_telemetry) {
   std::vector<std::string> problems;
   std::vector<Resolved> resolved;
@@ -256,6 +274,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
         break;
       case InterfaceKind::memory_strategy:
         stack.strategies.push_back(create<MemoryStrategy>(manifest, r, host, problems, stack.warnings));
+        stack.strategy_labels.push_back(r.spec->label + " '" + r.spec->plugin + "'");
         break;
       case InterfaceKind::telemetry:
         stack.telemetry.push_back(create<TelemetrySink>(manifest, r, host, problems, stack.warnings));

@@ -10,6 +10,7 @@
 #include "core/device/backend.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/model/model.hpp"
+#include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "strata/plugin.hpp"
 
@@ -19,6 +20,7 @@ struct Stack {
   std::shared_ptr<Optimizer> optimizer;
   std::shared_ptr<PrecisionPolicy> precision;
   std::vector<std::shared_ptr<MemoryStrategy>> strategies;
+  std::vector<std::string> strategy_labels;  // parallel: "[[strategy]] #1 'checkpoint'"
   std::vector<std::shared_ptr<TelemetrySink>> telemetry;
   std::shared_ptr<PhaseController> predictor;  // null without a [predictor] table
   // The manifest's attention kernel: null for the default ("fast"), which is the backend's own
@@ -45,9 +47,10 @@ struct Stack {
 // Resolves every plugin named in the manifest, checks requirements and conflicts, and creates
 // each object with its own table. Throws ManifestError naming the file, key and plugin. Each
 // object is wrapped (guarded_plugins.hpp) so its failures and exceptions name it.
-// With no [[telemetry]] table, `default_telemetry` is used ("console").
+// With no [[telemetry]] table, `default_telemetry` is used ("console"). Each plugin is created with
+// host.for_plugin(its name), so the memory it asks for is accounted under that name.
 // Warnings (stack.warnings) are also logged.
-Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServices& host,
+Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServicesImpl& host,
                   const std::string& default_telemetry = "console");
 
 // What creating a factory's object from an empty table (every key at its default) shows about its

@@ -122,8 +122,13 @@ std::int64_t TensorStore::matmul_scratch_floats(const ParameterRows& rows, std::
   return wanted;
 }
 
-void TensorStore::release(int row) noexcept {
+void TensorStore::release(int row) {
+  // A copy still reading or writing the row lands first: its buffers are about to go.
+  if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
   buffers_[static_cast<std::size_t>(row)].reset();
+  host_copy_[static_cast<std::size_t>(row)].reset();
+  TensorRow& r = table_.row(row);
+  if (r.group == TensorGroup::activations) r.home = Home::device;  // allocated again, it is computed on
 }
 
 Weight TensorStore::weight(int row) const noexcept {
@@ -235,8 +240,20 @@ bool TensorStore::layer_activations_present(int layer) const {
 Residence TensorStore::residence(int layer, TensorGroup group) const {
   const std::vector<int> rows = group_rows(layer, group);
   if (rows.empty()) return Residence::absent;
-  if (group == TensorGroup::activations)
-    return layer_activations_present(layer) ? Residence::device : Residence::absent;
+  if (group == TensorGroup::activations) {
+    // On the host if any held row is there (an eviction keeps the output the next block still
+    // reads); on the device when every row is held there; absent when some are not held (dropped,
+    // or not computed yet).
+    bool all_held = true;
+    for (int row : rows) {
+      if (!allocated(row)) {
+        all_held = false;
+        continue;
+      }
+      if (table_.row(row).home == Home::host) return Residence::host;
+    }
+    return all_held ? Residence::device : Residence::absent;
+  }
   return table_.row(rows.front()).home == Home::device ? Residence::device : Residence::host;
 }
 
@@ -246,13 +263,17 @@ void TensorStore::move_group(int layer, TensorGroup group, Home to) {
 }
 
 void TensorStore::begin_move_group(int layer, TensorGroup group, Home to) {
-  if (group == TensorGroup::activations)
-    throw std::invalid_argument("activations are dropped and recomputed, not moved");
-  for (int row : group_rows(layer, group)) {
+  begin_move_rows(group_rows(layer, group), to);
+}
+
+void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
+  for (int row : rows) {
     TensorRow& r = table_.row(row);
     if (r.home == to) continue;
-    if (!allocated(row)) {  // not allocated yet: only the home changes
-      r.home = to;
+    if (!allocated(row)) {
+      // Not allocated: a persistent row's home changes and it is allocated there later; an
+      // activation not held now (dropped, or not yet computed) is computed on the device.
+      if (r.group != TensorGroup::activations) r.home = to;
       continue;
     }
     // Moving back before the last move landed: let it land first, so copies never chain buffers.

@@ -90,7 +90,8 @@ class TensorStore {
   // Allocation. Persistent rows are zeroed (through the backend's fill op on the device).
   void allocate_persistent();  // every unallocated row that is not an activation, in its home
   void allocate(int row, bool zero = false);
-  void release(int row) noexcept;
+  // Frees a row (waiting for a copy in flight); an activation row's home goes back to the device.
+  void release(int row);
   bool allocated(int row) const noexcept { return static_cast<bool>(buffers_[static_cast<std::size_t>(row)]); }
 
   // Pointers into a row's memory, for ops (null when unallocated). The caller never reads them on
@@ -114,8 +115,9 @@ class TensorStore {
   void zero_grads();
   void zero(float* data, std::int64_t count);
 
-  // Residency of a block's weights, grads or optimizer state (layer -1: the global parameters);
-  // activations are present or absent. A group being moved reads as residing at its destination.
+  // Residency of a block's weights, grads, optimizer state or activations (layer -1: the global
+  // parameters). Activations read host when any is on the host, device when all are held there,
+  // absent otherwise. A group being moved reads as residing at its destination.
   Residence residence(int layer, TensorGroup group) const;
   bool layer_activations_present(int layer) const;
   // Moves a group and waits for the copy.
@@ -123,6 +125,9 @@ class TensorStore {
   // Starts moving a group on the copy stream. Until complete_moves, the group's data() is still
   // the source: readable, but a write would be lost, so everything that writes completes first.
   void begin_move_group(int layer, TensorGroup group, Home to);
+  // The same for chosen rows (a block's activations but its output). Rows not allocated keep
+  // their home if they are activations (computed on the device when they are), else take `to`.
+  void begin_move_rows(const std::vector<int>& rows, Home to);
   void complete_moves(int layer, TensorGroup group);
   void complete_rows(const std::vector<int>& rows);
   void complete_all_moves();

@@ -21,8 +21,8 @@
 #include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/plugin_memory_impl.hpp"
 #include "core/plugin/stack.hpp"
-#include "core/training/controller_memory.hpp"
 #include "core/training/divergence_guard.hpp"
 #include "core/training/evaluation_model.hpp"
 #include "core/training/stop_signal.hpp"
@@ -105,10 +105,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                  ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
                               Purpose::training, stack.trainable});
   Model& model = *model_owner;
-  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get()});
+  Executor executor(
+      model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
+      ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels});
   executor.attach();  // strategies place the rows, then they are allocated
-  ControllerMemory controller_memory(*device, manifest.predictor.plugin);
+  PluginMemoryImpl controller_memory(*device, manifest.predictor.plugin);
   executor.attach_controller(controller_memory);
   model.init_weights(train.seed);
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
@@ -138,6 +139,12 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (stack.predictor)
       if (Status status = stack.predictor->restore_state(state.predictor); !status)
         throw CheckpointError(options.resume->string() + ": " + status.message());
+    for (std::size_t i = 0; i < stack.strategies.size(); ++i) {
+      const auto saved = state.strategies.find(strategy_state_key(i, manifest.strategies[i].plugin));
+      const std::string_view strategy_state = saved == state.strategies.end() ? "" : std::string_view(saved->second);
+      if (Status status = stack.strategies[i]->restore_state(strategy_state); !status)
+        throw CheckpointError(options.resume->string() + ": " + status.message());
+    }
     start_step = state.step;
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
   }
@@ -237,10 +244,21 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       if (Status status = stack.precision->state(precision_state); !status) throw HookFailed(status.message());
       if (stack.predictor)
         if (Status status = stack.predictor->state(predictor_state); !status) throw HookFailed(status.message());
-      result.last_checkpoint = save_checkpoint(
-          *manifest.checkpoint.dir, model,
-          TrainerState{step, train.seed, manifest.optimizer.plugin, stack.description, manifest.data.train.string(),
-                       std::move(precision_state), std::move(predictor_state)});
+      TrainerState saved{step,
+                         train.seed,
+                         manifest.optimizer.plugin,
+                         stack.description,
+                         manifest.data.train.string(),
+                         std::move(precision_state),
+                         std::move(predictor_state),
+                         {}};
+      for (std::size_t i = 0; i < stack.strategies.size(); ++i) {
+        std::string strategy_state;
+        if (Status status = stack.strategies[i]->state(strategy_state); !status) throw HookFailed(status.message());
+        if (!strategy_state.empty())
+          saved.strategies[strategy_state_key(i, manifest.strategies[i].plugin)] = std::move(strategy_state);
+      }
+      result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved);
       prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
     }
     if (result.stopped_by_signal != 0) {
@@ -267,8 +285,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   summary.bytes_to_device = model.store().transfers().bytes_to_device;
   summary.transfer_ms = 1000.0 * device->copy_stream().busy_seconds();
   summary.exposed_transfer_ms = 1000.0 * model.store().transfers().exposed_seconds;
-  summary.predictor_host_bytes = controller_memory.host_bytes();
-  summary.predictor_device_bytes = controller_memory.device_bytes();
+  summary.predictor_host_bytes = controller_memory.host_bytes_live();
+  summary.predictor_device_bytes = controller_memory.device_bytes_live();
+  std::vector<PluginMemoryUse> plugin_memory;
+  for (const PluginMemoryImpl* memory : host.plugin_memory())
+    plugin_memory.push_back({memory->owner(), memory->host_bytes_live(), memory->device_bytes_live(),
+                             memory->bytes_to_host() + memory->bytes_to_device()});
+  summary.plugin_memory = plugin_memory;
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed(status.message());
   if (options.profile) {

@@ -7,6 +7,7 @@
 #include "kernels/cpu/attention_kernels.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/layernorm.hpp"
@@ -161,6 +162,14 @@ class CpuOps final : public Ops {
   void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
     cpu::add_scaled(y, alpha, x, count);
   }
+  void sign(float* out, const float* x, std::int64_t count) noexcept override { cpu::sign(out, x, count); }
+  void mul(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
+    cpu::mul(out, a, b, count);
+  }
+  void div(float* out, const float* a, const float* b, float eps, std::int64_t count) noexcept override {
+    cpu::div(out, a, b, eps, count);
+  }
+  void sqrt(float* out, const float* x, std::int64_t count) noexcept override { cpu::sqrt(out, x, count); }
 
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {
     return cpu::sum_of_squares(values, count);

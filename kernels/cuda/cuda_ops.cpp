@@ -12,6 +12,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/convert.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/matmul.hpp"
@@ -220,6 +221,18 @@ class CudaOpsImpl final : public CudaOps {
   }
   void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
     run("add_scaled", [&] { cuda::add_scaled(stream_, y, alpha, x, count); });
+  }
+  void sign(float* out, const float* x, std::int64_t count) noexcept override {
+    run("sign", [&] { cuda::sign(stream_, out, x, count); });
+  }
+  void mul(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
+    run("mul", [&] { cuda::mul(stream_, out, a, b, count); });
+  }
+  void div(float* out, const float* a, const float* b, float eps, std::int64_t count) noexcept override {
+    run("div", [&] { cuda::div(stream_, out, a, b, eps, count); });
+  }
+  void sqrt(float* out, const float* x, std::int64_t count) noexcept override {
+    run("sqrt", [&] { cuda::sqrt(stream_, out, x, count); });
   }
 
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {

@@ -15,4 +15,13 @@ inline unsigned grid_stride_blocks(std::int64_t count) {
   return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+// A thread's first element and the distance to its next.
+__device__ inline std::int64_t first_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ inline std::int64_t index_stride() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
 }  // namespace strata::cuda

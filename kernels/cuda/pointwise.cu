@@ -17,14 +17,6 @@ float gelu_scale() {
   return std::sqrt(2.0f / std::numbers::pi_v<float>);
 }
 
-__device__ std::int64_t first_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ std::int64_t index_stride() {
-  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-}
-
 __global__ void gelu_forward_kernel(float* out, const float* inp, std::int64_t count, float scale) {
   for (std::int64_t i = first_index(); i < count; i += index_stride()) {
     const float x = inp[i];

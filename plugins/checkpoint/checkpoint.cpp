@@ -7,6 +7,8 @@
 //                        probabilities, the T^2 part), and runs attention's forward again.
 //   mode = "cheap"      drops only the norm and pointwise (GELU, SwiGLU) outputs, which are cheap
 //                        to recompute, and keeps the matmul and attention results.
+// The partial modes choose by what the host says of each tensor (HookContext::tensors: which op
+// recomputes it alone), so they work for any model family without naming its tensors.
 //   logits = "recompute" also drops the LM head's logits (B x T x vocab floats, on GPT-2 the
 //                        largest activation): the head keeps one vocabulary chunk and recomputes
 //                        each chunk for the backward pass, one extra head matmul.
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/plugin.hpp"
@@ -60,19 +63,34 @@ class Checkpoint final : public MemoryStrategy {
         if (phase_name(phase) == name) phases_[static_cast<std::size_t>(phase)] = true;
   }
 
-  Status on_attach(HookContext& context) override { return drop_logits_ ? context.drop_logits() : Status{}; }
+  Status on_attach(HookContext& context) override {
+    if (mode_ != Mode::block) {
+      chosen_.resize(selected_.size());
+      for (int layer = 0; layer < static_cast<int>(selected_.size()); ++layer)
+        for (const TensorInfo& tensor : context.tensors(layer))
+          if (chosen_by_mode(tensor.recomputed_by)) chosen_[static_cast<std::size_t>(layer)].emplace_back(tensor.name);
+      if (chosen_.empty() || chosen_.front().empty())
+        return Status::error(std::string("mode = \"") + (mode_ == Mode::cheap ? "cheap" : "selective") +
+                             "\": this model's blocks have no activation that mode recomputes alone");
+    }
+    return drop_logits_ ? context.drop_logits() : Status{};
+  }
 
   Status after_forward(HookContext& context) override {
     if (!applies(context)) return {};
-    switch (mode_) {
-      case Mode::selective: return context.drop_attention_internals(context.layer());
-      case Mode::cheap: return context.drop_cheap_activations(context.layer());
-      case Mode::block: break;
-    }
-    return context.drop_activations(context.layer());
+    if (mode_ == Mode::block) return context.drop_activations(context.layer());
+    const std::vector<std::string>& names = chosen_[static_cast<std::size_t>(context.layer())];
+    const std::vector<std::string_view> views(names.begin(), names.end());
+    return context.drop_activation_tensors(context.layer(), views);
   }
 
  private:
+  // cheap: what a norm or a pointwise op recomputes; selective: the attention kernel's saved rows.
+  bool chosen_by_mode(std::string_view op) const {
+    if (mode_ == Mode::selective) return op == "attention";
+    return op == "layernorm" || op == "rmsnorm" || op == "gelu" || op == "swiglu";
+  }
+
   bool applies(const HookContext& context) const {
     return selected_[static_cast<std::size_t>(context.layer())] && phases_[static_cast<std::size_t>(context.phase())];
   }
@@ -82,6 +100,7 @@ class Checkpoint final : public MemoryStrategy {
   enum class Mode { block, selective, cheap };
   Mode mode_ = Mode::block;
   bool drop_logits_ = false;
+  std::vector<std::vector<std::string>> chosen_;  // per layer, the partial modes' tensor names
 };
 
 constexpr const char* kKeys[] = {"every", "layers", "mode", "phases", "logits"};

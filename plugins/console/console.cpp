@@ -85,6 +85,10 @@ class Console final : public TelemetrySink {
         std::printf("%-28s %.1f s, %.2f MiB host + %.2f MiB device\n", "predictor", s.predictor_ms / 1000.0,
                     mib(s.predictor_host_bytes), mib(s.predictor_device_bytes));
       }
+      for (const PluginMemoryUse& use : s.plugin_memory)
+        std::printf("%-28s %.2f MiB host + %.2f MiB device, %.2f MiB copied\n",
+                    ("plugin " + std::string(use.plugin)).c_str(), mib(use.host_bytes), mib(use.device_bytes),
+                    mib(use.bytes_copied));
       std::printf("%-28s %.1f\n", "median ms/step", s.median_ms);
       std::printf("%-28s %.0f\n", "tokens/s (median step)", s.tokens_per_s);
       std::printf("%-28s %.2f MiB\n", "peak device memory", mib(s.peak_device_bytes));

@@ -99,6 +99,9 @@ class Jsonl final : public TelemetrySink {
       record["transfer_ms"] = s.transfer_ms;
       record["exposed_transfer_ms"] = s.exposed_transfer_ms;
       if (s.peak_driver_device_bytes > 0) record["peak_driver_device_bytes"] = s.peak_driver_device_bytes;
+      for (const PluginMemoryUse& use : s.plugin_memory)
+        record["plugin_memory"][std::string(use.plugin)] = {
+            {"host_bytes", use.host_bytes}, {"device_bytes", use.device_bytes}, {"bytes_copied", use.bytes_copied}};
       write(record);
     });
   }

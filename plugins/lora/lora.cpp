@@ -2,6 +2,9 @@
 // any of its weights, which may be bf16 or int8 and streamed) and each targeted block matrix gains
 // trainable low-rank factors (lora_adapter.hpp). Checkpoints then hold the adapters and a
 // fingerprint of the base they were trained on; `strata export --merge` folds them into the base.
+// The plugin's own state in each checkpoint is its settings: a resume with other settings (a
+// dropout the adapters' shapes do not show) is refused naming both. A checkpoint saved before
+// strategies kept state resumes as before.
 //
 //   rank    = 8          r: A is (in, r), B is (r, out); 1 <= r < min(in, out) of every target
 //   alpha   = 16.0       the update is scaled by alpha / r
@@ -9,6 +12,7 @@
 //   targets              GPT-2: qkv, attn_proj, fc, fc_proj (default ["qkv"]);
 //                        LLaMA: q, k, v, o, gate, up, down (default ["q", "v"])
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +47,21 @@ class Lora final : public MemoryStrategy {
                           "(set dropout = 0.0 on \"" +
                               std::string(host.target().backend) + "\")");
     adapter_ = std::make_unique<LoraAdapter>(options);
+    settings_ = "rank " + std::to_string(options.rank) + ", alpha " + config_number(options.alpha) + ", dropout " +
+                config_number(options.dropout) + ", targets";
+    for (const std::string& target : targets_) settings_ += " " + target;
+  }
+
+  Status state(std::string& out) override {
+    out = settings_;
+    return {};
+  }
+
+  Status restore_state(std::string_view saved) override {
+    if (saved.empty() || saved == settings_) return {};
+    return Status::error("saved by lora with " + std::string(saved) + "; this manifest's lora has " + settings_ +
+                         " (resume with the same [[strategy]] settings, or start a new run from the checkpoint "
+                         "with train.init_from)");
   }
 
   // Everything the base has is frozen; the adapters are all that trains.
@@ -61,7 +80,14 @@ class Lora final : public MemoryStrategy {
   }
 
  private:
+  static std::string config_number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
+  }
+
   int n_layer_;
+  std::string settings_;  // what state() saves
   std::vector<std::string> targets_;
   std::unique_ptr<LoraAdapter> adapter_;
 };

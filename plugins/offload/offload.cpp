@@ -9,6 +9,12 @@
 //   prefetch = P               blocks are on the device at once, and blocks i+1..i+P (forward) or
 //                              i-1..i-P (backward) are fetched on the copy stream while block i
 //                              computes.
+//   activations = "host"       activation offloading: once block i+1's forward has run, block i's
+//                              activations leave for host memory on the copy stream (one block
+//                              in flight at a time); going
+//                              backward, block i-1's come back while block i computes. The last
+//                              block's stay. Nothing is recomputed, so it cannot share a block with
+//                              checkpointing (the host refuses a block both dropped and moved).
 //
 // Fetched weights keep their host copy until the optimizer changes them, so evicting a block's
 // weights frees device memory without copying. Every copy is exact, so the training trajectory
@@ -42,12 +48,15 @@ class Offload final : public MemoryStrategy {
     } else if (config.has("prefetch")) {
       config.report_error("prefetch", "prefetch is for layer streaming: set max_resident_layers as well");
     }
-    if (!host_optimizer_ && !streaming_)
+    activations_ = config.get_string("activations", "device", {"device", "host"}) == "host";
+    if (!host_optimizer_ && !streaming_ && !activations_)
       config.report_error("optimizer_state",
-                          "nothing to offload: set optimizer_state = \"host\", max_resident_layers = K, or both");
+                          "nothing to offload: set optimizer_state = \"host\", "
+                          "max_resident_layers = K, activations = \"host\", or a combination");
   }
 
   Status on_attach(HookContext& context) override {
+    if (!host_optimizer_) return {};
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
       if (Status s = context.evict(layer, TensorGroup::optimizer_state); !s) return s;
       if (Status s = context.evict(layer, TensorGroup::grads); !s) return s;
@@ -64,7 +73,14 @@ class Offload final : public MemoryStrategy {
   }
 
   Status after_forward(HookContext& context) override {
-    if (context.layer() != n_layer_ - 1) return {};
+    // The block below has been read by this one: its activations can go. The copy before it must
+    // have landed, so that at most one block's activations are in flight, however slow the copies.
+    if (activations_ && context.layer() > 0) {
+      if (Status s = context.evict_async(context.layer() - 1, TensorGroup::activations); !s) return s;
+      if (context.layer() > 1)
+        if (Status s = context.wait_for(context.layer() - 2, TensorGroup::activations); !s) return s;
+    }
+    if (!host_optimizer_ || context.layer() != n_layer_ - 1) return {};
     // The head's backward comes next: start the gradients it and the last block accumulate into.
     if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::grads); !s) return s;
     if (!streaming_) return context.fetch_async(n_layer_ - 1, TensorGroup::grads);
@@ -73,6 +89,12 @@ class Offload final : public MemoryStrategy {
 
   Status before_backward(HookContext& context) override {
     const int layer = context.layer();
+    // The host brings back this block's activations and its input; the rest of the block below's
+    // come back on the copy stream while this one computes.
+    if (activations_)
+      if (layer > 0 && context.residence(layer - 1, TensorGroup::activations) == Residence::host)
+        if (Status s = context.fetch_async(layer - 1, TensorGroup::activations); !s) return s;
+    if (!host_optimizer_) return {};
     // The block above finished its backward and its gradients left for the host: wait until they
     // have (and with them every earlier move, such as the previous micro batch's), so at most two
     // blocks' gradients are ever on the device, however slow the copies.
@@ -86,6 +108,7 @@ class Offload final : public MemoryStrategy {
   }
 
   Status after_backward(HookContext& context) override {
+    if (!host_optimizer_) return {};
     const int layer = context.layer();
     const bool last_micro_batch = context.micro_batch() == context.micro_batches() - 1;
     // Gradients leave after every micro batch (and come back for the next one's accumulation, as
@@ -97,6 +120,7 @@ class Offload final : public MemoryStrategy {
   }
 
   Status before_step(HookContext& context) override {
+    if (!host_optimizer_) return {};
     // The optimizer runs where the state is: bring everything it touches to the host.
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
       if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
@@ -106,6 +130,7 @@ class Offload final : public MemoryStrategy {
   }
 
   Status after_step(HookContext& context) override {
+    if (!host_optimizer_) return {};
     // Updated weights go back in the order the next forward wants them.
     if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::weights); !s) return s;
     const int first_blocks = streaming_ ? std::min(prefetch_ + 1, n_layer_) : n_layer_;
@@ -161,13 +186,15 @@ class Offload final : public MemoryStrategy {
   int n_layer_;
   bool host_optimizer_ = false;
   bool streaming_ = false;
+  bool activations_ = false;
   int max_resident_ = 0;
   int prefetch_ = 0;
 };
 
-constexpr const char* kKeys[] = {"optimizer_state", "max_resident_layers", "prefetch"};
+constexpr const char* kKeys[] = {"optimizer_state", "max_resident_layers", "prefetch", "activations"};
 const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Offload>(
-    "offload", "optimizer state and block weights in host memory, moved on a copy stream", name_list(kKeys))};
+    "offload", "optimizer state, block weights and activations in host memory, moved on a copy stream",
+    name_list(kKeys))};
 
 }  // namespace
 

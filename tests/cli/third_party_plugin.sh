@@ -57,6 +57,39 @@ print("peak device MiB: %.1f without, %.1f with pressure_checkpoint" % (base / 2
 assert pressure < base' "$work/base.jsonl" "$work/pressure.jsonl" || { echo "the peak did not fall"; exit 1; }
 grep -q "pressure_checkpoint: step 1 dropped the activations of" "$work/pressure.log" || { cat "$work/pressure.log"; exit 1; }
 
+# Lion: one state buffer per parameter (AdamW keeps two) and one scratch buffer it asks the host
+# for, accounted under its name; it trains (the loss falls).
+sed -e "s#data/kjv.txt#$PWD/data/kjv.txt#" -e '/^\[checkpoint\]/,$d' -e '/^betas/d' -e '/^weight_decay/d' \
+  -e '/^grad_clip/d' -e 's/^plugin = "adamw"/plugin = "lion"/' examples/quickstart.toml > "$work/lion.toml"
+"$strata" train "$work/lion.toml" --set train.steps=40 "${small[@]}" --metrics "$work/lion.jsonl" > "$work/lion.log" 2>&1 ||
+  { cat "$work/lion.log"; exit 1; }
+python3 -c 'import json, sys
+lion = [json.loads(l) for l in open(sys.argv[1])][-1]
+adamw = [json.loads(l) for l in open(sys.argv[2])][-1]
+assert lion["final_loss"] < lion["first_loss"] - 1.0, lion
+scratch = lion["plugin_memory"]["lion"]
+assert scratch["host_bytes"] == 0 and scratch["device_bytes"] > 0, scratch
+optimizer = lambda s: s["peak_device_bytes_by_category"]["optimizer"]
+print("optimizer MiB: lion %.2f (state + %.2f scratch), adamw_llrd %.2f" % (
+    optimizer(lion) / 2**20, scratch["device_bytes"] / 2**20, optimizer(adamw) / 2**20))
+assert optimizer(lion) < 0.75 * optimizer(adamw)' "$work/lion.jsonl" "$work/llrd.jsonl" ||
+  { cat "$work/lion.log"; echo "lion must train, account its scratch under its name and keep about half of adamw's optimizer memory"; exit 1; }
+
+# Activations moved by a policy of the plugin's own (every other block): every loss bitwise that
+# of the run keeping them all, with a lower device activation peak.
+cp "$work/base.toml" "$work/alternate.toml"
+printf '[[strategy]]\nplugin = "alternate_offload"\nevery = 2\n' >> "$work/alternate.toml"
+"$strata" train "$work/alternate.toml" --set train.steps=3 --set train.eval_every=0 --metrics "$work/alternate.jsonl" \
+  > "$work/alternate.log" 2>&1 || { cat "$work/alternate.log"; exit 1; }
+[ "$(losses "$work/base.jsonl")" = "$(losses "$work/alternate.jsonl")" ] ||
+  { echo "alternate_offload changed the losses"; exit 1; }
+grep -q "alternate_offload: moves the activations of" "$work/alternate.log" || { cat "$work/alternate.log"; exit 1; }
+python3 -c 'import json, sys
+peak = lambda path: [json.loads(l) for l in open(path)][-1]["peak_device_bytes_by_category"]["activations"]
+base, moved = peak(sys.argv[1]), peak(sys.argv[2])
+print("peak device activation MiB: %.1f kept, %.1f with alternate_offload" % (base / 2**20, moved / 2**20))
+assert moved < base' "$work/base.jsonl" "$work/alternate.jsonl" || { echo "the activation peak did not fall"; exit 1; }
+
 # A relocated prefix still finds its plugins: the search is relative to the program.
 mv "$work/prefix" "$work/moved"
 "$work/moved/bin/strata" plugins > "$work/moved.txt"

@@ -57,8 +57,8 @@ GPT2Model::GPT2Model(const GPT2Config& config, Backend& backend, Kernel& attenti
                    {"fch_gelu", {B, T, 4 * C}},
                    {"output", {B, T, C}}};
   t.output = A::output;
-  t.cheap = {A::ln1, A::ln2, A::fch_gelu};
-  t.attention_saved = A::attention_saved;
+  t.recomputed_alone = {
+      {A::ln1, "layernorm"}, {A::ln2, "layernorm"}, {A::fch_gelu, "gelu"}, {A::attention_saved, "attention"}};
   t.workspace = {{"d_residual", {B, T, C}}, {"d_ln", {B, T, C}},      {"d_atty", {B, T, C}},
                  {"d_qkv", {B, T, 3 * C}},  {"d_fch", {B, T, 4 * C}}, {"d_fch_gelu", {B, T, 4 * C}}};
   t.vocab = config.vocab;

@@ -54,8 +54,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
                    {"gate", {B, T, F}},   {"up", {B, T, F}},
                    {"swiglu", {B, T, F}}, {"output", {B, T, C}}};
   t.output = A::output;
-  t.cheap = {A::norm1, A::norm2, A::swiglu};
-  t.attention_saved = A::attention_saved;
+  t.recomputed_alone = {
+      {A::norm1, "rmsnorm"}, {A::norm2, "rmsnorm"}, {A::swiglu, "swiglu"}, {A::attention_saved, "attention"}};
   t.workspace = {{"d_residual", {B, T, C}}, {"d_norm", {B, T, C}}, {"d_atty", {B, T, C}},
                  {"d_q", {B, T, C}},        {"d_k", {B, T, KV}},   {"d_v", {B, T, KV}},
                  {"d_gate", {B, T, F}},     {"d_up", {B, T, F}},   {"d_swiglu", {B, T, F}}};

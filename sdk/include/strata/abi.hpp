@@ -1,39 +1,30 @@
 #pragma once
-// The plugin ABI version and the toolchain tag. A plugin whose major differs from the host's is
-// refused; a plugin built against a lower minor is accepted (GStreamer's rule). C++ objects cross
-// the boundary, so the compiler and standard library must match too: the tag says which.
+// The SDK version and the toolchain tag. C++ objects cross the plugin boundary, so the compiler and
+// standard library must match too: the tag says which. What each version added is in
+// docs/sdk-changelog.md.
+//
+// The version rule (one rule, for both sides of the boundary):
+//   * The host loads a plugin whose major equals its own and whose minor is at most its own; it
+//     refuses any other, naming both versions.
+//   * A minor version only appends. It may add: an entry point at the end of a class, marked
+//     `(optional, since 9.N)`, with a default body; an enumerator at the end of an enum; a field in a
+//     struct's reserved room; a new header, class or plugin kind. It never changes or removes
+//     anything a plugin built against an earlier minor can see.
+//   * Classes the host implements (Ops, HookContext, HostServices, PluginMemory, ParameterPlan):
+//     a plugin calls an entry point of minor N only when it was built against N or later, and the
+//     host is at least N (the first rule). An optional op a backend lacks reads false in Ops::has().
+//   * Classes a plugin implements (MemoryStrategy, Optimizer, PrecisionPolicy, TelemetrySink,
+//     Kernel, PhaseController, WeightQuantizer): a plugin built against minor M has no entry points
+//     of a later minor in its vtable, so the host reads M from the plugin's descriptor and calls an
+//     entry point of minor N only when M >= N; otherwise it acts on the entry point's default.
+//   * Anything else (a changed signature, a removed or reordered entry point, a new pure virtual)
+//     is a major version, and every plugin must be rebuilt. CI compares the SDK's ABI against the
+//     previous release's (tests/abi/) so that a minor cannot break it by accident.
 #include <cstdint>
 
 namespace strata {
 
-// Major 3 (the SDK 3 spine): the backend op table (strata/ops.hpp) replaces KernelLibrary in
-// HostServices; TensorView carries dtype, element count and memory space instead of an f32 span;
-// optimizers and precision policies reach tensors through ops; the attention Kernel takes
-// separate q, k, v with key/value heads. Plugins built for 2.x are refused.
-// Major 4: FactoryDescriptor's key, requirement and conflict lists are counted (NameList), not
-// nullptr-terminated, and it has reserved room; plugin hooks may throw (make_factory's adapter,
-// compiled into the plugin, catches every exception, and the host reports it with the plugin's
-// name, the hook and the layer). Plugins built for 3.x are refused.
-// Major 5: a Kernel runs on any backend it accepts: check(shape, target) replaces supports(shape)
-// and says why not, bind(target) hands it the backend's compute stream, and attention_backward
-// reads the forward's output (a flash kernel keeps only the log-sum-exp). HookContext gains
-// drop_attention_internals (selective checkpointing). Plugins built for 4.x are refused.
-// Major 6: low-bit storage. DType grows i8 and u8; an optimizer lays out its own state per parameter
-// (state_layout: dtype and length of up to four buffers) instead of a count of f32 buffers; a
-// precision policy may store the blocks' matrices quantized and bring their mechanism
-// (WeightQuantizer: scales, quantize, the matmuls) and chooses the embeddings' storage apart;
-// HostServices::target() names where kernels run. Plugins built for 5.x are refused.
-// Major 7: loss scaling. DType grows f16; a precision policy learns each step's phase (begin_step),
-// keeps state that checkpoints save (state, restore_state: a dynamic loss scale); the op table gains
-// scale (in-place multiply, to unscale gradients); StepMetrics carries the loss scale and RunSummary
-// the count of skipped steps; a strategy may freeze or skip parts of the model before it is built
-// (plan_parameters, strata/parameter_plan.hpp) and adapt block matrices with trainable tensors of
-// its own (ParameterPlan::adapt, strata/matmul_adapter.hpp: LoRA). Plugins built for 6.x are refused.
-// Major 8: phase controllers (strata/phase_controller.hpp, `[predictor]`): a plugin kind that chooses
-// each step's phase and, in predict steps, moves the weights itself while the host skips backward
-// and the optimizer; the op table gains add_scaled (y += alpha * x); StepMetrics and RunSummary
-// carry the controller's phase outcome, time and memory. Plugins built for 7.x are refused.
-inline constexpr std::uint32_t kAbiMajor = 8;
+inline constexpr std::uint32_t kAbiMajor = 9;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 #define STRATA_STRINGIFY_INNER(x) #x

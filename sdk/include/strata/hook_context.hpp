@@ -2,6 +2,7 @@
 // What a memory strategy may do, and see, from inside a hook. The executor implements it; a
 // strategy never touches buffers or other plugins directly.
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "strata/memory_category.hpp"
@@ -36,6 +37,16 @@ class HookContext {
   // Residency: move a layer's group between device and host memory (layer kGlobalParameters for
   // the parameters outside the blocks). The executor fetches any group it needs that is not on the
   // device, so a strategy only decides *when*. fetch/evict complete before they return.
+  //
+  // Activations move too (activation offloading): evict moves the activations a block holds to
+  // accounted host memory, on the copy stream for the async form, and the executor brings them
+  // back before the block's backward (and a block's output before the next block's backward or
+  // recomputation reads it). While the next block's forward has not run yet, the block's output
+  // stays on the device (that block reads it); evict the block again later to move it. A block
+  // whose activations one strategy drops and another evicts in the same micro batch stops the run
+  // with an error naming both. residence() of activations: host when any of the block's is there,
+  // device when all are held on the device, absent when some are not held (dropped or not yet
+  // computed).
   virtual Status fetch(int layer, TensorGroup group) noexcept = 0;
   virtual Status evict(int layer, TensorGroup group) noexcept = 0;
   virtual Residence residence(int layer, TensorGroup group) const noexcept = 0;
@@ -50,7 +61,7 @@ class HookContext {
   virtual Status recompute_activations(int layer) noexcept = 0;
 
   // A view of one tensor by its table name ("h.3.ln_1.weight", "h.3.act.qkv"); empty data when it
-  // is not allocated, not on the device, or not stored as f32 (bf16 storage).
+  // is not allocated. `space` says whether it is backend or host memory, `dtype` how it is stored.
   virtual TensorView tensor(std::string_view name) noexcept = 0;
 
   virtual MemorySnapshot memory() const noexcept = 0;
@@ -69,22 +80,24 @@ class HookContext {
   // them) have completed, and frees their sources: a strategy bounds memory in flight with it.
   virtual Status wait_for(int layer, TensorGroup group) noexcept = 0;
 
-  // Cheap checkpointing: drop only what is cheap to recompute (the norm and pointwise outputs),
-  // keep the matmul and attention results. recompute_activations brings them back (above).
-  virtual Status drop_cheap_activations(int layer) noexcept = 0;
-
   // ABI 2.1 -------------------------------------------------------------------------------------
   // From now on, the LM head keeps only one vocabulary chunk of logits and recomputes each chunk
   // for the backward pass: B x T x padded vocab floats fewer (often the largest activation) for
   // one extra head matmul; bitwise the same results. Call it from on_attach.
   virtual Status drop_logits() noexcept = 0;
 
-  // ABI 5.0 -------------------------------------------------------------------------------------
-  // Selective checkpointing (Korthikanti et al. 2022): drop what the attention kernel saved for
-  // backward (the built-in kernel's B x n_head x T x T probabilities), keep the matmul outputs;
-  // recompute_activations brings them back: the block's backward runs its attention forward again
-  // from the kept q, k and v.
-  virtual Status drop_attention_internals(int layer) noexcept = 0;
+  // ABI 9.0 -------------------------------------------------------------------------------------
+  // Every tensor of a layer (kGlobalParameters: those outside the blocks), for any model family:
+  // names as tensor() takes them, shapes, storage dtypes, groups and where each is now. Valid
+  // during the hook call.
+  virtual std::span<const TensorInfo> tensors(int layer) noexcept = 0;
+  // Partial checkpointing: drop some of a block's activations, each one its TensorInfo lists as
+  // `recomputed_by` an op (the norm and pointwise outputs: cheap to recompute; the attention
+  // kernel's saved rows: Korthikanti et al. 2022's selective recomputation); the others stay. The
+  // block's backward recomputes each right above its first read, from what was kept, bit for bit
+  // (recompute_activations, above). A name that is not such a tensor of this block is an error
+  // naming it and those that are.
+  virtual Status drop_activation_tensors(int layer, std::span<const std::string_view> names) noexcept = 0;
 };
 
 }  // namespace strata

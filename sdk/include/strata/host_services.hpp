@@ -7,6 +7,7 @@
 
 #include "strata/kernel.hpp"
 #include "strata/ops.hpp"
+#include "strata/plugin_memory.hpp"
 
 namespace strata {
 
@@ -35,6 +36,9 @@ class HostServices {
   // while plugins are created (no device index or stream yet: a constructor refuses a backend it
   // has no kernels for), the backend's device and compute stream from the first step on.
   virtual KernelTarget target() const noexcept = 0;
+  // ABI 9.0: memory and copies accounted under this plugin's name (strata/plugin_memory.hpp), from
+  // the first hook on (an optimizer: from its first step). Throws std::logic_error before then.
+  virtual PluginMemory& memory() = 0;
 };
 
 }  // namespace strata

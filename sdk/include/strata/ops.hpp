@@ -6,11 +6,20 @@
 // reductions) wait for the stream and copy that one value back, so they are the synchronisation
 // points of a step.
 //
-// Every op is pure virtual: a backend implements them all. has() reports which ops a backend
-// implements, for the conformance table (tests/test_backend_ops.cpp). Plugins override ops through
-// strata/kernel.hpp (attention) and strata/weight_quantizer.hpp (matmuls on quantized weights).
+// Aliasing: an op's outputs may not overlap its inputs unless the op says so ("may alias"). Ops
+// that update in place (the optimizer updates, scale, add_scaled) name the operand they update.
+//
+// The ops of SDK 9.0 up to `add_scaled` are required: every backend implements them. Ops added from
+// then on are optional (the version rule, strata/abi.hpp): their default body reports the call as
+// unsupported (it stops the process with the op's name, as a failed assertion would), and has()
+// reports which ops a backend implements. Check has() before calling an optional op. Plugins
+// override ops through strata/kernel.hpp (attention) and strata/weight_quantizer.hpp (matmuls on
+// quantized weights); a wrapper that changes a few ops derives from strata/forwarding_ops.hpp.
 // Shapes are (rows, channels) row-major unless said otherwise; N = batch * seq_len.
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <string_view>
 
 #include "strata/dtype.hpp"
@@ -118,8 +127,23 @@ enum class Op : std::uint8_t {
   sum,
   fill,
   copy,
+  // Optional (9.0): elementwise arithmetic for optimizers written against the op table.
+  sign,
+  mul,
+  div,
+  sqrt,
   count
 };
+
+constexpr std::string_view op_name(Op op) noexcept {
+  constexpr std::string_view names[] = {"matmul_f32", "matmul_bf16", "layernorm",  "rmsnorm",   "attention",
+                                        "gelu",       "swiglu",      "rope",       "embedding", "cross_entropy",
+                                        "residual",   "adamw",       "sgd",        "convert",   "sum_of_squares",
+                                        "all_finite", "scale",       "add_scaled", "sum",       "fill",
+                                        "copy",       "sign",        "mul",        "div",       "sqrt"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Op::count));
+  return op < Op::count ? names[static_cast<std::size_t>(op)] : "unknown";
+}
 
 class Ops {
  public:
@@ -194,7 +218,14 @@ class Ops {
                                             const std::int32_t* targets, float dloss, std::int64_t rows,
                                             std::int64_t first, std::int64_t width, std::int64_t vocab) noexcept = 0;
 
-  // --- optimizer updates, in place. SGD's velocity is null when momentum is 0.
+  // --- optimizer updates, in place on param and the state; per element, in this order, in f32:
+  //   AdamW: g = grad * grad_scale;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g;
+  //          param = param (1 - lr weight_decay)
+  //                  - (lr / (1 - beta1^step)) m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+  //          (decoupled decay; eps is added after the bias correction of v, as PyTorch does)
+  //   SGD:   g = grad * grad_scale;  velocity = momentum velocity + g when momentum > 0, else
+  //          velocity is g (and null);  param = param (1 - lr weight_decay) - lr velocity
+  // No operand may alias another.
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
                             const AdamWHyper& hyper) noexcept = 0;
   virtual void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
@@ -212,10 +243,30 @@ class Ops {
   virtual bool all_finite(const float* values, std::int64_t count) noexcept = 0;
   virtual double sum(const float* values, std::int64_t count) noexcept = 0;  // in order, in double
 
-  // --- values[i] *= factor, in place (a precision policy unscales gradients with it).
+  // --- values[i] *= factor, in place (a precision policy unscales gradients with it). Exact when
+  // factor is a power of two.
   virtual void scale(float* values, float factor, std::int64_t count) noexcept = 0;
-  // --- y[i] += alpha * x[i], in place (a phase controller moves weights along a direction with it).
+  // --- y[i] += alpha * x[i], in place (a phase controller moves weights along a direction with it):
+  // the product is rounded, then the sum (no fused multiply-add), so every backend gives the same
+  // bits. x may alias y.
   virtual void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept = 0;
+
+  // --- elementwise (optional, since 9.0; check has()). Each output may alias any of its inputs, so
+  // they run in place. Results are IEEE single precision, correctly rounded, the same bits on every
+  // backend.
+  //   sign: out = +1 for x > 0, -1 for x < 0, 0 for x = 0 (either sign), NaN for NaN.
+  virtual void sign(float* /*out*/, const float* /*x*/, std::int64_t /*count*/) noexcept { unsupported(Op::sign); }
+  //   mul: out = a * b.
+  virtual void mul(float* /*out*/, const float* /*a*/, const float* /*b*/, std::int64_t /*count*/) noexcept {
+    unsupported(Op::mul);
+  }
+  //   div: out = a / (b + eps): the sum is rounded, then the quotient (an Adam-style denominator).
+  virtual void div(float* /*out*/, const float* /*a*/, const float* /*b*/, float /*eps*/,
+                   std::int64_t /*count*/) noexcept {
+    unsupported(Op::div);
+  }
+  //   sqrt: out = sqrt(x) (NaN for x < 0).
+  virtual void sqrt(float* /*out*/, const float* /*x*/, std::int64_t /*count*/) noexcept { unsupported(Op::sqrt); }
 
   // --- memory.
   virtual void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept = 0;
@@ -224,6 +275,15 @@ class Ops {
   // Between backend memory and host memory the caller owns; waits until the copy is done.
   virtual void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept = 0;
   virtual void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept = 0;
+
+ protected:
+  // An optional op the backend lacks was called without asking has(): a programming error.
+  [[noreturn]] void unsupported(Op op) const noexcept {
+    std::fprintf(stderr, "strata: op '%.*s' is not implemented by backend '%.*s' (check Ops::has before calling it)\n",
+                 static_cast<int>(op_name(op).size()), op_name(op).data(), static_cast<int>(backend().size()),
+                 backend().data());
+    std::abort();
+  }
 };
 
 }  // namespace strata

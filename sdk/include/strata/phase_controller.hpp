@@ -22,6 +22,7 @@
 
 #include "strata/optimizer.hpp"
 #include "strata/phase.hpp"
+#include "strata/plugin_memory.hpp"
 #include "strata/status.hpp"
 #include "strata/tensor_view.hpp"
 
@@ -53,17 +54,9 @@ struct PredictOutcome {
   bool rolled_back = false;  // the guardrail restored the phase-start weights instead of updating
 };
 
-// Memory a controller keeps, allocated by the host from its accounted arenas under the plugin's
-// name and freed when the run ends. Call it from attach() only.
-class PhaseControllerMemory {
- public:
-  virtual ~PhaseControllerMemory() = default;
-  // Host memory the controller reads and writes itself (zeroed). Throws MemoryLimitExceeded or
-  // std::bad_alloc.
-  virtual std::span<float> host_floats(std::uint64_t count) = 0;
-  // Backend memory for ops (a device buffer on an accelerator; zeroed).
-  virtual TensorView device_floats(std::string_view name, std::uint64_t count) = 0;
-};
+// Memory a controller keeps (strata/plugin_memory.hpp), allocated by the host from its accounted
+// arenas under the plugin's name and freed when the run ends. Call it from attach() only.
+using PhaseControllerMemory = PluginMemory;
 
 class PhaseController {
  public:

@@ -1,7 +1,9 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "strata/memory_category.hpp"
 #include "strata/phase.hpp"
@@ -52,6 +54,13 @@ struct StepMetrics {
   double predictor_ms = 0.0;
 };
 
+struct PluginMemoryUse {
+  std::string_view plugin;
+  std::uint64_t host_bytes = 0;
+  std::uint64_t device_bytes = 0;
+  std::uint64_t bytes_copied = 0;  // both ways
+};
+
 struct RunSummary {
   std::int64_t steps = 0;
   double first_loss = 0.0;
@@ -79,6 +88,9 @@ struct RunSummary {
   double predictor_ms = 0.0;
   std::uint64_t predictor_host_bytes = 0;
   std::uint64_t predictor_device_bytes = 0;
+  // ABI 9.0: what each plugin that asked the host for memory (HostServices::memory) holds at the end
+  // of the run, and what it copied.
+  std::span<const PluginMemoryUse> plugin_memory;
 };
 
 class TelemetrySink {

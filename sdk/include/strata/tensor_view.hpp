@@ -1,8 +1,10 @@
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "strata/dtype.hpp"
+#include "strata/memory_category.hpp"
 
 namespace strata {
 
@@ -19,7 +21,8 @@ constexpr std::string_view group_name(TensorGroup group) noexcept {
   return "weights";
 }
 
-// Where a tensor group lives right now.
+// Where a tensor group lives right now. (A later minor may add homes, such as a disk tier, at the
+// end: handle unknown values.)
 enum class Residence : std::uint8_t { device, host, absent };
 
 // Where a view's memory is: the backend's (device) memory, which only ops and explicit copies
@@ -39,6 +42,22 @@ struct TensorView {
   std::uint64_t bytes() const noexcept { return static_cast<std::uint64_t>(count) * dtype_bytes(dtype); }
   // The f32 elements, for ops; null unless the view is f32.
   float* f32() const noexcept { return dtype == DType::f32 ? static_cast<float*>(data) : nullptr; }
+};
+
+// What a plugin can learn about one tensor of the model without touching it (HookContext::tensors).
+struct TensorInfo {
+  std::string_view name;  // "h.3.attn.c_attn.weight", "h.3.act.qkv": what HookContext::tensor takes
+  int layer = -1;         // -1 outside the blocks
+  std::span<const std::int64_t> shape;
+  DType dtype = DType::f32;  // as stored
+  TensorGroup group = TensorGroup::weights;
+  MemoryCategory category = MemoryCategory::other;
+  Residence residence = Residence::absent;  // absent: not allocated now
+  std::uint64_t bytes = 0;                  // as allocated
+  // A block's activation that its backward recomputes by itself when a strategy drops only it
+  // (HookContext::drop_activation_tensors): the op that does ("layernorm", "rmsnorm", "gelu",
+  // "swiglu", "attention"). Empty when only recomputing the whole block brings it back.
+  std::string_view recomputed_by;
 };
 
 }  // namespace strata
