@@ -12,6 +12,7 @@
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "plugins/precision/stochastic_rounding.hpp"
 #include "test_support.hpp"
 
 namespace strata {
@@ -53,6 +54,25 @@ TEST(Bf16Kernels, NarrowRoundsToNearestEvenAndWidenIsExact) {
 // The chunked bf16 matmul computes the same products as the f32 one on the widened weight; only
 // the order of the f32 sums may differ (chunks of the input dimension for in_out, of the output
 // dimension for out_in). Scratch of one float still widens one whole stored row at a time.
+// Stochastic rounding is unbiased: over all 2^16 random draws, the mean of the rounded values is
+// the value itself, exactly; bf16 values stay, non-finite values round as to nearest, and a
+// finite value never becomes infinite.
+TEST(Bf16Kernels, StochasticRoundingIsUnbiasedAndKeepsSpecialValues) {
+  for (const float value : {1.0f + 0x1.0p-9f, -3.14159f, 1e-30f, 65504.123f}) {
+    double sum = 0.0;
+    for (std::uint32_t random = 0; random < 65536; ++random)
+      sum += bf16_to_f32(plugins::round_bf16_stochastic(value, static_cast<std::uint16_t>(random)));
+    EXPECT_EQ(sum / 65536.0, static_cast<double>(value)) << value;
+  }
+  EXPECT_EQ(plugins::round_bf16_stochastic(1.5f, 0xffff), f32_to_bf16(1.5f));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(bf16_to_f32(plugins::round_bf16_stochastic(nan, 0x1234))));
+  EXPECT_EQ(plugins::round_bf16_stochastic(std::numeric_limits<float>::infinity(), 0x8000),
+            f32_to_bf16(std::numeric_limits<float>::infinity()));
+  const float largest = std::numeric_limits<float>::max();
+  EXPECT_EQ(plugins::round_bf16_stochastic(largest, 0xffff), 0x7f7f) << "the largest finite bf16";
+}
+
 TEST(Bf16Kernels, ChunkedMatmulMatchesF32OnTheWidenedWeight) {
   const std::int64_t rows = 6, in_features = 40, out_features = 24;
   for (const WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in})

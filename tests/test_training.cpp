@@ -103,6 +103,21 @@ TEST(Training, ResumeWithBf16StorageContinuesBitwiseIdentically) {
 
 // Resuming from an older save continues the step log from there: the steps the first run took
 // past that save, and its summary, are dropped instead of appearing twice.
+// The bf16 policy's stochastic rounding (a precision plugin's own Bf16Rounding): it changes the
+// trajectory, it is the same on every run, and a resume rounds with the step it continues from, so
+// it continues bitwise.
+TEST(Training, StochasticBf16RoundingIsDeterministicAndResumesBitwise) {
+  const std::string stochastic = "[precision]\nplugin = \"bf16\"\nrounding = \"stochastic\"\n";
+  expect_resume_bitwise("resume_bf16_stochastic", stochastic);
+  const auto dir = test::temporary_directory("stochastic_rounding");
+  test::write_text(dir / "nearest.toml", test::tiny_manifest("[precision]\nplugin = \"bf16\"\n"));
+  test::write_text(dir / "stochastic.toml", test::tiny_manifest(stochastic));
+  const TrainResult nearest = train(dir / "nearest.toml", {});
+  const TrainResult rounded = train(dir / "stochastic.toml", {});
+  EXPECT_NE(nearest.losses.back(), rounded.losses.back());
+  EXPECT_LT(std::abs(nearest.losses.back() - rounded.losses.back()), 0.05);
+}
+
 TEST(Training, ResumeContinuesTheJsonlLogWithoutDuplicateSteps) {
   const auto dir = test::temporary_directory("resume_log");
   const std::string log = (dir / "steps.jsonl").string();

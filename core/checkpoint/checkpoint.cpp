@@ -258,6 +258,9 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
         entry.path().stem().string().starts_with("strategy_"))
       state.strategies[entry.path().stem().string()] = read_bytes(entry.path());
   load_weights(directory / "model.safetensors", model);
+  // The stored weights as the uninterrupted run had them after this step (a precision policy's own
+  // rounding may depend on it).
+  model.store().publish_weights(state.step);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
   const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);
   for (const ParameterRows& rows : model.parameters())

@@ -129,6 +129,9 @@ class ExecutorHookContext final : public HookContext {
       TensorStore& store = executor_.model_.store();
       if (group == TensorGroup::activations) {
         if (layer == kGlobalParameters) throw std::invalid_argument("activations belong to blocks: name a layer");
+        // A pass that goes no backward (evaluation, a predict step) frees each block's
+        // activations once the next block has read them: there is nothing to keep on the host.
+        if (!executor_.keep_activations_) return;
         if (to == Home::host) executor_.claim_activations(layer, Executor::ActivationAction::evict);
         // The next block's forward still reads this block's output: it stays until then.
         const bool output_still_read = to == Home::host && layer == executor_.forward_layer_;
@@ -238,6 +241,7 @@ void Executor::forward_layers(bool keep_activations) {
   model_.embed_forward();
   std::fill(dropped_by_.begin(), dropped_by_.end(), -1);
   std::fill(evicted_by_.begin(), evicted_by_.end(), -1);
+  keep_activations_ = keep_activations;
   for (int l = 0; l < L; ++l) {
     run_hooks(Hook::before_forward, l, false);
     ensure_on_device(l, TensorGroup::weights);
@@ -389,7 +393,7 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
     OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
     if (Status status = optimizer_.step(info, slots, outcome.report); !status) throw HookFailed(status.message());
   }
-  if (!outcome.skipped) store.publish_weights();  // bf16 weights: round the updated masters
+  if (!outcome.skipped) store.publish_weights(step);  // bf16 weights: round the updated masters
   run_hooks(Hook::after_step, -1, true);
 }
 
@@ -413,7 +417,7 @@ void Executor::predicted_update(std::int64_t step, std::span<const MicroBatch> m
   if (!std::isfinite(outcome.loss) && !outcome.rolled_back)
     throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at predict step " +
                              std::to_string(step) + ", and the phase controller did not roll back");
-  store.publish_weights();  // bf16 or quantized weights: round the moved masters
+  store.publish_weights(step);  // bf16 or quantized weights: round the moved masters
   run_hooks(Hook::after_step, -1, true);
 }
 

@@ -97,6 +97,7 @@ class Executor {
   Phase phase_ = Phase::full;
   int current_strategy_ = -1;                 // the strategy whose hook runs now
   int forward_layer_ = -1;                    // the block whose forward ran last, until the next block's forward
+  bool keep_activations_ = true;              // false in a forward pass that goes no backward
   std::vector<int> dropped_by_, evicted_by_;  // per block, this micro batch: which strategy, or -1
 };
 

@@ -44,13 +44,16 @@ struct StorageTypes {
   DType activations = DType::f32;
   std::optional<DType> embeddings;       // unset: as `weights`
   WeightQuantizer* quantizer = nullptr;  // set when `weights` is quantized
+  Bf16Rounding* rounding = nullptr;      // bf16 storage rounded by the precision policy, not to nearest
 
   DType embedding_storage() const noexcept { return embeddings.value_or(weights); }
 };
 
 inline StorageTypes storage_types(PrecisionPolicy& precision) {
-  return {precision.weight_storage(), precision.activation_storage(), precision.embedding_storage(),
-          precision.weight_quantizer()};
+  StorageTypes types{precision.weight_storage(), precision.activation_storage(), precision.embedding_storage(),
+                     precision.weight_quantizer()};
+  types.rounding = precision.bf16_rounding();
+  return types;
 }
 
 // The state an optimizer keeps per parameter of `count` elements (Optimizer::state_layout); empty:

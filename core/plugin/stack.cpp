@@ -33,6 +33,9 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
   WeightQuantizer* quantizer = precision.weight_quantizer();
   const std::string prefix = manifest.path.string() + ": [precision] plugin = \"" + manifest.precision.plugin + "\": ";
   const auto host_stored = [](DType dtype) { return dtype == DType::f32 || dtype == DType::bf16; };
+  if (precision.bf16_rounding() != nullptr && precision.weight_storage() != DType::bf16 &&
+      precision.embedding_storage() != DType::bf16)
+    return prefix + "it brings a bf16 rounding but stores no weights as bf16, so the rounding would never be called";
   if (quantizer == nullptr) {
     if (host_stored(precision.weight_storage()) && host_stored(precision.embedding_storage())) return {};
     return prefix + "it stores weights as " + std::string(dtype_name(precision.weight_storage())) + " / " +

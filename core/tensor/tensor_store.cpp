@@ -147,7 +147,7 @@ TensorView TensorStore::view(int row) const noexcept {
                     r.element, r.elements(), r.home == Home::device ? MemorySpace::device : MemorySpace::host};
 }
 
-void TensorStore::publish_weights() {
+void TensorStore::publish_weights(std::int64_t step) {
   if (std::none_of(parameters_.begin(), parameters_.end(), [](const ParameterRows& rows) { return rows.master >= 0; }))
     return;
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
@@ -155,7 +155,10 @@ void TensorStore::publish_weights() {
     if (rows.master < 0) continue;
     complete_rows({rows.param, rows.master});
     if (rows.scales >= 0) complete_rows({rows.scales});
-    if (table_.row(rows.param).element == DType::bf16)
+    if (table_.row(rows.param).element == DType::bf16 && rounding_ != nullptr)
+      rounding_->round(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements(),
+                       RoundingCall{rows.name, step, true});
+    else if (table_.row(rows.param).element == DType::bf16)
       backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
     else
       quantize(rows, f32(rows.master));
@@ -171,6 +174,12 @@ void TensorStore::write_stored_values(const ParameterRows& rows, std::span<const
   const TensorRow& row = table_.row(rows.param);
   if (row.element == DType::f32) {
     backend_.ops().copy_from_host(data(rows.param), values.data(), values.size_bytes());
+  } else if (row.element == DType::bf16 && rounding_ != nullptr) {
+    Buffer staging = backend_.device_memory().allocate(values.size_bytes(), MemoryCategory::workspace, "core");
+    backend_.ops().copy_from_host(staging.data(), values.data(), values.size_bytes());
+    rounding_->round(bf16(rows.param), static_cast<const float*>(staging.data()),
+                     static_cast<std::int64_t>(values.size()), RoundingCall{rows.name, 0, false});
+    backend_.synchronize();  // the staging buffer goes back to the arena when this returns
   } else if (row.element == DType::bf16) {
     std::vector<std::uint16_t> narrowed(values.size());
     for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);

@@ -14,6 +14,7 @@
 #include "core/tensor/tensor_table.hpp"
 #include "core/util/profiler.hpp"
 #include "strata/optimizer.hpp"
+#include "strata/precision_policy.hpp"
 #include "strata/weight_quantizer.hpp"
 
 namespace strata {
@@ -75,6 +76,8 @@ class TensorStore {
   // Matrices stored as quantizer.dtype() are quantized by it, and the matmuls that read them run
   // its kernels (ops() routes them). Set before the first such parameter is added.
   void use_weight_quantizer(WeightQuantizer& quantizer);
+  // bf16 parameters are rounded by `rounding` instead of to nearest even.
+  void use_bf16_rounding(Bf16Rounding& rounding) noexcept { rounding_ = &rounding; }
   // The f32 scratch the matmuls on a parameter's stored form want for `input_rows` rows: none for
   // f32, the whole matrix for bf16 (widened) and quantized ones, or what the quantizer asks if more.
   std::int64_t matmul_scratch_floats(const ParameterRows& rows, std::int64_t input_rows) const;
@@ -107,8 +110,9 @@ class TensorStore {
   int value_row(const ParameterRows& rows) const noexcept { return rows.master >= 0 ? rows.master : rows.param; }
   TensorView values(const ParameterRows& rows) const noexcept { return view(value_row(rows)); }
   // Rounds every master copy into its bf16 weights, or quantizes it into its quantized weights;
-  // nothing to do with f32 weights.
-  void publish_weights();
+  // nothing to do with f32 weights. `step`: the update the masters hold (0: initial or loaded
+  // values; a resume: the checkpoint's step), for a rounding of the precision policy's own.
+  void publish_weights(std::int64_t step = 0);
   // Writes f32 values into a parameter that has no master (evaluation): narrowed or quantized on
   // the way, through an f32 staging buffer in the device arena for a quantized matrix.
   void write_stored_values(const ParameterRows& rows, std::span<const float> values);
@@ -153,6 +157,7 @@ class TensorStore {
   Backend& backend_;
   Profiler& profiler_;
   WeightQuantizer* quantizer_ = nullptr;
+  Bf16Rounding* rounding_ = nullptr;
   std::unique_ptr<Ops> quantized_ops_;
   std::vector<int> parameter_of_row_;  // parallel to table rows: the parameter whose value row it is, or -1
   TensorTable table_;

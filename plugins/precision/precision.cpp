@@ -8,9 +8,16 @@
 //          Gradients stay f32.
 //            weights     = "bf16" | "f32"   wte, wpe and the blocks' projection matrices
 //            activations = "bf16" | "f32"   the block activations kept for backward
+//            rounding    = "nearest" | "stochastic"
+//                          how the updated masters become bf16 weights: to nearest even, or
+//                          stochastically (unbiased; CPU backend; stochastic_rounding.hpp)
 //
 // Neither scales the loss (bf16 keeps f32's exponent range). Both skip a step whose gradients are
 // not finite, and count it, unless skip_nonfinite = false makes it an error.
+#include <optional>
+#include <string>
+
+#include "stochastic_rounding.hpp"
 #include "storage_precision.hpp"
 
 namespace {
@@ -26,12 +33,26 @@ class Fp32 final : public StoragePrecision {
 
 class Bf16 final : public StoragePrecision {
  public:
-  Bf16(ConfigView& config, HostServices&)
-      : StoragePrecision(config, storage_key(config, "weights"), storage_key(config, "activations")) {}
+  Bf16(ConfigView& config, HostServices& host)
+      : StoragePrecision(config, storage_key(config, "weights"), storage_key(config, "activations")) {
+    if (config.get_string("rounding", "nearest", {"nearest", "stochastic"}) != "stochastic") return;
+    if (weight_storage() != DType::bf16)
+      config.report_error("rounding", "rounding = \"stochastic\" rounds bf16 weights, and weights = \"f32\" has none");
+    else if (host.target().backend != "cpu")
+      config.report_error("rounding",
+                          "rounding = \"stochastic\" runs on device.kind = \"cpu\" only (this run is on \"" +
+                              std::string(host.target().backend) + "\")");
+    else
+      rounding_.emplace();
+  }
+  Bf16Rounding* bf16_rounding() noexcept override { return rounding_ ? &*rounding_ : nullptr; }
+
+ private:
+  std::optional<plugins::StochasticBf16Rounding> rounding_;
 };
 
 constexpr const char* kFp32Keys[] = {"skip_nonfinite"};
-constexpr const char* kBf16Keys[] = {"weights", "activations", "skip_nonfinite"};
+constexpr const char* kBf16Keys[] = {"weights", "activations", "rounding", "skip_nonfinite"};
 const FactoryDescriptor kFactories[] = {
     make_factory<PrecisionPolicy, Fp32>("fp32", "f32 everywhere", name_list(kFp32Keys)),
     make_factory<PrecisionPolicy, Bf16>("bf16", "bf16 storage of weights and activations, f32 compute",

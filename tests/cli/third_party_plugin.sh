@@ -61,7 +61,8 @@ grep -q "pressure_checkpoint: step 1 dropped the activations of" "$work/pressure
 # for, accounted under its name; it trains (the loss falls).
 sed -e "s#data/kjv.txt#$PWD/data/kjv.txt#" -e '/^\[checkpoint\]/,$d' -e '/^betas/d' -e '/^weight_decay/d' \
   -e '/^grad_clip/d' -e 's/^plugin = "adamw"/plugin = "lion"/' examples/quickstart.toml > "$work/lion.toml"
-"$strata" train "$work/lion.toml" --set train.steps=40 "${small[@]}" --metrics "$work/lion.jsonl" > "$work/lion.log" 2>&1 ||
+"$strata" train "$work/lion.toml" --set train.steps=40 "${small[@]}" --set optimizer.lr_scale=0.3 --metrics "$work/lion.jsonl" \
+  > "$work/lion.log" 2>&1 ||
   { cat "$work/lion.log"; exit 1; }
 python3 -c 'import json, sys
 lion = [json.loads(l) for l in open(sys.argv[1])][-1]

@@ -108,6 +108,7 @@ class Precision final : public PrecisionPolicy {
   DType weight_storage() const noexcept override { return object_->weight_storage(); }
   DType embedding_storage() const noexcept override { return object_->embedding_storage(); }
   WeightQuantizer* weight_quantizer() noexcept override { return object_->weight_quantizer(); }
+  Bf16Rounding* bf16_rounding() noexcept override { return object_->bf16_rounding(); }
   DType activation_storage() const noexcept override { return object_->activation_storage(); }
   void begin_step(Phase phase) noexcept override { object_->begin_step(phase); }
   double loss_scale() const noexcept override { return object_->loss_scale(); }

@@ -42,11 +42,12 @@ class HookContext {
   // accounted host memory, on the copy stream for the async form, and the executor brings them
   // back before the block's backward (and a block's output before the next block's backward or
   // recomputation reads it). While the next block's forward has not run yet, the block's output
-  // stays on the device (that block reads it); evict the block again later to move it. A block
-  // whose activations one strategy drops and another evicts in the same micro batch stops the run
-  // with an error naming both. residence() of activations: host when any of the block's is there,
-  // device when all are held on the device, absent when some are not held (dropped or not yet
-  // computed).
+  // stays on the device (that block reads it); evict the block again later to move it. In a pass
+  // that goes no backward (evaluation, a predict step) activations go as soon as they are read,
+  // and evicting them does nothing. A block whose activations one strategy drops and another
+  // evicts in the same micro batch stops the run with an error naming both. residence() of
+  // activations: host when any of the block's is there, device when all are held on the device,
+  // absent when some are not held (dropped or not yet computed).
   virtual Status fetch(int layer, TensorGroup group) noexcept = 0;
   virtual Status evict(int layer, TensorGroup group) noexcept = 0;
   virtual Residence residence(int layer, TensorGroup group) const noexcept = 0;
