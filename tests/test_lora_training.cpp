@@ -4,6 +4,9 @@
 // int8 base), and refuses adapters loaded onto a different base or under other adapter keys.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -92,6 +95,35 @@ TEST(LoraTraining, ResumeFromAnAdapterCheckpointContinuesBitwise) {
     }
     EXPECT_LT(uninterrupted.summary.first_loss, 5.0) << "it starts from the base (20 steps), not at ln(256) = 5.55";
   }
+}
+
+// The plugin keeps its settings in each checkpoint (strategy_1_lora.bin): a resume with other
+// settings the adapters' shapes do not show (dropout) is refused naming both, and a checkpoint
+// saved before strategies kept state (no such file) still resumes, bitwise.
+TEST(LoraTraining, ItsCheckpointStateRefusesOtherSettingsAndOlderSavesStillResume) {
+  const FineTune run = fine_tune("lora_state", "", {});
+  const TrainResult uninterrupted = train(run.manifest, {"checkpoint.dir=\"" + (run.dir / "full").string() + "\""});
+  const TrainResult first_half = train(run.manifest, {}, std::nullopt, 3);
+  ASSERT_TRUE(first_half.last_checkpoint);
+  const fs::path state = *first_half.last_checkpoint / "strategy_1_lora.bin";
+  ASSERT_TRUE(fs::exists(state));
+  std::ifstream saved(state);
+  const std::string settings((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(settings, "rank 4, alpha 16, dropout 0.1, targets qkv fc");
+  try {
+    (void)train(run.manifest, {"strategy.0.dropout=0.0"}, run.dir / "tuned");
+    FAIL() << "a resume under another dropout must be refused";
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("saved by lora with rank 4, alpha 16, dropout 0.1, targets qkv fc; this manifest's lora has "
+                           "rank 4, alpha 16, dropout 0, targets qkv fc"),
+              std::string::npos)
+        << message;
+  }
+  fs::remove(state);  // as a save before SDK 9.0 left it
+  const TrainResult second_half = train(run.manifest, {}, run.dir / "tuned");
+  ASSERT_EQ(second_half.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(second_half.losses[i], uninterrupted.losses[i + 3]) << "step " << i + 4;
 }
 
 // eval rebuilds the run's base and loads the adapters: the validation loss training measured. The

@@ -89,7 +89,8 @@ TEST(Stack, AQuantizerTheHostWouldNotCallIsRefused) {
       << bf16.error;
   const StackResult unstored = build("[precision]\nplugin = \"fixture_unstored_quantizer\"\n");
   EXPECT_FALSE(unstored.built);
-  EXPECT_NE(unstored.error.find("its weight quantizer is for i8, but the policy stores the block matrices as f32"),
+  EXPECT_NE(unstored.error.find("its weight quantizer is for i8, but the policy stores the block matrices as f32 and "
+                                "the embeddings as f32, so the quantizer would never be called"),
             std::string::npos)
       << unstored.error;
 }

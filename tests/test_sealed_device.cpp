@@ -88,6 +88,14 @@ TEST(SealedDevice, OptimizerOffloadTrainsAsOnTheCpuBackend) {
   expect_sealed_equals_plain("offload_optimizer_bf16", kOptimizerOffload + kBf16, kLlama);
 }
 
+// Activations leave for the host arena and come back through the copy stream only, never through
+// host reads of device memory, and the run is the CPU backend's, bit for bit.
+TEST(SealedDevice, ActivationOffloadTrainsAsOnTheCpuBackend) {
+  const std::string activations = "[[strategy]]\nplugin = \"offload\"\nactivations = \"host\"\n";
+  expect_sealed_equals_plain("offload_activations", activations);
+  expect_sealed_equals_plain("offload_activations_llama_bf16", activations + kBf16 + kLayerStreaming, kLlama);
+}
+
 TEST(SealedDevice, LayerStreamingTrainsAsOnTheCpuBackend) {
   expect_sealed_equals_plain("offload_streaming", kLayerStreaming);
   expect_sealed_equals_plain("offload_streaming_llama_bf16", kLayerStreaming + kBf16 + kSelectiveCheckpoint, kLlama);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -70,9 +71,12 @@ class ExecutorHookContext final : public HookContext {
     });
   }
   TensorView tensor(std::string_view name) noexcept override {
-    const TensorStore& store = executor_.model_.store();
+    TensorStore& store = executor_.model_.store();
     const std::optional<int> row = store.table().find(name);
     if (!row) return {};
+    // A tensor being moved is where it goes once its copy lands: let it land, so the view's memory
+    // space is true.
+    if (Status status = guarded([&] { store.complete_rows({*row}); }); !status) return {};
     return store.view(*row);
   }
   Status drop_activation_tensors(int layer, std::span<const std::string_view> names) noexcept override {
@@ -99,8 +103,10 @@ class ExecutorHookContext final : public HookContext {
     });
   }
   std::span<const TensorInfo> tensors(int layer) noexcept override {
-    listed_.clear();
     if (layer < kGlobalParameters || layer >= n_layer()) return {};
+    // One list per layer for the context's life, so an earlier span stays valid during the hook.
+    std::vector<TensorInfo>& listed = listed_[layer];
+    listed.clear();
     const TensorStore& store = executor_.model_.store();
     const std::vector<TensorRow>& rows = store.table().rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -112,9 +118,9 @@ class ExecutorHookContext final : public HookContext {
       const Model& model = executor_.model_;
       const int kind = layer >= 0 && r.group == TensorGroup::activations ? model.activation_kind(layer, row) : -1;
       const std::string_view recomputed_by = kind >= 0 ? std::string_view(model.recompute_op(kind)) : "";
-      listed_.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});
+      listed.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});
     }
-    return listed_;
+    return listed;
   }
   MemorySnapshot memory() const noexcept override {
     Backend& device = executor_.model_.backend();
@@ -152,7 +158,7 @@ class ExecutorHookContext final : public HookContext {
   }
   Executor& executor_;
   int layer_;
-  std::vector<TensorInfo> listed_;  // what tensors() returned last
+  std::map<int, std::vector<TensorInfo>> listed_;  // what tensors() returned, per layer
 };
 
 Executor::Executor(Model& model, Optimizer& optimizer, PrecisionPolicy& precision,
@@ -205,7 +211,7 @@ void Executor::claim_activations(int layer, ActivationAction action) {
   const std::vector<int>& other = action == ActivationAction::drop ? evicted_by_ : dropped_by_;
   const std::size_t index = static_cast<std::size_t>(layer);
   claims[index] = current_strategy_;
-  if (other[index] < 0) return;
+  if (other[index] < 0 || other[index] == current_strategy_) return;  // one strategy may do both
   const auto label = [&](int strategy) {
     return strategy < static_cast<int>(options_.strategy_labels.size())
                ? options_.strategy_labels[static_cast<std::size_t>(strategy)]
@@ -393,7 +399,9 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
     OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
     if (Status status = optimizer_.step(info, slots, outcome.report); !status) throw HookFailed(status.message());
   }
-  if (!outcome.skipped) store.publish_weights(step);  // bf16 weights: round the updated masters
+  // bf16 weights: round the updated masters. A skipped step rounds its unchanged masters again, as
+  // a resume from its checkpoint does, so a rounding that depends on the step resumes bitwise.
+  store.publish_weights(step);
   run_hooks(Hook::after_step, -1, true);
 }
 

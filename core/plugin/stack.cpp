@@ -49,10 +49,16 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
     return prefix + "its weight quantizer is for " + std::string(dtype_name(dtype)) +
            ", which the host stores itself, so it would never be called (a quantizer is for a dtype of its own: i8, "
            "u8, f16)";
-  if (precision.weight_storage() != dtype)
-    return prefix + "its weight quantizer is for " + std::string(dtype_name(dtype)) +
-           ", but the policy stores the block matrices as " + std::string(dtype_name(precision.weight_storage())) +
+  const DType weights = precision.weight_storage(), embeddings = precision.embedding_storage();
+  const auto stored = [](DType d) { return std::string(dtype_name(d)); };
+  if (weights != dtype && embeddings != dtype)
+    return prefix + "its weight quantizer is for " + stored(dtype) + ", but the policy stores the block matrices as " +
+           stored(weights) + " and the embeddings as " + stored(embeddings) +
            ", so the quantizer would never be called";
+  for (const auto& [what, storage] : {std::pair{"block matrices", weights}, std::pair{"embeddings", embeddings}})
+    if (!host_stored(storage) && storage != dtype)
+      return prefix + "it stores the " + what + " as " + stored(storage) +
+             ", which neither the host nor its quantizer (for " + stored(dtype) + ") stores";
   if (Status status = quantizer->check(target); !status) return prefix + status.message();
   for (const auto& [name, shape] : manifest.model.block_matrices()) {
     std::int64_t group_size = 0, scales = 0;

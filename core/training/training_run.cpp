@@ -291,9 +291,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   for (const PluginMemoryImpl* memory : host.plugin_memory())
     plugin_memory.push_back({memory->owner(), memory->host_bytes_live(), memory->device_bytes_live(),
                              memory->bytes_to_host() + memory->bytes_to_device()});
-  summary.plugin_memory = plugin_memory;
+  summary.plugin_memory = plugin_memory;  // views into this frame and `host`: cleared below
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed(status.message());
+  summary.plugin_memory = {};
   if (options.profile) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);

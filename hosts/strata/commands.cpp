@@ -260,10 +260,12 @@ int command_plan(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full]", options, arguments, values)) return *code;
   return run_guarded("plan", [&] {
+    // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
+    // It outlives the plugins, whose memory (HostServices::memory) comes from its arenas.
+    std::unique_ptr<Backend> device = make_cpu_backend(0);
     InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
-    // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
-    std::unique_ptr<Backend> device = make_cpu_backend(0);
+    inspected.host.use_backend(*device);
     const std::unique_ptr<Model> model_owner =
         make_model(manifest.model, *device, inspected.stack.attention_on(*device, manifest.model.attention_shape(1)),
                    ModelOptions{manifest.train.micro_batch_rows(), state_layout_of(*inspected.stack.optimizer),

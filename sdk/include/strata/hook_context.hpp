@@ -45,7 +45,8 @@ class HookContext {
   // stays on the device (that block reads it); evict the block again later to move it. In a pass
   // that goes no backward (evaluation, a predict step) activations go as soon as they are read,
   // and evicting them does nothing. A block whose activations one strategy drops and another
-  // evicts in the same micro batch stops the run with an error naming both. residence() of
+  // evicts in the same micro batch stops the run with an error naming both (one strategy may do
+  // both). residence() of
   // activations: host when any of the block's is there, device when all are held on the device,
   // absent when some are not held (dropped or not yet computed).
   virtual Status fetch(int layer, TensorGroup group) noexcept = 0;
