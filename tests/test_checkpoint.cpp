@@ -18,6 +18,13 @@ struct ModelFixture {
   GPT2Model model{config, *device, *attention, model_options(1, f32_state_layout(2))};
 };
 
+// An atomic write replaces a file by renaming over it, which would turn a device into a regular
+// file: such a path is refused and left as it was.
+TEST(AtomicFile, APathThatIsNotARegularFileIsRefusedNotReplaced) {
+  EXPECT_THROW(write_file_atomically("/dev/null", "bytes"), std::runtime_error);
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
 TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
   const auto dir = test::temporary_directory("ckpt_roundtrip");
   ModelFixture a;

@@ -26,6 +26,11 @@ void sync_directory(const std::filesystem::path& directory) {
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
+  // The rename below would replace a device, pipe or socket with a regular file.
+  std::error_code error;
+  if (const auto status = std::filesystem::status(path, error);
+      std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw std::runtime_error(path.string() + ": is not a regular file; refusing to replace it");
   const std::filesystem::path directory = path.parent_path();
   if (!directory.empty()) std::filesystem::create_directories(directory);
   const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid());

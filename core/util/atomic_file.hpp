@@ -1,6 +1,7 @@
 #pragma once
 // Write-to-temp, fsync, rename, fsync the directory: a reader sees the old file or the new one,
-// never half of either, even if the process dies mid-write.
+// never half of either, even if the process dies mid-write. A path that exists and is not a
+// regular file (a device, a pipe) is refused, never replaced.
 #include <filesystem>
 #include <string_view>
 

@@ -178,6 +178,34 @@ void check_data_file(const std::filesystem::path& path, const Manifest& manifest
                     " in " + manifest.path.string() + ")");
 }
 
+// A TOML basic string holding `text`.
+std::string toml_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+// --set assignments that send a run's own outputs under `run_dir`: its checkpoints and every
+// telemetry file its manifest names. A comparison never writes into the manifests' checkpoint
+// directories or logs, which a later --resume or plot would read (the user's files stay as they were).
+std::vector<std::string> own_outputs(const Manifest& manifest, const std::filesystem::path& run_dir) {
+  std::filesystem::remove_all(run_dir);  // this folder is ab's own: a previous comparison's run
+  std::vector<std::string> assignments;
+  if (manifest.checkpoint.dir)
+    assignments.push_back("checkpoint.dir=" + toml_string((run_dir / "checkpoints").string()));
+  for (std::size_t t = 0; t < manifest.telemetry.size(); ++t) {
+    const PluginSpec& spec = manifest.telemetry[t];
+    const auto* path = spec.table != nullptr ? spec.table->get_as<std::string>("path") : nullptr;
+    if (path == nullptr) continue;
+    const std::string file = "telemetry-" + std::to_string(t) + std::filesystem::path(path->get()).extension().string();
+    assignments.push_back("telemetry." + std::to_string(t) + ".path=" + toml_string((run_dir / file).string()));
+  }
+  return assignments;
+}
+
 }  // namespace
 
 int command_ab(const std::vector<std::string>& arguments) {
@@ -260,6 +288,8 @@ int command_ab(const std::vector<std::string>& arguments) {
     std::vector<std::string> command = {own_executable().string(), "train", manifest_paths[i], "--metrics",
                                         jsonl.string()};
     for (const std::string& assignment : shared) command.insert(command.end(), {"--set", assignment});
+    for (const std::string& assignment : own_outputs(manifests[i], std::filesystem::path(out_dir) / base))
+      command.insert(command.end(), {"--set", assignment});
     const std::string prefix =
         "[" + std::to_string(i + 1) + "/" + std::to_string(manifest_paths.size()) + "] " + manifest_paths[i] + " ... ";
     std::printf("%s", prefix.c_str());

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -69,6 +70,11 @@ void check_output_file(const std::string& option, const std::filesystem::path& p
   std::error_code error;
   if (std::filesystem::is_directory(path, error))
     throw ManifestError(option + " " + path.string() + ": is a directory, not a file");
+  // Files are written whole and renamed into place, which would replace a device, pipe or socket.
+  if (const auto status = std::filesystem::status(path, error);
+      std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw ManifestError(option + " " + path.string() +
+                        ": is not a regular file (a device, pipe or socket), which writing the file would replace");
   const std::filesystem::path directory = std::filesystem::absolute(path, error).parent_path();
   std::filesystem::create_directories(directory, error);
   const std::filesystem::path probe = directory / (".strata-probe-" + std::to_string(::getpid()));
@@ -218,6 +224,15 @@ int command_export(const std::vector<std::string>& arguments) {
   return run_guarded("export", [&] {
     const Manifest manifest = load_manifest(common.manifest, common.overrides);
     check_output_file("--merge", merge);
+    // The merged file must not land on what the export reads (a save's own model.safetensors).
+    const auto within = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
+      const std::filesystem::path a = std::filesystem::weakly_canonical(inner),
+                                  b = std::filesystem::weakly_canonical(outer);
+      return std::mismatch(b.begin(), b.end(), a.begin(), a.end()).first == b.end();
+    };
+    if (within(merge, checkpoint))
+      throw ManifestError("--merge " + merge + ": is inside --checkpoint " + checkpoint +
+                          ", which the export reads: write the merged file elsewhere");
     PluginRegistry registry = load_plugins(manifest);
     const MergedExport written = export_merged(manifest, registry, checkpoint, merge);
     std::printf("wrote %s: %d tensors (%d with adapters folded in), %.1f MiB\n", merge.c_str(), written.tensors,

@@ -104,4 +104,21 @@ echo "$out" | grep -q "invalid data: .*nothing.txt: no such file (\[data\] train
 [ ! -e "$work/runs6" ] || fail "ab ran something despite invalid input"
 ab examples/quickstart.toml examples/quickstart.toml --last-k 0 > /dev/null
 [ "$code" = 2 ] || fail "--last-k 0 must exit 2, not $code"
+# A comparison leaves the manifests' own outputs alone: after a run has trained with checkpoints
+# and a JSONL log, ab of its manifest writes its checkpoints and telemetry under --out, and every
+# file of the run is byte for byte as it was (a later --resume still finds its latest step).
+own=$work/own
+sed -e "s#runs/quickstart#$own#g" examples/quickstart.toml > "$work/own.toml"
+own_shape=(--set model.n_layer=2 --set model.d_model=32 --set model.n_head=2 --set model.seq_len=16
+  --set train.batch=4 --set train.eval_batches=2 --set train.threads=2 --set train.eval_every=0)
+"$strata" train "$work/own.toml" --set train.steps=4 "${own_shape[@]}" > /dev/null 2>&1 || fail "the run to protect failed"
+fingerprint() { (cd "$own" && find . -type f -exec sha256sum {} + | sort); }
+before=$(fingerprint)
+echo "$before" | grep -q "checkpoints/step_00000004/model.safetensors" || fail "the run saved no checkpoint: $before"
+echo "$before" | grep -q "steps.jsonl" || fail "the run wrote no log: $before"
+ab "$work/own.toml" examples/quickstart.toml --steps 2 "${own_shape[@]}" --out "$work/runs7" > /dev/null
+[ "$code" = 0 ] || fail "ab exited $code: $out"
+[ "$(fingerprint)" = "$before" ] || fail "ab changed the manifest's own checkpoints or log"
+[ -f "$work/runs7/1-own/checkpoints/latest" ] || fail "ab's run saved no checkpoints under --out"
+[ -f "$work/runs7/1-own/telemetry-1.jsonl" ] || fail "ab's run wrote its JSONL telemetry elsewhere"
 echo "ab: table, verdicts and report ok"

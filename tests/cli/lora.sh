@@ -37,6 +37,15 @@ expect_refusal() {  # message, then the command
   [ "$code" = 2 ] || { echo "exit $code, not 2, for: $*"; cat "$work/refusal.txt"; exit 1; }
   grep -qF "$message" "$work/refusal.txt" || { echo "missing '$message' in:"; cat "$work/refusal.txt"; exit 1; }
 }
+# The merged file may not land on what the export reads, nor replace a device; nothing is written.
+step=$(cat "$work/lora/latest")
+cp "$work/lora/$step/model.safetensors" "$work/adapters.before"
+expect_refusal "is inside --checkpoint $work/lora, which the export reads" \
+  "$strata" export "${lora[@]}" --checkpoint "$work/lora" --merge "$work/lora/$step/model.safetensors"
+cmp -s "$work/adapters.before" "$work/lora/$step/model.safetensors" || { echo "the export overwrote its input"; exit 1; }
+expect_refusal "/dev/full: is not a regular file (a device, pipe or socket)" \
+  "$strata" export "${lora[@]}" --checkpoint "$work/lora" --merge /dev/full
+[ -c /dev/full ] || { echo "/dev/full is no longer a character device"; exit 1; }
 expect_refusal "targets: 'q' is not a matrix of a gpt2 block" "$strata" validate "${lora[@]}" --set 'strategy.0.targets=["q"]'
 expect_refusal "rank" "$strata" validate "${lora[@]}" --set strategy.0.rank=0
 "$strata" train examples/quickstart.toml --set train.steps=3 --set train.seed=7 "${small[@]}" \
