@@ -175,7 +175,9 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
   std::filesystem::create_directories(dir / ".step_00000009.tmp-1");
   std::filesystem::create_directories(dir / ".step_00000009.tmp-2147483646");
   std::filesystem::create_directories(dir / ".step_00000008.old-2147483645");
-  EXPECT_EQ(remove_stale_partial_saves(dir), 2);
+  write_file_atomically(dir / "latest.tmp-2147483644", "step_00000009\n");  // a kill -9 mid-replace
+  EXPECT_EQ(remove_stale_partial_saves(dir), 3);
+  EXPECT_FALSE(std::filesystem::exists(dir / "latest.tmp-2147483644"));
   EXPECT_TRUE(std::filesystem::exists(dir / ".step_00000009.tmp-1")) << "a running process's save was removed";
   EXPECT_FALSE(std::filesystem::exists(dir / ".step_00000009.tmp-2147483646"));
   EXPECT_TRUE(std::filesystem::exists(dir / "step_00000004"));

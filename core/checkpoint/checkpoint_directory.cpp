@@ -37,9 +37,10 @@ void check_checkpoint_directory(const fs::path& directory) {
 
 namespace {
 
-// The PID after ".tmp-" or ".old-" in a partial save's name; 0 when the name is not one.
+// The PID after ".tmp-" or ".old-" in a partial save's name, or in the temporary file a `latest`
+// being replaced is written to; 0 when the name is not one.
 pid_t partial_save_owner(const std::string& name) {
-  if (!name.starts_with(".step_")) return 0;
+  if (!name.starts_with(".step_") && !name.starts_with("latest.tmp-")) return 0;
   for (const char* marker : {".tmp-", ".old-"}) {
     const std::size_t at = name.rfind(marker);
     if (at == std::string::npos) continue;

@@ -161,6 +161,9 @@ int command_train(const std::vector<std::string>& arguments) {
     train_options.print_table = values.count("table") > 0;
     train_options.profile = values.count("profile") > 0;
     train_options.stop_after_step = values["stop-after"].as<std::int64_t>();
+    if (train_options.stop_after_step < 0)
+      throw ManifestError("--stop-after " + std::to_string(train_options.stop_after_step) +
+                          ": must be a step of the schedule, 1 or more (0, the default, trains to train.steps)");
     train_options.force_resume = values.count("force-resume") > 0;
     if (values.count("resume")) {
       if (!resume.empty()) {

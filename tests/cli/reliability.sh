@@ -24,6 +24,8 @@ fault "misspelt top-level key" 2 "unknown top-level key 'modle'" -- "$strata" va
 fault "unknown top-level table through --set" 2 "unknown top-level key 'nosuch'" -- \
   "$strata" validate $q --set nosuch.key=1
 fault "--set without a value" 2 "expected key.path=value" -- "$strata" validate $q --set train.steps
+fault "negative --stop-after" 2 "--stop-after -1: must be a step of the schedule, 1 or more" -- \
+  "$strata" train $q --stop-after -1
 fault "memory_limit that is not a size" 2 "memory_limit = \"lots\" is not a size" -- \
   "$strata" validate $q --set device.memory_limit='"lots"'
 fault "unknown device kind" 2 "kind = \"tpu\" must be \"cpu\" or \"cuda:N\"" -- "$strata" validate $q --set device.kind='"tpu"'
