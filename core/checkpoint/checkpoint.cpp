@@ -226,11 +226,14 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   TrainerState state;
   try {
     trainer = nlohmann::json::parse(in);
+    // A save follows a step: its step is a whole number from 1 on. Steps are counted in int64 and
+    // added to; a value near its limit is corruption, not progress.
+    if (!trainer.at("step").is_number_integer())
+      throw CheckpointError(trainer_path.string() + ": step " + trainer.at("step").dump() + " is not a whole number");
     state.step = trainer.at("step").get<std::int64_t>();
-    // Steps are counted in int64 and added to; a value near its limit is corruption, not progress.
-    if (state.step < 0 || state.step > kMaxCheckpointStep)
-      throw CheckpointError(trainer_path.string() + ": step " + std::to_string(state.step) + " is outside [0, " +
-                            std::to_string(kMaxCheckpointStep) + "]");
+    if (state.step < 1 || state.step > kMaxCheckpointStep)
+      throw CheckpointError(trainer_path.string() + ": step " + std::to_string(state.step) + " is outside [1, " +
+                            std::to_string(kMaxCheckpointStep) + "] (a checkpoint is saved after a step)");
     state.seed = trainer.at("seed").get<std::uint64_t>();
     state.optimizer = trainer.at("optimizer").get<std::string>();
     state.stack = trainer.value("stack", std::string());

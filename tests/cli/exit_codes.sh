@@ -124,8 +124,19 @@ cp -r "$work/gpt2_ckpt" "$work/huge_step"
 python3 -c 'import json, sys
 p = sys.argv[1]; t = json.load(open(p)); t["step"] = 9223372036854775800; json.dump(t, open(p, "w"))' \
   "$work/huge_step/step_00000001/trainer.json"
-fault "trainer.json step near INT64_MAX" 2 "is outside [0," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 \
+fault "trainer.json step near INT64_MAX" 2 "is outside [1," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 --set model.d_model=32 \
   --set checkpoint.dir=\"$work/huge_step\" --resume
+# A step of 0 (the schedule would restart) or one that is not a whole number (5.5 read as 5) is too.
+for bad in 0 5.5; do
+  cp -r "$work/gpt2_ckpt" "$work/bad_step_$bad"
+  python3 -c 'import json, sys
+p = sys.argv[1]; t = json.load(open(p)); t["step"] = float(sys.argv[2]) if "." in sys.argv[2] else int(sys.argv[2]); json.dump(t, open(p, "w"))' \
+    "$work/bad_step_$bad/step_00000001/trainer.json" "$bad"
+done
+fault "trainer.json step 0" 2 "step 0 is outside [1," -- "$strata" train examples/quickstart.toml --set model.n_layer=1 \
+  --set model.d_model=32 --set checkpoint.dir=\"$work/bad_step_0\" --resume
+fault "trainer.json step not a whole number" 2 "step 5.5 is not a whole number" -- "$strata" train examples/quickstart.toml \
+  --set model.n_layer=1 --set model.d_model=32 --set checkpoint.dir=\"$work/bad_step_5.5\" --resume
 # Telemetry that cannot be written fails the run, naming the file (/dev/full: every write is ENOSPC).
 fault "jsonl telemetry write fails (disk full)" 1 "jsonl: cannot write to '/dev/full'" -- "$strata" train examples/quickstart.toml --set train.steps=2 \
   --set checkpoint.dir=\"$work/full_ckpt\" --set telemetry.1.path=\"/dev/full\"
