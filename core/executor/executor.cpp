@@ -60,8 +60,7 @@ class ExecutorHookContext final : public HookContext {
       if (layer > 0 && !model.layer_output_kept(layer - 1))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
-      executor_.ensure_on_device(layer, TensorGroup::activations);  // what a partial drop kept
-      if (layer > 0) executor_.ensure_input_on_device(layer);
+      executor_.bring_back_activations(layer);  // the input, and what a partial drop kept
       if (model.only_partial_activations_missing(layer)) {
         model.recompute_missing_activations(layer);
         return;
@@ -107,7 +106,8 @@ class ExecutorHookContext final : public HookContext {
     // One list per layer for the context's life, so an earlier span stays valid during the hook.
     std::vector<TensorInfo>& listed = listed_[layer];
     listed.clear();
-    const TensorStore& store = executor_.model_.store();
+    const Model& model = executor_.model_;
+    const TensorStore& store = model.store();
     const std::vector<TensorRow>& rows = store.table().rows();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const TensorRow& r = rows[i];
@@ -115,7 +115,6 @@ class ExecutorHookContext final : public HookContext {
       const int row = static_cast<int>(i);
       const Residence where =
           !store.allocated(row) ? Residence::absent : (r.home == Home::device ? Residence::device : Residence::host);
-      const Model& model = executor_.model_;
       const int kind = layer >= 0 && r.group == TensorGroup::activations ? model.activation_kind(layer, row) : -1;
       const std::string_view recomputed_by = kind >= 0 ? std::string_view(model.recompute_op(kind)) : "";
       listed.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});
@@ -140,8 +139,9 @@ class ExecutorHookContext final : public HookContext {
         if (!executor_.keep_activations_) return;
         if (to == Home::host) executor_.claim_activations(layer, Executor::ActivationAction::evict);
         // The next block's forward still reads this block's output: it stays until then.
-        const bool output_still_read = to == Home::host && layer == executor_.forward_layer_;
-        const std::vector<int> rows = executor_.model_.layer_activation_rows(layer, !output_still_read);
+        std::vector<int> rows = executor_.model_.layer_activation_rows(layer);
+        if (to == Home::host && layer == executor_.forward_layer_)
+          std::erase(rows, executor_.model_.layer_output_row(layer));
         store.begin_move_rows(rows, to);
         if (!async) store.complete_rows(rows);
         return;
@@ -231,14 +231,9 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
   if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
 }
 
-void Executor::ensure_input_on_device(int layer) {
-  TensorStore& store = model_.store();
-  const std::vector<int> input = {model_.layer_output_row(layer - 1)};
-  store.complete_rows(input);
-  if (store.allocated(input.front()) && store.table().row(input.front()).home == Home::host) {
-    store.begin_move_rows(input, Home::device);
-    store.complete_rows(input);
-  }
+void Executor::bring_back_activations(int layer) {
+  model_.store().bring_to_device(model_.layer_activation_rows(layer));
+  if (layer > 0) model_.store().bring_to_device({model_.layer_output_row(layer - 1)});
 }
 
 void Executor::forward_layers(bool keep_activations) {
@@ -289,10 +284,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         run_hooks(Hook::before_backward, l, true);
         ensure_on_device(l, TensorGroup::weights);
         ensure_on_device(l, TensorGroup::grads);
-        // Offloaded activations come back: this block's, and the output of the block below, which
-        // is this block's input (the rest of that block's can still be on its way).
-        ensure_on_device(l, TensorGroup::activations);
-        if (l > 0) ensure_input_on_device(l);
+        bring_back_activations(l);
         if (!model_.layer_activations_present(l)) {
           ExecutorHookContext context(*this, l);
           if (Status status = context.recompute_activations(l); !status) throw HookFailed(status.message());

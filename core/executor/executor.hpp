@@ -73,8 +73,10 @@ class Executor {
   enum class ActivationAction { drop, evict };
   void claim_activations(int layer, ActivationAction action);
   void ensure_on_device(int layer, TensorGroup group);
-  // A block's input (the output of the block below) on the device, for its backward.
-  void ensure_input_on_device(int layer);
+  // Offloaded activations back on the device before a block's backward or recomputation: the
+  // block's own and its input, the output of the block below (the rest of that block's may still
+  // be on their way).
+  void bring_back_activations(int layer);
   // The embedding and every layer forward, with the forward hooks; not the head. Without
   // keep_activations (nothing goes backward), a layer's activations go once the next has run.
   void forward_layers(bool keep_activations);

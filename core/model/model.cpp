@@ -92,13 +92,6 @@ void Model::allocate_layer_activations(int layer) {
     if (!store_.allocated(row)) store_.allocate(row);
 }
 
-std::vector<int> Model::layer_activation_rows(int layer, bool with_output) const {
-  if (trainable_.skips(layer)) return with_output ? std::vector<int>{layer_output_row(layer)} : std::vector<int>{};
-  std::vector<int> rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
-  if (!with_output) std::erase(rows, layer_output_row(layer));
-  return rows;
-}
-
 bool Model::layer_activations_present(int layer) const {
   if (trainable_.skips(layer)) return store_.allocated(layer_output_row(layer));
   return store_.layer_activations_present(layer);

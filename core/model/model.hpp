@@ -152,8 +152,11 @@ class Model {
   bool layer_activations_present(int layer) const;  // a skipped block's: its output
   bool layer_output_kept(int layer) const { return store_.allocated(layer_output_row(layer)); }
   int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
-  // A block's activation rows (its output among them, or only it for a skipped block).
-  std::vector<int> layer_activation_rows(int layer, bool with_output) const;
+  // A block's activation rows, in kind order, its output among them (a skipped block holds only
+  // its output; the others stay unallocated).
+  const std::vector<int>& layer_activation_rows(int layer) const {
+    return layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  }
   virtual void layer_forward(int layer) = 0;
   // Partial checkpointing frees some of a block's activations after its forward: those the family
   // lists as recomputed alone (recompute_op names the op, empty for the others), chosen by a

@@ -32,33 +32,31 @@ std::string attention_refusal(const std::string& manifest_path, const std::strin
 std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target) {
   WeightQuantizer* quantizer = precision.weight_quantizer();
   const std::string prefix = manifest.path.string() + ": [precision] plugin = \"" + manifest.precision.plugin + "\": ";
+  const DType weights = precision.weight_storage(), embeddings = precision.embedding_storage();
+  const auto name = [](DType dtype) { return std::string(dtype_name(dtype)); };
   const auto host_stored = [](DType dtype) { return dtype == DType::f32 || dtype == DType::bf16; };
-  if (precision.bf16_rounding() != nullptr && precision.weight_storage() != DType::bf16 &&
-      precision.embedding_storage() != DType::bf16)
+  // A quantizer or rounding the host would never call is refused, not ignored: the host narrows
+  // bf16 itself, only storage of the quantizer's dtype reaches the quantizer, and only bf16
+  // storage the rounding.
+  if (precision.bf16_rounding() != nullptr && weights != DType::bf16 && embeddings != DType::bf16)
     return prefix + "it brings a bf16 rounding but stores no weights as bf16, so the rounding would never be called";
   if (quantizer == nullptr) {
-    if (host_stored(precision.weight_storage()) && host_stored(precision.embedding_storage())) return {};
-    return prefix + "it stores weights as " + std::string(dtype_name(precision.weight_storage())) + " / " +
-           std::string(dtype_name(precision.embedding_storage())) +
+    if (host_stored(weights) && host_stored(embeddings)) return {};
+    return prefix + "it stores weights as " + name(weights) + " / " + name(embeddings) +
            " (blocks / embeddings) but brings no weight quantizer for them";
   }
-  // A quantizer the host would never call is refused, not ignored: the host narrows bf16 itself,
-  // and only matrices stored in the quantizer's dtype reach it.
   const DType dtype = quantizer->dtype();
   if (host_stored(dtype))
-    return prefix + "its weight quantizer is for " + std::string(dtype_name(dtype)) +
+    return prefix + "its weight quantizer is for " + name(dtype) +
            ", which the host stores itself, so it would never be called (a quantizer is for a dtype of its own: i8, "
            "u8, f16)";
-  const DType weights = precision.weight_storage(), embeddings = precision.embedding_storage();
-  const auto stored = [](DType d) { return std::string(dtype_name(d)); };
   if (weights != dtype && embeddings != dtype)
-    return prefix + "its weight quantizer is for " + stored(dtype) + ", but the policy stores the block matrices as " +
-           stored(weights) + " and the embeddings as " + stored(embeddings) +
-           ", so the quantizer would never be called";
+    return prefix + "its weight quantizer is for " + name(dtype) + ", but the policy stores the block matrices as " +
+           name(weights) + " and the embeddings as " + name(embeddings) + ", so the quantizer would never be called";
   for (const auto& [what, storage] : {std::pair{"block matrices", weights}, std::pair{"embeddings", embeddings}})
     if (!host_stored(storage) && storage != dtype)
-      return prefix + "it stores the " + what + " as " + stored(storage) +
-             ", which neither the host nor its quantizer (for " + stored(dtype) + ") stores";
+      return prefix + "it stores the " + what + " as " + name(storage) +
+             ", which neither the host nor its quantizer (for " + name(dtype) + ") stores";
   if (Status status = quantizer->check(target); !status) return prefix + status.message();
   for (const auto& [name, shape] : manifest.model.block_matrices()) {
     std::int64_t group_size = 0, scales = 0;

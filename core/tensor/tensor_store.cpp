@@ -303,6 +303,14 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
   }
 }
 
+void TensorStore::bring_to_device(const std::vector<int>& rows) {
+  if (moves_in_flight_ > 0) complete_rows(rows);
+  const auto on_host = [&](int row) { return allocated(row) && table_.row(row).home == Home::host; };
+  if (std::none_of(rows.begin(), rows.end(), on_host)) return;
+  begin_move_rows(rows, Home::device);
+  complete_rows(rows);
+}
+
 void TensorStore::complete_rows(const std::vector<int>& rows) {
   CopyTicket last = 0;
   for (int row : rows) last = std::max(last, pending_[static_cast<std::size_t>(row)].ticket);

@@ -132,6 +132,9 @@ class TensorStore {
   // The same for chosen rows (a block's activations but its output). Rows not allocated keep
   // their home if they are activations (computed on the device when they are), else take `to`.
   void begin_move_rows(const std::vector<int>& rows, Home to);
+  // Brings whichever of these rows are held on the host back to the device, and waits; does nothing
+  // (and allocates nothing) when none is.
+  void bring_to_device(const std::vector<int>& rows);
   void complete_moves(int layer, TensorGroup group);
   void complete_rows(const std::vector<int>& rows);
   void complete_all_moves();

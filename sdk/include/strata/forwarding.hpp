@@ -42,10 +42,15 @@ inline CallSite at_moment(std::string_view moment) noexcept {
   return {nullptr, 0, moment};
 }
 
+// Forwarder<Interface, Policy> implements Interface by forwarding each entry point to an object of
+// it through the policy; one specialisation per interface below.
+template <typename Interface, typename Policy>
+class Forwarder;
+
 template <typename Policy>
-class Strategy final : public MemoryStrategy {
+class Forwarder<MemoryStrategy, Policy> final : public MemoryStrategy {
  public:
-  Strategy(std::shared_ptr<MemoryStrategy> object, Policy policy)
+  Forwarder(std::shared_ptr<MemoryStrategy> object, Policy policy)
       : object_(std::move(object)), policy_(std::move(policy)) {}
   Status on_attach(HookContext& c) noexcept override {
     return policy_.call("on_attach", at_moment("before the first step"), [&] { return object_->on_attach(c); });
@@ -86,9 +91,9 @@ class Strategy final : public MemoryStrategy {
 };
 
 template <typename Policy>
-class OptimizerOf final : public Optimizer {
+class Forwarder<Optimizer, Policy> final : public Optimizer {
  public:
-  OptimizerOf(std::shared_ptr<Optimizer> object, Policy policy)
+  Forwarder(std::shared_ptr<Optimizer> object, Policy policy)
       : object_(std::move(object)), policy_(std::move(policy)) {}
   StateLayout state_layout(std::int64_t count) const noexcept override { return object_->state_layout(count); }
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
@@ -101,9 +106,9 @@ class OptimizerOf final : public Optimizer {
 };
 
 template <typename Policy>
-class Precision final : public PrecisionPolicy {
+class Forwarder<PrecisionPolicy, Policy> final : public PrecisionPolicy {
  public:
-  Precision(std::shared_ptr<PrecisionPolicy> object, Policy policy)
+  Forwarder(std::shared_ptr<PrecisionPolicy> object, Policy policy)
       : object_(std::move(object)), policy_(std::move(policy)) {}
   DType weight_storage() const noexcept override { return object_->weight_storage(); }
   DType embedding_storage() const noexcept override { return object_->embedding_storage(); }
@@ -129,9 +134,10 @@ class Precision final : public PrecisionPolicy {
 };
 
 template <typename Policy>
-class Sink final : public TelemetrySink {
+class Forwarder<TelemetrySink, Policy> final : public TelemetrySink {
  public:
-  Sink(std::shared_ptr<TelemetrySink> object, Policy policy) : object_(std::move(object)), policy_(std::move(policy)) {}
+  Forwarder(std::shared_ptr<TelemetrySink> object, Policy policy)
+      : object_(std::move(object)), policy_(std::move(policy)) {}
   Status on_run_start(const RunInfo& info) noexcept override {
     return policy_.call("on_run_start", {}, [&] { return object_->on_run_start(info); });
   }
@@ -149,9 +155,9 @@ class Sink final : public TelemetrySink {
 
 // The model names the layer when it reports a kernel's failure; the kernel never sees it.
 template <typename Policy>
-class KernelOf final : public Kernel {
+class Forwarder<Kernel, Policy> final : public Kernel {
  public:
-  KernelOf(std::shared_ptr<Kernel> object, Policy policy) : object_(std::move(object)), policy_(std::move(policy)) {}
+  Forwarder(std::shared_ptr<Kernel> object, Policy policy) : object_(std::move(object)), policy_(std::move(policy)) {}
   std::string_view op() const noexcept override { return object_->op(); }
   // A refusal is the plugin's own sentence, which the host words around the manifest key.
   Status check(const AttentionShape& shape, const KernelTarget& target) const noexcept override {
@@ -183,9 +189,9 @@ class KernelOf final : public Kernel {
 };
 
 template <typename Policy>
-class Controller final : public PhaseController {
+class Forwarder<PhaseController, Policy> final : public PhaseController {
  public:
-  Controller(std::shared_ptr<PhaseController> object, Policy policy)
+  Forwarder(std::shared_ptr<PhaseController> object, Policy policy)
       : object_(std::move(object)), policy_(std::move(policy)) {}
   Status attach(std::span<const ControlledParameter> parameters, PhaseControllerMemory& memory) noexcept override {
     return policy_.call("attach", at_moment("before the first step"),
@@ -216,29 +222,9 @@ class Controller final : public PhaseController {
 };
 
 // The forwarder of an interface, for a policy; it shares ownership of the object it forwards to.
-template <typename Policy>
-std::unique_ptr<MemoryStrategy> wrap(std::shared_ptr<MemoryStrategy> object, Policy policy) {
-  return std::make_unique<Strategy<Policy>>(std::move(object), std::move(policy));
-}
-template <typename Policy>
-std::unique_ptr<Optimizer> wrap(std::shared_ptr<Optimizer> object, Policy policy) {
-  return std::make_unique<OptimizerOf<Policy>>(std::move(object), std::move(policy));
-}
-template <typename Policy>
-std::unique_ptr<PrecisionPolicy> wrap(std::shared_ptr<PrecisionPolicy> object, Policy policy) {
-  return std::make_unique<Precision<Policy>>(std::move(object), std::move(policy));
-}
-template <typename Policy>
-std::unique_ptr<TelemetrySink> wrap(std::shared_ptr<TelemetrySink> object, Policy policy) {
-  return std::make_unique<Sink<Policy>>(std::move(object), std::move(policy));
-}
-template <typename Policy>
-std::unique_ptr<Kernel> wrap(std::shared_ptr<Kernel> object, Policy policy) {
-  return std::make_unique<KernelOf<Policy>>(std::move(object), std::move(policy));
-}
-template <typename Policy>
-std::unique_ptr<PhaseController> wrap(std::shared_ptr<PhaseController> object, Policy policy) {
-  return std::make_unique<Controller<Policy>>(std::move(object), std::move(policy));
+template <typename Interface, typename Policy>
+std::unique_ptr<Interface> wrap(std::shared_ptr<Interface> object, Policy policy) {
+  return std::make_unique<Forwarder<Interface, Policy>>(std::move(object), std::move(policy));
 }
 
 }  // namespace strata::forwarding

@@ -63,7 +63,8 @@ class HookContext {
   virtual Status recompute_activations(int layer) noexcept = 0;
 
   // A view of one tensor by its table name ("h.3.ln_1.weight", "h.3.act.qkv"); empty data when it
-  // is not allocated. `space` says whether it is backend or host memory, `dtype` how it is stored.
+  // is not allocated. `space` says whether it is backend or host memory, `dtype` how it is stored;
+  // a tensor being moved is viewed once its copy has landed.
   virtual TensorView tensor(std::string_view name) noexcept = 0;
 
   virtual MemorySnapshot memory() const noexcept = 0;
