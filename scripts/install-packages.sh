@@ -15,7 +15,8 @@ install_missing() {
 # What building the `strata` binary and its plugins needs (scripts/quickstart.sh).
 strata_build_packages=(build-essential cmake ninja-build ccache
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev
-  libboost-dev libboost-filesystem-dev libboost-program-options-dev libopenblas-openmp-dev)
+  libboost-dev libboost-filesystem-dev libboost-program-options-dev libopenblas-openmp-dev
+  libxxhash-dev)
 # What the test command needs on top (scripts/setup.sh): GoogleTest, clang-format for the format
 # check, Python with NumPy for the Hugging Face interop tests, abidiff (abigail-tools) for the SDK
 # ABI check, and pkg-config.

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
-for script in exit_codes reliability; do
+for script in exit_codes reliability reliability_saves reliability_inputs; do
   RELIABILITY_TABLE=$table OMP_WAIT_POLICY=PASSIVE bash "tests/cli/$script.sh" build/bin/strata "build/tests/table_$script" \
     > /dev/null || { echo "tests/cli/$script.sh failed; the table was not written"; exit 1; }
 done

@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/checkpoint_verify.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/device/backend.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
@@ -30,7 +35,7 @@ TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
   ModelFixture a;
   a.model.init_weights(1);
   for (const ParameterRows& rows : a.model.parameters()) test::f32(a.model, rows.state[0])[0] = 0.25f;
-  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", "", "", "", {}});
+  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", "", "", "", {}, ""});
   EXPECT_EQ(resolve_checkpoint(dir), saved);
   const SafetensorsFile file = SafetensorsFile::read(saved / "model.safetensors");
   EXPECT_EQ(file.entry("wte.weight").shape, (std::vector<std::int64_t>{50, 16}))
@@ -76,7 +81,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   const auto dir = test::temporary_directory("ckpt_bad");
   ModelFixture a;
   a.model.init_weights(3);
-  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}});
+  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, ""});
   const auto size = std::filesystem::file_size(saved / "model.safetensors");
   std::filesystem::copy_file(saved / "model.safetensors", dir / "truncated.safetensors");
   std::filesystem::resize_file(dir / "truncated.safetensors", size / 2);
@@ -98,6 +103,56 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("n_layer"), std::string::npos) << e.what();
   }
+}
+
+// Every file Strata writes carries a checksum per tensor, and reading verifies them: one flipped
+// bit is a corrupt checkpoint naming the tensor. A file without them (from elsewhere) still loads.
+TEST(Checkpoint, EveryTensorIsChecksummedAndAFlippedBitIsNamed) {
+  const std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  const std::string bytes = encode_safetensors({{"a", {8}, a, {}, "F32"}, {"b", {8}, b, {}, "F32"}}, {});
+  const SafetensorsFile clean = SafetensorsFile::parse(bytes, "clean.safetensors");
+  EXPECT_TRUE(clean.metadata().contains(kChecksumsKey));
+  std::string flipped = bytes;
+  flipped[flipped.size() - 5] ^= 0x01;  // the low bit of b[6]'s last byte... any bit of b will do
+  try {
+    SafetensorsFile::parse(flipped, "flipped.safetensors");
+    FAIL() << "a flipped bit loaded";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'b' fails its checksum"), std::string::npos) << e.what();
+  }
+  // The same file without the checksums, as another tool would write it, loads with the flip.
+  std::uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_size));
+  header.erase("__metadata__");
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string foreign(8, '\0');
+  const std::uint64_t size = text.size();
+  std::memcpy(foreign.data(), &size, 8);
+  foreign += text + flipped.substr(8 + header_size);
+  EXPECT_NO_THROW(SafetensorsFile::parse(foreign, "foreign.safetensors"));
+}
+
+// A save is read back before `latest` moves: one holding a NaN weight is discarded, and the
+// previous save stays `latest`, whole.
+TEST(Checkpoint, ASaveThatFailsItsReadBackNeverBecomesLatest) {
+  const auto dir = test::temporary_directory("ckpt_readback");
+  ModelFixture a;
+  a.model.init_weights(4);
+  const auto first = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, ""});
+  test::f32(a.model, a.model.parameters()[0].param)[3] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    save_checkpoint(dir, a.model, {2, 1, "adamw", "", "", "", "", {}, ""});
+    FAIL() << "a NaN weight was saved";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("failed its read-back check"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(resolve_checkpoint(dir), first);
+  EXPECT_EQ(verify_save(first).step, 1);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 2) << "step_00000001 and latest, nothing half-written";
 }
 
 // The tensors of a safetensors file tile its data exactly; a header whose byte ranges overlap, or
@@ -146,7 +201,7 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, *device, *attention, model_options(1, f32_state_layout(2)));
   deeper.init_weights(1);
-  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", "", {}});
+  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", "", {}, ""});
   ModelFixture shallow;
   try {
     load_weights(saved / "model.safetensors", shallow.model);
@@ -163,7 +218,7 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
   ModelFixture a;
   a.model.init_weights(2);
   for (std::int64_t step : {1, 2, 3, 4}) {
-    save_checkpoint(dir, a.model, {step, 1, "adamw", "", "", "", "", {}});
+    save_checkpoint(dir, a.model, {step, 1, "adamw", "", "", "", "", {}, ""});
     prune_checkpoints(dir, 2);
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "step_00000001"));

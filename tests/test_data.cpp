@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/data/data_error.hpp"
+#include "core/data/data_fingerprint.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
 #include "test_support.hpp"
@@ -187,6 +188,33 @@ TEST(Data, UnknownVersionIsRefused) {
       << error;
   write_raw_token_file(dir / "v0.bin", 0, 10, std::string(20, '\0'));
   EXPECT_NE(load_error(dir / "v0.bin", 256).find("unsupported token file version 0"), std::string::npos);
+}
+
+// The format comes from the first bytes before the name: the magic makes a token file whatever it
+// is called, `.bin` in any case without it is an error (not text), JSON is refused, the rest is text.
+TEST(Data, FormatIsToldByTheMagicNumberBeforeTheName) {
+  std::array<std::int32_t, 2> magic = {kTokenFileMagic, 1};
+  const std::span<const char> token_bytes(reinterpret_cast<const char*>(magic.data()), sizeof magic);
+  const std::string text = "In the beginning";
+  for (const char* name : {"a.bin", "a.BIN", "a.txt", "a", "a.jsonl"})
+    EXPECT_EQ(token_file_format(token_bytes, name), TokenFileFormat::llmc_tokens) << name;
+  EXPECT_EQ(token_file_format(text, "a.Bin"), TokenFileFormat::llmc_tokens) << "a .bin is never read as text";
+  EXPECT_EQ(token_file_format(text, "a.txt"), TokenFileFormat::text_bytes);
+  EXPECT_EQ(token_file_format(text, "a"), TokenFileFormat::text_bytes);
+  EXPECT_EQ(token_file_format(text, "a.JSONL"), TokenFileFormat::json);
+  EXPECT_THROW(parse_tokens(text, "a.jsonl", 256), DataError);
+}
+
+// The fingerprint a save records follows the content, not the path or the modification time.
+TEST(Data, FingerprintChangesWithTheContentOnly) {
+  const auto dir = test::temporary_directory("fingerprint");
+  test::write_text(dir / "a.txt", "In the beginning God created the heaven and the earth.");
+  const std::string first = data_fingerprint(dir / "a.txt");
+  test::write_text(dir / "a.txt", "In the beginning God created the heaven and the earth.");
+  EXPECT_EQ(data_fingerprint(dir / "a.txt"), first) << "rewritten with the same bytes";
+  test::write_text(dir / "a.txt", "In the beginning God created the heaven and the earth!");
+  EXPECT_NE(data_fingerprint(dir / "a.txt"), first) << "one byte changed, the size the same";
+  EXPECT_THROW(data_fingerprint(dir / "missing.txt"), DataError);
 }
 
 }  // namespace

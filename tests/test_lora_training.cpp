@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,12 @@ TEST(LoraTraining, ItsCheckpointStateRefusesOtherSettingsAndOlderSavesStillResum
               std::string::npos)
         << message;
   }
-  fs::remove(state);  // as a save before SDK 9.0 left it
+  // As a save before SDK 9.0 left it: no strategy state, and no list of side files in trainer.json.
+  fs::remove(state);
+  const fs::path trainer_path = *first_half.last_checkpoint / "trainer.json";
+  nlohmann::json trainer = nlohmann::json::parse(std::ifstream(trainer_path));
+  trainer.erase("files");
+  std::ofstream(trainer_path) << trainer.dump(2);
   const TrainResult second_half = train(run.manifest, {}, run.dir / "tuned");
   ASSERT_EQ(second_half.losses.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(second_half.losses[i], uninterrupted.losses[i + 3]) << "step " << i + 4;

@@ -8,6 +8,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
+#include "core/plugin/elf_check.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
@@ -142,6 +143,25 @@ TEST(PluginHost, AMissingPluginPathIsAManifestError) {
   } catch (const ManifestError& e) {
     EXPECT_NE(std::string(e.what()).find("no-such-dir\" is not a directory"), std::string::npos) << e.what();
   }
+}
+
+// A truncated library would be mapped past its end and kill the process with SIGBUS inside the
+// loader: its ELF headers are checked against its size first, and it is a named load failure.
+TEST(PluginHost, ATruncatedLibraryIsALoadFailureNotACrash) {
+  const auto dir = test::temporary_directory("truncated_plugin");
+  const std::filesystem::path whole = std::filesystem::path(STRATA_BUILD_PLUGIN_DIR_FOR_TESTS) / "libstrata-sgd.so";
+  EXPECT_EQ(check_elf_library(whole), "");
+  std::filesystem::copy_file(whole, dir / "libstrata-sgd.so");
+  std::filesystem::resize_file(dir / "libstrata-sgd.so", std::filesystem::file_size(whole) / 3);
+  EXPECT_TRUE(check_elf_library(dir / "libstrata-sgd.so").starts_with("truncated"))
+      << check_elf_library(dir / "libstrata-sgd.so");
+  test::write_text(dir / "libstrata-random.so", std::string(4096, 'x'));
+  PluginRegistry registry;
+  registry.scan({dir});
+  ASSERT_EQ(registry.failures().size(), 2u);
+  EXPECT_NE(registry.failures()[0].reason.find("no ELF magic number"), std::string::npos)
+      << registry.failures()[0].reason;
+  EXPECT_NE(registry.failures()[1].reason.find("truncated"), std::string::npos) << registry.failures()[1].reason;
 }
 
 }  // namespace

@@ -207,6 +207,24 @@ TEST(VersionRule, TheHostCallsOnlyEntryPointsThePluginsMinorHas) {
   EXPECT_EQ(failed.message(), "[[strategy]] #1 'old' failed in state (saving a checkpoint): disk full");
 }
 
+// Optimizer::check_state (since 9.1): called on plugins built against 9.1 or later; one built
+// against 9.0 has no such slot, and the host answers with the default (accept).
+TEST(VersionRule, CheckStateReachesOnlyPluginsBuiltForItsMinor) {
+  struct Refusing final : Optimizer {
+    StateLayout state_layout(std::int64_t count) const noexcept override { return f32_state(2, count); }
+    Status step(const OptimizerStepInfo&, std::span<ParamSlot>, OptimizerReport&) override { return {}; }
+    Status check_state(std::string_view parameter, std::span<const SavedStateBuffer>) const noexcept override {
+      return Status::error(std::string(parameter) + ": refused");
+    }
+  };
+  const std::vector<float> values(4, 1.0f);
+  const SavedStateBuffer buffer{DType::f32, std::as_bytes(std::span(values))};
+  const auto old_plugin = guard_plugin<Optimizer>(std::make_shared<Refusing>(), "[optimizer] 'old'", 0);
+  EXPECT_TRUE(old_plugin->check_state("w", std::span(&buffer, 1)).ok());
+  const auto new_plugin = guard_plugin<Optimizer>(std::make_shared<Refusing>(), "[optimizer] 'new'", 1);
+  EXPECT_EQ(new_plugin->check_state("w", std::span(&buffer, 1)).message(), "w: refused");
+}
+
 TEST(PluginMemory, BuffersAndCopiesAreAccountedUnderThePluginsName) {
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   PluginMemoryImpl memory(*device, "lion");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/checkpoint/checkpoint_verify.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 
@@ -133,20 +134,45 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   write_file_atomically(temporary / "model.safetensors", encode_safetensors(weights, metadata));
   write_file_atomically(temporary / "optimizer.safetensors",
                         encode_safetensors(optimizer_state, {{"producer", "strata"}}));
-  const nlohmann::json trainer = {
+  nlohmann::json trainer = {
       {"format", "strata-checkpoint-1"},
       {"step", state.step},
       {"seed", state.seed},
       {"optimizer", state.optimizer},
       {"stack", state.stack},
       {"data", state.data},
+      {"data_fingerprint", state.data_fingerprint},
       {"precision_state", state.precision},
       {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
       {"model", model.config_json()}};
+  std::map<std::string, std::string> side_files;
+  if (!state.predictor.empty()) side_files["predictor.bin"] = state.predictor;
+  for (const auto& [key, bytes] : state.strategies) side_files[key + ".bin"] = bytes;
+  trainer["files"] = nlohmann::json::object();
+  for (const auto& [file, bytes] : side_files) {
+    write_file_atomically(temporary / file, bytes);
+    trainer["files"][file] = side_file_checksum(bytes);
+  }
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
-  if (!state.predictor.empty()) write_file_atomically(temporary / "predictor.bin", state.predictor);
-  for (const auto& [key, bytes] : state.strategies) write_file_atomically(temporary / (key + ".bin"), bytes);
+
+  // Read back before trusting: a save that does not verify never becomes `latest`, and no older
+  // save is pruned in its favour. The host copies go first: the read-back holds a file at a time.
+  weights.clear();
+  optimizer_state.clear();
+  host_values = {};
+  host_bytes = {};
+  try {
+    verify_save(temporary);
+  } catch (const std::exception& e) {
+    std::error_code error;
+    fs::remove_all(temporary, error);
+    std::string fault = e.what();  // named as the save it would have been, not its temporary
+    if (const std::size_t at = fault.find(temporary.string()); at != std::string::npos)
+      fault.replace(at, temporary.string().size(), final_path.string());
+    throw std::runtime_error("the save of step " + std::to_string(state.step) +
+                             " failed its read-back check, so it was discarded and the earlier saves kept: " + fault);
+  }
 
   // Swap the finished directory into place; an older save of the same step goes only afterwards.
   const fs::path previous = directory / (std::string(".") + name + ".old-" + std::to_string(::getpid()));
@@ -158,10 +184,10 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   return final_path;
 }
 
-void load_weights(const fs::path& path, Model& model) {
-  fs::path file = path;
-  if (fs::is_directory(path)) file = resolve_checkpoint(path) / "model.safetensors";
-  const SafetensorsFile weights = SafetensorsFile::read(file);
+namespace {
+
+void load_weights_from(const SafetensorsFile& weights, Model& model) {
+  const fs::path& file = weights.path();
   if (const std::string family = family_of(weights); !family.empty() && family != model.arch())
     throw CheckpointError(file.string() + ": holds a " + family + " checkpoint, but the manifest's model is arch = \"" +
                           std::string(model.arch()) + "\"");
@@ -217,7 +243,16 @@ void load_weights(const fs::path& path, Model& model) {
           "use the run's own)");
 }
 
-TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer) {
+}  // namespace
+
+void load_weights(const fs::path& path, Model& model) {
+  fs::path file = path;
+  if (fs::is_directory(path)) file = resolve_checkpoint(path) / "model.safetensors";
+  load_weights_from(SafetensorsFile::read(file), model);
+}
+
+TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer,
+                             const Optimizer* checker) {
   const fs::path directory = resolve_checkpoint(path);
   const fs::path trainer_path = directory / "trainer.json";
   std::ifstream in(trainer_path);
@@ -238,10 +273,27 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     state.optimizer = trainer.at("optimizer").get<std::string>();
     state.stack = trainer.value("stack", std::string());
     state.data = trainer.value("data", std::string());
+    state.data_fingerprint = trainer.value("data_fingerprint", std::string());
     state.precision = trainer.value("precision_state", std::string());
     if (trainer.at("model") != model.config_json())
       throw CheckpointError(trainer_path.string() + ": saved for model " + trainer.at("model").dump() +
                             ", but the manifest describes " + model.config_json().dump());
+    // What save_checkpoint writes: state tensors per trained parameter, which the optimizer's layout fixes.
+    if (trainer.contains("optimizer_state_buffers") && (optimizer.empty() || state.optimizer == optimizer)) {
+      std::size_t trained = 0, buffers = 0;
+      for (const ParameterRows& rows : model.parameters())
+        if (rows.role != ParameterRole::frozen) {
+          ++trained;
+          buffers += static_cast<std::size_t>(
+              std::count_if(rows.state.begin(), rows.state.end(), [](int row) { return row >= 0; }));
+        }
+      const nlohmann::json& recorded = trainer.at("optimizer_state_buffers");
+      const std::size_t expected = buffers / std::max<std::size_t>(1, trained);
+      if (!recorded.is_number_unsigned() || recorded.get<std::size_t>() != expected)
+        throw CheckpointError(trainer_path.string() + ": corrupt: optimizer_state_buffers " + recorded.dump() +
+                              ", but optimizer '" + state.optimizer + "' keeps " + std::to_string(expected) +
+                              " per parameter");
+    }
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
   }
@@ -254,35 +306,74 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     if (!bytes && !bytes.eof()) throw CheckpointError(file.string() + ": unreadable");
     return content;
   };
+  // A side file is checked against the checksum trainer.json records (saves from 9.1 on record them).
+  const bool listed = trainer.contains("files");
+  const nlohmann::json side_files =
+      listed && trainer["files"].is_object() ? trainer["files"] : nlohmann::json::object();
+  const auto read_side_file = [&](const fs::path& file) {
+    std::string bytes = read_bytes(file);
+    const auto recorded = side_files.find(file.filename().string());
+    if (listed && recorded == side_files.end())
+      throw CheckpointError(file.string() + ": corrupt checkpoint: trainer.json records no checksum for it");
+    if (listed && (!recorded->is_string() || *recorded != side_file_checksum(bytes)))
+      throw CheckpointError(file.string() +
+                            ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
+    return bytes;
+  };
+  for (const auto& [name, checksum] : side_files.items())
+    if (!fs::is_regular_file(directory / name))
+      throw CheckpointError((directory / name).string() + ": missing: trainer.json lists it (the save is incomplete)");
   if (const fs::path predictor_path = directory / "predictor.bin"; fs::is_regular_file(predictor_path))
-    state.predictor = read_bytes(predictor_path);
+    state.predictor = read_side_file(predictor_path);
   for (const fs::directory_entry& entry : fs::directory_iterator(directory))
     if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
         entry.path().stem().string().starts_with("strategy_"))
-      state.strategies[entry.path().stem().string()] = read_bytes(entry.path());
-  load_weights(directory / "model.safetensors", model);
+      state.strategies[entry.path().stem().string()] = read_side_file(entry.path());
+  const SafetensorsFile weights = SafetensorsFile::read(directory / "model.safetensors");
+  // A run that freezes parameters saves only what trains; a file with every weight (a base model,
+  // a merged export) copied into its save would load over the frozen base and train from there.
+  if (!model.frozen_fingerprint().empty() && !weights.metadata().contains(kFrozenKey))
+    throw CheckpointError(weights.path().string() +
+                          ": holds a whole model (no record of frozen weights), but this run freezes parameters "
+                          "and saves only what trains: it is not this run's save (a base model is train.init_from)");
+  load_weights_from(weights, model);
   // The stored weights as the uninterrupted run had them after this step (a precision policy's own
   // rounding may depend on it).
   model.store().publish_weights(state.step);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
   const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);
-  for (const ParameterRows& rows : model.parameters())
-    for (std::size_t s = 0; s < rows.state.size(); ++s)
-      if (rows.state[s] >= 0) {
-        const std::string name = state_name(rows, s);
-        if (!optimizer_state.has(name))
-          throw CheckpointError(optimizer_path.string() + ": missing '" + name +
-                                "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
-        const DType dtype = model.table().row(rows.state[s]).element;
-        const std::span<const std::byte> bytes =
-            optimizer_state.raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s));
-        if (dtype == DType::f32) {
-          std::vector<float> values(bytes.size() / sizeof(float));
-          std::memcpy(values.data(), bytes.data(), bytes.size());
-          require_finite(values, optimizer_path, name);
-        }
-        model.backend().ops().copy_from_host(model.store().data(rows.state[s]), bytes.data(), bytes.size());
+  for (const ParameterRows& rows : model.parameters()) {
+    std::vector<SavedStateBuffer> buffers(rows.state.size());
+    // f32 buffers copied out: the file packs tensors without padding, so after an 8-bit optimizer's
+    // codes an f32 tensor may sit at an address no float may be read from.
+    std::vector<std::vector<float>> aligned(rows.state.size());
+    bool has_state = false;
+    for (std::size_t s = 0; s < rows.state.size(); ++s) {
+      if (rows.state[s] < 0) continue;
+      has_state = true;
+      const std::string name = state_name(rows, s);
+      if (!optimizer_state.has(name))
+        throw CheckpointError(optimizer_path.string() + ": missing '" + name +
+                              "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
+      const DType dtype = model.table().row(rows.state[s]).element;
+      buffers[s] = {dtype, optimizer_state.raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s))};
+      if (dtype == DType::f32) {
+        aligned[s].resize(buffers[s].bytes.size() / sizeof(float));
+        std::memcpy(aligned[s].data(), buffers[s].bytes.data(), buffers[s].bytes.size());
+        require_finite(aligned[s], optimizer_path, name);
+        buffers[s].bytes = std::as_bytes(std::span(aligned[s]));
       }
+    }
+    // The optimizer's own invariants (AdamW: second moments are not negative), before any is used.
+    if (checker != nullptr && has_state)
+      if (Status status = checker->check_state(rows.name, buffers); !status)
+        throw CheckpointError(optimizer_path.string() + ": corrupt checkpoint: optimizer '" + state.optimizer +
+                              "' refuses its state: " + status.message());
+    for (std::size_t s = 0; s < rows.state.size(); ++s)
+      if (rows.state[s] >= 0)
+        model.backend().ops().copy_from_host(model.store().data(rows.state[s]), buffers[s].bytes.data(),
+                                             buffers[s].bytes.size());
+  }
   return state;
 }
 

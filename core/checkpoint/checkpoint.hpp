@@ -18,6 +18,7 @@
 
 #include "core/checkpoint/checkpoint_directory.hpp"
 #include "core/model/model.hpp"
+#include "strata/optimizer.hpp"
 
 namespace strata {
 
@@ -35,6 +36,8 @@ struct TrainerState {
   std::string predictor;
   // The strategies' states (MemoryStrategy::state), bytes, by strategy_state_key; only non-empty ones.
   std::map<std::string, std::string> strategies;
+  // The training data's content (data_fingerprint()); empty in saves made before it was recorded.
+  std::string data_fingerprint;
 };
 
 // "strategy_2_lora": the file stem of the state of the manifest's strategy `index` (0-based).
@@ -53,8 +56,10 @@ void load_weights(const std::filesystem::path& path, Model& model);
 // Weights, optimizer state and trainer state from a checkpoint directory (or `<dir>/latest`). A
 // non-finite weight or optimizer value is a corrupt checkpoint (CheckpointError), not a run that
 // will later look diverged. Optimizer state belongs to the optimizer that wrote it: a checkpoint
-// saved by another than `optimizer` (when not empty) is refused before any state is read.
-TrainerState load_checkpoint(const std::filesystem::path& path, Model& model, const std::string& optimizer = "");
+// saved by another than `optimizer` (when not empty) is refused before any state is read, and
+// `checker` (the run's optimizer, when given) checks each parameter's state (Optimizer::check_state).
+TrainerState load_checkpoint(const std::filesystem::path& path, Model& model, const std::string& optimizer = "",
+                             const Optimizer* checker = nullptr);
 
 // `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);

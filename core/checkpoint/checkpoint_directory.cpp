@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
@@ -66,7 +67,11 @@ int remove_stale_partial_saves(const fs::path& directory) {
     const pid_t owner = partial_save_owner(entry.path().filename().string());
     if (owner <= 0 || owner == ::getpid() || process_runs(owner)) continue;
     fs::remove_all(entry.path(), error);
-    ++removed;
+    if (error)
+      spdlog::warn("could not remove {}, a partial save of a stopped run ({}); delete it by hand",
+                   entry.path().string(), error.message());
+    else
+      ++removed;
   }
   return removed;
 }
@@ -82,8 +87,22 @@ void prune_checkpoints(const fs::path& directory, std::int64_t keep_last) {
   std::sort(saves.begin(), saves.end());  // step_%08lld: names sort by step
   const fs::path latest = resolve_checkpoint(directory);
   const auto excess = static_cast<std::int64_t>(saves.size()) - keep_last;
-  for (std::int64_t i = 0; i < excess; ++i)
-    if (saves[static_cast<std::size_t>(i)] != latest) fs::remove_all(saves[static_cast<std::size_t>(i)], error);
+  for (std::int64_t i = 0; i < excess; ++i) {
+    const fs::path& save = saves[static_cast<std::size_t>(i)];
+    if (save == latest) continue;
+    // Renamed out of the step_* names first, so that a removal that fails part-way (an immutable
+    // file, a permission) never leaves a step directory that looks whole but is not.
+    const fs::path doomed = directory / ("." + save.filename().string() + ".old-" + std::to_string(::getpid()));
+    fs::rename(save, doomed, error);
+    if (error) {
+      spdlog::warn("could not prune {} ({}); it is kept whole", save.string(), error.message());
+      continue;
+    }
+    fs::remove_all(doomed, error);
+    if (error)
+      spdlog::warn("pruning {}: could not remove all of {} ({}); delete it by hand", save.string(), doomed.string(),
+                   error.message());
+  }
 }
 
 CheckpointDirectoryLock::CheckpointDirectoryLock(const fs::path& directory) {

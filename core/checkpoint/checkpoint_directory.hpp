@@ -15,6 +15,8 @@ void check_checkpoint_directory(const std::filesystem::path& directory);
 int remove_stale_partial_saves(const std::filesystem::path& directory);
 
 // Keeps the newest `keep_last` step directories (and always the one `latest` names); 0 keeps all.
+// A save is renamed out of the step_* names before it is removed; a failure is a warning, and
+// never leaves a step directory with part of its files.
 void prune_checkpoints(const std::filesystem::path& directory, std::int64_t keep_last);
 
 // An exclusive advisory lock on <directory>/.lock for the life of the object: a second run on the

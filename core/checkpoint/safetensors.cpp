@@ -1,12 +1,16 @@
 #include "core/checkpoint/safetensors.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "strata/dtype.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace strata {
 
@@ -63,12 +67,30 @@ float half_to_float(std::uint16_t half) {
   return std::bit_cast<float>(bits);
 }
 
+std::string checksum_text(const char* bytes, std::size_t size) {
+  return tensor_checksum({reinterpret_cast<const std::byte*>(bytes), size});
+}
+
 }  // namespace
+
+std::string tensor_checksum(std::span<const std::byte> bytes) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
+  return text;
+}
 
 std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header;
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
+  for (const TensorToWrite& tensor : tensors)
+    checksums[tensor.name] =
+        tensor.data.empty()
+            ? checksum_text(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size())
+            : checksum_text(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata[kChecksumsKey] = checksums.dump();
+  header["__metadata__"] = all_metadata;
   std::uint64_t offset = 0;
   for (const TensorToWrite& tensor : tensors) {
     const std::uint64_t bytes = tensor.data.empty() ? tensor.bytes.size() : tensor.data.size_bytes();
@@ -100,11 +122,15 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
     throw CheckpointError(where + "not a regular file (checkpoints are read from regular files only)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(where + "cannot open (no such file?)");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse(bytes, path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_owned(std::move(bytes), path);
 }
 
 SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::filesystem::path& path) {
+  return parse_owned(std::vector<char>(bytes.begin(), bytes.end()), path);
+}
+
+SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std::filesystem::path& path) {
   const std::string where = path.string() + ": ";
   if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
   std::uint64_t header_size = 0;
@@ -123,7 +149,9 @@ SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::f
     throw CheckpointError(where + "corrupt header: " + e.what());
   }
   if (!header.is_object()) throw CheckpointError(where + "corrupt header: not a JSON object");
-  file.data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size), bytes.end());
+  // The data keeps the file's buffer (its header bytes moved out): one copy of a file in memory.
+  bytes.erase(bytes.begin(), bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+  file.data_ = std::move(bytes);
   try {
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {
@@ -182,7 +210,34 @@ SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::f
   if (covered != file.data_.size())
     throw CheckpointError(where + "corrupt: the tensors cover " + std::to_string(covered) + " of " +
                           std::to_string(file.data_.size()) + " data bytes");
+  file.verify_checksums();
   return file;
+}
+
+void SafetensorsFile::verify_checksums() const {
+  const auto recorded = metadata_.find(kChecksumsKey);
+  if (recorded == metadata_.end()) return;  // a file from elsewhere: nothing to check against
+  const std::string where = path_.string() + ": corrupt checkpoint: ";
+  nlohmann::json checksums;
+  try {
+    checksums = nlohmann::json::parse(recorded->second);
+  } catch (const nlohmann::json::exception&) {
+    throw CheckpointError(where + "its " + kChecksumsKey + " metadata is not JSON");
+  }
+  if (!checksums.is_object() || checksums.size() != entries_.size())
+    throw CheckpointError(where + "its " + kChecksumsKey + " metadata lists " +
+                          std::to_string(checksums.is_object() ? checksums.size() : 0) + " tensors, the file holds " +
+                          std::to_string(entries_.size()));
+  for (const auto& [name, entry] : entries_) {
+    const auto saved = checksums.find(name);
+    if (saved == checksums.end() || !saved->is_string())
+      throw CheckpointError(where + "tensor '" + name + "' has no checksum in its " + kChecksumsKey + " metadata");
+    const std::string actual = checksum_text(data_.data() + entry.begin, entry.end - entry.begin);
+    if (saved->get<std::string>() != actual)
+      throw CheckpointError(where + "tensor '" + name + "' fails its checksum (saved xxh3 " +
+                            saved->get<std::string>() + ", read " + actual +
+                            "): its bytes changed after it was written");
+  }
 }
 
 const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) const {

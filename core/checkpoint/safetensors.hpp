@@ -3,6 +3,9 @@
 // ({"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}}),
 // then the raw tensor bytes. Strata writes F32 weights, and optimizer state in its own dtype (F32,
 // BF16, I8, U8); it reads F32, F16 and BF16 as f32, and any of its dtypes as raw bytes.
+// Every file Strata writes records an XXH3-64 checksum of each tensor's bytes in its metadata
+// (kChecksumsKey: a JSON object, name -> 16 hex digits); reading such a file verifies them, so a
+// flipped bit is a corrupt checkpoint naming the tensor. Files without the key (from elsewhere) load.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -20,6 +23,8 @@ class CheckpointError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+inline constexpr const char* kChecksumsKey = "strata_xxh3_64";
+
 struct TensorToWrite {
   std::string name;
   std::vector<std::int64_t> shape;
@@ -27,6 +32,9 @@ struct TensorToWrite {
   std::span<const std::byte> bytes;  // the raw bytes of `dtype` when data is empty
   std::string dtype = "F32";
 };
+
+// A tensor's checksum as the metadata records it: XXH3-64 of its bytes, 16 hex digits.
+std::string tensor_checksum(std::span<const std::byte> bytes);
 
 // The safetensors name of a Strata dtype ("F32", "BF16", "I32", "I8", "U8").
 std::string safetensors_dtype(DType dtype);
@@ -59,6 +67,10 @@ class SafetensorsFile {
   const std::filesystem::path& path() const noexcept { return path_; }
 
  private:
+  static SafetensorsFile parse_owned(std::vector<char> bytes, const std::filesystem::path& path);
+  // Throws CheckpointError naming the first tensor whose bytes differ from their recorded checksum.
+  void verify_checksums() const;
+
   std::filesystem::path path_;
   std::vector<char> data_;  // the bytes after the header
   std::map<std::string, Entry> entries_;

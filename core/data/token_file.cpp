@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -75,9 +76,24 @@ std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vo
   return parse_tokens(read_all(path), path, vocab);
 }
 
+TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesystem::path& path) {
+  std::string suffix = path.extension().string();
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::int32_t magic = 0;
+  if (bytes.size() >= sizeof magic) std::memcpy(&magic, bytes.data(), sizeof magic);
+  if (magic == kTokenFileMagic || suffix == ".bin") return TokenFileFormat::llmc_tokens;
+  if (suffix == ".jsonl" || suffix == ".json") return TokenFileFormat::json;
+  return TokenFileFormat::text_bytes;
+}
+
 std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::filesystem::path& path, int vocab) {
   std::vector<std::uint32_t> tokens;
-  if (path.extension() == ".bin") {
+  const TokenFileFormat format = token_file_format(bytes, path);
+  if (format == TokenFileFormat::json)
+    throw DataError(path.string() +
+                    ": JSON is not a corpus format Strata reads (training on it would learn its braces and "
+                    "quotes): extract the text to a .txt file, or tokenize it into an llm.c .bin token file");
+  if (format == TokenFileFormat::llmc_tokens) {
     tokens = parse_bin(path, bytes);
   } else {
     if (vocab < 256)

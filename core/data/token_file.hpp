@@ -17,10 +17,17 @@ inline constexpr std::int32_t kTokenFileVersionU16 = 1;
 inline constexpr std::int32_t kTokenFileVersionU32 = 2;
 inline constexpr std::size_t kTokenFileHeaderInts = 256;
 
+// How a data file is read, by its first bytes before its name (docs/manifest.md, "Data files"):
+// a file that starts with the token-file magic is an llm.c token file whatever its suffix, as is
+// any `.bin` (in any case; a wrong magic is then an error, not text); `.json` and `.jsonl` are
+// refused (no JSON corpus reader yet); anything else is text, one token per byte.
+enum class TokenFileFormat { llmc_tokens, text_bytes, json };
+TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesystem::path& path);
+
 // Reads every token and checks each is < vocab; throws DataError naming the file and problem.
 std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab);
-// The same from the file's bytes: `path` picks the format by its extension (.bin or text) and
-// names the file in messages; nothing is read from it. load_tokens reads the file and calls this.
+// The same from the file's bytes: the format is token_file_format's, and `path` names the file
+// in messages; nothing is read from it. load_tokens reads the file and calls this.
 std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::filesystem::path& path, int vocab);
 
 // Writes an llm.c token file atomically: version 1 (uint16) when every id fits in uint16, so

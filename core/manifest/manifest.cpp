@@ -55,6 +55,11 @@ void apply_override(toml::table& root, const std::string& assignment, std::set<s
       problems.push_back("--set " + assignment + ": empty segment in key path '" + key_path + "'");
       return;
     }
+  if (parts.size() > kMaxTomlKeyParts) {
+    problems.push_back("--set: a key path of " + std::to_string(parts.size()) + " parts, more than " +
+                       std::to_string(kMaxTomlKeyParts) + " (a manifest's keys have at most 3)");
+    return;
+  }
   toml::node* cursor = &root;
   std::string dotted;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -309,6 +314,12 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     if (t.batch % t.micro_batches != 0)
       train.report_error("micro_batches", "micro_batches = " + std::to_string(t.micro_batches) +
                                               " must divide batch = " + std::to_string(t.batch));
+    // A micro batch's tokens index activation rows in int: more would wrap every size after it.
+    else if (const std::int64_t tokens = std::int64_t{t.batch / t.micro_batches} * manifest.model.seq_len();
+             tokens > kMaxInt)
+      train.report_error("batch", "batch / micro_batches x model.seq_len = " + std::to_string(tokens) +
+                                      " tokens per micro batch, more than " + std::to_string(kMaxInt) +
+                                      " (raise micro_batches or lower batch)");
     collect(train);
   }
   {

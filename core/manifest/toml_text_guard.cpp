@@ -45,12 +45,18 @@ std::optional<UnsafeTomlCharacter> find_unsafe_toml_character(std::string_view t
     return at == start || std::string_view(" \t\r\n=[{,.").find(text[at - 1]) != std::string_view::npos;
   };
   std::size_t i = start;
+  std::size_t dots = 0;  // in the key or table name being read
   while (i < text.size()) {
     const char byte = text[i];
     switch (context) {
       case Context::plain:
         if (!is_ascii(byte))
           return at_offset(text, i, "a non-ASCII character outside a string or comment (TOML allows them only there)");
+        if (byte == '.' && ++dots >= kMaxTomlKeyParts)
+          return at_offset(text, i,
+                           "a dotted key or table name of more than " + std::to_string(kMaxTomlKeyParts) +
+                               " parts (a manifest's keys have at most 3)");
+        if (std::string_view("=,{}[]\n").find(byte) != std::string_view::npos) dots = 0;
         if (byte == '#') {
           context = Context::comment;
         } else if ((byte == '"' || byte == '\'') && opens_string(i)) {

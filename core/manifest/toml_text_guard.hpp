@@ -5,7 +5,8 @@
 // comments, where TOML allows no non-ASCII character anyway, and inside a multi-line basic string
 // right after a backslash, or after a line-ending backslash on the first character that is not
 // whitespace. The manifest loader finds those characters first and refuses the text with a clear
-// message, so toml++ never sees them (found by fuzz/fuzz_manifest.cpp).
+// message, so toml++ never sees them (found by fuzz/fuzz_manifest.cpp). It refuses keys nested too
+// deeply for toml++'s recursion the same way.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -19,7 +20,12 @@ struct UnsafeTomlCharacter {
   std::string problem;     // what is wrong there, for the message
 };
 
-// The first character of `text` that toml++ would test for whitespace while it is not ASCII.
+// toml++ nests a table per part of a dotted key or table name, recursively: tens of thousands of
+// parts overflow the stack. Real manifests use three.
+inline constexpr std::size_t kMaxTomlKeyParts = 64;
+
+// The first character of `text` that toml++ would test for whitespace while it is not ASCII, or
+// the dot that makes a key longer than kMaxTomlKeyParts parts.
 std::optional<UnsafeTomlCharacter> find_unsafe_toml_character(std::string_view text);
 
 }  // namespace strata

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/plugin/elf_check.hpp"
+
 namespace strata {
 
 namespace {
@@ -71,10 +73,11 @@ std::string validate_descriptor(const PluginDescriptor* descriptor) {
 }  // namespace
 
 std::optional<std::string> PluginRegistry::load(const std::filesystem::path& path) {
-  auto refuse = [&](std::string reason) -> std::optional<std::string> {
-    failures_.push_back({path, reason});
+  auto refuse = [&](std::string reason, bool duplicate = false) -> std::optional<std::string> {
+    failures_.push_back({path, reason, duplicate});
     return reason;
   };
+  if (std::string reason = check_elf_library(path); !reason.empty()) return refuse(reason);
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->path = path;
   try {
@@ -96,7 +99,8 @@ std::optional<std::string> PluginRegistry::load(const std::filesystem::path& pat
     const FactoryDescriptor& factory = plugin->descriptor->factories[i];
     if (auto existing = find(factory.kind, factory.name))
       return refuse(std::string(interface_name(factory.kind)) + " '" + factory.name + "' is already provided by " +
-                    existing->plugin->path.string());
+                        existing->plugin->path.string(),
+                    true);
   }
   plugins_.push_back(std::move(plugin));
   return std::nullopt;
@@ -113,7 +117,7 @@ void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories)
     std::vector<std::filesystem::path> files;
     std::filesystem::directory_iterator entries(directory, error);
     if (error) {
-      failures_.push_back({directory, "cannot list the directory: " + error.message()});
+      failures_.push_back({directory, "cannot list the directory: " + error.message(), false});
       continue;
     }
     for (const std::filesystem::directory_entry& entry : entries) {
@@ -121,13 +125,13 @@ void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories)
       std::error_code status_error;
       const bool regular = entry.is_regular_file(status_error);
       if (status_error == std::errc::no_such_file_or_directory)
-        failures_.push_back({entry.path(), "a symlink to nothing (dangling)"});
+        failures_.push_back({entry.path(), "a symlink to nothing (dangling)", false});
       else if (status_error == std::errc::too_many_symbolic_link_levels)
-        failures_.push_back({entry.path(), "cannot read: " + status_error.message() + " (a symlink loop)"});
+        failures_.push_back({entry.path(), "cannot read: " + status_error.message() + " (a symlink loop)", false});
       else if (status_error)
-        failures_.push_back({entry.path(), "cannot read: " + status_error.message()});
+        failures_.push_back({entry.path(), "cannot read: " + status_error.message(), false});
       else if (!regular)
-        failures_.push_back({entry.path(), "not a regular file"});
+        failures_.push_back({entry.path(), "not a regular file", false});
       else
         files.push_back(entry.path());
     }

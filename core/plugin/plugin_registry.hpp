@@ -25,6 +25,7 @@ struct LoadedPlugin {
 struct LoadFailure {
   std::filesystem::path path;
   std::string reason;
+  bool duplicate = false;  // a sound library whose factories an earlier one on the path provides
 };
 
 struct FactoryRef {

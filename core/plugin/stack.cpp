@@ -250,7 +250,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
     problems.push_back(manifest.path.string() + ": [kernels] attention = \"" + attention +
                        "\" is not a known implementation; available: " + join_words(available));
   }
-  if (!problems.empty()) throw ManifestError(problems);
+  // Every problem is listed at once: what resolved is still checked and created below.
 
   // Requirements and conflicts, before anything is created.
   for (const Resolved& r : resolved) {
@@ -269,7 +269,6 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
                              r.spec->plugin + "' conflicts with " + other.spec->label + " '" + other.spec->plugin +
                              "'");
   }
-  if (!problems.empty()) throw ManifestError(problems);
 
   for (const Resolved& r : resolved) {
     switch (r.kind) {
@@ -297,21 +296,22 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
                        std::string(stack.attention->op()) + "', not 'attention'");
   // The kernel must run this model's attention on the manifest's device: refused before anything
   // runs (attention_on asks again with the backend itself).
-  if (stack.attention && problems.empty())
+  if (stack.attention)
     if (std::string refusal = attention_refusal(manifest.path.string(), attention, *stack.attention,
                                                 manifest.model.attention_shape(1), {manifest.device.kind, -1, nullptr});
         !refusal.empty())
       problems.push_back(std::move(refusal));
-  if (stack.precision && problems.empty())
+  if (stack.precision)
     if (std::string refusal = quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr});
         !refusal.empty())
       problems.push_back(std::move(refusal));
-  if (problems.empty()) {
+  {
     const ModelInfo model = manifest.model.info();
     ParameterPlanRecorder recorder(model, manifest.model.adapter_targets(), stack.trainable);
     for (const auto& strategy : stack.strategies)
-      if (Status status = strategy->plan_parameters(recorder); !status)
-        problems.push_back(manifest.path.string() + ": " + status.message());
+      if (strategy)  // null: its table had problems, listed already
+        if (Status status = strategy->plan_parameters(recorder); !status)
+          problems.push_back(manifest.path.string() + ": " + status.message());
   }
   if (!problems.empty()) throw ManifestError(problems);
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;

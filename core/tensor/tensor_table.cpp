@@ -4,9 +4,15 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/manifest/manifest_error.hpp"
 #include "core/util/format_bytes.hpp"
 
 namespace strata {
+
+namespace {
+std::string shape_text(const std::vector<std::int64_t>& shape);
+constexpr std::uint64_t kMaxRowBytes = std::uint64_t{1} << 50;  // 1 PiB: far past any machine
+}  // namespace
 
 std::int64_t TensorRow::elements() const {
   return shape_elements(shape);
@@ -19,6 +25,13 @@ std::uint64_t TensorRow::bytes() const {
 
 int TensorTable::add(TensorRow row) {
   if (index_by_name_.contains(row.name)) throw std::logic_error("tensor table: duplicate row '" + row.name + "'");
+  // A shape too large to count in bytes would wrap every total after it (a petabyte row, a 0 MiB
+  // row): it is invalid input, named, before anything is planned or allocated.
+  std::uint64_t bytes = dtype_bytes(row.element);
+  for (const std::int64_t extent : row.shape)
+    if (extent < 0 || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(extent), &bytes) || bytes > kMaxRowBytes)
+      throw ManifestError("tensor '" + row.name + "' of shape " + shape_text(row.shape) + " needs more than " +
+                          format_bytes(kMaxRowBytes) + ": the manifest's [model] and [train] batch are too large");
   const int index = static_cast<int>(rows_.size());
   index_by_name_.emplace(row.name, index);
   rows_.push_back(std::move(row));

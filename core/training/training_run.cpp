@@ -13,6 +13,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
+#include "core/data/data_fingerprint.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
 #include "core/device/backends.hpp"
@@ -25,6 +26,7 @@
 #include "core/plugin/stack.hpp"
 #include "core/training/divergence_guard.hpp"
 #include "core/training/evaluation_model.hpp"
+#include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
 
 namespace strata {
@@ -89,8 +91,12 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const TrainSpec& train = manifest.train;
   const int rows = manifest.train.micro_batch_rows();
   const Dataset dataset(data_options(manifest));
+  // What a save records of the data, and a resume compares: its content, not only its path.
+  const std::string data_identity =
+      manifest.checkpoint.dir || options.resume ? data_fingerprint(manifest.data.train) : std::string();
   // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
   // cleared of partial saves a killed run left.
+  RunOutputs outputs(manifest, options.resume, options.overwrite_telemetry);  // checked now, locked below
   std::optional<CheckpointDirectoryLock> checkpoint_lock;
   if (manifest.checkpoint.dir) {
     check_checkpoint_directory(*manifest.checkpoint.dir);
@@ -121,7 +127,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   std::int64_t start_step = 0;
   if (options.resume) {
-    const TrainerState state = load_checkpoint(*options.resume, model, manifest.optimizer.plugin);
+    const TrainerState state =
+        load_checkpoint(*options.resume, model, manifest.optimizer.plugin, stack.optimizer.get());
     // The checkpoint must come from this run: the same seed (data order), stack and data.
     std::string differences;
     if (state.seed != train.seed)
@@ -130,6 +137,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       differences += "\n  stack: saved '" + state.stack + "', manifest '" + stack.description + "'";
     if (!state.data.empty() && state.data != manifest.data.train.string())
       differences += "\n  data: saved '" + state.data + "', manifest '" + manifest.data.train.string() + "'";
+    else if (!state.data_fingerprint.empty() && state.data_fingerprint != data_identity)
+      differences += "\n  data: '" + manifest.data.train.string() + "' changed since the save (saved " +
+                     state.data_fingerprint + ", now " + data_identity + ")";
     if (!differences.empty() && !options.force_resume)
       throw CheckpointError(options.resume->string() + ": saved by a different run:" + differences +
                             "\n(resume anyway with --force-resume)");
@@ -147,11 +157,23 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     }
     start_step = state.step;
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
+    // Nothing to train is said plainly, and nothing is written (no telemetry, no save, no prune).
+    const std::int64_t target = options.stop_after_step > 0 ? options.stop_after_step : train.steps;
+    if (start_step >= target) {
+      TrainResult finished;
+      finished.nothing_to_train = "the checkpoint is at step " + std::to_string(start_step) +
+                                  ", and this run stops at " +
+                                  (options.stop_after_step > 0 ? "--stop-after " : "train.steps = ") +
+                                  std::to_string(target) + ": there is nothing to train (raise " +
+                                  (options.stop_after_step > 0 ? "--stop-after" : "train.steps") + " to go on)";
+      return finished;
+    }
   }
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len();
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
                manifest.model.parameter_count(), manifest.device.memory_limit};
+  outputs.lock();
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_start(info); !status) throw HookFailed(status.message());
 
@@ -237,6 +259,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     const bool checkpoint_now =
         manifest.checkpoint.dir && (step == last_step || result.stopped_by_signal != 0 ||
                                     (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
+    if (checkpoint_now && !outcome.skipped && !outcome.rolled_back && !std::isfinite(outcome.loss))
+      throw std::runtime_error("the loss is " + std::to_string(outcome.loss) + " at step " + std::to_string(step) +
+                               ": no checkpoint is written from non-finite training, and the earlier saves are kept");
     if (checkpoint_now) {
       model.store().complete_all_moves();
       device->synchronize();  // a checkpoint is written only from ops that all succeeded
@@ -251,7 +276,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                          manifest.data.train.string(),
                          std::move(precision_state),
                          std::move(predictor_state),
-                         {}};
+                         {},
+                         data_identity};
       for (std::size_t i = 0; i < stack.strategies.size(); ++i) {
         std::string strategy_state;
         if (Status status = stack.strategies[i]->state(strategy_state); !status) throw HookFailed(status.message());

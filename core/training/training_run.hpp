@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/device/backend.hpp"
@@ -27,6 +28,8 @@ struct TrainOptions {
   std::int64_t stop_after_step = 0;
   // Resume even when the checkpoint was saved by a run with another seed, stack or training data.
   bool force_resume = false;
+  // Replace an existing telemetry file that Strata's sinks did not write (core/training/run_outputs.hpp).
+  bool overwrite_telemetry = false;
   BackendFactory backend;
 };
 
@@ -37,6 +40,8 @@ struct TrainResult {
   // SIGINT or SIGTERM stopped the run after a whole step (checkpointed when [checkpoint] dir is
   // set); 0 when it ran to its last step. The CLI exits 128 + this.
   int stopped_by_signal = 0;
+  // Not empty when a resume found the run already at its last step: why nothing was trained.
+  std::string nothing_to_train;
 };
 
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and

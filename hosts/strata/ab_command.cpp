@@ -16,15 +16,18 @@
 #include <functional>
 #include <iostream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "ab_conditions.hpp"
 #include "ab_report.hpp"
 #include "ab_verdict.hpp"
+#include "command_line_style.hpp"
 #include "commands.hpp"
 #include "core/data/data_error.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/util/atomic_file.hpp"
 #include "exit_codes.hpp"
 
 extern char** environ;
@@ -234,7 +237,8 @@ int command_ab(const std::vector<std::string>& arguments) {
       "A.toml B.toml [more.toml...] [--steps N] [--set key=value]... [--html FILE] [--tolerance X] [--last-k N]";
   po::variables_map values;
   try {
-    po::store(po::command_line_parser(arguments).options(options).positional(positional).run(), values);
+    po::store(po::command_line_parser(arguments).options(options).positional(positional).style(kCommandLineStyle).run(),
+              values);
     if (values.count("help")) {
       std::cout << "usage: strata ab " << synopsis << "\n\n" << options;
       return kExitSuccess;
@@ -272,7 +276,14 @@ int command_ab(const std::vector<std::string>& arguments) {
     return kExitInvalidInput;
   }
 
-  std::filesystem::create_directories(out_dir);
+  // The outputs too: a report that cannot be written is refused now, not after every run trained.
+  try {
+    if (!html.empty()) check_output_file("--html", html);
+    check_output_file("--out", std::filesystem::path(out_dir) / "1.jsonl");
+  } catch (const ManifestError& e) {
+    std::cerr << "strata ab: " << e.what() << '\n';
+    return kExitInvalidInput;
+  }
   std::vector<AbRun> runs;
   std::set<std::string> labels;
   bool any_failed = false;
@@ -342,12 +353,12 @@ int command_ab(const std::vector<std::string>& arguments) {
   print_ab_verdicts(std::cout, runs, verdicts, settings);
   std::cout.flush();
   if (!html.empty()) {
-    const std::filesystem::path html_path(html);
-    if (html_path.has_parent_path()) std::filesystem::create_directories(html_path.parent_path());
-    std::ofstream report(html_path);
+    std::ostringstream report;
     write_ab_html(report, runs, verdicts, settings);
-    if (!report) {
-      std::cerr << "strata ab: cannot write " << html << '\n';
+    try {
+      write_file_atomically(html, report.str());
+    } catch (const std::exception& e) {
+      std::cerr << "strata ab: cannot write " << html << ": " << e.what() << '\n';
       return kExitRunFailed;
     }
     std::printf("\nreport: %s\n", html.c_str());

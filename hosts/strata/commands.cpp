@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 
+#include "command_line_style.hpp"
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
@@ -46,7 +47,8 @@ std::optional<int> parse(const std::string& name, const std::string& synopsis, p
   po::positional_options_description positional;
   if (takes_manifest) positional.add("manifest", 1);
   try {
-    po::store(po::command_line_parser(arguments).options(options).positional(positional).run(), values);
+    po::store(po::command_line_parser(arguments).options(options).positional(positional).style(kCommandLineStyle).run(),
+              values);
     if (values.count("help")) {
       std::cout << "usage: strata " << name << ' ' << synopsis << "\n\n" << options;
       return kExitSuccess;
@@ -63,6 +65,8 @@ void add_manifest_options(po::options_description& options, CommonArguments& com
   options.add_options()("manifest", po::value(&common.manifest)->required(), "the manifest (TOML)")(
       "set", po::value(&common.overrides)->composing(), "override a manifest key: --set train.steps=30 (repeatable)");
 }
+
+}  // namespace
 
 // An output file named on the command line must be creatable: its directory is created now and
 // proved writable with a probe file, so a bad path is invalid input before the run starts.
@@ -88,9 +92,16 @@ void check_output_file(const std::string& option, const std::filesystem::path& p
                         error.message() + ")");
 }
 
+// A library on the search path that fails to load is named: a broken copy would otherwise be
+// skipped in silence while a built-in of the same name serves instead.
+namespace {
+
 PluginRegistry load_plugins(const Manifest& manifest) {
   PluginRegistry registry;
   registry.scan(plugin_search_path(manifest.plugin_path));
+  for (const LoadFailure& failure : registry.failures())
+    if (!failure.duplicate)  // a second copy of a plugin already found earlier on the path is expected
+      spdlog::warn("plugin library {} was not loaded: {}", failure.path.string(), failure.reason);
   return registry;
 }
 
@@ -141,6 +152,7 @@ int command_train(const std::vector<std::string>& arguments) {
   options.add_options()("resume", po::value(&resume)->implicit_value(""),
                         "resume from a checkpoint directory (default: checkpoint.dir's latest)")(
       "force-resume", "resume even a checkpoint saved with another seed, stack or training data")(
+      "overwrite-telemetry", "replace an existing --metrics or [[telemetry]] file that Strata did not write")(
       "stop-after", po::value<std::int64_t>()->default_value(0),
       "stop after this step of the schedule (checkpointing there), to resume later")(
       "table", "print the tensor table before training")("profile", "print time per kernel at the end")(
@@ -165,6 +177,7 @@ int command_train(const std::vector<std::string>& arguments) {
       throw ManifestError("--stop-after " + std::to_string(train_options.stop_after_step) +
                           ": must be a step of the schedule, 1 or more (0, the default, trains to train.steps)");
     train_options.force_resume = values.count("force-resume") > 0;
+    train_options.overwrite_telemetry = values.count("overwrite-telemetry") > 0;
     if (values.count("resume")) {
       if (!resume.empty()) {
         train_options.resume = resume;
@@ -175,6 +188,10 @@ int command_train(const std::vector<std::string>& arguments) {
       }
     }
     const TrainResult result = run_training(manifest, registry, train_options);
+    if (!result.nothing_to_train.empty()) {
+      spdlog::warn("{}", result.nothing_to_train);
+      return static_cast<int>(kExitSuccess);
+    }
     if (result.last_checkpoint) spdlog::info("checkpoint: {}", result.last_checkpoint->string());
     if (result.stopped_by_signal != 0) return 128 + result.stopped_by_signal;  // the shell's convention: 130, 143
     return static_cast<int>(kExitSuccess);

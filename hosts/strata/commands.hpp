@@ -1,4 +1,5 @@
 #pragma once
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,5 +13,10 @@ int command_validate(const std::vector<std::string>& arguments);
 int command_plugins(const std::vector<std::string>& arguments);
 int command_plan(const std::vector<std::string>& arguments);
 int command_ab(const std::vector<std::string>& arguments);  // ab_command.cpp
+// Refuses (ManifestError, naming `option`) an output path that is a directory, a device or a pipe,
+// or whose directory cannot be created and written; creates that directory.
+void check_output_file(const std::string& option, const std::filesystem::path& path);
+
+int command_verify(const std::vector<std::string>& arguments);  // verify_command.cpp
 
 }  // namespace strata

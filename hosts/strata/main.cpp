@@ -1,5 +1,11 @@
-// strata: train, eval, export, validate, plan, ab and plugins. Every error reaches the user as one clear
+// strata: train, eval, export, validate, plan, ab, verify and plugins. Every error reaches the user as one clear
 // message and an exit code (0 success, 1 the run failed, 2 invalid input).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -27,11 +33,27 @@ commands:
                          train each manifest in its own process and compare them: peak memory
                          by category, speed, losses, and a verdict against the first (identical,
                          within tolerance, diverged, optimizer comparison, not comparable)
+  verify DIR             check a checkpoint directory offline: every save's checksums, finite
+                         values and side files, and that `latest` names a sound save
   plugins [--verbose]    the plugins found, their interfaces and keys, and why any failed to load
 
 `strata <command> --help` describes a command. Exit codes: 0 success, 1 the run failed
 (memory budget exceeded, divergence, I/O error), 2 invalid input (manifest, data, plugin, checkpoint).
 )";
+
+// Runs the command named by argv[1]; returns its exit code.
+int dispatch(const std::string& command, const std::vector<std::string>& arguments) {
+  if (command == "train") return strata::command_train(arguments);
+  if (command == "eval") return strata::command_eval(arguments);
+  if (command == "export") return strata::command_export(arguments);
+  if (command == "validate") return strata::command_validate(arguments);
+  if (command == "plan") return strata::command_plan(arguments);
+  if (command == "plugins") return strata::command_plugins(arguments);
+  if (command == "ab") return strata::command_ab(arguments);
+  if (command == "verify") return strata::command_verify(arguments);
+  std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
+  return strata::kExitInvalidInput;
+}
 
 }  // namespace
 
@@ -46,13 +68,26 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return strata::kExitSuccess;
   }
-  if (command == "train") return strata::command_train(arguments);
-  if (command == "eval") return strata::command_eval(arguments);
-  if (command == "export") return strata::command_export(arguments);
-  if (command == "validate") return strata::command_validate(arguments);
-  if (command == "plan") return strata::command_plan(arguments);
-  if (command == "plugins") return strata::command_plugins(arguments);
-  if (command == "ab") return strata::command_ab(arguments);
-  std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
-  return strata::kExitInvalidInput;
+  // A closed stdout would hand descriptor 1 to the first file the command opens (a lock, a
+  // checkpoint), and the output would go there: /dev/null takes its place, and the command fails.
+  const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) == -1;
+  if (stdout_closed) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0 && null != STDOUT_FILENO) {
+      ::dup2(null, STDOUT_FILENO);
+      ::close(null);
+    }
+  }
+  const int code = dispatch(command, arguments);
+  // Output that never arrived (stdout closed, a full disk) is a failed run, not a success: the
+  // eval_loss line, a plan, a table. A run's checkpoints are written before this point.
+  std::cout.flush();
+  errno = 0;
+  if (stdout_closed || std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    const int error = stdout_closed ? EBADF : errno;
+    std::cerr << "strata " << command << ": writing to standard output failed"
+              << (error != 0 ? std::string(" (") + std::strerror(error) + ")" : std::string()) << '\n';
+    return code == strata::kExitSuccess ? strata::kExitRunFailed : code;
+  }
+  return code;
 }

@@ -24,6 +24,12 @@ class AdamW final : public Optimizer {
     });
   }
 
+  // The second moment is a running mean of squares: a negative value is corruption, and would be a
+  // NaN (its square root) at the first step.
+  Status check_state(std::string_view parameter, std::span<const SavedStateBuffer> buffers) const noexcept override {
+    return plugins::require_non_negative(parameter, "second moment (state1)", buffers[1].f32());
+  }
+
  private:
   HostServices& host_;
   plugins::AdamWConfig config_;

@@ -11,6 +11,16 @@
 
 namespace strata::plugins {
 
+// A saved buffer that must hold no negative value (a second moment, a block's absmax scale): an
+// error naming the first one, for Optimizer::check_state.
+inline Status require_non_negative(std::string_view parameter, std::string_view what, std::span<const float> values) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (values[i] < 0.0f)
+      return Status::error("'" + std::string(parameter) + "': " + std::string(what) + " " + std::to_string(values[i]) +
+                           " at element " + std::to_string(i) + " is negative");
+  return {};
+}
+
 struct AdamWConfig {
   float beta1 = 0.9f;
   float beta2 = 0.95f;

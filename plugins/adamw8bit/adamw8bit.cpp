@@ -60,6 +60,18 @@ class AdamW8bit final : public Optimizer {
     });
   }
 
+  // Every code decodes to a valid moment (v's map is unsigned); what can break is a scale: each
+  // block's absmax is never negative. Small tensors keep f32 moments, as AdamW.
+  Status check_state(std::string_view parameter, std::span<const SavedStateBuffer> buffers) const noexcept override {
+    if (buffers[0].dtype == DType::f32)
+      return plugins::require_non_negative(parameter, "second moment (state1)", buffers[1].f32());
+    if (Status status =
+            plugins::require_non_negative(parameter, "first moment's block scale (state2)", buffers[2].f32());
+        !status)
+      return status;
+    return plugins::require_non_negative(parameter, "second moment's block scale (state3)", buffers[3].f32());
+  }
+
  private:
   HostServices& host_;
   plugins::AdamWConfig config_;

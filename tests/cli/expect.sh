@@ -1,4 +1,5 @@
-# Shared by the CLI fault scripts (source it). `expect CODE TEXT -- command...` runs the command
+# Shared by the CLI fault scripts, sourced as `source expect.sh STRATA WORK`: sets $strata, $work
+# (emptied) and $q (the quickstart manifest). `expect CODE TEXT -- command...` runs the command
 # and checks its exit code and that its output holds TEXT. `fault WHAT CODE TEXT -- command...`
 # does the same and, when RELIABILITY_TABLE names a file, appends a row (what, code, the output
 # line holding TEXT) that scripts/reliability-table.sh turns into docs/reliability.md.
@@ -18,3 +19,7 @@ fault() {
   line=$(echo "$output" | grep -F -m1 -- "$2" | sed -e 's/^\[[0-9: .-]*\] //' -e "s#$work#WORK#g" -e "s#$PWD/##g")
   printf '%s\t%s\t%s\n' "$what" "$1" "$line" >> "$RELIABILITY_TABLE"
 }
+strata=$1
+work=$2
+rm -rf "$work" && mkdir -p "$work"
+q=examples/quickstart.toml

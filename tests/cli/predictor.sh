@@ -4,9 +4,7 @@
 # and refusals with exit 2: a predict length of 0, a warmup shorter than the history window, and
 # a stack with an optimizer it conflicts with.
 set -euo pipefail
-strata=$1
-work=$2
-rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "$0")/expect.sh" "$1" "$2"
 short=(examples/rssm-predictor.toml --set train.steps=40 --set train.eval_every=0 --set train.eval_batches=2
   --set predictor.warmup_steps=20 --set predictor.fit_iterations=20
   --set "checkpoint.dir=\"$work/ckpt\"" --set "telemetry.1.path=\"$work/run.jsonl\"")
@@ -27,7 +25,6 @@ PY
 "$strata" train "${short[@]}" --set train.steps=44 --resume "$work/ckpt" > "$work/resume.log" 2>&1 ||
   { cat "$work/resume.log"; exit 1; }
 
-source "$(dirname "$0")/expect.sh"
 set +e  # expect checks each exit code itself
 expect 2 "a predict phase of 0 steps never predicts" -- \
   "$strata" validate examples/rssm-predictor.toml --set predictor.predict_steps=0

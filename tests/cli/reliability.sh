@@ -3,11 +3,7 @@
 # failed run) and a message naming the file, key or value, and must lose nothing already saved.
 # With RELIABILITY_TABLE set, each case adds a row to docs/reliability.md's table.
 set -uo pipefail
-strata=$1
-work=$2
-rm -rf "$work" && mkdir -p "$work"
-source "$(dirname "$0")/expect.sh"
-q=examples/quickstart.toml
+source "$(dirname "$0")/expect.sh" "$1" "$2"
 
 # The manifest.
 printf '[model\nn_layer = 2\n' > "$work/syntax.toml"

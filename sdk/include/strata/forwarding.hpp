@@ -99,6 +99,10 @@ class Forwarder<Optimizer, Policy> final : public Optimizer {
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     return policy_.call("step", at_step(info.step), [&] { return object_->step(info, slots, report); });
   }
+  Status check_state(std::string_view parameter, std::span<const SavedStateBuffer> buffers) const noexcept override {
+    if (!policy_.has(1)) return Optimizer::check_state(parameter, buffers);
+    return policy_.answer("check_state", [&] { return object_->check_state(parameter, buffers); });
+  }
 
  private:
   std::shared_ptr<Optimizer> object_;

@@ -50,6 +50,16 @@ struct OptimizerStepInfo {
   double base_lr = 3e-4;
 };
 
+// One of a parameter's state buffers as a checkpoint holds it, read into host memory
+// (Optimizer::check_state): its dtype and bytes, in the buffer's layout.
+struct SavedStateBuffer {
+  DType dtype = DType::f32;
+  std::span<const std::byte> bytes;
+  std::span<const float> f32() const noexcept {
+    return {reinterpret_cast<const float*>(bytes.data()), bytes.size() / sizeof(float)};
+  }
+};
+
 struct OptimizerReport {
   double lr = 0.0;
   double grad_norm = 0.0;  // before clipping
@@ -62,6 +72,15 @@ class Optimizer {
   virtual StateLayout state_layout(std::int64_t count) const noexcept = 0;
   // May throw: the host reports any exception with the plugin's name, as it does an error Status.
   virtual Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) = 0;
+  // (optional, since 9.1) Checks one parameter's saved state before a resume uses it, and returns an
+  // error saying what breaks this optimizer's invariants (AdamW: a negative second moment). The host
+  // has already checked each buffer's dtype and length, and that every f32 value is finite; a
+  // refusal is a corrupt checkpoint, reported before anything is trained or saved. Default: accept.
+  virtual Status check_state(std::string_view parameter, std::span<const SavedStateBuffer> buffers) const noexcept {
+    (void)parameter;
+    (void)buffers;
+    return {};
+  }
 };
 
 }  // namespace strata

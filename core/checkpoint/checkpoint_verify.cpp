@@ -1,0 +1,131 @@
+#include "core/checkpoint/checkpoint_verify.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/safetensors.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path.string() + ": missing or unreadable");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw CheckpointError(path.string() + ": unreadable");
+  return bytes;
+}
+
+// Reads a safetensors file (its checksums verified as it parses) and checks that its floating
+// tensors hold finite values; returns how many tensors it holds.
+std::int64_t verify_tensors(const fs::path& path) {
+  const SafetensorsFile file = SafetensorsFile::read(path);
+  for (const auto& [name, entry] : file.entries()) {
+    if (entry.dtype != "F32" && entry.dtype != "F16" && entry.dtype != "BF16") continue;
+    const std::vector<float> values = file.tensor(name, entry.shape);
+    const auto bad = std::find_if(values.begin(), values.end(), [](float value) { return !std::isfinite(value); });
+    if (bad != values.end())
+      throw CheckpointError(path.string() + ": corrupt checkpoint: tensor '" + name + "' holds " +
+                            std::to_string(*bad) + " at element " + std::to_string(bad - values.begin()));
+  }
+  return static_cast<std::int64_t>(file.entries().size());
+}
+
+}  // namespace
+
+std::string side_file_checksum(std::string_view bytes) {
+  return tensor_checksum(std::as_bytes(std::span(bytes.data(), bytes.size())));
+}
+
+VerifiedSave verify_save(const fs::path& step_directory) {
+  VerifiedSave verified;
+  const fs::path trainer_path = step_directory / "trainer.json";
+  nlohmann::json trainer;
+  try {
+    trainer = nlohmann::json::parse(read_file(trainer_path));
+    if (!trainer.at("step").is_number_integer() || trainer.at("step").get<std::int64_t>() < 1)
+      throw CheckpointError(trainer_path.string() + ": corrupt: step " + trainer.at("step").dump() +
+                            " is not a step of a run");
+    verified.step = trainer.at("step").get<std::int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
+  }
+  for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
+    verified.tensors += verify_tensors(step_directory / name);
+    std::error_code error;
+    verified.bytes += fs::file_size(step_directory / name, error);
+  }
+  // The side files: each one present is listed with its checksum, and each listed one is present.
+  const nlohmann::json files =
+      trainer.contains("files") && trainer["files"].is_object() ? trainer["files"] : nlohmann::json::object();
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(step_directory, error))
+    if (entry.path().extension() == ".bin" && !files.contains(entry.path().filename().string()) &&
+        trainer.contains("files"))
+      throw CheckpointError(entry.path().string() + ": corrupt checkpoint: trainer.json records no checksum for it");
+  if (error) throw CheckpointError(step_directory.string() + ": cannot list the save: " + error.message());
+  for (const auto& [name, checksum] : files.items()) {
+    const std::string bytes = read_file(step_directory / name);
+    if (!checksum.is_string() || checksum.get<std::string>() != side_file_checksum(bytes))
+      throw CheckpointError((step_directory / name).string() +
+                            ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
+    verified.bytes += bytes.size();
+  }
+  return verified;
+}
+
+bool DirectoryVerdict::ok() const {
+  return latest_fault.empty() &&
+         std::all_of(saves.begin(), saves.end(), [](const SaveVerdict& save) { return save.fault.empty(); });
+}
+
+DirectoryVerdict verify_checkpoint_directory(const fs::path& path) {
+  DirectoryVerdict verdict;
+  const auto check = [&](const fs::path& directory) {
+    SaveVerdict save{directory, {}, {}};
+    try {
+      save.save = verify_save(directory);
+    } catch (const CheckpointError& e) {
+      save.fault = e.what();
+    } catch (const fs::filesystem_error& e) {
+      save.fault = e.what();
+    }
+    verdict.saves.push_back(std::move(save));
+  };
+  if (fs::is_regular_file(path / "trainer.json") && !fs::exists(path / "latest")) {
+    check(path);
+    return verdict;
+  }
+  std::vector<fs::path> saves;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(path, error))
+    if (entry.is_directory() && entry.path().filename().string().starts_with("step_")) saves.push_back(entry.path());
+  if (error) throw CheckpointError(path.string() + ": cannot list it: " + error.message());
+  std::sort(saves.begin(), saves.end());
+  if (saves.empty() && !fs::exists(path / "latest"))
+    throw CheckpointError(path.string() + ": not a checkpoint directory (no 'latest', trainer.json or step_* saves)");
+  for (const fs::path& save : saves) check(save);
+  try {
+    const fs::path latest = resolve_checkpoint(path);
+    const auto named = std::find_if(verdict.saves.begin(), verdict.saves.end(),
+                                    [&](const SaveVerdict& save) { return save.directory == latest; });
+    if (named == verdict.saves.end())
+      verdict.latest_fault =
+          (path / "latest").string() + ": names " + latest.filename().string() + ", which is missing";
+    else if (!named->fault.empty())
+      verdict.latest_fault =
+          (path / "latest").string() + ": names " + latest.filename().string() + ", which is corrupt";
+  } catch (const CheckpointError& e) {
+    verdict.latest_fault = e.what();
+  }
+  return verdict;
+}
+
+}  // namespace strata

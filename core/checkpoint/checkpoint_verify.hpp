@@ -1,0 +1,39 @@
+#pragma once
+// Reading a save back before trusting it. A save is verified after its files are written and before
+// `latest` moves or older saves are pruned, and `strata verify` runs the same check offline: every
+// file a save holds parses, every tensor matches the checksum written beside it, every f32 value is
+// finite, and the side files (predictor.bin, strategy_*.bin) match the checksums trainer.json records.
+// The check needs no model: it finds corruption, not a checkpoint of another shape.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct VerifiedSave {
+  std::int64_t step = 0;
+  std::int64_t tensors = 0;  // in model.safetensors and optimizer.safetensors
+  std::uint64_t bytes = 0;   // the files' sizes
+};
+
+// Throws CheckpointError naming the file and the fault.
+VerifiedSave verify_save(const std::filesystem::path& step_directory);
+
+// Each save of a checkpoint directory (or the one save `path` is), checked; `latest` must name one.
+struct SaveVerdict {
+  std::filesystem::path directory;
+  VerifiedSave save;
+  std::string fault;  // empty: verified
+};
+struct DirectoryVerdict {
+  std::vector<SaveVerdict> saves;
+  std::string latest_fault;  // empty when `latest` names a verified save (or `path` is one save)
+  bool ok() const;
+};
+DirectoryVerdict verify_checkpoint_directory(const std::filesystem::path& path);
+
+// The side files' checksums as trainer.json records them ("files": {"predictor.bin": "<xxh3>"}).
+std::string side_file_checksum(std::string_view bytes);
+
+}  // namespace strata

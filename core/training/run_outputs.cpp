@@ -1,0 +1,117 @@
+#include "core/training/run_outputs.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "core/manifest/manifest_error.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path resolved(const fs::path& path) {
+  std::error_code error;
+  const fs::path result = fs::weakly_canonical(path, error);
+  return error ? fs::absolute(path, error) : result;
+}
+
+// `inner` relative to `outer` when it lies inside it (or is it: "."), else empty.
+std::optional<fs::path> inside(const fs::path& inner, const fs::path& outer) {
+  const fs::path a = resolved(inner), b = resolved(outer);
+  auto [end_of_b, rest] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
+  if (end_of_b != b.end()) return std::nullopt;
+  fs::path relative;
+  for (; rest != a.end(); ++rest) relative /= *rest;
+  return relative.empty() ? fs::path(".") : relative;
+}
+
+// Entries of a checkpoint directory that belong to its saves: step_*, latest, .lock and the
+// hidden partial saves and temporaries (".step_*", "latest.tmp-*").
+bool checkpoint_entry(const fs::path& relative) {
+  const std::string first = relative.begin()->string();
+  return first == "." || first.starts_with("step_") || first.starts_with(".") || first.starts_with("latest");
+}
+
+// How the built-in sinks begin a file: jsonl with its run record, csv with its header.
+bool written_by_a_sink(const fs::path& path, const std::string& plugin) {
+  std::ifstream in(path, std::ios::binary);
+  std::string first;
+  if (!in || !std::getline(in, first)) return true;  // empty: nothing to lose
+  if (plugin == "jsonl") return first.starts_with("{\"record\":\"run\"");
+  if (plugin == "csv") return first.starts_with("step,phase,loss,");
+  return false;
+}
+
+}  // namespace
+
+RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& resume, bool allow_overwrite) {
+  std::vector<std::pair<fs::path, std::string>> files = {{manifest.path, "the manifest"},
+                                                         {manifest.data.train, "the training data ([data] train)"}};
+  if (manifest.data.val) files.emplace_back(*manifest.data.val, "the validation data ([data] val)");
+  if (manifest.train.init_from) files.emplace_back(*manifest.train.init_from, "the base weights (train.init_from)");
+  // A checkpoint directory's own entries are inputs; a save's directory (trainer.json inside) all of it.
+  std::vector<std::pair<fs::path, std::string>> checkpoint_directories;
+  if (manifest.checkpoint.dir)
+    checkpoint_directories.emplace_back(*manifest.checkpoint.dir, "the checkpoint directory ([checkpoint] dir)");
+  std::error_code error;
+  if (resume && fs::is_regular_file(*resume / "trainer.json", error))
+    files.emplace_back(*resume, "the save being resumed");
+  else if (resume)
+    checkpoint_directories.emplace_back(*resume, "the checkpoint directory being resumed");
+
+  for (const PluginSpec& sink : manifest.telemetry) {
+    const auto* value = sink.table->get_as<std::string>("path");
+    if (value == nullptr || value->get().empty()) continue;
+    const fs::path path = value->get();
+    const std::string where = sink.label + " path = \"" + path.string() + "\": ";
+    for (const auto& [input, what] : files)
+      if (const auto relative = inside(path, input))
+        throw ManifestError(where + "is " + (*relative == "." ? "" : "inside ") + what +
+                            ", which this run reads: write telemetry elsewhere");
+    for (const auto& [directory, what] : checkpoint_directories)
+      if (const auto relative = inside(path, directory); relative && checkpoint_entry(*relative))
+        throw ManifestError(where + "is " + (*relative == "." ? "" : "inside a save of ") + what +
+                            ", which this run reads and writes: write telemetry elsewhere");
+    // A device (/dev/null) is written through, not replaced, and runs may share it.
+    if (fs::exists(path, error) && !fs::is_regular_file(path, error)) continue;
+    for (const Output& earlier : outputs_)
+      if (resolved(earlier.path) == resolved(path))
+        throw ManifestError(where + "also named by " + earlier.where.substr(0, earlier.where.find(" path = ")) +
+                            ": two sinks would interleave one file");
+    if (!allow_overwrite && (sink.plugin == "jsonl" || sink.plugin == "csv") && fs::is_regular_file(path, error) &&
+        !written_by_a_sink(path, sink.plugin))
+      throw ManifestError(where + "exists and is not a " + sink.plugin +
+                          " telemetry file Strata wrote, so writing it would destroy it (pass "
+                          "--overwrite-telemetry to replace it)");
+    outputs_.push_back({path, where});
+  }
+}
+
+void RunOutputs::lock() {
+  for (const Output& output : outputs_) {
+    // Beside the output, not the output itself: a resumed run's sink may replace the file by a rename.
+    std::error_code error;
+    if (output.path.has_parent_path()) fs::create_directories(output.path.parent_path(), error);
+    const fs::path lock = output.path.parent_path() / ("." + output.path.filename().string() + ".lock");
+    const int descriptor = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (descriptor < 0) continue;  // unwritable: the sink reports it, naming the path
+    if (::flock(descriptor, LOCK_EX | LOCK_NB) != 0) {
+      ::close(descriptor);
+      throw ManifestError(output.where + "another run is writing this file; give each run its own telemetry path");
+    }
+    lock_descriptors_.push_back(descriptor);
+  }
+}
+
+RunOutputs::~RunOutputs() {
+  for (const int descriptor : lock_descriptors_) ::close(descriptor);
+}
+
+}  // namespace strata

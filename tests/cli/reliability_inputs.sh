@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Inputs read by what they are, output that must arrive, and inputs that used to crash or hang the
+# process (reliability round two): data files by content, stdout failures, broken plugin libraries,
+# wrapping shapes, every problem of a manifest at once, deep TOML keys, ab's outputs. Each case
+# checks its exit code and message; with RELIABILITY_TABLE set, each adds a row to
+# docs/reliability.md's table.
+set -uo pipefail
+source "$(dirname "$0")/expect.sh" "$1" "$2"
+small=(--set model.n_layer=2 --set model.d_model=32 --set model.seq_len=16 --set train.batch=4
+  --set train.eval_batches=2 --set telemetry.1.path=\"$work/steps.jsonl\")
+
+# Data files are told apart by their first bytes, whatever their names. Token 300 is outside the
+# byte vocabulary (256): only a file read as tokens can hold it, so the refusal proves the reading.
+python3 -c 'import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<256i", 20240520, 1, 64, *[0] * 253) + struct.pack("<64H", *([300] + [65] * 63)))' \
+  "$work/tokens"
+for name in OK.BIN no_suffix header.txt; do
+  cp "$work/tokens" "$work/$name"
+  fault "token file named $name" 2 "$name: token 300 at position 0 is outside the model's vocabulary" -- \
+    "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/$name\"
+done
+head -c 4096 data/kjv.txt > "$work/text.Bin"
+fault "a .Bin file without the magic number" 2 "text.Bin: wrong magic number" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/text.Bin\"
+printf '{"text": "In the beginning"}\n' > "$work/corpus.jsonl"
+fault "a .jsonl corpus" 2 "corpus.jsonl: JSON is not a corpus format Strata reads" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/corpus.jsonl\"
+
+# Output that never arrives is a failed command; train writes its checkpoint first. The full
+# device is a node made here (never the machine's own /dev/full).
+if mknod "$work/full" c 1 7 2> /dev/null; then
+  expect 1 "writing to standard output failed" -- sh -c "\"\$0\" \"\$@\" > \"$work/full\"" "$strata" train $q "${small[@]}" \
+    --set train.steps=2 --set checkpoint.dir=\"$work/full_ckpt\"
+  [ "$(cat "$work/full_ckpt/latest")" = step_00000002 ] || fail "train with a full stdout did not checkpoint first"
+  fault "eval with stdout on a full device" 1 "strata eval: writing to standard output failed" -- \
+    sh -c "\"\$0\" \"\$@\" > \"$work/full\"" "$strata" eval $q "${small[@]}" --checkpoint "$work/full_ckpt"
+  fault "plan with stdout on a full device" 1 "strata plan: writing to standard output failed" -- \
+    sh -c "\"\$0\" \"\$@\" > \"$work/full\"" "$strata" plan $q
+else
+  echo "skipped: mknod is not permitted here (the full-device cases need a character device node)"
+fi
+fault "eval with stdout closed" 1 "strata eval: writing to standard output failed" -- \
+  sh -c "\"\$0\" \"\$@\" >&-" "$strata" eval $q "${small[@]}" --checkpoint "$work/full_ckpt"
+
+# Broken libraries on the plugin path are named, never skipped in silence, and never crash.
+plugins=$(dirname "$strata")/../plugins
+mkdir -p "$work/plugins_random" "$work/plugins_libz" "$work/plugins_truncated"
+head -c 4096 /dev/urandom > "$work/plugins_random/libstrata-adamw.so"
+cp "$(ls /usr/lib/*/libz.so.1 | head -n 1)" "$work/plugins_libz/libstrata-adamw.so"
+head -c 20000 "$plugins/libstrata-adamw.so" > "$work/plugins_truncated/libstrata-sgd.so"
+fault "random bytes shadowing a built-in plugin" 0 "plugin library $work/plugins_random/libstrata-adamw.so was not loaded" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_random\"
+fault "libz shadowing a built-in plugin" 0 "was not loaded: not a Strata plugin" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_libz\"
+fault "a truncated plugin library on the search path" 0 "libstrata-sgd.so was not loaded: truncated" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_truncated\"
+expect 0 "failed to load" -- env STRATA_PLUGIN_PATH="$work/plugins_truncated" "$strata" plugins
+
+# Shapes too large to count are refused by name, not printed wrapped.
+fault "plan with tokens per micro batch beyond int" 2 "tokens per micro batch, more than 2147483647" -- \
+  "$strata" plan $q --set train.batch=2147483647
+fault "plan with a row beyond a petabyte" 2 "needs more than" -- "$strata" plan $q --set model.arch='"llama"' \
+  --set model.d_ff=2147483647 --set model.seq_len=65536 --set train.batch=16 --set model.n_head=8 --set model.d_model=512
+
+# Every problem of a manifest at once.
+{ cat $q; printf '[[strategy]]\nplugin = "lora"\nrank = 4\ndropout = 0.1\n'; } > "$work/many.toml"
+expect 2 "adamw8bit runs on the cpu backend" -- "$strata" validate "$work/many.toml" --set device.kind='"cuda:0"' \
+  --set precision.plugin='"int8"' --set optimizer.plugin='"adamw8bit"' --set kernels.attention='"flash"'
+for problem in "int8" "flash" "dropout"; do
+  grep -qi -- "$problem" <<< "$output" || fail "validate did not list the $problem problem with the others: $output"
+done
+echo "ok: validate listed all four problems"
+
+# A key of 40,000 dotted parts would overflow toml++'s recursion.
+python3 -c 'import sys; open(sys.argv[1], "w").write("a" + ".a" * 40000 + " = 1\n")' "$work/deep.toml"
+fault "a dotted key of 40,001 parts" 2 "deep.toml:1:128: malformed TOML: a dotted key or table name of more than 64 parts" -- \
+  timeout 60 "$strata" validate "$work/deep.toml"
+python3 -c 'import sys; open(sys.argv[1], "w").write("[" + ".".join(["t"] * 40000) + "]\n")' "$work/deep_table.toml"
+fault "a table name of 40,000 parts" 2 "malformed TOML: a dotted key or table name of more than 64 parts" -- \
+  timeout 60 "$strata" validate "$work/deep_table.toml"
+
+# ab checks where its report goes before it trains anything.
+fault "ab with an --html path that cannot be created" 2 "--html /proc/none/r.html: cannot be created" -- \
+  timeout 120 "$strata" ab $q $q --steps 1 --out "$work/ab" --html /proc/none/r.html
+[ -z "$(ls "$work/ab" 2> /dev/null)" ] || fail "ab trained before refusing its --html path"
+# Under an address-space limit too small for OpenBLAS's work buffers, OpenBLAS would retry its
+# allocation forever before main; Strata checks first and says so. Whether 800000 KiB is too small
+# depends on the build (the CUDA libraries take address space) and the cores: either the command
+# runs, or it fails with the message; it never spins.
+limited=(timeout 60 bash -c 'ulimit -v 800000 && exec "$0" "$@"' "$strata" validate $q)
+"${limited[@]}" > "$work/ulimit.txt" 2>&1
+code=$?
+# A sanitizer build cannot reserve its shadow memory under such a limit at all (exit 86).
+grep -q "Sanitizer" "$work/ulimit.txt" && code=sanitized
+case $code in
+  sanitized) echo "skipped: the sanitizers need more address space than ulimit -v 800000 before main" ;;
+  0) echo "ok: validate ran under ulimit -v 800000 (this build and machine fit)" ;;
+  1) fault "ulimit -v 800000: too little address space for OpenBLAS" 1 "leaves too little room for OpenBLAS's work buffers" -- \
+       "${limited[@]}" ;;
+  *) fail "validate under ulimit -v 800000 neither ran nor refused: $(cat "$work/ulimit.txt")" ;;
+esac
+echo "every input refused or read by what it is"
