@@ -1,5 +1,7 @@
 #include "core/training/stop_signal.hpp"
 
+#include <unistd.h>
+
 #include <atomic>
 
 namespace strata {
@@ -11,8 +13,14 @@ namespace {
 std::atomic<int> stop_requested{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
+// The first signal asks for a stop after the step in hand; a second one stops now (a step that
+// cannot finish, or a user who will not wait), as `timeout -k` or a second Ctrl-C expects.
 extern "C" void record_stop(int signal) {
-  stop_requested.store(signal, std::memory_order_relaxed);
+  if (stop_requested.exchange(signal, std::memory_order_relaxed) != 0) {
+    constexpr char kMessage[] = "\nstrata: a second stop signal: exiting now, without finishing the step in hand\n";
+    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+    ::_exit(128 + signal);
+  }
 }
 
 }  // namespace

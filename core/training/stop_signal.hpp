@@ -1,7 +1,8 @@
 #pragma once
 // SIGINT and SIGTERM during training ask the run to stop after its current step (with a
 // checkpoint when [checkpoint] dir is set) instead of killing it mid-step. While a StopSignal
-// exists, the two signals only record themselves; the previous handlers come back when it goes.
+// exists, the first signal only records itself, and a second exits at once (128 + the signal);
+// the previous handlers come back when it goes.
 #include <csignal>
 
 namespace strata {

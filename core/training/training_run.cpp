@@ -28,6 +28,7 @@
 #include "core/training/evaluation_model.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
+#include "core/util/address_space.hpp"
 
 namespace strata {
 
@@ -115,6 +116,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
       ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels});
   executor.attach();  // strategies place the rows, then they are allocated
+  // Room for a BLAS work buffer per thread, proved now rather than found missing mid-step.
+  if (const std::string shortfall =
+          address_space_shortfall(2 * static_cast<std::uint64_t>(omp_get_max_threads()) * kOpenBlasBufferBytes);
+      !shortfall.empty())
+    throw std::runtime_error(shortfall);
   PluginMemoryImpl controller_memory(*device, manifest.predictor.plugin);
   executor.attach_controller(controller_memory);
   model.init_weights(train.seed);

@@ -4,6 +4,7 @@
 // loader runs it after mapping the libraries and before any library's initialiser): it reserves,
 // and at once releases, the address space OpenBLAS is about to ask for, and on failure says so
 // and exits 1. docs/reliability.md describes the limit.
+#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -45,6 +46,9 @@ unsigned long openblas_threads(char** environment) {
 void check_address_space(int, char**, char** environment) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  // Each thread's own malloc arena reserves 64 MiB of address space up front (glibc): under a
+  // limit, the threads share one instead, leaving the space to the run.
+  ::mallopt(M_ARENA_MAX, 1);
   const unsigned long need =
       openblas_threads(environment) * kOpenBlasBufferBytes + kHeadroomBytes;  // one buffer per thread
   void* reserved = ::mmap(nullptr, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -99,4 +99,12 @@ case $code in
        "${limited[@]}" ;;
   *) fail "validate under ulimit -v 800000 neither ran nor refused: $(cat "$work/ulimit.txt")" ;;
 esac
+# A limit that admits the start but not OpenBLAS's per-thread buffers during the run: refused
+# before the first step (exit 1), or trains (exit 0); never a spin (timeout's exit 124 or 137).
+timeout -k 5 120 bash -c 'ulimit -v 1200000 && exec "$0" "$@"' "$strata" train $q --set train.steps=2 \
+  --set telemetry.1.path=\"$work/limited.jsonl\" > "$work/ulimit_train.txt" 2>&1
+code=$?
+grep -q "Sanitizer" "$work/ulimit_train.txt" && code=0
+[ "$code" = 0 ] || [ "$code" = 1 ] || fail "train under ulimit -v 1200000 exited $code: $(tail -3 "$work/ulimit_train.txt")"
+echo "ok: train under ulimit -v 1200000 exited $code: $(tail -1 "$work/ulimit_train.txt" | cut -c1-120)"
 echo "every input refused or read by what it is"
