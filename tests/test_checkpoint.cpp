@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <limits>
@@ -35,7 +36,7 @@ TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
   ModelFixture a;
   a.model.init_weights(1);
   for (const ParameterRows& rows : a.model.parameters()) test::f32(a.model, rows.state[0])[0] = 0.25f;
-  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", "", "", "", {}, ""});
+  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", "", "", "", {}, "", {}});
   EXPECT_EQ(resolve_checkpoint(dir), saved);
   const SafetensorsFile file = SafetensorsFile::read(saved / "model.safetensors");
   EXPECT_EQ(file.entry("wte.weight").shape, (std::vector<std::int64_t>{50, 16}))
@@ -81,7 +82,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   const auto dir = test::temporary_directory("ckpt_bad");
   ModelFixture a;
   a.model.init_weights(3);
-  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, ""});
+  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, "", {}});
   const auto size = std::filesystem::file_size(saved / "model.safetensors");
   std::filesystem::copy_file(saved / "model.safetensors", dir / "truncated.safetensors");
   std::filesystem::resize_file(dir / "truncated.safetensors", size / 2);
@@ -140,10 +141,10 @@ TEST(Checkpoint, ASaveThatFailsItsReadBackNeverBecomesLatest) {
   const auto dir = test::temporary_directory("ckpt_readback");
   ModelFixture a;
   a.model.init_weights(4);
-  const auto first = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, ""});
+  const auto first = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, "", {}});
   test::f32(a.model, a.model.parameters()[0].param)[3] = std::numeric_limits<float>::quiet_NaN();
   try {
-    save_checkpoint(dir, a.model, {2, 1, "adamw", "", "", "", "", {}, ""});
+    save_checkpoint(dir, a.model, {2, 1, "adamw", "", "", "", "", {}, "", {}});
     FAIL() << "a NaN weight was saved";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("failed its read-back check"), std::string::npos) << e.what();
@@ -201,7 +202,7 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, *device, *attention, model_options(1, f32_state_layout(2)));
   deeper.init_weights(1);
-  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", "", {}, ""});
+  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", "", {}, "", {}});
   ModelFixture shallow;
   try {
     load_weights(saved / "model.safetensors", shallow.model);
@@ -218,7 +219,7 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
   ModelFixture a;
   a.model.init_weights(2);
   for (std::int64_t step : {1, 2, 3, 4}) {
-    save_checkpoint(dir, a.model, {step, 1, "adamw", "", "", "", "", {}, ""});
+    save_checkpoint(dir, a.model, {step, 1, "adamw", "", "", "", "", {}, "", {}});
     prune_checkpoints(dir, 2);
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "step_00000001"));
@@ -226,14 +227,18 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
   EXPECT_TRUE(std::filesystem::exists(dir / "step_00000003"));
   EXPECT_EQ(resolve_checkpoint(dir), dir / "step_00000004");
 
-  // PID 1 runs (init); a PID this large does not.
+  // With the directory's lock held, another PID's partial save is stale even when a process with
+  // that PID runs (PID 1, init: a reused PID).
   std::filesystem::create_directories(dir / ".step_00000009.tmp-1");
   std::filesystem::create_directories(dir / ".step_00000009.tmp-2147483646");
   std::filesystem::create_directories(dir / ".step_00000008.old-2147483645");
   write_file_atomically(dir / "latest.tmp-2147483644", "step_00000009\n");  // a kill -9 mid-replace
-  EXPECT_EQ(remove_stale_partial_saves(dir), 3);
+  std::filesystem::create_directories(dir / (".step_00000010.tmp-" + std::to_string(::getpid())));
+  EXPECT_EQ(remove_stale_partial_saves(dir), 4);
   EXPECT_FALSE(std::filesystem::exists(dir / "latest.tmp-2147483644"));
-  EXPECT_TRUE(std::filesystem::exists(dir / ".step_00000009.tmp-1")) << "a running process's save was removed";
+  EXPECT_FALSE(std::filesystem::exists(dir / ".step_00000009.tmp-1")) << "a reused PID kept a stale save";
+  EXPECT_TRUE(std::filesystem::exists(dir / (".step_00000010.tmp-" + std::to_string(::getpid()))))
+      << "this process's own save in progress was removed";
   EXPECT_FALSE(std::filesystem::exists(dir / ".step_00000009.tmp-2147483646"));
   EXPECT_TRUE(std::filesystem::exists(dir / "step_00000004"));
 }

@@ -126,6 +126,7 @@ TEST(LoraTraining, ItsCheckpointStateRefusesOtherSettingsAndOlderSavesStillResum
   const fs::path trainer_path = *first_half.last_checkpoint / "trainer.json";
   nlohmann::json trainer = nlohmann::json::parse(std::ifstream(trainer_path));
   trainer.erase("files");
+  trainer["format"] = "strata-checkpoint-1";
   std::ofstream(trainer_path) << trainer.dump(2);
   const TrainResult second_half = train(run.manifest, {}, run.dir / "tuned");
   ASSERT_EQ(second_half.losses.size(), 3u);

@@ -131,17 +131,26 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
     metadata[kFrozenKey] = std::move(fingerprint);
   if (std::string adapters = model.adapter_description(); !adapters.empty())
     metadata[kAdaptersKey] = std::move(adapters);
-  write_file_atomically(temporary / "model.safetensors", encode_safetensors(weights, metadata));
-  write_file_atomically(temporary / "optimizer.safetensors",
-                        encode_safetensors(optimizer_state, {{"producer", "strata"}}));
+  nlohmann::json files = nlohmann::json::object();  // each file of the save and its checksum
+  {
+    const std::string model_bytes = encode_safetensors(weights, metadata);
+    write_file_atomically(temporary / "model.safetensors", model_bytes);
+    files["model.safetensors"] = side_file_checksum(model_bytes);
+  }
+  {
+    const std::string optimizer_bytes = encode_safetensors(optimizer_state, {{"producer", "strata"}});
+    write_file_atomically(temporary / "optimizer.safetensors", optimizer_bytes);
+    files["optimizer.safetensors"] = side_file_checksum(optimizer_bytes);
+  }
   nlohmann::json trainer = {
-      {"format", "strata-checkpoint-1"},
+      {"format", kCheckpointFormat},
       {"step", state.step},
       {"seed", state.seed},
       {"optimizer", state.optimizer},
       {"stack", state.stack},
       {"data", state.data},
       {"data_fingerprint", state.data_fingerprint},
+      {"loss", state.loss && std::isfinite(*state.loss) ? nlohmann::json(*state.loss) : nlohmann::json()},
       {"precision_state", state.precision},
       {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
@@ -149,11 +158,11 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   std::map<std::string, std::string> side_files;
   if (!state.predictor.empty()) side_files["predictor.bin"] = state.predictor;
   for (const auto& [key, bytes] : state.strategies) side_files[key + ".bin"] = bytes;
-  trainer["files"] = nlohmann::json::object();
   for (const auto& [file, bytes] : side_files) {
     write_file_atomically(temporary / file, bytes);
-    trainer["files"][file] = side_file_checksum(bytes);
+    files[file] = side_file_checksum(bytes);
   }
+  trainer["files"] = std::move(files);
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
 
   // Read back before trusting: a save that does not verify never becomes `latest`, and no older
@@ -306,23 +315,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     if (!bytes && !bytes.eof()) throw CheckpointError(file.string() + ": unreadable");
     return content;
   };
-  // A side file is checked against the checksum trainer.json records (saves from 9.1 on record them).
-  const bool listed = trainer.contains("files");
-  const nlohmann::json side_files =
-      listed && trainer["files"].is_object() ? trainer["files"] : nlohmann::json::object();
-  const auto read_side_file = [&](const fs::path& file) {
-    std::string bytes = read_bytes(file);
-    const auto recorded = side_files.find(file.filename().string());
-    if (listed && recorded == side_files.end())
-      throw CheckpointError(file.string() + ": corrupt checkpoint: trainer.json records no checksum for it");
-    if (listed && (!recorded->is_string() || *recorded != side_file_checksum(bytes)))
-      throw CheckpointError(file.string() +
-                            ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
-    return bytes;
-  };
-  for (const auto& [name, checksum] : side_files.items())
-    if (!fs::is_regular_file(directory / name))
-      throw CheckpointError((directory / name).string() + ": missing: trainer.json lists it (the save is incomplete)");
+  const auto read_side_file = read_bytes;
   if (const fs::path predictor_path = directory / "predictor.bin"; fs::is_regular_file(predictor_path))
     state.predictor = read_side_file(predictor_path);
   for (const fs::directory_entry& entry : fs::directory_iterator(directory))
@@ -374,6 +367,9 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
         model.backend().ops().copy_from_host(model.store().data(rows.state[s]), buffers[s].bytes.data(),
                                              buffers[s].bytes.size());
   }
+  // Every file of the save against the checksums trainer.json records (format 2): after the
+  // files' own checks (which name a tensor), before the run uses anything loaded.
+  check_save_files(directory, trainer);
   return state;
 }
 

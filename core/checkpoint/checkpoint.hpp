@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/checkpoint/checkpoint_directory.hpp"
@@ -38,6 +39,8 @@ struct TrainerState {
   std::map<std::string, std::string> strategies;
   // The training data's content (data_fingerprint()); empty in saves made before it was recorded.
   std::string data_fingerprint;
+  // The step's training loss, which pruning compares (prune_checkpoints); none in older saves.
+  std::optional<double> loss;
 };
 
 // "strategy_2_lora": the file stem of the state of the manifest's strategy `index` (0-based).

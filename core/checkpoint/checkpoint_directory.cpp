@@ -1,14 +1,15 @@
 #include "core/checkpoint/checkpoint_directory.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 #include <algorithm>
-#include <cerrno>
+#include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,10 +55,6 @@ pid_t partial_save_owner(const std::string& name) {
   return 0;
 }
 
-bool process_runs(pid_t pid) {
-  return ::kill(pid, 0) == 0 || errno == EPERM;
-}
-
 }  // namespace
 
 int remove_stale_partial_saves(const fs::path& directory) {
@@ -65,7 +62,9 @@ int remove_stale_partial_saves(const fs::path& directory) {
   int removed = 0;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
     const pid_t owner = partial_save_owner(entry.path().filename().string());
-    if (owner <= 0 || owner == ::getpid() || process_runs(owner)) continue;
+    // The caller holds the directory's lock, so no other live run can own a partial save here: a
+    // running process with the owner's PID is a reused PID, not the writer.
+    if (owner <= 0 || owner == ::getpid()) continue;
     fs::remove_all(entry.path(), error);
     if (error)
       spdlog::warn("could not remove {}, a partial save of a stopped run ({}); delete it by hand",
@@ -76,7 +75,20 @@ int remove_stale_partial_saves(const fs::path& directory) {
   return removed;
 }
 
-void prune_checkpoints(const fs::path& directory, std::int64_t keep_last) {
+namespace {
+
+// The training loss a save recorded, if any.
+std::optional<double> saved_loss(const fs::path& save) {
+  std::ifstream in(save / "trainer.json");
+  const nlohmann::json trainer = nlohmann::json::parse(in, nullptr, false);
+  if (trainer.is_discarded() || !trainer.contains("loss") || !trainer["loss"].is_number()) return std::nullopt;
+  return trainer["loss"].get<double>();
+}
+
+}  // namespace
+
+void prune_checkpoints(const fs::path& directory, std::int64_t keep_last, double newest_loss,
+                       double divergence_factor) {
   if (keep_last <= 0) return;
   std::error_code error;
   std::vector<fs::path> saves;
@@ -90,6 +102,12 @@ void prune_checkpoints(const fs::path& directory, std::int64_t keep_last) {
   for (std::int64_t i = 0; i < excess; ++i) {
     const fs::path& save = saves[static_cast<std::size_t>(i)];
     if (save == latest) continue;
+    if (const auto loss = saved_loss(save);
+        divergence_factor > 0.0 && loss && (!std::isfinite(newest_loss) || newest_loss > divergence_factor * *loss)) {
+      spdlog::warn("kept {} (loss {}): the newest save's loss {} is above train.divergence_factor = {} times it",
+                   save.string(), *loss, newest_loss, divergence_factor);
+      continue;
+    }
     // Renamed out of the step_* names first, so that a removal that fails part-way (an immutable
     // file, a permission) never leaves a step directory that looks whole but is not.
     const fs::path doomed = directory / ("." + save.filename().string() + ".old-" + std::to_string(::getpid()));

@@ -3,6 +3,7 @@
 // cleared of partial saves a killed run left behind, and pruned to the newest saves.
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 
 namespace strata {
 
@@ -10,14 +11,18 @@ namespace strata {
 // [checkpoint] dir is refused at start rather than at the first save. Throws CheckpointError.
 void check_checkpoint_directory(const std::filesystem::path& directory);
 
-// Removes the temporary and superseded save directories (".step_*.tmp-PID", ".step_*.old-PID") of
-// processes that no longer run; returns how many it removed.
+// Removes the temporary and superseded save directories (".step_*.tmp-PID", ".step_*.old-PID") and
+// `latest` temporaries of other processes; returns how many it removed. Call it holding the
+// directory's lock (CheckpointDirectoryLock): then they are all stale, whatever runs with that PID.
 int remove_stale_partial_saves(const std::filesystem::path& directory);
 
 // Keeps the newest `keep_last` step directories (and always the one `latest` names); 0 keeps all.
 // A save is renamed out of the step_* names before it is removed; a failure is a warning, and
 // never leaves a step directory with part of its files.
-void prune_checkpoints(const std::filesystem::path& directory, std::int64_t keep_last);
+// A save whose recorded loss is more than `divergence_factor` times below the newest save's
+// (or the newest's is not finite) is kept, with a warning: a blown-up step never replaces a sound one.
+void prune_checkpoints(const std::filesystem::path& directory, std::int64_t keep_last,
+                       double newest_loss = std::numeric_limits<double>::quiet_NaN(), double divergence_factor = 0.0);
 
 // An exclusive advisory lock on <directory>/.lock for the life of the object: a second run on the
 // same directory is refused (CheckpointError naming the directory) instead of overwriting the first.

@@ -44,6 +44,43 @@ std::string side_file_checksum(std::string_view bytes) {
   return tensor_checksum(std::as_bytes(std::span(bytes.data(), bytes.size())));
 }
 
+void check_save_files(const fs::path& step_directory, const nlohmann::json& trainer) {
+  const std::string trainer_path = (step_directory / "trainer.json").string();
+  const std::string format = trainer.contains("format") && trainer["format"].is_string() ? trainer["format"] : "";
+  if (format != kCheckpointFormat && format != "strata-checkpoint-1")
+    throw CheckpointError(trainer_path + ": corrupt or from a newer Strata: format '" + format + "' (this one reads " +
+                          kCheckpointFormat + " and strata-checkpoint-1)");
+  // The directory's name says its step (a temporary's too: ".step_00000005.tmp-PID").
+  std::string name = step_directory.filename().string();
+  if (name.starts_with(".")) name.erase(0, 1);
+  if (name.starts_with("step_") && trainer.contains("step") && trainer["step"].is_number_integer()) {
+    const std::string digits = name.substr(5, name.find_first_not_of("0123456789", 5) - 5);
+    if (!digits.empty() && digits.size() < 19 && std::stoll(digits) != trainer["step"].get<std::int64_t>())
+      throw CheckpointError(trainer_path + ": corrupt: step " + trainer["step"].dump() + " in a directory named " +
+                            step_directory.filename().string());
+  }
+  if (format == "strata-checkpoint-1") return;  // saved before files were listed
+  if (!trainer.contains("files") || !trainer["files"].is_object())
+    throw CheckpointError(trainer_path + ": corrupt: a " + format + " save lists its files, and this one does not");
+  const nlohmann::json& files = trainer["files"];
+  for (const auto& [file, checksum] : files.items()) {
+    if (file.empty() || file.find('/') != std::string::npos || file == "." || file == ".." || file == "trainer.json")
+      throw CheckpointError(trainer_path + ": corrupt: lists '" + file + "', which is not a file of the save");
+    const fs::path path = step_directory / file;
+    std::error_code error;
+    if (!fs::is_regular_file(path, error))
+      throw CheckpointError(path.string() + ": missing: trainer.json lists it (the save is incomplete)");
+    if (!checksum.is_string() || checksum.get<std::string>() != side_file_checksum(read_file(path)))
+      throw CheckpointError(path.string() +
+                            ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
+  }
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(step_directory, error))
+    if (const std::string file = entry.path().filename().string(); file != "trainer.json" && !files.contains(file))
+      throw CheckpointError(entry.path().string() + ": corrupt checkpoint: trainer.json records no checksum for it");
+  if (error) throw CheckpointError(step_directory.string() + ": cannot list the save: " + error.message());
+}
+
 VerifiedSave verify_save(const fs::path& step_directory) {
   VerifiedSave verified;
   const fs::path trainer_path = step_directory / "trainer.json";
@@ -57,27 +94,15 @@ VerifiedSave verify_save(const fs::path& step_directory) {
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
   }
+  std::error_code error;
   for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
     verified.tensors += verify_tensors(step_directory / name);
-    std::error_code error;
     verified.bytes += fs::file_size(step_directory / name, error);
   }
-  // The side files: each one present is listed with its checksum, and each listed one is present.
-  const nlohmann::json files =
-      trainer.contains("files") && trainer["files"].is_object() ? trainer["files"] : nlohmann::json::object();
-  std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(step_directory, error))
-    if (entry.path().extension() == ".bin" && !files.contains(entry.path().filename().string()) &&
-        trainer.contains("files"))
-      throw CheckpointError(entry.path().string() + ": corrupt checkpoint: trainer.json records no checksum for it");
-  if (error) throw CheckpointError(step_directory.string() + ": cannot list the save: " + error.message());
-  for (const auto& [name, checksum] : files.items()) {
-    const std::string bytes = read_file(step_directory / name);
-    if (!checksum.is_string() || checksum.get<std::string>() != side_file_checksum(bytes))
-      throw CheckpointError((step_directory / name).string() +
-                            ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
-    verified.bytes += bytes.size();
-  }
+  check_save_files(step_directory, trainer);
+  if (trainer.contains("files") && trainer["files"].is_object())
+    for (const auto& [name, checksum] : trainer["files"].items())
+      if (name.ends_with(".bin")) verified.bytes += fs::file_size(step_directory / name, error);
   return verified;
 }
 

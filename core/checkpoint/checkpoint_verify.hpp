@@ -6,6 +6,7 @@
 // The check needs no model: it finds corruption, not a checkpoint of another shape.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,13 @@ struct DirectoryVerdict {
 };
 DirectoryVerdict verify_checkpoint_directory(const std::filesystem::path& path);
 
-// The side files' checksums as trainer.json records them ("files": {"predictor.bin": "<xxh3>"}).
+// A file's checksum as trainer.json records it ("files": {"model.safetensors": "<xxh3>", ...}).
 std::string side_file_checksum(std::string_view bytes);
+
+// trainer.json's own checks, shared by a load and verify_save: a known format, a step matching its
+// directory's name, and (format 2, from SDK 9.1 on) every file of the save listed by plain name
+// and matching its whole-file checksum, every listed file present. Throws CheckpointError.
+void check_save_files(const std::filesystem::path& step_directory, const nlohmann::json& trainer);
+inline constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
 
 }  // namespace strata

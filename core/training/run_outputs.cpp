@@ -22,8 +22,11 @@ fs::path resolved(const fs::path& path) {
   return error ? fs::absolute(path, error) : result;
 }
 
-// `inner` relative to `outer` when it lies inside it (or is it: "."), else empty.
+// `inner` relative to `outer` when it lies inside it (or is it: "."), else empty. The same file
+// under another name (a hard link) is it too.
 std::optional<fs::path> inside(const fs::path& inner, const fs::path& outer) {
+  std::error_code error;
+  if (fs::equivalent(inner, outer, error) && !error) return fs::path(".");
   const fs::path a = resolved(inner), b = resolved(outer);
   auto [end_of_b, rest] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
   if (end_of_b != b.end()) return std::nullopt;
@@ -50,6 +53,21 @@ bool written_by_a_sink(const fs::path& path, const std::string& plugin) {
 }
 
 }  // namespace
+
+void refuse_overwriting_inputs(const std::string& option, const fs::path& output, const Manifest& manifest,
+                               const std::optional<fs::path>& checkpoint) {
+  std::vector<std::pair<fs::path, std::string>> inputs = {{manifest.path, "the manifest"},
+                                                          {manifest.data.train, "the training data ([data] train)"}};
+  if (manifest.data.val) inputs.emplace_back(*manifest.data.val, "the validation data ([data] val)");
+  if (manifest.train.init_from) inputs.emplace_back(*manifest.train.init_from, "the base weights (train.init_from)");
+  if (manifest.checkpoint.dir)
+    inputs.emplace_back(*manifest.checkpoint.dir, "the checkpoint directory ([checkpoint] dir)");
+  if (checkpoint) inputs.emplace_back(*checkpoint, "the checkpoint it reads");
+  for (const auto& [input, what] : inputs)
+    if (const auto relative = inside(output, input))
+      throw ManifestError(option + " " + output.string() + ": is " + (*relative == "." ? "" : "inside ") + what +
+                          " of " + manifest.path.string() + ": write it elsewhere");
+}
 
 RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& resume, bool allow_overwrite) {
   std::vector<std::pair<fs::path, std::string>> files = {{manifest.path, "the manifest"},
@@ -107,6 +125,14 @@ void RunOutputs::lock() {
       throw ManifestError(output.where + "another run is writing this file; give each run its own telemetry path");
     }
     lock_descriptors_.push_back(descriptor);
+    // And the file itself when it exists: another name for it (a link) has another lock file.
+    const int file = ::open(output.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file < 0) continue;
+    if (::flock(file, LOCK_EX | LOCK_NB) != 0) {
+      ::close(file);
+      throw ManifestError(output.where + "another run is writing this file; give each run its own telemetry path");
+    }
+    lock_descriptors_.push_back(file);
   }
 }
 

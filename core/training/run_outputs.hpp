@@ -18,6 +18,11 @@
 
 namespace strata {
 
+// For an output file named on the command line (export --merge, ab --html): refuses (ManifestError)
+// a path that is, or lies inside, an input of the manifest's run or the checkpoint read.
+void refuse_overwriting_inputs(const std::string& option, const std::filesystem::path& output, const Manifest& manifest,
+                               const std::optional<std::filesystem::path>& checkpoint);
+
 class RunOutputs {
  public:
   // Checks every path; writes nothing.

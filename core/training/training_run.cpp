@@ -283,7 +283,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                          std::move(precision_state),
                          std::move(predictor_state),
                          {},
-                         data_identity};
+                         data_identity,
+                         outcome.loss};
       for (std::size_t i = 0; i < stack.strategies.size(); ++i) {
         std::string strategy_state;
         if (Status status = stack.strategies[i]->state(strategy_state); !status) throw HookFailed(status.message());
@@ -291,7 +292,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
           saved.strategies[strategy_state_key(i, manifest.strategies[i].plugin)] = std::move(strategy_state);
       }
       result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved);
-      prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last);
+      prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last, outcome.loss, train.divergence_factor);
     }
     if (result.stopped_by_signal != 0) {
       spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,

@@ -27,6 +27,7 @@
 #include "core/data/data_error.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/training/run_outputs.hpp"
 #include "core/util/atomic_file.hpp"
 #include "exit_codes.hpp"
 
@@ -278,7 +279,10 @@ int command_ab(const std::vector<std::string>& arguments) {
 
   // The outputs too: a report that cannot be written is refused now, not after every run trained.
   try {
-    if (!html.empty()) check_output_file("--html", html);
+    if (!html.empty()) {
+      check_output_file("--html", html);
+      for (const Manifest& manifest : manifests) refuse_overwriting_inputs("--html", html, manifest, std::nullopt);
+    }
     check_output_file("--out", std::filesystem::path(out_dir) / "1.jsonl");
   } catch (const ManifestError& e) {
     std::cerr << "strata ab: " << e.what() << '\n';

@@ -25,6 +25,7 @@
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
 #include "core/training/merged_export.hpp"
+#include "core/training/run_outputs.hpp"
 #include "core/training/training_run.hpp"
 #include "exit_codes.hpp"
 
@@ -253,6 +254,7 @@ int command_export(const std::vector<std::string>& arguments) {
     if (within(merge, checkpoint))
       throw ManifestError("--merge " + merge + ": is inside --checkpoint " + checkpoint +
                           ", which the export reads: write the merged file elsewhere");
+    refuse_overwriting_inputs("--merge", merge, manifest, std::filesystem::path(checkpoint));
     PluginRegistry registry = load_plugins(manifest);
     const MergedExport written = export_merged(manifest, registry, checkpoint, merge);
     std::printf("wrote %s: %d tensors (%d with adapters folded in), %.1f MiB\n", merge.c_str(), written.tensors,

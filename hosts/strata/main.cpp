@@ -43,6 +43,10 @@ commands:
 
 // Runs the command named by argv[1]; returns its exit code.
 int dispatch(const std::string& command, const std::vector<std::string>& arguments) {
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return strata::kExitSuccess;
+  }
   if (command == "train") return strata::command_train(arguments);
   if (command == "eval") return strata::command_eval(arguments);
   if (command == "export") return strata::command_export(arguments);
@@ -64,10 +68,6 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> arguments(argv + 2, argv + argc);
-  if (command == "--help" || command == "-h" || command == "help") {
-    std::cout << kUsage;
-    return strata::kExitSuccess;
-  }
   // A closed stdout would hand descriptor 1 to the first file the command opens (a lock, a
   // checkpoint), and the output would go there: /dev/null takes its place, and the command fails.
   const bool stdout_closed = ::fcntl(STDOUT_FILENO, F_GETFD) == -1;

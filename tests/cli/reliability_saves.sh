@@ -30,6 +30,7 @@ fresh negative 5
 step=$work/negative/$(cat "$work/negative/latest")
 $edit "$step/optimizer.safetensors" wte.weight.state1 100 set -1.0
 $edit "$step/optimizer.safetensors" strip
+$edit "$step" legacy
 before=$(digest "$work/negative")
 fault "negative AdamW second moment in optimizer.safetensors" 2 \
   "optimizer 'adamw' refuses its state: 'wte.weight': second moment (state1) -1.000000 at element 100 is negative" -- \
@@ -42,11 +43,24 @@ fresh blowup 5
 step=$work/blowup/$(cat "$work/blowup/latest")
 $edit "$step/optimizer.safetensors" wte.weight.state0 100 set 3e38
 $edit "$step/optimizer.safetensors" strip
+$edit "$step" legacy
 before=$(digest "$work/blowup/step_00000005" "$work/blowup/latest")
 fault "a save with non-finite weights" 1 "failed its read-back check, so it was discarded and the earlier saves kept" -- \
   resume blowup 7 --set train.divergence_factor=0
 unchanged "non-finite save" "$before" "$work/blowup/step_00000005" "$work/blowup/latest"
 [ "$(ls -d "$work"/blowup/step_* | wc -l)" = 1 ] || fail "a non-finite step was saved beside the finite one"
+
+# Finite but absurd state (a first moment of 1e30, checksums consistent): the run goes on, but its
+# blown-up save never replaces the sound one (train.divergence_factor x the saved loss).
+fresh absurd 5
+step=$work/absurd/$(cat "$work/absurd/latest")
+$edit "$step/optimizer.safetensors" wte.weight.state0 100 set 1e30
+$edit "$step/optimizer.safetensors" strip
+$edit "$step" legacy
+before=$(digest "$work/absurd/step_00000005")
+fault "a blown-up save would prune the sound one" 0 "kept $work/absurd/step_00000005" -- \
+  resume absurd 7 --set train.divergence_factor=100 --set train.divergence_steps=1000
+unchanged "blown-up save" "$before" "$work/absurd/step_00000005"
 
 # Flipped bits in a tensor payload: the checksum each save records names the tensor.
 fresh flips 3
@@ -68,6 +82,32 @@ fault "strata verify on a save with a flipped bit" 2 "CORRUPT: $work/exponent/mo
 cp -r "$work/flips" "$work/side" && printf 'x' > "$work/side/$(cat "$work/flips/latest")/predictor.bin"
 fault "a side file trainer.json does not list" 2 "trainer.json records no checksum for it" -- \
   "$strata" verify "$work/side"
+
+# trainer.json's own fields: a step that is not its directory's, a format this Strata does not
+# know, the list of files removed, a checksum key renamed by a flipped bit.
+for edit_case in step format files key; do
+  cp -r "$work/flips" "$work/tamper_$edit_case"
+done
+python3 - "$work" "$(cat "$work/flips/latest")" <<'PY'
+import json, sys
+work, latest = sys.argv[1], sys.argv[2]
+def edit(case, change):
+    path = f"{work}/tamper_{case}/{latest}/trainer.json"
+    trainer = json.load(open(path)); change(trainer); json.dump(trainer, open(path, "w"), indent=2)
+edit("step", lambda t: t.update(step=t["step"] - 1))
+edit("format", lambda t: t.update(format="strata-checkpoint-99"))
+edit("files", lambda t: t.pop("files"))
+path = f"{work}/tamper_key/{latest}/model.safetensors"
+data = open(path, "rb").read().replace(b"strata_xxh3_64", b"strata_xxh3_65", 1)
+open(path, "wb").write(data)
+PY
+fault "trainer.json step not its directory's" 2 "in a directory named step_00000003" -- "$strata" verify "$work/tamper_step"
+fault "trainer.json of an unknown format" 2 "format 'strata-checkpoint-99'" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=4 --set checkpoint.dir=\"$work/tamper_format\" --resume
+fault "trainer.json without its list of files" 2 "lists its files, and this one does not" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=4 --set checkpoint.dir=\"$work/tamper_files\" --resume
+fault "a checksum key renamed by a flipped bit" 2 "model.safetensors: corrupt checkpoint: its bytes do not match" -- \
+  "$strata" verify "$work/tamper_key"
 
 # trainer.json edits, and a run already at its last step.
 fresh edited 3
@@ -101,6 +141,11 @@ before=$(digest "$work/lora")
 fault "a whole model's file in a LoRA save" 2 "holds a whole model (no record of frozen weights)" -- \
   "$strata" train examples/lora.toml "${lora[@]}" --set train.steps=5 --set checkpoint.dir=\"$work/lora\" --resume
 unchanged "LoRA save with a whole model" "$before" "$work/lora"
+base=$(digest "$work/flips")
+fault "export --merge over the base model the LoRA run starts from" 2 "is inside the base weights (train.init_from)" -- \
+  "$strata" export examples/lora.toml "${lora[@]}" --checkpoint "$work/lora" \
+  --merge "$work/flips/$(cat "$work/flips/latest")/model.safetensors"
+unchanged "export over the base" "$base" "$work/flips"
 
 # Telemetry files never overwrite what the run reads or a file Strata did not write.
 cp $q "$work/manifest.toml" && cp data/kjv.txt "$work/data.txt"
@@ -120,6 +165,16 @@ fault "[[telemetry]] csv path naming the training data" 2 "[[telemetry]] #3 path
 fault "--metrics naming the manifest's own jsonl path" 2 "also named by [[telemetry]] #2: two sinks would interleave one file" -- \
   "$strata" train $q "${small[@]}" --set train.steps=1 --metrics "$work/steps.jsonl"
 fault "a prefix of an option (no guessing)" 2 "unrecognised option '--force'" -- resume flips 4 --force
+ln "$work/data.txt" "$work/data_link.jsonl"
+fault "--metrics naming a hard link to the data" 2 "is the training data ([data] train), which this run reads" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/data.txt\" \
+  --metrics "$work/data_link.jsonl" --overwrite-telemetry
+fault "export --merge over the manifest" 2 "--merge $work/manifest.toml: is the manifest" -- \
+  "$strata" export "$work/manifest.toml" "${small[@]}" --checkpoint "$work/flips" --merge "$work/manifest.toml"
+fault "export --merge over the training data" 2 "is the training data ([data] train)" -- \
+  "$strata" export $q "${small[@]}" --set data.train=\"$work/data.txt\" --checkpoint "$work/flips" --merge "$work/data.txt"
+fault "ab --html over the training data" 2 "--html $work/data.txt: is the training data" -- \
+  "$strata" ab $q $q --steps 1 --set data.train=\"$work/data.txt\" --out "$work/ab" --html "$work/data.txt"
 unchanged "telemetry paths" "$inputs" "$work/manifest.toml" "$work/data.txt" "$work/notes.jsonl" "$work/flips"
 expect 0 "" -- "$strata" train $q "${small[@]}" --set train.steps=1 --metrics "$work/notes.jsonl" --overwrite-telemetry
 grep -q '"record":"run"' "$work/notes.jsonl" || fail "--overwrite-telemetry did not write the metrics"

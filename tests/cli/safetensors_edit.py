@@ -5,6 +5,8 @@
                                                      the edit is then a corruption they catch)
   safetensors_edit.py FILE TENSOR ELEMENT flip BIT    flip one bit (0-31) of an f32 element
   safetensors_edit.py FILE strip                     drop Strata's checksums (a file from elsewhere)
+  safetensors_edit.py SAVE_DIR legacy                make a save's trainer.json a strata-checkpoint-1 one,
+                                                     which lists no files (a save from before the list)
 """
 import json
 import struct
@@ -25,6 +27,12 @@ def write(path, header, body):
 
 def main(argv):
     path = argv[1]
+    if argv[2] == "legacy":
+        trainer = json.load(open(path + "/trainer.json"))
+        trainer["format"] = "strata-checkpoint-1"
+        trainer.pop("files", None)
+        json.dump(trainer, open(path + "/trainer.json", "w"), indent=2)
+        return
     header, body = read(path)
     if argv[2] == "strip":
         header.get("__metadata__", {}).pop("strata_xxh3_64", None)
