@@ -19,4 +19,7 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:exitcode=86:detect_stack_use_
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=86
 export LSAN_OPTIONS=exitcode=86
 cd build-asan
-ctest --output-on-failure -j1 -LE release_only  # tests/CMakeLists.txt says which and why
+# Left out here, run in the Release suite: what tests/CMakeLists.txt labels release_only, and the two
+# convergence runs (hundreds of steps on the corpus, 90 s under the sanitizers) whose bf16 and int8
+# kernels the unit and sealed-device tests cover under the sanitizers. CI stays under 30 minutes.
+ctest --output-on-failure -j1 -LE release_only -E 'Training\.(LowBit|Bf16)StorageTracksF32OnTheShippedCorpus'

@@ -2,13 +2,16 @@
 // Training checkpoints: a directory per save,
 //   <dir>/step_00000100/model.safetensors      weights, the family's Hugging Face names and layouts
 //   <dir>/step_00000100/optimizer.safetensors  optimizer state ("<param>.state0", ...)
-//   <dir>/step_00000100/trainer.json           step, seed, model shape, optimizer, data order,
-//                                              the precision policy's state
+//   <dir>/step_00000100/trainer.json           format (strata-checkpoint-2), step, seed, model
+//                                              shape, optimizer, data and its fingerprint, the
+//                                              step's loss, the precision policy's state, and
+//                                              "files": every other file with its XXH3 checksum
 //   <dir>/step_00000100/predictor.bin          the phase controller's state, when the run has one
 //   <dir>/step_00000100/strategy_N_<plugin>.bin the state of the manifest's N-th strategy, when it has one
 //   <dir>/latest                               the name of the newest complete save
-// A save is built in a temporary directory and renamed into place, then `latest` is replaced
-// atomically: a crash mid-save leaves every earlier checkpoint intact. A run whose strategies freeze
+// A save is built in a temporary directory, read back and verified (checkpoint_verify.hpp), renamed
+// into place, then `latest` is replaced atomically: a crash mid-save leaves every earlier
+// checkpoint intact, and a save that does not verify never becomes `latest`. A run whose strategies freeze
 // parameters (sparse_layers, lora) saves only what trains: model.safetensors' metadata records the
 // frozen weights' fingerprint and the adapters' description, which a load checks against the model.
 #include <cstdint>
