@@ -122,7 +122,10 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
     throw CheckpointError(where + "not a regular file (checkpoints are read from regular files only)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(where + "cannot open (no such file?)");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // One read of the known size: a byte-wise iterator over a gigabyte costs seconds.
+  std::vector<char> bytes(static_cast<std::size_t>(std::filesystem::file_size(path, error)));
+  if (error || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    throw CheckpointError(where + "unreadable" + (error ? ": " + error.message() : std::string()));
   return parse_owned(std::move(bytes), path);
 }
 
