@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -309,19 +308,12 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   if (!optimizer.empty() && state.optimizer != optimizer)
     throw CheckpointError(path.string() + ": saved with optimizer '" + state.optimizer + "', but the manifest uses '" +
                           optimizer + "' (optimizer state does not carry over between optimizers)");
-  const auto read_bytes = [](const fs::path& file) {
-    std::ifstream bytes(file, std::ios::binary);
-    std::string content((std::istreambuf_iterator<char>(bytes)), std::istreambuf_iterator<char>());
-    if (!bytes && !bytes.eof()) throw CheckpointError(file.string() + ": unreadable");
-    return content;
-  };
-  const auto read_side_file = read_bytes;
   if (const fs::path predictor_path = directory / "predictor.bin"; fs::is_regular_file(predictor_path))
-    state.predictor = read_side_file(predictor_path);
+    state.predictor = read_save_file(predictor_path);
   for (const fs::directory_entry& entry : fs::directory_iterator(directory))
     if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
         entry.path().stem().string().starts_with("strategy_"))
-      state.strategies[entry.path().stem().string()] = read_side_file(entry.path());
+      state.strategies[entry.path().stem().string()] = read_save_file(entry.path());
   const SafetensorsFile weights = SafetensorsFile::read(directory / "model.safetensors");
   // A run that freezes parameters saves only what trains; a file with every weight (a base model,
   // a merged export) copied into its save would load over the frozen base and train from there.

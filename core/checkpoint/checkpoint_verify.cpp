@@ -13,9 +13,7 @@ namespace strata {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string read_file(const fs::path& path) {
+std::string read_save_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(path.string() + ": missing or unreadable");
   // One read of the known size: a byte-wise iterator over a gigabyte costs seconds.
@@ -25,6 +23,8 @@ std::string read_file(const fs::path& path) {
     throw CheckpointError(path.string() + ": unreadable");
   return bytes;
 }
+
+namespace {
 
 // Reads a safetensors file (its checksums verified as it parses) and checks that its floating
 // tensors hold finite values; returns how many tensors it holds.
@@ -73,7 +73,7 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
     std::error_code error;
     if (!fs::is_regular_file(path, error))
       throw CheckpointError(path.string() + ": missing: trainer.json lists it (the save is incomplete)");
-    if (!checksum.is_string() || checksum.get<std::string>() != side_file_checksum(read_file(path)))
+    if (!checksum.is_string() || checksum.get<std::string>() != side_file_checksum(read_save_file(path)))
       throw CheckpointError(path.string() +
                             ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
   }
@@ -89,7 +89,7 @@ VerifiedSave verify_save(const fs::path& step_directory) {
   const fs::path trainer_path = step_directory / "trainer.json";
   nlohmann::json trainer;
   try {
-    trainer = nlohmann::json::parse(read_file(trainer_path));
+    trainer = nlohmann::json::parse(read_save_file(trainer_path));
     if (!trainer.at("step").is_number_integer() || trainer.at("step").get<std::int64_t>() < 1)
       throw CheckpointError(trainer_path.string() + ": corrupt: step " + trainer.at("step").dump() +
                             " is not a step of a run");

@@ -34,6 +34,9 @@ struct DirectoryVerdict {
 };
 DirectoryVerdict verify_checkpoint_directory(const std::filesystem::path& path);
 
+// A file of a save, whole, in one read; throws CheckpointError when it is missing or unreadable.
+std::string read_save_file(const std::filesystem::path& path);
+
 // A file's checksum as trainer.json records it ("files": {"model.safetensors": "<xxh3>", ...}).
 std::string side_file_checksum(std::string_view bytes);
 

@@ -52,14 +52,20 @@ bool written_by_a_sink(const fs::path& path, const std::string& plugin) {
   return false;
 }
 
-}  // namespace
-
-void refuse_overwriting_inputs(const std::string& option, const fs::path& output, const Manifest& manifest,
-                               const std::optional<fs::path>& checkpoint) {
+// The files a manifest's run reads, each with what it is for a message.
+std::vector<std::pair<fs::path, std::string>> input_files(const Manifest& manifest) {
   std::vector<std::pair<fs::path, std::string>> inputs = {{manifest.path, "the manifest"},
                                                           {manifest.data.train, "the training data ([data] train)"}};
   if (manifest.data.val) inputs.emplace_back(*manifest.data.val, "the validation data ([data] val)");
   if (manifest.train.init_from) inputs.emplace_back(*manifest.train.init_from, "the base weights (train.init_from)");
+  return inputs;
+}
+
+}  // namespace
+
+void refuse_overwriting_inputs(const std::string& option, const fs::path& output, const Manifest& manifest,
+                               const std::optional<fs::path>& checkpoint) {
+  std::vector<std::pair<fs::path, std::string>> inputs = input_files(manifest);
   if (manifest.checkpoint.dir)
     inputs.emplace_back(*manifest.checkpoint.dir, "the checkpoint directory ([checkpoint] dir)");
   if (checkpoint) inputs.emplace_back(*checkpoint, "the checkpoint it reads");
@@ -70,10 +76,7 @@ void refuse_overwriting_inputs(const std::string& option, const fs::path& output
 }
 
 RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& resume, bool allow_overwrite) {
-  std::vector<std::pair<fs::path, std::string>> files = {{manifest.path, "the manifest"},
-                                                         {manifest.data.train, "the training data ([data] train)"}};
-  if (manifest.data.val) files.emplace_back(*manifest.data.val, "the validation data ([data] val)");
-  if (manifest.train.init_from) files.emplace_back(*manifest.train.init_from, "the base weights (train.init_from)");
+  std::vector<std::pair<fs::path, std::string>> files = input_files(manifest);
   // A checkpoint directory's own entries are inputs; a save's directory (trainer.json inside) all of it.
   std::vector<std::pair<fs::path, std::string>> checkpoint_directories;
   if (manifest.checkpoint.dir)
