@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/plugin/elf_check.hpp"
+#include "core/plugin/library_probe.hpp"
 
 namespace strata {
 
@@ -73,11 +74,20 @@ std::string validate_descriptor(const PluginDescriptor* descriptor) {
 }  // namespace
 
 std::optional<std::string> PluginRegistry::load(const std::filesystem::path& path) {
+  if (std::string reason = check_elf_library(path); !reason.empty()) {
+    failures_.push_back({path, reason, false});
+    return reason;
+  }
+  return load_probed(path, probe_libraries_in_child({path}).front());
+}
+
+std::optional<std::string> PluginRegistry::load_probed(const std::filesystem::path& path,
+                                                       const std::string& probe_verdict) {
   auto refuse = [&](std::string reason, bool duplicate = false) -> std::optional<std::string> {
     failures_.push_back({path, reason, duplicate});
     return reason;
   };
-  if (std::string reason = check_elf_library(path); !reason.empty()) return refuse(reason);
+  if (!probe_verdict.empty()) return refuse(probe_verdict);
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->path = path;
   try {
@@ -108,6 +118,7 @@ std::optional<std::string> PluginRegistry::load(const std::filesystem::path& pat
 
 void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories) {
   std::set<std::filesystem::path> seen;
+  std::vector<std::filesystem::path> sound;  // in search-path order: an earlier factory shadows a later one
   for (const auto& directory : directories) {
     std::error_code error;
     if (!std::filesystem::is_directory(directory, error)) continue;
@@ -139,9 +150,14 @@ void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories)
     for (const auto& file : files) {
       const auto canonical = std::filesystem::weakly_canonical(file, error);
       if (!seen.insert(error ? file : canonical).second) continue;
-      load(file);
+      if (std::string reason = check_elf_library(file); !reason.empty())
+        failures_.push_back({file, reason, false});
+      else
+        sound.push_back(file);
     }
   }
+  const std::vector<std::string> verdicts = probe_libraries_in_child(sound);
+  for (std::size_t i = 0; i < sound.size(); ++i) load_probed(sound[i], verdicts[i]);
 }
 
 std::optional<FactoryRef> PluginRegistry::find(InterfaceKind kind, std::string_view name) const {

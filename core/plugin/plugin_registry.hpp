@@ -37,7 +37,8 @@ class PluginRegistry {
  public:
   // Loads every *.so in each directory, in order; a factory name seen earlier shadows a later one.
   void scan(const std::vector<std::filesystem::path>& directories);
-  // Loads one library. Returns the reason when it is refused.
+  // Loads one library (checked, then probed in a child process first). Returns the reason when it
+  // is refused.
   std::optional<std::string> load(const std::filesystem::path& path);
 
   std::optional<FactoryRef> find(InterfaceKind kind, std::string_view name) const;
@@ -47,6 +48,9 @@ class PluginRegistry {
   const std::vector<std::filesystem::path>& searched() const noexcept { return searched_; }
 
  private:
+  // Loads a library the ELF check passed, given what loading it in a probe process showed.
+  std::optional<std::string> load_probed(const std::filesystem::path& path, const std::string& probe_verdict);
+
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
   std::vector<LoadFailure> failures_;
   std::vector<std::filesystem::path> searched_;

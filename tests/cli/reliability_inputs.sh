@@ -55,6 +55,24 @@ fault "libz shadowing a built-in plugin" 0 "was not loaded: not a Strata plugin"
 fault "a truncated plugin library on the search path" 0 "libstrata-sgd.so was not loaded: truncated" -- \
   "$strata" validate $q --set plugin_path=\"$work/plugins_truncated\"
 expect 0 "failed to load" -- env STRATA_PLUGIN_PATH="$work/plugins_truncated" "$strata" plugins
+# A whole library whose first relocation points into its read-only ELF header: dlopen would write
+# there and die. A probe process dies instead, and every command goes on without the library.
+mkdir -p "$work/plugins_relocation"
+python3 - "$plugins/libstrata-sgd.so" "$work/plugins_relocation/libstrata-sgd.so" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+shoff, = struct.unpack_from("<Q", data, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+section = lambda i: struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+names = section(shstrndx)[4]
+for i in range(shnum):
+    name, kind, _, _, offset = section(i)[:5]
+    if data[names + name:names + name + 9] == b".rela.dyn":
+        struct.pack_into("<Q", data, offset, 0)  # r_offset of the first relocation := 0
+open(sys.argv[2], "wb").write(data)
+PY
+fault "a plugin library whose relocations crash dlopen" 0 "libstrata-sgd.so was not loaded: crashed the loader" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_relocation\"
 
 # Shapes too large to count are refused by name, not printed wrapped.
 fault "plan with tokens per micro batch beyond int" 2 "tokens per micro batch, more than 2147483647" -- \
