@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -86,6 +87,35 @@ std::optional<double> saved_loss(const fs::path& save) {
 }
 
 }  // namespace
+
+std::vector<fs::path> saves_in(const fs::path& directory) {
+  std::vector<fs::path> saves;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if ((name.starts_with("step_") && entry.is_directory(error)) || name == "latest") saves.push_back(entry.path());
+  }
+  std::sort(saves.begin(), saves.end());
+  return saves;
+}
+
+fs::path move_saves_aside(const fs::path& directory) {
+  // Named by the time they were moved, in UTC, so that a listing sorts them by age.
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  fs::path aside = directory / (std::string("earlier-run-") + stamp);
+  for (int n = 2; fs::exists(aside); ++n)
+    aside = directory / (std::string("earlier-run-") + stamp + "-" + std::to_string(n));
+  fs::create_directory(aside);
+  // `latest` last: until it moves, the directory still resumes as it was.
+  std::vector<fs::path> saves = saves_in(directory);
+  std::stable_partition(saves.begin(), saves.end(), [](const fs::path& save) { return save.filename() != "latest"; });
+  for (const fs::path& save : saves) fs::rename(save, aside / save.filename());
+  return aside;
+}
 
 void prune_checkpoints(const fs::path& directory, std::int64_t keep_last, double newest_loss,
                        double divergence_factor) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <vector>
 
 namespace strata {
 
@@ -15,6 +16,14 @@ void check_checkpoint_directory(const std::filesystem::path& directory);
 // `latest` temporaries of other processes; returns how many it removed. Call it holding the
 // directory's lock (CheckpointDirectoryLock): then they are all stale, whatever runs with that PID.
 int remove_stale_partial_saves(const std::filesystem::path& directory);
+
+// The saves a directory holds, sorted: its step_N directories and its `latest` pointer. A run that
+// does not resume refuses a directory that holds any (TrainOptions::fresh moves them aside).
+std::vector<std::filesystem::path> saves_in(const std::filesystem::path& directory);
+
+// Moves every save and `latest` into a new <directory>/earlier-run-<UTC time>/ and returns it.
+// Nothing is deleted: the earlier run can still be resumed from there (--resume DIR/earlier-run-...).
+std::filesystem::path move_saves_aside(const std::filesystem::path& directory);
 
 // Keeps the newest `keep_last` step directories (and always the one `latest` names); 0 keeps all.
 // A save is renamed out of the step_* names before it is removed; a failure is a warning, and

@@ -7,6 +7,7 @@
 
 #include "core/plugin/elf_check.hpp"
 #include "core/plugin/library_probe.hpp"
+#include "core/util/path_inside.hpp"
 
 namespace strata {
 
@@ -178,20 +179,6 @@ std::vector<std::string> PluginRegistry::names(InterfaceKind kind) const {
   return names;
 }
 
-namespace {
-
-// Whether `path` lies inside `directory` (both made absolute and normal first).
-bool is_inside(const std::filesystem::path& path, const std::filesystem::path& directory) {
-  std::error_code error;
-  const auto inner = std::filesystem::weakly_canonical(path, error);
-  const auto outer = std::filesystem::weakly_canonical(directory, error);
-  if (error) return false;
-  auto [mismatch, ignored] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
-  return mismatch == outer.end();
-}
-
-}  // namespace
-
 std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths) {
   std::vector<std::filesystem::path> path = manifest_paths;
   if (const char* environment = std::getenv("STRATA_PLUGIN_PATH")) {
@@ -205,7 +192,7 @@ std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::fil
   std::error_code error;
   const std::filesystem::path executable = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) path.push_back((executable.parent_path() / STRATA_PLUGIN_DIR_FROM_BINDIR).lexically_normal());
-  if (!error && is_inside(executable, STRATA_BINARY_DIR)) path.emplace_back(STRATA_BUILD_PLUGIN_DIR);
+  if (!error && path_is_inside(executable, STRATA_BINARY_DIR)) path.emplace_back(STRATA_BUILD_PLUGIN_DIR);
   if (std::find(path.begin(), path.end(), std::filesystem::path(STRATA_INSTALL_PLUGIN_DIR)) == path.end())
     path.emplace_back(STRATA_INSTALL_PLUGIN_DIR);
   return path;

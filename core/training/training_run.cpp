@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/checkpoint_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
 #include "core/data/data_fingerprint.hpp"
@@ -29,6 +30,7 @@
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
 #include "core/util/address_space.hpp"
+#include "core/util/path_inside.hpp"
 
 namespace strata {
 
@@ -105,6 +107,19 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (const int removed = remove_stale_partial_saves(*manifest.checkpoint.dir); removed > 0)
       spdlog::info("removed {} partial save(s) a stopped run left in {}", removed, manifest.checkpoint.dir->string());
   }
+  // A run that does not continue the saves in its directory would number its own from step 1 over
+  // them, and prune them with keep_last: it is refused, or with --fresh moves them aside (below).
+  const std::vector<std::filesystem::path> earlier_saves =
+      manifest.checkpoint.dir ? saves_in(*manifest.checkpoint.dir) : std::vector<std::filesystem::path>{};
+  if (!earlier_saves.empty() && !options.fresh &&
+      !(options.resume && path_is_inside(*options.resume, *manifest.checkpoint.dir)))
+    throw CheckpointError(manifest.checkpoint.dir->string() + ": holds an earlier run's saves (" +
+                          std::to_string(std::count_if(earlier_saves.begin(), earlier_saves.end(),
+                                                       [](const auto& save) { return save.filename() != "latest"; })) +
+                          " step directories, the last " + earlier_saves.back().filename().string() +
+                          "), which this run would write over and prune. Continue that run with --resume, or start "
+                          "again with --fresh, which first moves them into " +
+                          (*manifest.checkpoint.dir / "earlier-run-<time>").string() + "/");
 
   host.use_backend(*device);
   const std::unique_ptr<Model> model_owner =
@@ -175,6 +190,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       return finished;
     }
   }
+
+  if (options.fresh && !earlier_saves.empty())  // after init_from and --resume have read what they need
+    spdlog::info("--fresh: moved the earlier run's saves to {}", move_saves_aside(*manifest.checkpoint.dir).string());
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len();
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,

@@ -28,6 +28,9 @@ struct TrainOptions {
   std::int64_t stop_after_step = 0;
   // Resume even when the checkpoint was saved by a run with another seed, stack or training data.
   bool force_resume = false;
+  // Start again in a checkpoint directory that holds an earlier run's saves, moving them into
+  // <dir>/earlier-run-<time>/ (without this, such a run is refused).
+  bool fresh = false;
   // Replace an existing telemetry file that Strata's sinks did not write (core/training/run_outputs.hpp).
   bool overwrite_telemetry = false;
   BackendFactory backend;

@@ -27,6 +27,7 @@
 #include "core/training/merged_export.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/training/training_run.hpp"
+#include "core/util/path_inside.hpp"
 #include "exit_codes.hpp"
 
 namespace strata {
@@ -153,15 +154,17 @@ int command_train(const std::vector<std::string>& arguments) {
   options.add_options()("resume", po::value(&resume)->implicit_value(""),
                         "resume from a checkpoint directory (default: checkpoint.dir's latest)")(
       "force-resume", "resume even a checkpoint saved with another seed, stack or training data")(
+      "fresh",
+      "start again in a checkpoint.dir that holds an earlier run's saves, moving them to DIR/earlier-run-TIME")(
       "overwrite-telemetry", "replace an existing --metrics or [[telemetry]] file that Strata did not write")(
       "stop-after", po::value<std::int64_t>()->default_value(0),
       "stop after this step of the schedule (checkpointing there), to resume later")(
       "table", "print the tensor table before training")("profile", "print time per kernel at the end")(
       "metrics", po::value<std::string>(), "also write one JSON record per step to this file (as the jsonl plugin)");
   po::variables_map values;
-  if (auto code =
-          parse("train", "MANIFEST [--set key=value]... [--resume [DIR]] [--table] [--profile] [--metrics FILE]",
-                options, arguments, values))
+  if (auto code = parse(
+          "train", "MANIFEST [--set key=value]... [--resume [DIR] | --fresh] [--table] [--profile] [--metrics FILE]",
+          options, arguments, values))
     return *code;
   return run_guarded("train", [&] {
     Manifest manifest = load_manifest(common.manifest, common.overrides);
@@ -178,6 +181,7 @@ int command_train(const std::vector<std::string>& arguments) {
       throw ManifestError("--stop-after " + std::to_string(train_options.stop_after_step) +
                           ": must be a step of the schedule, 1 or more (0, the default, trains to train.steps)");
     train_options.force_resume = values.count("force-resume") > 0;
+    train_options.fresh = values.count("fresh") > 0;
     train_options.overwrite_telemetry = values.count("overwrite-telemetry") > 0;
     if (values.count("resume")) {
       if (!resume.empty()) {
@@ -246,12 +250,7 @@ int command_export(const std::vector<std::string>& arguments) {
     const Manifest manifest = load_manifest(common.manifest, common.overrides);
     check_output_file("--merge", merge);
     // The merged file must not land on what the export reads (a save's own model.safetensors).
-    const auto within = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
-      const std::filesystem::path a = std::filesystem::weakly_canonical(inner),
-                                  b = std::filesystem::weakly_canonical(outer);
-      return std::mismatch(b.begin(), b.end(), a.begin(), a.end()).first == b.end();
-    };
-    if (within(merge, checkpoint))
+    if (path_is_inside(merge, checkpoint))
       throw ManifestError("--merge " + merge + ": is inside --checkpoint " + checkpoint +
                           ", which the export reads: write the merged file elsewhere");
     refuse_overwriting_inputs("--merge", merge, manifest, std::filesystem::path(checkpoint));

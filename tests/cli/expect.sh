@@ -1,5 +1,5 @@
 # Shared by the CLI fault scripts, sourced as `source expect.sh STRATA WORK`: sets $strata, $work
-# (emptied) and $q (the quickstart manifest). `expect CODE TEXT -- command...` runs the command
+# (emptied) and $q (the quickstart manifest, its outputs under $work). `expect CODE TEXT -- command...` runs the command
 # and checks its exit code and that its output holds TEXT. `fault WHAT CODE TEXT -- command...`
 # does the same and, when RELIABILITY_TABLE names a file, appends a row (what, code, the output
 # line holding TEXT) that scripts/reliability-table.sh turns into docs/reliability.md.
@@ -22,4 +22,7 @@ fault() {
 strata=$1
 work=$2
 rm -rf "$work" && mkdir -p "$work"
-q=examples/quickstart.toml
+# The quickstart manifest, writing its checkpoints and telemetry under $work: scripts run side by
+# side, and a run refuses a checkpoint directory that holds another run's saves.
+q="$work/quickstart.toml"
+sed -e "s#runs/quickstart#$work/runs/quickstart#g" examples/quickstart.toml > "$q"

@@ -176,7 +176,7 @@ fault "export --merge over the training data" 2 "is the training data ([data] tr
 fault "ab --html over the training data" 2 "--html $work/data.txt: is the training data" -- \
   "$strata" ab $q $q --steps 1 --set data.train=\"$work/data.txt\" --out "$work/ab" --html "$work/data.txt"
 unchanged "telemetry paths" "$inputs" "$work/manifest.toml" "$work/data.txt" "$work/notes.jsonl" "$work/flips"
-expect 0 "" -- "$strata" train $q "${small[@]}" --set train.steps=1 --metrics "$work/notes.jsonl" --overwrite-telemetry
+expect 0 "" -- "$strata" train $q "${small[@]}" --set train.steps=1 --set checkpoint.dir=\"$work/overwrite_ckpt\" --metrics "$work/notes.jsonl" --overwrite-telemetry
 grep -q '"record":"run"' "$work/notes.jsonl" || fail "--overwrite-telemetry did not write the metrics"
 # Two runs on one metrics file: the second is refused while the first holds it.
 fault "a second run writing the same --metrics file" 2 "another run is writing this file" -- \
@@ -196,3 +196,19 @@ else
   echo "skipped: chattr +i is not supported here (the prune-failure case needs an immutable file)"
 fi
 echo "every saved file kept, every fault named"
+
+# Training again into a directory that holds saves, without --resume, would number new saves from
+# step 1 over the old ones and prune them: refused. --fresh moves them aside, whole and resumable.
+fresh again 3
+before=$(digest "$work/again")
+fault "a new run into a checkpoint directory holding an earlier run's saves" 2 \
+  "holds an earlier run's saves (1 step directories, the last step_00000003), which this run would write over" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=3 --set checkpoint.keep_last=1 --set checkpoint.dir=\"$work/again\"
+unchanged "a new run into a used directory" "$before" "$work/again"
+expect 0 "--fresh: moved the earlier run's saves to $work/again/earlier-run-" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=2 --set checkpoint.keep_last=1 --set checkpoint.dir=\"$work/again\" --fresh
+aside=$(ls -d "$work"/again/earlier-run-*)
+[ "$(digest "$aside" | sed "s#$aside#$work/again#")" = "$(grep -v '/again/.lock$' <<< "$before")" ] ||
+  fail "--fresh changed the earlier run's saves"
+[ "$(cat "$work/again/latest")" = step_00000002 ] || fail "--fresh did not start the new run at step 1"
+expect 0 "nothing to train" -- "$strata" train $q "${small[@]}" --set train.steps=3 --set checkpoint.dir=\"$aside\" --resume
