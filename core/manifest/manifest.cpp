@@ -180,7 +180,9 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
   return keys;
 }
 
-Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
+namespace {
+
+std::string read_manifest_text(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error))
@@ -191,12 +193,14 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
   if (!in) throw ManifestError(file + ": cannot open the manifest file for reading");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw ManifestError(file + ": read error");
-  return parse_manifest(text, path, overrides);
+  return text;
 }
 
-Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
-                        const std::vector<std::string>& overrides) {
-  Manifest manifest;
+ManifestReading parse_manifest_collecting(std::string_view text, const std::filesystem::path& path,
+                                          const std::vector<std::string>& overrides) {
+  ManifestReading reading;
+  Manifest& manifest = reading.manifest;
+  std::vector<std::string>& problems = reading.problems;
   manifest.path = path;
   const std::string file = path.string();
   if (const auto unsafe = find_unsafe_toml_character(text))
@@ -211,7 +215,6 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
     throw ManifestError(message.str());
   }
   toml::table& root = *manifest.document;
-  std::vector<std::string> problems;
   for (const std::string& assignment : overrides) apply_override(root, assignment, manifest.overridden, problems);
   if (!problems.empty()) throw ManifestError(problems);
 
@@ -388,8 +391,27 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
   manifest.predictor = plugin_spec(table_at(root, "predictor", path, problems), "[predictor]", "predictor", "", path,
                                    manifest.overridden, problems);
   manifest.telemetry = plugin_list(root, "telemetry", path, manifest.overridden, problems);
-  if (!problems.empty()) throw ManifestError(problems);
-  return manifest;
+  return reading;
+}
+
+Manifest throwing_problems(ManifestReading reading) {
+  if (!reading.problems.empty()) throw ManifestError(reading.problems);
+  return std::move(reading.manifest);
+}
+
+}  // namespace
+
+ManifestReading read_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
+  return parse_manifest_collecting(read_manifest_text(path), path, overrides);
+}
+
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
+  return throwing_problems(read_manifest(path, overrides));
+}
+
+Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
+                        const std::vector<std::string>& overrides) {
+  return throwing_problems(parse_manifest_collecting(text, path, overrides));
 }
 
 void append_telemetry(Manifest& manifest, const std::string& plugin, const std::map<std::string, std::string>& keys) {

@@ -90,6 +90,16 @@ Manifest load_manifest(const std::filesystem::path& path, const std::vector<std:
 Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,
                         const std::vector<std::string>& overrides = {});
 
+// A manifest read as far as it goes, for `strata validate`, which lists every problem at once:
+// the key problems, each faulty key left at its default, so the stack and the data can still be
+// checked. Throws ManifestError only where nothing can be read on: no file, malformed TOML, a
+// malformed --set. load_manifest is this, throwing when `problems` is not empty.
+struct ManifestReading {
+  Manifest manifest;
+  std::vector<std::string> problems;
+};
+ManifestReading read_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
+
 // Adds a [[telemetry]] table after the manifest's own (string-valued keys), as `strata train
 // --metrics` does. With no [[telemetry]] in the manifest, it replaces the default console sink.
 void append_telemetry(Manifest& manifest, const std::string& plugin, const std::map<std::string, std::string>& keys);

@@ -269,21 +269,43 @@ int command_validate(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("validate", "MANIFEST [--set key=value]...", options, arguments, values)) return *code;
   return run_guarded("validate", [&] {
-    const InspectedStack inspected(common, "console");
-    const Manifest& manifest = inspected.manifest;
-    // Data is read from regular files only (a FIFO would block, a device never ends).
-    auto check_data = [](const std::filesystem::path& path, const char* key) {
-      std::error_code error;
-      if (!std::filesystem::exists(path, error)) throw DataError(path.string() + ": no such file ([data] " + key + ")");
-      if (!std::filesystem::is_regular_file(path, error))
-        throw DataError(path.string() + ": not a regular file ([data] " + key + ")");
+    // Every problem at once, from every stage: the manifest's keys, the plugin stack (built with
+    // any faulty key at its default), the data, the device and the checkpoint directory.
+    ManifestReading reading = read_manifest(common.manifest, common.overrides);
+    const Manifest& manifest = reading.manifest;
+    std::vector<std::string> problems = std::move(reading.problems);
+    const auto gather = [&problems](auto&& check) {
+      try {
+        check();
+      } catch (const ManifestError& e) {
+        problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+      } catch (const DataError& e) {
+        problems.emplace_back(e.what());
+      } catch (const CheckpointError& e) {
+        problems.emplace_back(e.what());
+      }
     };
-    check_data(manifest.data.train, "train");
+    PluginRegistry registry = load_plugins(manifest);
+    HostServicesImpl host(manifest.model.info(), manifest.device.kind);  // outlives the stack's objects
+    std::optional<Stack> stack;
+    gather([&] { stack.emplace(build_stack(manifest, registry, host, "console")); });
+    // Data is read from regular files only (a FIFO would block, a device never ends).
+    const auto check_data = [&](const std::filesystem::path& path, const char* key) {
+      gather([&] {
+        std::error_code error;
+        if (!std::filesystem::exists(path, error))
+          throw DataError(path.string() + ": no such file ([data] " + key + ")");
+        if (!std::filesystem::is_regular_file(path, error))
+          throw DataError(path.string() + ": not a regular file ([data] " + key + ")");
+      });
+    };
+    if (!manifest.data.train.empty()) check_data(manifest.data.train, "train");
     if (manifest.data.val) check_data(*manifest.data.val, "val");
-    (void)backend_for(manifest);  // the device kind exists in this build
-    if (manifest.checkpoint.dir) check_checkpoint_directory(*manifest.checkpoint.dir);
-    std::cout << manifest.path.string() << ": ok (" << inspected.stack.description << ", "
-              << manifest.model.parameter_count() << " parameters)\n";
+    gather([&] { (void)backend_for(manifest); });  // the device kind exists in this build
+    if (manifest.checkpoint.dir) gather([&] { check_checkpoint_directory(*manifest.checkpoint.dir); });
+    if (!problems.empty()) throw ManifestError(problems);
+    std::cout << manifest.path.string() << ": ok (" << stack->description << ", " << manifest.model.parameter_count()
+              << " parameters)\n";
     return static_cast<int>(kExitSuccess);
   });
 }

@@ -88,6 +88,15 @@ for problem in "int8" "flash" "dropout"; do
   grep -qi -- "$problem" <<< "$output" || fail "validate did not list the $problem problem with the others: $output"
 done
 echo "ok: validate listed all four problems"
+# ... and across stages: a key out of range, a misspelt plugin, missing data and an uncreatable
+# checkpoint directory, each found by a different stage, all named by one validate.
+mkdir -p "$work/a_file" && : > "$work/a_file/file"
+fault "several problems in different stages (keys, stack, data, checkpoint dir)" 2 "steps = 0 is out of range" -- \
+  "$strata" validate $q --set train.steps=0 --set optimizer.plugin='"adamx"' --set data.train=\"$work/none.txt\" \
+  --set checkpoint.dir=\"$work/a_file/file/ckpt\"
+for problem in "unknown optimizer plugin 'adamx'" "none.txt: no such file" "file/ckpt ([checkpoint] dir)"; do
+  grep -qF -- "$problem" <<< "$output" || fail "validate did not list \"$problem\" with the others: $output"
+done
 
 # A key of 40,000 dotted parts would overflow toml++'s recursion.
 python3 -c 'import sys; open(sys.argv[1], "w").write("a" + ".a" * 40000 + " = 1\n")' "$work/deep.toml"
