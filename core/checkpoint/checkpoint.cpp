@@ -131,15 +131,15 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   if (std::string adapters = model.adapter_description(); !adapters.empty())
     metadata[kAdaptersKey] = std::move(adapters);
   nlohmann::json files = nlohmann::json::object();  // each file of the save and its checksum
-  {
-    const std::string model_bytes = encode_safetensors(weights, metadata);
-    write_file_atomically(temporary / "model.safetensors", model_bytes);
-    files["model.safetensors"] = side_file_checksum(model_bytes);
-  }
-  {
-    const std::string optimizer_bytes = encode_safetensors(optimizer_state, {{"producer", "strata"}});
-    write_file_atomically(temporary / "optimizer.safetensors", optimizer_bytes);
-    files["optimizer.safetensors"] = side_file_checksum(optimizer_bytes);
+  // Written from the host copies in pieces: no second, joined copy of a file in memory.
+  for (const auto& [file, tensors, file_metadata] :
+       {std::tuple{"model.safetensors", &weights, metadata},
+        std::tuple{"optimizer.safetensors", &optimizer_state,
+                   std::map<std::string, std::string>{{"producer", "strata"}}}}) {
+    std::string head;
+    const std::vector<std::string_view> pieces = safetensors_pieces(*tensors, file_metadata, head);
+    write_file_atomically(temporary / file, pieces);
+    files[file] = pieces_checksum(pieces);
   }
   nlohmann::json trainer = {
       {"format", kCheckpointFormat},
@@ -314,7 +314,9 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
         entry.path().stem().string().starts_with("strategy_"))
       state.strategies[entry.path().stem().string()] = read_save_file(entry.path());
-  const SafetensorsFile weights = SafetensorsFile::read(directory / "model.safetensors");
+  std::map<std::string, std::string> read_checksums;  // whole-file checksums of the files read below
+  const SafetensorsFile weights =
+      SafetensorsFile::read(directory / "model.safetensors", &read_checksums["model.safetensors"]);
   // A run that freezes parameters saves only what trains; a file with every weight (a base model,
   // a merged export) copied into its save would load over the frozen base and train from there.
   if (!model.frozen_fingerprint().empty() && !weights.metadata().contains(kFrozenKey))
@@ -326,7 +328,8 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   // rounding may depend on it).
   model.store().publish_weights(state.step);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
-  const SafetensorsFile optimizer_state = SafetensorsFile::read(optimizer_path);
+  const SafetensorsFile optimizer_state =
+      SafetensorsFile::read(optimizer_path, &read_checksums["optimizer.safetensors"]);
   for (const ParameterRows& rows : model.parameters()) {
     std::vector<SavedStateBuffer> buffers(rows.state.size());
     // f32 buffers copied out: the file packs tensors without padding, so after an 8-bit optimizer's
@@ -361,7 +364,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   }
   // Every file of the save against the checksums trainer.json records (format 2): after the
   // files' own checks (which name a tensor), before the run uses anything loaded.
-  check_save_files(directory, trainer);
+  check_save_files(directory, trainer, read_checksums);
   return state;
 }
 

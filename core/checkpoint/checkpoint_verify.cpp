@@ -26,28 +26,25 @@ std::string read_save_file(const fs::path& path) {
 
 namespace {
 
-// Reads a safetensors file (its checksums verified as it parses) and checks that its floating
-// tensors hold finite values; returns how many tensors it holds.
-std::int64_t verify_tensors(const fs::path& path) {
-  const SafetensorsFile file = SafetensorsFile::read(path);
-  for (const auto& [name, entry] : file.entries()) {
-    if (entry.dtype != "F32" && entry.dtype != "F16" && entry.dtype != "BF16") continue;
-    const std::vector<float> values = file.tensor(name, entry.shape);
-    const auto bad = std::find_if(values.begin(), values.end(), [](float value) { return !std::isfinite(value); });
-    if (bad != values.end())
+// Reads a safetensors file once (its checksums verified as it parses), records its whole-file
+// checksum and checks that its floating tensors hold finite values; returns how many tensors it holds.
+std::int64_t verify_tensors(const fs::path& path, std::string& file_checksum) {
+  const SafetensorsFile file = SafetensorsFile::read(path, &file_checksum);
+  for (const auto& [name, entry] : file.entries())
+    if (const auto bad = file.first_non_finite(name))
       throw CheckpointError(path.string() + ": corrupt checkpoint: tensor '" + name + "' holds " +
-                            std::to_string(*bad) + " at element " + std::to_string(bad - values.begin()));
-  }
+                            std::to_string(bad->value) + " at element " + std::to_string(bad->index));
   return static_cast<std::int64_t>(file.entries().size());
 }
 
 }  // namespace
 
 std::string side_file_checksum(std::string_view bytes) {
-  return tensor_checksum(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  return pieces_checksum(std::span(&bytes, 1));
 }
 
-void check_save_files(const fs::path& step_directory, const nlohmann::json& trainer) {
+void check_save_files(const fs::path& step_directory, const nlohmann::json& trainer,
+                      const std::map<std::string, std::string>& read_checksums) {
   const std::string trainer_path = (step_directory / "trainer.json").string();
   const std::string format = trainer.contains("format") && trainer["format"].is_string() ? trainer["format"] : "";
   if (format != kCheckpointFormat && format != "strata-checkpoint-1")
@@ -73,7 +70,9 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
     std::error_code error;
     if (!fs::is_regular_file(path, error))
       throw CheckpointError(path.string() + ": missing: trainer.json lists it (the save is incomplete)");
-    if (!checksum.is_string() || checksum.get<std::string>() != side_file_checksum(read_save_file(path)))
+    const auto known = read_checksums.find(file);
+    const std::string actual = known != read_checksums.end() ? known->second : side_file_checksum(read_save_file(path));
+    if (!checksum.is_string() || checksum.get<std::string>() != actual)
       throw CheckpointError(path.string() +
                             ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
   }
@@ -98,11 +97,12 @@ VerifiedSave verify_save(const fs::path& step_directory) {
     throw CheckpointError(trainer_path.string() + ": corrupt: " + e.what());
   }
   std::error_code error;
+  std::map<std::string, std::string> read_checksums;
   for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
-    verified.tensors += verify_tensors(step_directory / name);
+    verified.tensors += verify_tensors(step_directory / name, read_checksums[name]);
     verified.bytes += fs::file_size(step_directory / name, error);
   }
-  check_save_files(step_directory, trainer);
+  check_save_files(step_directory, trainer, read_checksums);
   if (trainer.contains("files") && trainer["files"].is_object())
     for (const auto& [name, checksum] : trainer["files"].items())
       if (name.ends_with(".bin")) verified.bytes += fs::file_size(step_directory / name, error);

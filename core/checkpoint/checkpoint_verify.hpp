@@ -6,6 +6,7 @@
 // The check needs no model: it finds corruption, not a checkpoint of another shape.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -42,8 +43,11 @@ std::string side_file_checksum(std::string_view bytes);
 
 // trainer.json's own checks, shared by a load and verify_save: a known format, a step matching its
 // directory's name, and (format 2, from SDK 9.1 on) every file of the save listed by plain name
-// and matching its whole-file checksum, every listed file present. Throws CheckpointError.
-void check_save_files(const std::filesystem::path& step_directory, const nlohmann::json& trainer);
+// and matching its whole-file checksum, every listed file present. `read_checksums` holds the
+// checksums of files the caller has just read whole (file name -> pieces_checksum), so they are
+// not read twice. Throws CheckpointError.
+void check_save_files(const std::filesystem::path& step_directory, const nlohmann::json& trainer,
+                      const std::map<std::string, std::string>& read_checksums = {});
 inline constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "core/checkpoint/safetensors.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -79,21 +80,24 @@ std::string tensor_checksum(std::span<const std::byte> bytes) {
   return text;
 }
 
-std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
-                               const std::map<std::string, std::string>& metadata) {
+std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite>& tensors,
+                                                 const std::map<std::string, std::string>& metadata,
+                                                 std::string& head) {
+  const auto bytes_of = [](const TensorToWrite& tensor) {
+    return tensor.data.empty()
+               ? std::string_view(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size())
+               : std::string_view(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
+  };
   nlohmann::ordered_json header;
   nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
   for (const TensorToWrite& tensor : tensors)
-    checksums[tensor.name] =
-        tensor.data.empty()
-            ? checksum_text(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size())
-            : checksum_text(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
+    checksums[tensor.name] = checksum_text(bytes_of(tensor).data(), bytes_of(tensor).size());
   std::map<std::string, std::string> all_metadata = metadata;
   all_metadata[kChecksumsKey] = checksums.dump();
   header["__metadata__"] = all_metadata;
   std::uint64_t offset = 0;
   for (const TensorToWrite& tensor : tensors) {
-    const std::uint64_t bytes = tensor.data.empty() ? tensor.bytes.size() : tensor.data.size_bytes();
+    const std::uint64_t bytes = bytes_of(tensor).size();
     header[tensor.name] = {{"dtype", tensor.data.empty() ? tensor.dtype : "F32"},
                            {"shape", tensor.shape},
                            {"data_offsets", {offset, offset + bytes}}};
@@ -102,20 +106,33 @@ std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
   const std::uint64_t header_size = header_text.size();
+  head.clear();
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((header_size >> (8 * i)) & 0xff));
+  head += header_text;
+  std::vector<std::string_view> pieces{head};
+  for (const TensorToWrite& tensor : tensors) pieces.push_back(bytes_of(tensor));
+  return pieces;
+}
+
+std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  std::string head;
+  const std::vector<std::string_view> pieces = safetensors_pieces(tensors, metadata, head);
   std::string out;
-  out.reserve(8 + header_size + offset);
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((header_size >> (8 * i)) & 0xff));
-  out += header_text;
-  for (const TensorToWrite& tensor : tensors) {
-    if (tensor.data.empty())
-      out.append(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size());
-    else
-      out.append(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
-  }
+  for (const std::string_view piece : pieces) out += piece;
   return out;
 }
 
-SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
+std::string pieces_checksum(std::span<const std::string_view> pieces) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (const std::string_view piece : pieces) XXH3_64bits_update(&state, piece.data(), piece.size());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(&state)));
+  return text;
+}
+
+SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::string* file_checksum) {
   const std::string where = path.string() + ": ";
   std::error_code error;
   if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error))
@@ -126,6 +143,10 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
   std::vector<char> bytes(static_cast<std::size_t>(std::filesystem::file_size(path, error)));
   if (error || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
     throw CheckpointError(where + "unreadable" + (error ? ": " + error.message() : std::string()));
+  if (file_checksum != nullptr) {
+    const std::string_view whole(bytes.data(), bytes.size());
+    *file_checksum = pieces_checksum(std::span(&whole, 1));
+  }
   return parse_owned(std::move(bytes), path);
 }
 
@@ -152,9 +173,9 @@ SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std:
     throw CheckpointError(where + "corrupt header: " + e.what());
   }
   if (!header.is_object()) throw CheckpointError(where + "corrupt header: not a JSON object");
-  // The data keeps the file's buffer (its header bytes moved out): one copy of a file in memory.
-  bytes.erase(bytes.begin(), bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
-  file.data_ = std::move(bytes);
+  // The file's buffer is kept whole, the tensors found past its header: one copy of a file in memory.
+  file.payload_begin_ = 8 + static_cast<std::size_t>(header_size);
+  file.bytes_ = std::move(bytes);
   try {
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {
@@ -184,10 +205,10 @@ SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std:
       }
       entry.begin = non_negative_integer(offsets[0], context + "data_offsets");
       entry.end = non_negative_integer(offsets[1], context + "data_offsets");
-      if (entry.begin > entry.end || entry.end > file.data_.size())
+      if (entry.begin > entry.end || entry.end > file.payload_size())
         throw CheckpointError(where + "truncated or corrupt: tensor '" + name + "' spans bytes [" +
                               std::to_string(entry.begin) + ", " + std::to_string(entry.end) + ") of " +
-                              std::to_string(file.data_.size()));
+                              std::to_string(file.payload_size()));
       const std::uint64_t size = dtype_size(entry.dtype);
       if (size != 0 && (overflow || elements > kMax / size || elements * size != entry.end - entry.begin))
         throw CheckpointError(where + "corrupt: tensor '" + name + "' has shape " + shape_text(entry.shape) + " but " +
@@ -210,9 +231,9 @@ SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std:
                                                    std::to_string(begin) + ") that no tensor covers"));
     covered = file.entries_.at(name).end;
   }
-  if (covered != file.data_.size())
+  if (covered != file.payload_size())
     throw CheckpointError(where + "corrupt: the tensors cover " + std::to_string(covered) + " of " +
-                          std::to_string(file.data_.size()) + " data bytes");
+                          std::to_string(file.payload_size()) + " data bytes");
   file.verify_checksums();
   return file;
 }
@@ -235,7 +256,7 @@ void SafetensorsFile::verify_checksums() const {
     const auto saved = checksums.find(name);
     if (saved == checksums.end() || !saved->is_string())
       throw CheckpointError(where + "tensor '" + name + "' has no checksum in its " + kChecksumsKey + " metadata");
-    const std::string actual = checksum_text(data_.data() + entry.begin, entry.end - entry.begin);
+    const std::string actual = checksum_text(payload() + entry.begin, entry.end - entry.begin);
     if (saved->get<std::string>() != actual)
       throw CheckpointError(where + "tensor '" + name + "' fails its checksum (saved xxh3 " +
                             saved->get<std::string>() + ", read " + actual +
@@ -267,7 +288,7 @@ std::span<const std::byte> SafetensorsFile::raw(const std::string& name, const s
   if (e.dtype != expected_dtype || e.shape != expected_shape)
     throw CheckpointError(path_.string() + ": tensor '" + name + "' is " + e.dtype + " " + shape_text(e.shape) +
                           ", the model expects " + expected_dtype + " " + shape_text(expected_shape));
-  return {reinterpret_cast<const std::byte*>(data_.data()) + e.begin, static_cast<std::size_t>(e.end - e.begin)};
+  return {reinterpret_cast<const std::byte*>(payload()) + e.begin, static_cast<std::size_t>(e.end - e.begin)};
 }
 
 std::vector<float> SafetensorsFile::tensor(const std::string& name,
@@ -281,7 +302,7 @@ std::vector<float> SafetensorsFile::tensor(const std::string& name,
     throw CheckpointError(path_.string() + ": tensor '" + name + "' has unsupported dtype " + e.dtype);
   const std::size_t count = (e.end - e.begin) / size;
   std::vector<float> values(count);
-  const char* source = data_.data() + e.begin;
+  const char* source = payload() + e.begin;
   if (e.dtype == "F32") {
     if (count != 0) std::memcpy(values.data(), source, count * 4);  // an empty vector's data() may be null
   } else {
@@ -292,6 +313,26 @@ std::vector<float> SafetensorsFile::tensor(const std::string& name,
     }
   }
   return values;
+}
+
+std::optional<SafetensorsFile::NonFinite> SafetensorsFile::first_non_finite(const std::string& name) const {
+  const Entry& e = entry(name);
+  const std::size_t size = dtype_size(e.dtype);
+  if (size == 0 || !floating(e.dtype)) return std::nullopt;
+  const char* source = payload() + e.begin;
+  const std::size_t count = (e.end - e.begin) / size;
+  for (std::size_t i = 0; i < count; ++i) {
+    float value;
+    if (e.dtype == "F32") {
+      std::memcpy(&value, source + 4 * i, 4);
+    } else {
+      std::uint16_t half;
+      std::memcpy(&half, source + 2 * i, 2);
+      value = e.dtype == "BF16" ? bf16_to_f32(half) : half_to_float(half);
+    }
+    if (!std::isfinite(value)) return NonFinite{i, value};
+  }
+  return std::nullopt;
 }
 
 }  // namespace strata

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/dtype.hpp"
@@ -42,10 +44,21 @@ std::string safetensors_dtype(DType dtype);
 std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
                                const std::map<std::string, std::string>& metadata);
 
+// The same file as pieces to write in turn, without a copy of the tensors: the 8-byte length and
+// the header (held in `head`, which must outlive the pieces), then each tensor's own bytes.
+std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite>& tensors,
+                                                 const std::map<std::string, std::string>& metadata, std::string& head);
+
+// XXH3-64 of bytes given in pieces, as one-shot XXH3 of their concatenation, 16 hex digits: a
+// file's checksum as trainer.json records it.
+std::string pieces_checksum(std::span<const std::string_view> pieces);
+
 class SafetensorsFile {
  public:
   // Reads and validates the whole file; throws CheckpointError naming the file and the problem.
-  static SafetensorsFile read(const std::filesystem::path& path);
+  // With `file_checksum`, also sets it to the whole file's checksum (pieces_checksum), taken from
+  // the one read.
+  static SafetensorsFile read(const std::filesystem::path& path, std::string* file_checksum = nullptr);
   // The same from the file's bytes; `path` names the file in messages and nothing is read from it.
   static SafetensorsFile parse(std::span<const char> bytes, const std::filesystem::path& path);
 
@@ -62,6 +75,13 @@ class SafetensorsFile {
                                  const std::vector<std::int64_t>& expected_shape) const;
   // The tensor as f32, checked against an expected shape.
   std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& expected_shape) const;
+  // The first value of a floating tensor (F32, F16, BF16) that is not finite, as f32, and its
+  // index; none for a finite or non-floating tensor. Reads in place, without a copy.
+  struct NonFinite {
+    std::size_t index = 0;
+    float value = 0.0f;
+  };
+  std::optional<NonFinite> first_non_finite(const std::string& name) const;
   const std::map<std::string, Entry>& entries() const noexcept { return entries_; }
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   const std::filesystem::path& path() const noexcept { return path_; }
@@ -72,7 +92,11 @@ class SafetensorsFile {
   void verify_checksums() const;
 
   std::filesystem::path path_;
-  std::vector<char> data_;  // the bytes after the header
+  const char* payload() const noexcept { return bytes_.data() + payload_begin_; }
+  std::size_t payload_size() const noexcept { return bytes_.size() - payload_begin_; }
+
+  std::vector<char> bytes_;  // the whole file; tensor offsets count from payload_begin_
+  std::size_t payload_begin_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };

@@ -26,6 +26,10 @@ void sync_directory(const std::filesystem::path& directory) {
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
+  write_file_atomically(path, std::span(&bytes, 1));
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::string_view> pieces) {
   // The rename below would replace a device, pipe or socket with a regular file.
   std::error_code error;
   if (const auto status = std::filesystem::status(path, error);
@@ -36,18 +40,20 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view b
   const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create", temporary);
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t result = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (result < 0) {
-      if (errno == EINTR) continue;
-      const int saved = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      errno = saved;
-      fail("cannot write", temporary);
+  for (const std::string_view bytes : pieces) {
+    std::size_t written = 0;
+    while (written < bytes.size()) {
+      const ssize_t result = ::write(fd, bytes.data() + written, bytes.size() - written);
+      if (result < 0) {
+        if (errno == EINTR) continue;
+        const int saved = errno;
+        ::close(fd);
+        ::unlink(temporary.c_str());
+        errno = saved;
+        fail("cannot write", temporary);
+      }
+      written += static_cast<std::size_t>(result);
     }
-    written += static_cast<std::size_t>(result);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(temporary.c_str());
