@@ -303,7 +303,12 @@ int command_validate(const std::vector<std::string>& arguments) {
     if (manifest.data.val) check_data(*manifest.data.val, "val");
     gather([&] { (void)backend_for(manifest); });  // the device kind exists in this build
     if (manifest.checkpoint.dir) gather([&] { check_checkpoint_directory(*manifest.checkpoint.dir); });
-    if (!problems.empty()) throw ManifestError(problems);
+    if (!problems.empty()) {
+      std::cerr << "strata validate: " << manifest.path.string() << ": " << problems.size()
+                << (problems.size() == 1 ? " problem" : " problems") << ":\n";
+      for (const std::string& problem : problems) std::cerr << problem << '\n';
+      return static_cast<int>(kExitInvalidInput);
+    }
     std::cout << manifest.path.string() << ": ok (" << stack->description << ", " << manifest.model.parameter_count()
               << " parameters)\n";
     return static_cast<int>(kExitSuccess);
