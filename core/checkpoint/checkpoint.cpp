@@ -171,7 +171,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   host_values = {};
   host_bytes = {};
   try {
-    verify_save(temporary);
+    verify_save(temporary, /*mapped=*/true);  // this run's own files, under the directory's lock
   } catch (const std::exception& e) {
     std::error_code error;
     fs::remove_all(temporary, error);

@@ -110,10 +110,23 @@ fs::path move_saves_aside(const fs::path& directory) {
   for (int n = 2; fs::exists(aside); ++n)
     aside = directory / (std::string("earlier-run-") + stamp + "-" + std::to_string(n));
   fs::create_directory(aside);
-  // `latest` last: until it moves, the directory still resumes as it was.
+  // `latest` last: until it moves, the directory still resumes as it was. All or nothing: a move
+  // that fails (an immutable save) puts the ones already moved back.
   std::vector<fs::path> saves = saves_in(directory);
   std::stable_partition(saves.begin(), saves.end(), [](const fs::path& save) { return save.filename() != "latest"; });
-  for (const fs::path& save : saves) fs::rename(save, aside / save.filename());
+  for (std::size_t moved = 0; moved < saves.size(); ++moved) {
+    std::error_code error;
+    fs::rename(saves[moved], aside / saves[moved].filename(), error);
+    if (!error) continue;
+    for (std::size_t back = moved; back-- > 0;) {
+      std::error_code ignored;
+      fs::rename(aside / saves[back].filename(), saves[back], ignored);
+    }
+    std::error_code ignored;
+    fs::remove(aside, ignored);
+    throw CheckpointError(saves[moved].string() + ": cannot move it aside (" + error.message() +
+                          "); nothing was moved, and the earlier run's saves are where they were");
+  }
   return aside;
 }
 

@@ -28,8 +28,9 @@ namespace {
 
 // Reads a safetensors file once (its checksums verified as it parses), records its whole-file
 // checksum and checks that its floating tensors hold finite values; returns how many tensors it holds.
-std::int64_t verify_tensors(const fs::path& path, std::string& file_checksum) {
-  const SafetensorsFile file = SafetensorsFile::read(path, &file_checksum);
+std::int64_t verify_tensors(const fs::path& path, std::string& file_checksum, bool mapped) {
+  const SafetensorsFile file =
+      mapped ? SafetensorsFile::map(path, &file_checksum) : SafetensorsFile::read(path, &file_checksum);
   for (const auto& [name, entry] : file.entries())
     if (const auto bad = file.first_non_finite(name))
       throw CheckpointError(path.string() + ": corrupt checkpoint: tensor '" + name + "' holds " +
@@ -83,7 +84,7 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
   if (error) throw CheckpointError(step_directory.string() + ": cannot list the save: " + error.message());
 }
 
-VerifiedSave verify_save(const fs::path& step_directory) {
+VerifiedSave verify_save(const fs::path& step_directory, bool mapped) {
   VerifiedSave verified;
   const fs::path trainer_path = step_directory / "trainer.json";
   nlohmann::json trainer;
@@ -99,7 +100,7 @@ VerifiedSave verify_save(const fs::path& step_directory) {
   std::error_code error;
   std::map<std::string, std::string> read_checksums;
   for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
-    verified.tensors += verify_tensors(step_directory / name, read_checksums[name]);
+    verified.tensors += verify_tensors(step_directory / name, read_checksums[name], mapped);
     verified.bytes += fs::file_size(step_directory / name, error);
   }
   check_save_files(step_directory, trainer, read_checksums);

@@ -19,8 +19,9 @@ struct VerifiedSave {
   std::uint64_t bytes = 0;   // the files' sizes
 };
 
-// Throws CheckpointError naming the file and the fault.
-VerifiedSave verify_save(const std::filesystem::path& step_directory);
+// Throws CheckpointError naming the file and the fault. `mapped` maps the tensor files instead of
+// reading them (SafetensorsFile::map): for the save a run has just written under its lock.
+VerifiedSave verify_save(const std::filesystem::path& step_directory, bool mapped = false);
 
 // Each save of a checkpoint directory (or the one save `path` is), checked; `latest` must name one.
 struct SaveVerdict {

@@ -1,11 +1,17 @@
 #include "core/checkpoint/safetensors.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "strata/dtype.hpp"
@@ -150,11 +156,40 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::st
   return parse_owned(std::move(bytes), path);
 }
 
+SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::string* file_checksum) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat status {};
+  if (fd < 0 || ::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size < 8) {
+    if (fd >= 0) ::close(fd);
+    return read(path, file_checksum);  // read() names what is wrong
+  }
+  const auto size = static_cast<std::size_t>(status.st_size);
+  // The pages the save just wrote, shared with the page cache: no copy, no zeroed memory.
+  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (mapping == MAP_FAILED) return read(path, file_checksum);
+  std::shared_ptr<const char> storage(static_cast<const char*>(mapping),
+                                      [size](const char* bytes) { ::munmap(const_cast<char*>(bytes), size); });
+  const std::span<const char> bytes(storage.get(), size);
+  if (file_checksum != nullptr) {
+    const std::string_view whole(bytes.data(), bytes.size());
+    *file_checksum = pieces_checksum(std::span(&whole, 1));
+  }
+  return parse_storage(std::move(storage), bytes, path);
+}
+
 SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::filesystem::path& path) {
   return parse_owned(std::vector<char>(bytes.begin(), bytes.end()), path);
 }
 
 SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std::filesystem::path& path) {
+  auto owned = std::make_shared<const std::vector<char>>(std::move(bytes));
+  const std::span<const char> view(owned->data(), owned->size());
+  return parse_storage(std::shared_ptr<const char>(owned, owned->data()), view, path);
+}
+
+SafetensorsFile SafetensorsFile::parse_storage(std::shared_ptr<const char> storage, std::span<const char> bytes,
+                                               const std::filesystem::path& path) {
   const std::string where = path.string() + ": ";
   if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
   std::uint64_t header_size = 0;
@@ -173,9 +208,10 @@ SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std:
     throw CheckpointError(where + "corrupt header: " + e.what());
   }
   if (!header.is_object()) throw CheckpointError(where + "corrupt header: not a JSON object");
-  // The file's buffer is kept whole, the tensors found past its header: one copy of a file in memory.
+  // The file's bytes are kept whole, the tensors found past its header: one copy of a file in memory.
   file.payload_begin_ = 8 + static_cast<std::size_t>(header_size);
-  file.bytes_ = std::move(bytes);
+  file.storage_ = std::move(storage);
+  file.bytes_ = bytes;
   try {
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -59,6 +60,10 @@ class SafetensorsFile {
   // With `file_checksum`, also sets it to the whole file's checksum (pieces_checksum), taken from
   // the one read.
   static SafetensorsFile read(const std::filesystem::path& path, std::string* file_checksum = nullptr);
+  // The same, the file mapped rather than read (no copy of its bytes): only for a file no other
+  // process changes while it is held, such as a save under its directory's lock, since a file cut
+  // short under a mapping faults on access.
+  static SafetensorsFile map(const std::filesystem::path& path, std::string* file_checksum = nullptr);
   // The same from the file's bytes; `path` names the file in messages and nothing is read from it.
   static SafetensorsFile parse(std::span<const char> bytes, const std::filesystem::path& path);
 
@@ -88,6 +93,8 @@ class SafetensorsFile {
 
  private:
   static SafetensorsFile parse_owned(std::vector<char> bytes, const std::filesystem::path& path);
+  static SafetensorsFile parse_storage(std::shared_ptr<const char> storage, std::span<const char> bytes,
+                                       const std::filesystem::path& path);
   // Throws CheckpointError naming the first tensor whose bytes differ from their recorded checksum.
   void verify_checksums() const;
 
@@ -95,7 +102,8 @@ class SafetensorsFile {
   const char* payload() const noexcept { return bytes_.data() + payload_begin_; }
   std::size_t payload_size() const noexcept { return bytes_.size() - payload_begin_; }
 
-  std::vector<char> bytes_;  // the whole file; tensor offsets count from payload_begin_
+  std::shared_ptr<const char> storage_;  // owns the bytes: a buffer read in, or a mapping
+  std::span<const char> bytes_;          // the whole file; tensor offsets count from payload_begin_
   std::size_t payload_begin_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;

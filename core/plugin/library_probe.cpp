@@ -11,12 +11,21 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 namespace strata {
 
 namespace {
 
-// Loads paths[first..] in turn, writing each one's index to `progress` before loading it.
+// What the child writes to the pipe: its pid (a process a library forks is not the probe) and the
+// index of the library it is about to load, or kAllLoaded when it has loaded them all.
+struct Progress {
+  std::int32_t pid = 0;
+  std::uint32_t index = 0;
+};
+constexpr std::uint32_t kAllLoaded = 0xffffffffu;
+
+// Loads paths[first..] in turn, saying which before each, and that all loaded at the end.
 [[noreturn]] void load_in_child(const std::vector<std::string>& paths, std::size_t first, int progress) {
   // No core file and no output from the child: a crash here is expected and reported by the parent.
   const rlimit no_core{0, 0};
@@ -26,9 +35,12 @@ namespace {
     ::dup2(null, STDERR_FILENO);
   }
   for (const int fault : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(fault, SIG_DFL);
+  const auto say = [&](std::uint32_t index) {
+    const Progress message{static_cast<std::int32_t>(::getpid()), index};
+    if (::write(progress, &message, sizeof message) != sizeof message) ::_exit(0);
+  };
   for (std::size_t i = first; i < paths.size(); ++i) {
-    const auto index = static_cast<std::uint32_t>(i);
-    if (::write(progress, &index, sizeof index) != sizeof index) ::_exit(0);
+    say(static_cast<std::uint32_t>(i));
     // RTLD_LOCAL and no dlclose: each library stays apart from the next, as in the host.
     void* library = ::dlopen(paths[i].c_str(), RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) continue;  // the host's own dlopen will say why
@@ -39,7 +51,26 @@ namespace {
       if (describe != nullptr) (void)describe();
     }
   }
+  say(kAllLoaded);
   ::_exit(0);  // never exit(): the parent's atexit handlers and stdio buffers are not the child's
+}
+
+// Reaps the child and returns how it ended; none when it had not ended by `deadline` and was
+// killed (it may have closed the pipe and gone on: a library's initialiser can do anything).
+std::optional<int> reap(pid_t child, std::chrono::steady_clock::time_point deadline) {
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) return status;
+    if (done < 0 && errno != EINTR) return 0;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      return std::nullopt;
+    }
+    ::usleep(1000);
+  }
 }
 
 std::string ending_text(int status) {
@@ -72,37 +103,53 @@ std::vector<std::string> probe_libraries_in_child(const std::vector<std::filesys
       load_in_child(files, next, progress[1]);
     }
     ::close(progress[1]);
-    // Read the child's progress until its end (end of the pipe) or a library outlasts the timeout.
+    // Read the child's progress until it has loaded all, ends, or one library outlasts the timeout.
     std::int64_t loading = -1;
-    bool hung = false;
+    bool all_loaded = false, hung = false, garbled = false;
     for (;;) {
       pollfd readable{progress[0], POLLIN, 0};
       const int ready = ::poll(&readable, 1, static_cast<int>(timeout.count()));
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {
         hung = true;
-        ::kill(child, SIGKILL);
         break;
       }
-      std::uint32_t index = 0;
-      const ssize_t got = ::read(progress[0], &index, sizeof index);
+      Progress message;
+      const ssize_t got = ::read(progress[0], &message, sizeof message);
       if (got < 0 && errno == EINTR) continue;
-      if (got != sizeof index) break;
-      loading = index;
+      if (got != sizeof message) break;    // the end of the pipe
+      if (message.pid != child) continue;  // a process a library forked
+      if (message.index == kAllLoaded) {
+        all_loaded = true;
+        break;
+      }
+      const std::int64_t expected = loading < 0 ? static_cast<std::int64_t>(next) : loading + 1;
+      if (message.index != expected) {  // a library wrote into the pipe it inherited
+        garbled = true;
+        break;
+      }
+      loading = message.index;
     }
     ::close(progress[0]);
-    int status = 0;
-    while (::waitpid(child, &status, 0) < 0)
-      if (errno != EINTR) return verdicts;
-    const bool died = hung || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-    if (!died || loading < 0) break;  // every library loaded (or the child ended before the first)
+    if (hung || garbled) ::kill(child, SIGKILL);
+    const std::optional<int> ended = reap(child, std::chrono::steady_clock::now() + timeout);
+    if (all_loaded) break;
+    hung = hung || !ended;
+    const int status = ended.value_or(0);
+    if (loading < 0) break;  // the child ended before its first library: no verdict to give
     const auto culprit = static_cast<std::size_t>(loading);
-    verdicts[culprit] = hung ? "hung while loading (more than " + std::to_string(timeout.count() / 1000) +
-                                   " s in dlopen or its descriptor, in a probe process): remove it from the plugin "
-                                   "path or rebuild it"
-                             : "crashed the loader (" + ending_text(status) +
-                                   " in dlopen or its descriptor, in a probe process): the library is corrupt; "
-                                   "rebuild it or remove it from the plugin path";
+    if (hung)
+      verdicts[culprit] = "hung while loading (more than " + std::to_string(timeout.count() / 1000) +
+                          " s in dlopen or its descriptor, in a probe process): remove it from the plugin path or "
+                          "rebuild it";
+    else if (garbled)
+      verdicts[culprit] =
+          "wrote into the probe process's pipe while loading: it is corrupt or not a plugin; remove it "
+          "from the plugin path";
+    else
+      verdicts[culprit] = "crashed the loader (" + ending_text(status) +
+                          " in dlopen or its descriptor, in a probe process): the library is corrupt; rebuild it or "
+                          "remove it from the plugin path";
     next = culprit + 1;
   }
   return verdicts;

@@ -111,15 +111,27 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   // them, and prune them with keep_last: it is refused, or with --fresh moves them aside (below).
   const std::vector<std::filesystem::path> earlier_saves =
       manifest.checkpoint.dir ? saves_in(*manifest.checkpoint.dir) : std::vector<std::filesystem::path>{};
-  if (!earlier_saves.empty() && !options.fresh &&
-      !(options.resume && path_is_inside(*options.resume, *manifest.checkpoint.dir)))
-    throw CheckpointError(manifest.checkpoint.dir->string() + ": holds an earlier run's saves (" +
-                          std::to_string(std::count_if(earlier_saves.begin(), earlier_saves.end(),
-                                                       [](const auto& save) { return save.filename() != "latest"; })) +
-                          " step directories, the last " + earlier_saves.back().filename().string() +
-                          "), which this run would write over and prune. Continue that run with --resume, or start "
-                          "again with --fresh, which first moves them into " +
-                          (*manifest.checkpoint.dir / "earlier-run-<time>").string() + "/");
+  // Continuing here means resuming this directory or one of its own saves (not one moved aside).
+  const auto continues_here = [&] {
+    std::error_code error;
+    const std::filesystem::path save = resolve_checkpoint(*options.resume);
+    return std::filesystem::equivalent(save.parent_path(), *manifest.checkpoint.dir, error) ||
+           std::filesystem::equivalent(*options.resume, *manifest.checkpoint.dir, error);
+  };
+  if (!earlier_saves.empty() && !options.fresh && !(options.resume && continues_here())) {
+    const auto steps = std::count_if(earlier_saves.begin(), earlier_saves.end(),
+                                     [](const auto& save) { return save.filename() != "latest"; });
+    const auto last = std::find_if(earlier_saves.rbegin(), earlier_saves.rend(),
+                                   [](const auto& save) { return save.filename() != "latest"; });
+    throw CheckpointError(
+        manifest.checkpoint.dir->string() + ": holds an earlier run's saves (" +
+        (steps == 0 ? std::string("its 'latest' file")
+                    : std::to_string(steps) + " step directories, the last " + last->filename().string()) +
+        "), which this run would write over and prune. Continue that run with --resume" +
+        (options.resume ? " (" + options.resume->string() + " is not one of its saves)" : std::string()) +
+        ", or start again with --fresh, which first moves them into " +
+        (*manifest.checkpoint.dir / "earlier-run-<time>").string() + "/");
+  }
 
   host.use_backend(*device);
   const std::unique_ptr<Model> model_owner =

@@ -183,6 +183,8 @@ int command_train(const std::vector<std::string>& arguments) {
     train_options.force_resume = values.count("force-resume") > 0;
     train_options.fresh = values.count("fresh") > 0;
     train_options.overwrite_telemetry = values.count("overwrite-telemetry") > 0;
+    if (train_options.fresh && values.count("resume"))
+      throw ManifestError("--fresh starts a new run and --resume continues one: give one of them");
     if (values.count("resume")) {
       if (!resume.empty()) {
         train_options.resume = resume;
@@ -303,6 +305,7 @@ int command_validate(const std::vector<std::string>& arguments) {
     if (manifest.data.val) check_data(*manifest.data.val, "val");
     gather([&] { (void)backend_for(manifest); });  // the device kind exists in this build
     if (manifest.checkpoint.dir) gather([&] { check_checkpoint_directory(*manifest.checkpoint.dir); });
+    gather([&] { const RunOutputs outputs(manifest, std::nullopt, false); });  // telemetry paths, as train checks them
     if (!problems.empty()) {
       std::cerr << "strata validate: " << manifest.path.string() << ": " << problems.size()
                 << (problems.size() == 1 ? " problem" : " problems") << ":\n";

@@ -71,6 +71,12 @@ for i in range(shnum):
         struct.pack_into("<Q", data, offset, 0)  # r_offset of the first relocation := 0
 open(sys.argv[2], "wb").write(data)
 PY
+# A library whose initialiser ends the process that loads it (exit(0), not a crash) is named too.
+mkdir -p "$work/plugins_exit"
+printf '#include <stdlib.h>\n__attribute__((constructor)) static void end(void) { exit(0); }\n' > "$work/exit.c"
+cc -shared -fPIC -o "$work/plugins_exit/libstrata-exit.so" "$work/exit.c" || fail "could not build the exit(0) library"
+fault "a plugin library whose initialiser calls exit(0)" 0 "libstrata-exit.so was not loaded: crashed the loader (exit code 0" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_exit\"
 fault "a plugin library whose relocations crash dlopen" 0 "libstrata-sgd.so was not loaded: crashed the loader" -- \
   "$strata" validate $q --set plugin_path=\"$work/plugins_relocation\"
 

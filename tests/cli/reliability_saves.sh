@@ -212,3 +212,24 @@ aside=$(ls -d "$work"/again/earlier-run-*)
   fail "--fresh changed the earlier run's saves"
 [ "$(cat "$work/again/latest")" = step_00000002 ] || fail "--fresh did not start the new run at step 1"
 expect 0 "nothing to train" -- "$strata" train $q "${small[@]}" --set train.steps=3 --set checkpoint.dir=\"$aside\" --resume
+# Only this directory's own saves continue it: a run moved aside resumes elsewhere, never over the
+# saves of the run that replaced it (keep_last = 1 would prune them).
+before=$(digest "$work/again")
+fault "resuming a run moved aside into the directory of the run that replaced it" 2 "is not one of its saves" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=4 --set checkpoint.keep_last=1 --set checkpoint.dir=\"$work/again\" \
+  --resume "$aside"
+unchanged "a resume from a run moved aside" "$before" "$work/again"
+fault "--fresh with --resume" 2 "--fresh starts a new run and --resume continues one" -- \
+  "$strata" train $q "${small[@]}" --set checkpoint.dir=\"$work/again\" --fresh --resume
+# A move aside that fails part-way (an immutable save) puts back what it moved.
+fresh split 2 --set checkpoint.every=1 --set checkpoint.keep_last=0
+if chattr +i "$work/split/step_00000002" 2> /dev/null; then
+  before=$(digest "$work/split")
+  fault "--fresh where one earlier save cannot be moved" 2 "nothing was moved, and the earlier run's saves are where they were" -- \
+    "$strata" train $q "${small[@]}" --set train.steps=2 --set checkpoint.dir=\"$work/split\" --fresh
+  chattr -i "$work/split/step_00000002"
+  unchanged "a failed --fresh" "$before" "$work/split"
+  [ -z "$(ls -d "$work"/split/earlier-run-* 2> /dev/null)" ] || fail "a failed --fresh left an earlier-run directory"
+else
+  echo "skipped: chattr +i is not supported here (the failed --fresh case needs an immutable save)"
+fi
