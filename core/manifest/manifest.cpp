@@ -247,7 +247,10 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     const int d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
     const int vocab = static_cast<int>(model.get_int("vocab", spec.is_llama() ? 32000 : 50257, 2, kMaxVocab));
     const int seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
-    if (d_model % n_head != 0)
+    // Checks between keys only when each read as written: a refused value stands at its default,
+    // and a problem found with the default would name a value the user never wrote.
+    const bool shape_as_written = model.problems().empty();
+    if (shape_as_written && d_model % n_head != 0)
       model.report_error("n_head",
                          "n_head = " + std::to_string(n_head) + " must divide d_model = " + std::to_string(d_model));
     if (spec.is_llama()) {
@@ -263,11 +266,11 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
       llama.norm_eps = model.get_double("norm_eps", 1e-6, 1e-12, 1.0);
       llama.tie_embeddings = model.get_bool("tie_embeddings", false);
       if (spec.arch == "qwen2") apply_qwen2(llama);  // LLaMA with q/k/v biases (core/model/qwen2)
-      if (n_head % llama.n_kv_head != 0)
+      if (shape_as_written && model.problems().empty() && n_head % llama.n_kv_head != 0)
         model.report_error("n_kv_head", "n_kv_head = " + std::to_string(llama.n_kv_head) +
                                             " must divide n_head = " + std::to_string(n_head) +
                                             " (each key/value head serves a whole group of query heads)");
-      if (d_model % n_head == 0 && (d_model / n_head) % 2 != 0)
+      if (shape_as_written && d_model % n_head == 0 && (d_model / n_head) % 2 != 0)
         model.report_error("n_head", "d_model / n_head = " + std::to_string(d_model / n_head) +
                                          " is odd: RoPE rotates pairs of a head's dimensions, so it must be even");
     } else {

@@ -303,7 +303,9 @@ int command_validate(const std::vector<std::string>& arguments) {
     };
     if (!manifest.data.train.empty()) check_data(manifest.data.train, "train");
     if (manifest.data.val) check_data(*manifest.data.val, "val");
-    gather([&] { (void)backend_for(manifest); });  // the device kind exists in this build
+    // The device exists in this build and machine (a kind of neither form is already named).
+    if (manifest.device.kind == "cpu" || manifest.device.kind.starts_with("cuda:"))
+      gather([&] { (void)backend_for(manifest); });
     if (manifest.checkpoint.dir) gather([&] { check_checkpoint_directory(*manifest.checkpoint.dir); });
     gather([&] { const RunOutputs outputs(manifest, std::nullopt, false); });  // telemetry paths, as train checks them
     if (!problems.empty()) {
