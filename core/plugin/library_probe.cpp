@@ -1,6 +1,7 @@
 #include "core/plugin/library_probe.hpp"
 
-#include <dlfcn.h>
+#include <boost/dll/shared_library.hpp>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -12,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+
+#include "strata/plugin.hpp"
 
 namespace strata {
 
@@ -39,16 +42,18 @@ constexpr std::uint32_t kAllLoaded = 0xffffffffu;
     const Progress message{static_cast<std::int32_t>(::getpid()), index};
     if (::write(progress, &message, sizeof message) != sizeof message) ::_exit(0);
   };
+  // Loaded as the host loads them (registry: Boost.DLL, immediate binding, local symbols), so a
+  // library that breaks the host's load breaks this one first; kept loaded, as in the host.
+  std::vector<boost::dll::shared_library> loaded;
+  loaded.reserve(paths.size());
   for (std::size_t i = first; i < paths.size(); ++i) {
     say(static_cast<std::uint32_t>(i));
-    // RTLD_LOCAL and no dlclose: each library stays apart from the next, as in the host.
-    void* library = ::dlopen(paths[i].c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) continue;  // the host's own dlopen will say why
-    // STRATA_PLUGIN exports an alias: a variable that holds the descriptor function's address.
-    if (void* alias = ::dlsym(library, "strata_plugin")) {
-      const void* (*describe)() noexcept = nullptr;
-      std::memcpy(&describe, alias, sizeof describe);
-      if (describe != nullptr) (void)describe();
+    try {
+      loaded.emplace_back(paths[i], boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+      if (loaded.back().has("strata_plugin"))
+        (void)loaded.back().get_alias<const PluginDescriptor*() noexcept>("strata_plugin")();
+    } catch (const std::exception&) {
+      // the host's own load will say why
     }
   }
   say(kAllLoaded);
