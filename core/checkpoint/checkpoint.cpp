@@ -159,7 +159,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   for (const auto& [key, bytes] : state.strategies) side_files[key + ".bin"] = bytes;
   for (const auto& [file, bytes] : side_files) {
     write_file_atomically(temporary / file, bytes);
-    files[file] = side_file_checksum(bytes);
+    files[file] = bytes_checksum(bytes);
   }
   trainer["files"] = std::move(files);
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");

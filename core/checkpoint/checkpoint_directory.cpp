@@ -88,15 +88,34 @@ std::optional<double> saved_loss(const fs::path& save) {
 
 }  // namespace
 
-std::vector<fs::path> saves_in(const fs::path& directory) {
+std::vector<fs::path> step_directories(const fs::path& directory, std::error_code& error) {
   std::vector<fs::path> saves;
-  std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
-    const std::string name = entry.path().filename().string();
-    if ((name.starts_with("step_") && entry.is_directory(error)) || name == "latest") saves.push_back(entry.path());
+    std::error_code status_error;
+    if (entry.path().filename().string().starts_with("step_") && entry.is_directory(status_error))
+      saves.push_back(entry.path());
   }
   std::sort(saves.begin(), saves.end());
   return saves;
+}
+
+bool check_earlier_run(const fs::path& directory, const std::optional<fs::path>& resume, bool fresh) {
+  std::error_code error;
+  const std::vector<fs::path> saves = step_directories(directory, error);
+  if (saves.empty() && !fs::exists(directory / "latest", error)) return false;
+  if (fresh) return true;
+  // Continuing here means resuming this directory or one of its own saves (not one moved aside).
+  if (resume && (fs::equivalent(*resume, directory, error) ||
+                 fs::equivalent(resolve_checkpoint(*resume).parent_path(), directory, error)))
+    return true;
+  throw CheckpointError(directory.string() + ": holds an earlier run's saves (" +
+                        (saves.empty() ? std::string("its 'latest' file")
+                                       : std::to_string(saves.size()) + " step directories, the last " +
+                                             saves.back().filename().string()) +
+                        "), which this run would write over and prune. Continue that run with --resume" +
+                        (resume ? " (" + resume->string() + " is not one of its saves)" : std::string()) +
+                        ", or start again with --fresh, which first moves them into " +
+                        (directory / "earlier-run-<time>").string() + "/");
 }
 
 fs::path move_saves_aside(const fs::path& directory) {
@@ -112,8 +131,9 @@ fs::path move_saves_aside(const fs::path& directory) {
   fs::create_directory(aside);
   // `latest` last: until it moves, the directory still resumes as it was. All or nothing: a move
   // that fails (an immutable save) puts the ones already moved back.
-  std::vector<fs::path> saves = saves_in(directory);
-  std::stable_partition(saves.begin(), saves.end(), [](const fs::path& save) { return save.filename() != "latest"; });
+  std::error_code listed;
+  std::vector<fs::path> saves = step_directories(directory, listed);
+  if (fs::exists(directory / "latest", listed)) saves.push_back(directory / "latest");
   for (std::size_t moved = 0; moved < saves.size(); ++moved) {
     std::error_code error;
     fs::rename(saves[moved], aside / saves[moved].filename(), error);
@@ -134,12 +154,7 @@ void prune_checkpoints(const fs::path& directory, std::int64_t keep_last, double
                        double divergence_factor) {
   if (keep_last <= 0) return;
   std::error_code error;
-  std::vector<fs::path> saves;
-  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.starts_with("step_")) saves.push_back(entry.path());
-  }
-  std::sort(saves.begin(), saves.end());  // step_%08lld: names sort by step
+  const std::vector<fs::path> saves = step_directories(directory, error);
   const fs::path latest = resolve_checkpoint(directory);
   const auto excess = static_cast<std::int64_t>(saves.size()) - keep_last;
   for (std::int64_t i = 0; i < excess; ++i) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <optional>
+#include <system_error>
 #include <vector>
 
 namespace strata {
@@ -17,9 +19,16 @@ void check_checkpoint_directory(const std::filesystem::path& directory);
 // directory's lock (CheckpointDirectoryLock): then they are all stale, whatever runs with that PID.
 int remove_stale_partial_saves(const std::filesystem::path& directory);
 
-// The saves a directory holds, sorted: its step_N directories and its `latest` pointer. A run that
-// does not resume refuses a directory that holds any (TrainOptions::fresh moves them aside).
-std::vector<std::filesystem::path> saves_in(const std::filesystem::path& directory);
+// The step_N save directories of a checkpoint directory, sorted by step (step_%08lld names sort
+// so). A directory that cannot be listed sets `error` and gives what was listed.
+std::vector<std::filesystem::path> step_directories(const std::filesystem::path& directory, std::error_code& error);
+
+// Whether `directory` holds an earlier run's saves (step_N directories or `latest`) that a new run
+// would number its own over and prune. Throws CheckpointError when it does and the run neither
+// resumes one of this directory's own saves (`resume`) nor starts afresh (`fresh`, which then moves
+// them aside with move_saves_aside).
+bool check_earlier_run(const std::filesystem::path& directory, const std::optional<std::filesystem::path>& resume,
+                       bool fresh);
 
 // Moves every save and `latest` into a new <directory>/earlier-run-<UTC time>/ and returns it.
 // Nothing is deleted: the earlier run can still be resumed from there (--resume DIR/earlier-run-...).

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/checkpoint_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
 
 namespace strata {
@@ -40,10 +41,6 @@ std::int64_t verify_tensors(const fs::path& path, std::string& file_checksum, bo
 
 }  // namespace
 
-std::string side_file_checksum(std::string_view bytes) {
-  return pieces_checksum(std::span(&bytes, 1));
-}
-
 void check_save_files(const fs::path& step_directory, const nlohmann::json& trainer,
                       const std::map<std::string, std::string>& read_checksums) {
   const std::string trainer_path = (step_directory / "trainer.json").string();
@@ -72,7 +69,7 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
     if (!fs::is_regular_file(path, error))
       throw CheckpointError(path.string() + ": missing: trainer.json lists it (the save is incomplete)");
     const auto known = read_checksums.find(file);
-    const std::string actual = known != read_checksums.end() ? known->second : side_file_checksum(read_save_file(path));
+    const std::string actual = known != read_checksums.end() ? known->second : bytes_checksum(read_save_file(path));
     if (!checksum.is_string() || checksum.get<std::string>() != actual)
       throw CheckpointError(path.string() +
                             ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
@@ -132,12 +129,9 @@ DirectoryVerdict verify_checkpoint_directory(const fs::path& path) {
     check(path);
     return verdict;
   }
-  std::vector<fs::path> saves;
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(path, error))
-    if (entry.is_directory() && entry.path().filename().string().starts_with("step_")) saves.push_back(entry.path());
+  const std::vector<fs::path> saves = step_directories(path, error);
   if (error) throw CheckpointError(path.string() + ": cannot list it: " + error.message());
-  std::sort(saves.begin(), saves.end());
   if (saves.empty() && !fs::exists(path / "latest"))
     throw CheckpointError(path.string() + ": not a checkpoint directory (no 'latest', trainer.json or step_* saves)");
   for (const fs::path& save : saves) check(save);

@@ -39,13 +39,10 @@ DirectoryVerdict verify_checkpoint_directory(const std::filesystem::path& path);
 // A file of a save, whole, in one read; throws CheckpointError when it is missing or unreadable.
 std::string read_save_file(const std::filesystem::path& path);
 
-// A file's checksum as trainer.json records it ("files": {"model.safetensors": "<xxh3>", ...}).
-std::string side_file_checksum(std::string_view bytes);
-
 // trainer.json's own checks, shared by a load and verify_save: a known format, a step matching its
 // directory's name, and (format 2, from SDK 9.1 on) every file of the save listed by plain name
 // and matching its whole-file checksum, every listed file present. `read_checksums` holds the
-// checksums of files the caller has just read whole (file name -> pieces_checksum), so they are
+// checksums of files the caller has just read whole (file name -> bytes_checksum), so they are
 // not read twice. Throws CheckpointError.
 void check_save_files(const std::filesystem::path& step_directory, const nlohmann::json& trainer,
                       const std::map<std::string, std::string>& read_checksums = {});

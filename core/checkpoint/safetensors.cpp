@@ -74,16 +74,28 @@ float half_to_float(std::uint16_t half) {
   return std::bit_cast<float>(bits);
 }
 
-std::string checksum_text(const char* bytes, std::size_t size) {
-  return tensor_checksum({reinterpret_cast<const std::byte*>(bytes), size});
+// Element i of a floating tensor's bytes (F32, F16 or BF16) as f32; the bytes need no alignment.
+float element_as_f32(const char* source, const std::string& dtype, std::size_t i) {
+  if (dtype == "F32") {
+    float value;
+    std::memcpy(&value, source + 4 * i, 4);
+    return value;
+  }
+  std::uint16_t half;
+  std::memcpy(&half, source + 2 * i, 2);
+  return dtype == "BF16" ? bf16_to_f32(half) : half_to_float(half);
+}
+
+std::string hex_text(XXH64_hash_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace
 
-std::string tensor_checksum(std::span<const std::byte> bytes) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
-  return text;
+std::string bytes_checksum(std::string_view bytes) {
+  return hex_text(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
 std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite>& tensors,
@@ -96,8 +108,7 @@ std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite
   };
   nlohmann::ordered_json header;
   nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
-  for (const TensorToWrite& tensor : tensors)
-    checksums[tensor.name] = checksum_text(bytes_of(tensor).data(), bytes_of(tensor).size());
+  for (const TensorToWrite& tensor : tensors) checksums[tensor.name] = bytes_checksum(bytes_of(tensor));
   std::map<std::string, std::string> all_metadata = metadata;
   all_metadata[kChecksumsKey] = checksums.dump();
   header["__metadata__"] = all_metadata;
@@ -133,9 +144,7 @@ std::string pieces_checksum(std::span<const std::string_view> pieces) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   for (const std::string_view piece : pieces) XXH3_64bits_update(&state, piece.data(), piece.size());
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(&state)));
-  return text;
+  return hex_text(XXH3_64bits_digest(&state));
 }
 
 SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::string* file_checksum) {
@@ -150,8 +159,7 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::st
   if (error || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
     throw CheckpointError(where + "unreadable" + (error ? ": " + error.message() : std::string()));
   if (file_checksum != nullptr) {
-    const std::string_view whole(bytes.data(), bytes.size());
-    *file_checksum = pieces_checksum(std::span(&whole, 1));
+    *file_checksum = bytes_checksum({bytes.data(), bytes.size()});
   }
   return parse_owned(std::move(bytes), path);
 }
@@ -172,8 +180,7 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
                                       [size](const char* bytes) { ::munmap(const_cast<char*>(bytes), size); });
   const std::span<const char> bytes(storage.get(), size);
   if (file_checksum != nullptr) {
-    const std::string_view whole(bytes.data(), bytes.size());
-    *file_checksum = pieces_checksum(std::span(&whole, 1));
+    *file_checksum = bytes_checksum({bytes.data(), bytes.size()});
   }
   return parse_storage(std::move(storage), bytes, path);
 }
@@ -292,7 +299,7 @@ void SafetensorsFile::verify_checksums() const {
     const auto saved = checksums.find(name);
     if (saved == checksums.end() || !saved->is_string())
       throw CheckpointError(where + "tensor '" + name + "' has no checksum in its " + kChecksumsKey + " metadata");
-    const std::string actual = checksum_text(payload() + entry.begin, entry.end - entry.begin);
+    const std::string actual = bytes_checksum({payload() + entry.begin, entry.end - entry.begin});
     if (saved->get<std::string>() != actual)
       throw CheckpointError(where + "tensor '" + name + "' fails its checksum (saved xxh3 " +
                             saved->get<std::string>() + ", read " + actual +
@@ -342,11 +349,7 @@ std::vector<float> SafetensorsFile::tensor(const std::string& name,
   if (e.dtype == "F32") {
     if (count != 0) std::memcpy(values.data(), source, count * 4);  // an empty vector's data() may be null
   } else {
-    for (std::size_t i = 0; i < count; ++i) {
-      std::uint16_t half;
-      std::memcpy(&half, source + 2 * i, 2);
-      values[i] = e.dtype == "BF16" ? bf16_to_f32(half) : half_to_float(half);
-    }
+    for (std::size_t i = 0; i < count; ++i) values[i] = element_as_f32(source, e.dtype, i);
   }
   return values;
 }
@@ -358,14 +361,7 @@ std::optional<SafetensorsFile::NonFinite> SafetensorsFile::first_non_finite(cons
   const char* source = payload() + e.begin;
   const std::size_t count = (e.end - e.begin) / size;
   for (std::size_t i = 0; i < count; ++i) {
-    float value;
-    if (e.dtype == "F32") {
-      std::memcpy(&value, source + 4 * i, 4);
-    } else {
-      std::uint16_t half;
-      std::memcpy(&half, source + 2 * i, 2);
-      value = e.dtype == "BF16" ? bf16_to_f32(half) : half_to_float(half);
-    }
+    const float value = element_as_f32(source, e.dtype, i);
     if (!std::isfinite(value)) return NonFinite{i, value};
   }
   return std::nullopt;

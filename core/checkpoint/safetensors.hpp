@@ -36,8 +36,9 @@ struct TensorToWrite {
   std::string dtype = "F32";
 };
 
-// A tensor's checksum as the metadata records it: XXH3-64 of its bytes, 16 hex digits.
-std::string tensor_checksum(std::span<const std::byte> bytes);
+// XXH3-64 of some bytes, 16 hex digits: a tensor's checksum as the metadata records it, and a
+// file's as trainer.json records it ("files": {"model.safetensors": "<xxh3>", ...}).
+std::string bytes_checksum(std::string_view bytes);
 
 // The safetensors name of a Strata dtype ("F32", "BF16", "I32", "I8", "U8").
 std::string safetensors_dtype(DType dtype);
@@ -50,14 +51,13 @@ std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
 std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite>& tensors,
                                                  const std::map<std::string, std::string>& metadata, std::string& head);
 
-// XXH3-64 of bytes given in pieces, as one-shot XXH3 of their concatenation, 16 hex digits: a
-// file's checksum as trainer.json records it.
+// The same of bytes given in pieces: bytes_checksum of their concatenation.
 std::string pieces_checksum(std::span<const std::string_view> pieces);
 
 class SafetensorsFile {
  public:
   // Reads and validates the whole file; throws CheckpointError naming the file and the problem.
-  // With `file_checksum`, also sets it to the whole file's checksum (pieces_checksum), taken from
+  // With `file_checksum`, also sets it to the whole file's checksum (bytes_checksum), taken from
   // the one read.
   static SafetensorsFile read(const std::filesystem::path& path, std::string* file_checksum = nullptr);
   // The same, the file mapped rather than read (no copy of its bytes): only for a file no other

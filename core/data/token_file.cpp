@@ -13,15 +13,19 @@
 
 namespace strata {
 
-namespace {
-
-std::vector<char> read_all(const std::filesystem::path& path) {
+void check_data_file(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) throw DataError(path.string() + ": no such file");
   if (std::filesystem::is_directory(path, error)) throw DataError(path.string() + ": is a directory, not a data file");
   // A FIFO would block forever and a device such as /dev/zero never ends: regular files only.
   if (!std::filesystem::is_regular_file(path, error))
     throw DataError(path.string() + ": not a regular file (data is read from regular files only)");
+}
+
+namespace {
+
+std::vector<char> read_all(const std::filesystem::path& path) {
+  check_data_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(path.string() + ": cannot open for reading");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

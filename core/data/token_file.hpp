@@ -24,6 +24,10 @@ inline constexpr std::size_t kTokenFileHeaderInts = 256;
 enum class TokenFileFormat { llmc_tokens, text_bytes, json };
 TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesystem::path& path);
 
+// Throws DataError when `path` is missing, a directory, or not a regular file (a FIFO would block
+// forever, a device never ends).
+void check_data_file(const std::filesystem::path& path);
+
 // Reads every token and checks each is < vocab; throws DataError naming the file and problem.
 std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab);
 // The same from the file's bytes: the format is token_file_format's, and `path` names the file

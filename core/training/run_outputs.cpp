@@ -9,31 +9,13 @@
 #include <string>
 
 #include "core/manifest/manifest_error.hpp"
+#include "core/util/path_inside.hpp"
 
 namespace strata {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path resolved(const fs::path& path) {
-  std::error_code error;
-  const fs::path result = fs::weakly_canonical(path, error);
-  return error ? fs::absolute(path, error) : result;
-}
-
-// `inner` relative to `outer` when it lies inside it (or is it: "."), else empty. The same file
-// under another name (a hard link) is it too.
-std::optional<fs::path> inside(const fs::path& inner, const fs::path& outer) {
-  std::error_code error;
-  if (fs::equivalent(inner, outer, error) && !error) return fs::path(".");
-  const fs::path a = resolved(inner), b = resolved(outer);
-  auto [end_of_b, rest] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
-  if (end_of_b != b.end()) return std::nullopt;
-  fs::path relative;
-  for (; rest != a.end(); ++rest) relative /= *rest;
-  return relative.empty() ? fs::path(".") : relative;
-}
 
 // Entries of a checkpoint directory that belong to its saves: step_*, latest, .lock and the
 // hidden partial saves and temporaries (".step_*", "latest.tmp-*").
@@ -63,14 +45,12 @@ std::vector<std::pair<fs::path, std::string>> input_files(const Manifest& manife
 
 }  // namespace
 
-void refuse_overwriting_inputs(const std::string& option, const fs::path& output, const Manifest& manifest,
-                               const std::optional<fs::path>& checkpoint) {
+void refuse_overwriting_inputs(const std::string& option, const fs::path& output, const Manifest& manifest) {
   std::vector<std::pair<fs::path, std::string>> inputs = input_files(manifest);
   if (manifest.checkpoint.dir)
     inputs.emplace_back(*manifest.checkpoint.dir, "the checkpoint directory ([checkpoint] dir)");
-  if (checkpoint) inputs.emplace_back(*checkpoint, "the checkpoint it reads");
   for (const auto& [input, what] : inputs)
-    if (const auto relative = inside(output, input))
+    if (const auto relative = path_within(output, input))
       throw ManifestError(option + " " + output.string() + ": is " + (*relative == "." ? "" : "inside ") + what +
                           " of " + manifest.path.string() + ": write it elsewhere");
 }
@@ -93,17 +73,17 @@ RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& 
     const fs::path path = value->get();
     const std::string where = sink.label + " path = \"" + path.string() + "\": ";
     for (const auto& [input, what] : files)
-      if (const auto relative = inside(path, input))
+      if (const auto relative = path_within(path, input))
         throw ManifestError(where + "is " + (*relative == "." ? "" : "inside ") + what +
                             ", which this run reads: write telemetry elsewhere");
     for (const auto& [directory, what] : checkpoint_directories)
-      if (const auto relative = inside(path, directory); relative && checkpoint_entry(*relative))
+      if (const auto relative = path_within(path, directory); relative && checkpoint_entry(*relative))
         throw ManifestError(where + "is " + (*relative == "." ? "" : "inside a save of ") + what +
                             ", which this run reads and writes: write telemetry elsewhere");
     // A device (/dev/null) is written through, not replaced, and runs may share it.
     if (fs::exists(path, error) && !fs::is_regular_file(path, error)) continue;
     for (const Output& earlier : outputs_)
-      if (resolved(earlier.path) == resolved(path))
+      if (resolved_path(earlier.path) == resolved_path(path))
         throw ManifestError(where + "also named by " + earlier.where.substr(0, earlier.where.find(" path = ")) +
                             ": two sinks would interleave one file");
     if (!allow_overwrite && (sink.plugin == "jsonl" || sink.plugin == "csv") && fs::is_regular_file(path, error) &&

@@ -19,9 +19,10 @@
 namespace strata {
 
 // For an output file named on the command line (export --merge, ab --html): refuses (ManifestError)
-// a path that is, or lies inside, an input of the manifest's run or the checkpoint read.
-void refuse_overwriting_inputs(const std::string& option, const std::filesystem::path& output, const Manifest& manifest,
-                               const std::optional<std::filesystem::path>& checkpoint);
+// a path that is, or lies inside, an input of the manifest's run (its manifest, data, base weights
+// or checkpoint directory). export --merge checks the checkpoint it reads itself.
+void refuse_overwriting_inputs(const std::string& option, const std::filesystem::path& output,
+                               const Manifest& manifest);
 
 class RunOutputs {
  public:

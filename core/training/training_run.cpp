@@ -30,7 +30,6 @@
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
 #include "core/util/address_space.hpp"
-#include "core/util/path_inside.hpp"
 
 namespace strata {
 
@@ -109,29 +108,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   }
   // A run that does not continue the saves in its directory would number its own from step 1 over
   // them, and prune them with keep_last: it is refused, or with --fresh moves them aside (below).
-  const std::vector<std::filesystem::path> earlier_saves =
-      manifest.checkpoint.dir ? saves_in(*manifest.checkpoint.dir) : std::vector<std::filesystem::path>{};
-  // Continuing here means resuming this directory or one of its own saves (not one moved aside).
-  const auto continues_here = [&] {
-    std::error_code error;
-    const std::filesystem::path save = resolve_checkpoint(*options.resume);
-    return std::filesystem::equivalent(save.parent_path(), *manifest.checkpoint.dir, error) ||
-           std::filesystem::equivalent(*options.resume, *manifest.checkpoint.dir, error);
-  };
-  if (!earlier_saves.empty() && !options.fresh && !(options.resume && continues_here())) {
-    const auto steps = std::count_if(earlier_saves.begin(), earlier_saves.end(),
-                                     [](const auto& save) { return save.filename() != "latest"; });
-    const auto last = std::find_if(earlier_saves.rbegin(), earlier_saves.rend(),
-                                   [](const auto& save) { return save.filename() != "latest"; });
-    throw CheckpointError(
-        manifest.checkpoint.dir->string() + ": holds an earlier run's saves (" +
-        (steps == 0 ? std::string("its 'latest' file")
-                    : std::to_string(steps) + " step directories, the last " + last->filename().string()) +
-        "), which this run would write over and prune. Continue that run with --resume" +
-        (options.resume ? " (" + options.resume->string() + " is not one of its saves)" : std::string()) +
-        ", or start again with --fresh, which first moves them into " +
-        (*manifest.checkpoint.dir / "earlier-run-<time>").string() + "/");
-  }
+  const bool earlier_run =
+      manifest.checkpoint.dir && check_earlier_run(*manifest.checkpoint.dir, options.resume, options.fresh);
 
   host.use_backend(*device);
   const std::unique_ptr<Model> model_owner =
@@ -203,7 +181,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     }
   }
 
-  if (options.fresh && !earlier_saves.empty())  // after init_from and --resume have read what they need
+  if (options.fresh && earlier_run)  // after init_from and --resume have read what they need
     spdlog::info("--fresh: moved the earlier run's saves to {}", move_saves_aside(*manifest.checkpoint.dir).string());
 
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len();

@@ -4,16 +4,25 @@
 
 namespace strata {
 
-bool path_is_inside(const std::filesystem::path& path, const std::filesystem::path& directory) {
+std::filesystem::path resolved_path(const std::filesystem::path& path) {
   std::error_code error;
-  const std::filesystem::path inner = std::filesystem::weakly_canonical(path, error);
-  if (error) return false;
-  const std::filesystem::path outer = std::filesystem::weakly_canonical(directory, error);
-  if (error) return false;
+  const std::filesystem::path result = std::filesystem::weakly_canonical(path, error);
+  return error ? std::filesystem::absolute(path, error) : result;
+}
+
+std::optional<std::filesystem::path> path_within(const std::filesystem::path& inner,
+                                                 const std::filesystem::path& outer) {
+  std::error_code error;
+  if (std::filesystem::equivalent(inner, outer, error) && !error) return std::filesystem::path(".");
+  const std::filesystem::path a = resolved_path(inner), b = resolved_path(outer);
   // A trailing separator leaves an empty last element ("a/b/" is a, b, ""): compare without it.
-  auto outer_end = outer.end();
-  if (outer_end != outer.begin() && std::prev(outer_end)->empty()) --outer_end;
-  return std::mismatch(outer.begin(), outer_end, inner.begin(), inner.end()).first == outer_end;
+  auto b_end = b.end();
+  if (b_end != b.begin() && std::prev(b_end)->empty()) --b_end;
+  auto [end_of_b, rest] = std::mismatch(b.begin(), b_end, a.begin(), a.end());
+  if (end_of_b != b_end) return std::nullopt;
+  std::filesystem::path relative;
+  for (; rest != a.end(); ++rest) relative /= *rest;
+  return relative.empty() ? std::filesystem::path(".") : relative;
 }
 
 }  // namespace strata

@@ -281,7 +281,7 @@ int command_ab(const std::vector<std::string>& arguments) {
   try {
     if (!html.empty()) {
       check_output_file("--html", html);
-      for (const Manifest& manifest : manifests) refuse_overwriting_inputs("--html", html, manifest, std::nullopt);
+      for (const Manifest& manifest : manifests) refuse_overwriting_inputs("--html", html, manifest);
     }
     check_output_file("--out", std::filesystem::path(out_dir) / "1.jsonl");
   } catch (const ManifestError& e) {

@@ -15,6 +15,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
+#include "core/data/token_file.hpp"
 #include "core/device/backend.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/executor/executor.hpp"
@@ -255,7 +256,7 @@ int command_export(const std::vector<std::string>& arguments) {
     if (path_is_inside(merge, checkpoint))
       throw ManifestError("--merge " + merge + ": is inside --checkpoint " + checkpoint +
                           ", which the export reads: write the merged file elsewhere");
-    refuse_overwriting_inputs("--merge", merge, manifest, std::filesystem::path(checkpoint));
+    refuse_overwriting_inputs("--merge", merge, manifest);
     PluginRegistry registry = load_plugins(manifest);
     const MergedExport written = export_merged(manifest, registry, checkpoint, merge);
     std::printf("wrote %s: %d tensors (%d with adapters folded in), %.1f MiB\n", merge.c_str(), written.tensors,
@@ -291,14 +292,13 @@ int command_validate(const std::vector<std::string>& arguments) {
     HostServicesImpl host(manifest.model.info(), manifest.device.kind);  // outlives the stack's objects
     std::optional<Stack> stack;
     gather([&] { stack.emplace(build_stack(manifest, registry, host, "console")); });
-    // Data is read from regular files only (a FIFO would block, a device never ends).
     const auto check_data = [&](const std::filesystem::path& path, const char* key) {
       gather([&] {
-        std::error_code error;
-        if (!std::filesystem::exists(path, error))
-          throw DataError(path.string() + ": no such file ([data] " + key + ")");
-        if (!std::filesystem::is_regular_file(path, error))
-          throw DataError(path.string() + ": not a regular file ([data] " + key + ")");
+        try {
+          check_data_file(path);
+        } catch (const DataError& e) {
+          throw DataError(std::string(e.what()) + " ([data] " + key + ")");
+        }
       });
     };
     if (!manifest.data.train.empty()) check_data(manifest.data.train, "train");
