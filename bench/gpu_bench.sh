@@ -2,7 +2,8 @@
 # GPU benchmark, run on the GPU machine from the repository root, with a bundle that
 # scripts/device-bundle.sh made from a CUDA build (carried to that machine beside the working tree):
 #   1. Strata's GPT-2 124M, B 16, T 1024, on cuda:0 in each set-up of bench/gpu/*.toml (fp32; bf16
-#      storage; bf16 + TF32, with and without the flash attention plugin; bf16 with checkpointing, optimizer offload, layer streaming K=2), a few steps each;
+#      storage; bf16 + TF32, with and without the flash attention plugin, and with flash and 8-bit
+#      AdamW; bf16 with checkpointing, optimizer offload, layer streaming K=2), a few steps each;
 #   2. bench/torch_gpt2_gpu.py, eager and torch.compile (bf16 autocast, f32 master weights);
 #   3. one table: config, ms/step, tokens/s, peak device MiB, MFU (bench/gpu_bench_table.py).
 # Strata's ms/step is the median of its JSONL step records after the first two; peak device MiB is its
@@ -12,18 +13,22 @@
 # leaves its row marked and the rest go on.
 #
 # usage: bash bench/gpu_bench.sh [--bundle DIR] [--out DIR] [--export DIR] [--steps N] [--torch-steps N]
-#                                [--peak-flops F] [--budget S] [--only strata|torch] [--configs "NAME..."] [--smoke]
+#                                [--peak-flops F] [--budget S] [--only strata|torch] [--configs "NAME..."]
+#                                [--torch-modes "eager compile"] [--smoke]
 #   --bundle: scripts/device-bundle.sh's OUT_DIR (default .device-bundle)
 #   --out: logs, JSONL, smi samples, table.txt and table.json (default runs/gpu-bench)
 #   --export: also copy table.txt, table.json and all of --out as gpu-bench.tar.gz here (e.g. "$OUT")
 #   --steps: Strata's steps per run (default 10); --torch-steps: PyTorch's timed steps (default 20)
 #   --peak-flops: dense bf16 FLOP/s for MFU (default 989e12, H100 SXM; the H200's is the same)
-#   --configs: names in bench/gpu/ without .toml (default: all seven)
+#   --configs: names in bench/gpu/ without .toml (default: all of them)
+#   --torch-modes: PyTorch's modes to run (default: eager and compile)
 #   --smoke: tiny shapes on the CPU, to check this script where there is no GPU
 set -uo pipefail
 bundle=.device-bundle out=runs/gpu-bench export_dir="" steps=10 torch_steps=20 peak=989e12 budget=540 only="" smoke=0
-configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-tf32 gpt2-124m-cuda-bf16-tf32-flash gpt2-124m-cuda-bf16-checkpoint
-gpt2-124m-cuda-bf16-offload-optimizer gpt2-124m-cuda-bf16-stream-k2"
+torch_modes="eager compile"
+configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-tf32 gpt2-124m-cuda-bf16-tf32-flash
+gpt2-124m-cuda-bf16-tf32-flash-adamw8bit gpt2-124m-cuda-bf16-checkpoint gpt2-124m-cuda-bf16-offload-optimizer
+gpt2-124m-cuda-bf16-stream-k2"
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=$2; shift 2 ;;
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
+    --torch-modes) torch_modes=$2; shift 2 ;;
     --smoke) smoke=1; shift ;;
     *) echo "gpu_bench.sh: unknown argument '$1' (see the usage at the top of bench/gpu_bench.sh)" >&2; exit 2 ;;
   esac
@@ -112,7 +118,7 @@ fi
 
 torch_rows=()
 if [ "$only" != strata ]; then
-  for mode in eager compile; do
+  for mode in $torch_modes; do
     cap=$torch_timeout_eager
     [ "$mode" = compile ] && cap=$torch_timeout_compile
     limit=$(timeout_for "$cap")

@@ -39,7 +39,7 @@ if [ -e "$out" ]; then
   [ -f "$out/$marker" ] || { echo "device-bundle: '$out' exists and is not a bundle; refusing to replace it" >&2; exit 2; }
   rm -rf "$out"
 fi
-mkdir -p "$out"/{bin,lib/strata/plugins,tests/fixture_plugins}
+mkdir -p "$out"/{bin,lib/strata/plugins,tests/fixture_plugins,tests/probe_fixtures}
 out=$(cd "$out" && pwd)
 touch "$out/$marker"
 
@@ -73,10 +73,11 @@ for test in "${tests[@]}"; do
   copy_stripped "$test" "$out/tests"
   programs+=("$out/tests/$(basename "$test")")
 done
-for plugin in "$build"/plugins/*.so "$build"/tests/fixture_plugins/*.so; do
+for plugin in "$build"/plugins/*.so "$build"/tests/fixture_plugins/*.so "$build"/tests/probe_fixtures/*.so; do
   [ -e "$plugin" ] || continue
   case $plugin in
     */fixture_plugins/*) dest="$out/tests/fixture_plugins" ;;
+    */probe_fixtures/*) dest="$out/tests/probe_fixtures" ;;
     *) dest="$out/lib/strata/plugins" ;;
   esac
   copy_stripped "$plugin" "$dest"
@@ -189,6 +190,7 @@ if [ "${STRATA_NO_PATH_LINKS:-0}" != 1 ]; then
   [ -n "$STRATA_BUNDLE_SOURCE_DIR" ] && link_if_free "$repo" "$STRATA_BUNDLE_SOURCE_DIR"
   link_if_free "$STRATA_BUNDLE/lib/strata/plugins" "$STRATA_BUNDLE_BUILD_DIR/plugins"
   link_if_free "$STRATA_BUNDLE/tests/fixture_plugins" "$STRATA_BUNDLE_BUILD_DIR/tests/fixture_plugins"
+  link_if_free "$STRATA_BUNDLE/tests/probe_fixtures" "$STRATA_BUNDLE_BUILD_DIR/tests/probe_fixtures"
 fi
 cd "$repo"
 # As CTest runs them (tests/CMakeLists.txt).

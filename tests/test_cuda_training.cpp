@@ -135,6 +135,48 @@ TEST(CudaTraining, FlashAttentionPluginMatchesTheCpu) {
   }
 }
 
+// adamw8bit on the GPU: its update is bit for bit the CPU's (test_cuda_plugin_kernels.cpp), so
+// the runs differ only by the model's own arithmetic; offloading its state to pinned host memory
+// keeps the GPU's math bitwise.
+TEST(CudaTraining, AdamW8bitTrainsAsOnTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> eight_bit = {"optimizer.plugin=\"adamw8bit\"", "optimizer.block_size=256",
+                                              "optimizer.min_8bit_size=256"};
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const TrainResult cpu = train(family, "cpu", "", eight_bit);
+    const TrainResult cuda = train(family, "cuda:0", "", eight_bit);
+    ASSERT_EQ(cuda.losses.size(), 20u);
+    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+    std::printf("%s adamw8bit: worst relative loss difference cuda:0 vs cpu %.3g\n", family.name.c_str(), worst);
+    EXPECT_LE(worst, 1e-4);
+    EXPECT_LT(cuda.losses.back(), cuda.losses.front());
+    const TrainResult offloaded = train(family, "cuda:0", kOptimizerOffload, eight_bit);
+    ASSERT_EQ(offloaded.losses.size(), cuda.losses.size());
+    for (std::size_t i = 0; i < cuda.losses.size(); ++i) EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
+  }
+}
+
+// LoRA with dropout on the GPU draws the CPU's masks (test_cuda_plugin_kernels.cpp), so the runs
+// differ only by the model's own arithmetic; checkpointing recomputes the same masks.
+TEST(CudaTraining, LoraDropoutTrainsAsOnTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::string lora = "[[strategy]]\nplugin = \"lora\"\nrank = 4\ndropout = 0.1\n";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const TrainResult cpu = train(family, "cpu", lora);
+    const TrainResult cuda = train(family, "cuda:0", lora);
+    ASSERT_EQ(cuda.losses.size(), 20u);
+    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+    std::printf("%s lora dropout: worst relative loss difference cuda:0 vs cpu %.3g\n", family.name.c_str(), worst);
+    EXPECT_LE(worst, 1e-5);
+    const TrainResult checkpointed = train(family, "cuda:0", lora + kCheckpoint);
+    ASSERT_EQ(checkpointed.losses.size(), cuda.losses.size());
+    for (std::size_t i = 0; i < cuda.losses.size(); ++i)
+      EXPECT_EQ(cuda.losses[i], checkpointed.losses[i]) << "step " << i;
+  }
+}
+
 // bf16 storage on the GPU runs its matmuls on bf16 operands (f32 accumulation); the CPU widens the
 // weights and computes in f32. The difference is bf16 rounding of the activations entering each
 // matmul, so it is bounded, not zero.

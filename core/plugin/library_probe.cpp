@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +12,9 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include "strata/plugin.hpp"
@@ -28,8 +31,22 @@ struct Progress {
 };
 constexpr std::uint32_t kAllLoaded = 0xffffffffu;
 
+// In a process that has loaded the CUDA driver, the probe is a fresh copy of this program,
+// spawned (posix_spawn: no fork, so no fork handler runs and nothing of the parent is copied) as
+//   /proc/self/exe --strata-plugin-probe FD FIRST PATH...     with STRATA_PLUGIN_PROBE_CHILD=1.
+// A static initialiser of this file (run_probe_if_asked, below) recognises the call and loads the
+// libraries before main(); every program that links the registry links it. The CUDA runtime does
+// not support a fork after its first call, and on an H100 (CUDA 13) test processes that had forked
+// probes after theirs spun for ever in the runtime at the first launch of a plugin's kernel, while
+// `strata train`, whose one probe runs before any CUDA call, launched the same kernels
+// (docs/benchmarks.md, "GPU"). Elsewhere the probe is a forked child that loads the libraries
+// itself: the spawn costs a third of a second (the program's own libraries, cuBLAS among them, are
+// loaded again), a fork next to nothing.
+constexpr const char* kProbeFlag = "--strata-plugin-probe";
+constexpr const char* kProbeEnvironment = "STRATA_PLUGIN_PROBE_CHILD";
+
 // Loads paths[first..] in turn, saying which before each, and that all loaded at the end.
-[[noreturn]] void load_in_child(const std::vector<std::string>& paths, std::size_t first, int progress) {
+[[noreturn]] void load_libraries(const std::vector<std::string>& paths, std::size_t first, int progress) {
   // No core file and no output from the child: a crash here is expected and reported by the parent.
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
@@ -49,7 +66,7 @@ constexpr std::uint32_t kAllLoaded = 0xffffffffu;
   for (std::size_t i = first; i < paths.size(); ++i) {
     say(static_cast<std::uint32_t>(i));
     try {
-      loaded.emplace_back(paths[i], boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+      loaded.emplace_back(paths[i], plugin_load_mode());
       if (loaded.back().has("strata_plugin"))
         (void)loaded.back().get_alias<const PluginDescriptor*() noexcept>("strata_plugin")();
     } catch (const std::exception&) {
@@ -57,7 +74,81 @@ constexpr std::uint32_t kAllLoaded = 0xffffffffu;
     }
   }
   say(kAllLoaded);
-  ::_exit(0);  // never exit(): the parent's atexit handlers and stdio buffers are not the child's
+  ::_exit(0);  // never exit(): no atexit handler or stdio buffer of this process is flushed
+}
+
+// Whether this process has loaded the CUDA driver (the runtime loads libcuda.so at its first call)
+// or mapped a GPU's device files.
+bool has_loaded_a_gpu_driver() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find("/libcuda.so") != std::string::npos || line.find(" /dev/nvidia") != std::string::npos) return true;
+  return false;
+}
+
+// Starts the probe for paths[first..], which reports on the pipe's write end `progress`; returns
+// its pid, or -1 when no process could be started (the host then loads the libraries unprobed).
+class ProbeProcessStarter {
+ public:
+  ProbeProcessStarter(const std::vector<std::string>& paths, std::size_t first, int progress, ProbeProcess process)
+      : paths_(paths),
+        first_(first),
+        progress_(progress),
+        fresh_(process == ProbeProcess::fresh_program ||
+               (process == ProbeProcess::automatic && has_loaded_a_gpu_driver())) {}
+
+  pid_t start(int read_end) const {
+    if (fresh_) return spawn();  // never a fork, even where the spawn fails: then no probe runs
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(read_end);
+      load_libraries(paths_, first_, progress_);
+    }
+    return child;
+  }
+
+ private:
+  // A fresh copy of this program, the pipe's write end left open in it; -1 where that fails (no
+  // /proc, an address-space limit).
+  pid_t spawn() const {
+    std::vector<std::string> arguments = {"strata-plugin-probe", kProbeFlag, std::to_string(progress_),
+                                          std::to_string(first_)};
+    arguments.insert(arguments.end(), paths_.begin() + static_cast<std::ptrdiff_t>(first_), paths_.end());
+    std::vector<char*> argv;
+    for (std::string& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+    std::string marker = std::string(kProbeEnvironment) + "=1";
+    std::vector<char*> envp;
+    for (char** variable = environ; *variable != nullptr; ++variable) envp.push_back(*variable);
+    envp.push_back(marker.data());
+    envp.push_back(nullptr);
+    const int flags = ::fcntl(progress_, F_GETFD);
+    if (flags < 0 || ::fcntl(progress_, F_SETFD, flags & ~FD_CLOEXEC) != 0) return -1;
+    pid_t probe = -1;
+    if (::posix_spawn(&probe, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data()) != 0) probe = -1;
+    ::fcntl(progress_, F_SETFD, flags);
+    return probe;
+  }
+
+  const std::vector<std::string>& paths_;
+  std::size_t first_;
+  int progress_;
+  bool fresh_;
+};
+
+// glibc passes an executable's initialisers (argc, argv, envp). Both the flag and the variable must
+// be there, so no command line of the user's starts a probe; the variable is cleared at once, so
+// nothing the probed libraries start inherits it.
+__attribute__((constructor)) void run_probe_if_asked(int argc, char** argv, char** /*envp*/) {
+  if (argc < 4 || std::strcmp(argv[1], kProbeFlag) != 0 || std::getenv(kProbeEnvironment) == nullptr) return;
+  ::unsetenv(kProbeEnvironment);
+  const int progress = std::atoi(argv[2]);
+  const auto first = static_cast<std::size_t>(std::atoll(argv[3]));
+  // paths[first..] are the libraries; the ones before were probed by an earlier child.
+  std::vector<std::string> paths(first);
+  for (int i = 4; i < argc; ++i) paths.emplace_back(argv[i]);
+  load_libraries(paths, first, progress);
 }
 
 // Reaps the child and returns how it ended; none when it had not ended by `deadline` and was
@@ -88,8 +179,12 @@ std::string ending_text(int status) {
 
 }  // namespace
 
+boost::dll::load_mode::type plugin_load_mode() {
+  return boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local;
+}
+
 std::vector<std::string> probe_libraries_in_child(const std::vector<std::filesystem::path>& paths,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout, ProbeProcess process) {
   std::vector<std::string> verdicts(paths.size());
   std::vector<std::string> files;
   for (const auto& path : paths) files.push_back(path.string());
@@ -97,15 +192,11 @@ std::vector<std::string> probe_libraries_in_child(const std::vector<std::filesys
   while (next < files.size()) {
     int progress[2];
     if (::pipe2(progress, O_CLOEXEC) != 0) return verdicts;  // no probe possible: the host loads as before
-    const pid_t child = ::fork();
+    const pid_t child = ProbeProcessStarter(files, next, progress[1], process).start(progress[0]);
     if (child < 0) {
       ::close(progress[0]);
       ::close(progress[1]);
       return verdicts;
-    }
-    if (child == 0) {
-      ::close(progress[0]);
-      load_in_child(files, next, progress[1]);
     }
     ::close(progress[1]);
     // Read the child's progress until it has loaded all, ends, or one library outlasts the timeout.

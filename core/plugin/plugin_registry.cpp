@@ -92,8 +92,7 @@ std::optional<std::string> PluginRegistry::load_probed(const std::filesystem::pa
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->path = path;
   try {
-    plugin->library = std::make_shared<boost::dll::shared_library>(
-        path.string(), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    plugin->library = std::make_shared<boost::dll::shared_library>(path.string(), plugin_load_mode());
   } catch (const std::exception& e) {
     return refuse(std::string("cannot load: ") + e.what());
   }

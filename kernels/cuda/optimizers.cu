@@ -1,9 +1,11 @@
 // Optimizer kernels: kThreads threads per block, grid min(ceil(count / kThreads), kMaxBlocks),
 // grid-stride loop, one element per step; no reductions. The per-step constants (bias
 // corrections, decay, step size) are computed on the host with the CPU backend's f32 expressions
-// and passed in, so only the per-element arithmetic runs on the device.
+// and passed in, so only the per-element arithmetic runs on the device; AdamW's is the CPU's, bit
+// for bit.
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/cuda/optimizers.hpp"
+#include "strata/kernels_common.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,30 +14,13 @@ namespace strata::cuda {
 
 namespace {
 
-struct AdamWStep {
-  float beta1;
-  float beta2;
-  float eps;
-  float inverse_sqrt_correction2;
-  float decay;
-  float step_size;
-  float grad_scale;
-};
-
+// The CPU kernel's own element (kernels_common.hpp), so the two give the same bits: this file
+// builds with -fmad=false.
 __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                             const AdamWStep step) {
-  const float b1 = step.beta1;
-  const float b2 = step.beta2;
+                             const kernels::AdamWCoefficients c) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float g = grad[i] * step.grad_scale;
-    const float m_new = b1 * m[i] + (1.0f - b1) * g;
-    const float v_new = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = m_new;
-    v[i] = v_new;
-    const float denominator = sqrtf(v_new) * step.inverse_sqrt_correction2 + step.eps;
-    param[i] = param[i] * step.decay - step.step_size * m_new / denominator;
-  }
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    kernels::adamw_element(param[i], grad[i], m[i], v[i], c);
 }
 
 __global__ void sgd_momentum_kernel(float* param, const float* grad, float* velocity, std::int64_t count, float lr,
@@ -59,16 +44,8 @@ __global__ void sgd_kernel(float* param, const float* grad, std::int64_t count, 
 void adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, std::int64_t count,
                   const AdamWHyper& hyper) {
   if (count <= 0) return;
-  AdamWStep step{};
-  step.beta1 = hyper.beta1;
-  step.beta2 = hyper.beta2;
-  step.eps = hyper.eps;
-  const float inverse_correction1 = 1.0f / (1.0f - std::pow(hyper.beta1, static_cast<float>(hyper.step)));
-  step.inverse_sqrt_correction2 = 1.0f / std::sqrt(1.0f - std::pow(hyper.beta2, static_cast<float>(hyper.step)));
-  step.decay = 1.0f - hyper.lr * hyper.weight_decay;
-  step.step_size = hyper.lr * inverse_correction1;
-  step.grad_scale = hyper.grad_scale;
-  adamw_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(param, grad, m, v, count, step);
+  adamw_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(param, grad, m, v, count,
+                                                                   kernels::adamw_coefficients(hyper));
 }
 
 void sgd_update(cudaStream_t stream, float* param, const float* grad, float* velocity, std::int64_t count,

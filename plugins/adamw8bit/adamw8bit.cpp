@@ -10,14 +10,26 @@
 //
 // The state is four host-allocated rows per parameter (codes m, codes v, absmax m, absmax v), so it
 // is accounted, offloaded and checkpointed byte for byte like any optimizer state: a resumed run is
-// bitwise the uninterrupted one. The kernels run where the rows are on the CPU backend (its device
-// arena or, with offload, its host arena); there is no CUDA kernel yet, so a cuda device is refused.
+// bitwise the uninterrupted one. One kernel per backend, each working where the rows are (the
+// device arena or, with offload, the host arena):
+//   cpu      cpu/adamw8bit_cpu.cpp, threaded over blocks;
+//   cuda:N   cuda/adamw8bit_cuda.cu on the backend's compute stream, bit for bit the CPU's;
+//            compiled when the build has nvcc (STRATA_ADAMW8BIT_CUDA).
+#include <memory>
 #include <string>
 
 #include "../adamw/adamw_config.hpp"
 #include "cpu/adamw8bit_cpu.hpp"
 #include "cpu/dynamic_quantization.hpp"
 #include "strata/plugin.hpp"
+
+#if STRATA_ADAMW8BIT_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+
+#include "cuda/adamw8bit_cuda.hpp"
+#endif
 
 namespace {
 
@@ -30,9 +42,29 @@ class AdamW8bit final : public Optimizer {
         config_(config),
         block_size_(config.get_int("block_size", 2048, 256, 4096)),
         min_8bit_size_(config.get_int("min_8bit_size", 4096, 1, std::int64_t{1} << 40)) {
-    if (const std::string_view backend = host.target().backend; backend != "cpu")
-      config.report_error("plugin", "adamw8bit runs on the cpu backend; it has no kernels for device.kind = \"" +
-                                        std::string(backend) + "\" (use adamw there)");
+    const std::string_view backend = host.target().backend;
+    if (backend == "cpu") return;
+#if STRATA_ADAMW8BIT_CUDA
+    if (backend.starts_with("cuda:")) {
+      cuda_tables_ = std::make_unique<adamw8bit::cuda::QuantizationTables>();
+      const adamw8bit::MapKind kinds[2] = {adamw8bit::MapKind::signed_dynamic, adamw8bit::MapKind::unsigned_dynamic};
+      for (int map = 0; map < 2; ++map) {
+        std::ranges::copy(adamw8bit::quantization_map(kinds[map]), cuda_tables_->values[map]);
+        std::ranges::copy(adamw8bit::decision_thresholds(kinds[map]), cuda_tables_->thresholds[map]);
+        cuda_tables_->zero_code[map] = adamw8bit::zero_code(kinds[map]);
+      }
+      return;
+    }
+    config.report_error("plugin", "adamw8bit has kernels for the cpu and cuda backends, not for device.kind = \"" +
+                                      std::string(backend) + "\"");
+#else
+    config.report_error("plugin",
+                        "adamw8bit runs on the cpu backend here: this build has no CUDA kernels for "
+                        "device.kind = \"" +
+                            std::string(backend) +
+                            "\" (it was built without nvcc; use "
+                            "adamw there)");
+#endif
   }
 
   StateLayout state_layout(std::int64_t count) const noexcept override {
@@ -55,6 +87,12 @@ class AdamW8bit final : public Optimizer {
         }
         const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
         const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
+#if STRATA_ADAMW8BIT_CUDA
+        if (cuda_tables_ != nullptr) {
+          update_on_cuda(slot, m, v, hyper);
+          continue;
+        }
+#endif
         adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
       }
     });
@@ -73,6 +111,18 @@ class AdamW8bit final : public Optimizer {
   }
 
  private:
+#if STRATA_ADAMW8BIT_CUDA
+  void update_on_cuda(ParamSlot& slot, adamw8bit::QuantizedMoment m, adamw8bit::QuantizedMoment v,
+                      const AdamWHyper& hyper) {
+    adamw8bit::cuda::adamw8bit_update(static_cast<cudaStream_t>(host_.target().stream), slot.param.f32(),
+                                      slot.grad.f32(), m.codes, m.absmax, v.codes, v.absmax, slot.param.count,
+                                      block_size_, kernels::adamw_coefficients(hyper), *cuda_tables_);
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      throw std::runtime_error(std::string("adamw8bit's CUDA kernel did not launch: ") + cudaGetErrorString(error));
+  }
+  std::unique_ptr<adamw8bit::cuda::QuantizationTables> cuda_tables_;  // set on a cuda backend
+#endif
+
   HostServices& host_;
   plugins::AdamWConfig config_;
   std::int64_t block_size_;

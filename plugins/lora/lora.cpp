@@ -8,7 +8,8 @@
 //
 //   rank    = 8          r: A is (in, r), B is (r, out); 1 <= r < min(in, out) of every target
 //   alpha   = 16.0       the update is scaled by alpha / r
-//   dropout = 0.0        on the adapter's input, training steps only (CPU backend)
+//   dropout = 0.0        on the adapter's input, training steps only (cpu; cuda:N when the build
+//                        has nvcc, STRATA_LORA_CUDA: the same masks, drawn on the device)
 //   targets              GPT-2: qkv, attn_proj, fc, fc_proj (default ["qkv"]);
 //                        LLaMA: q, k, v, o, gate, up, down (default ["q", "v"])
 #include <algorithm>
@@ -19,6 +20,10 @@
 
 #include "lora_adapter.hpp"
 #include "strata/plugin.hpp"
+
+#if STRATA_LORA_CUDA
+#include "plugins/lora/cuda/lora_dropout_cuda.hpp"
+#endif
 
 namespace {
 
@@ -40,16 +45,27 @@ class Lora final : public MemoryStrategy {
         host.model().arch != "gpt2" ? std::vector<std::string>{"q", "v"} : std::vector<std::string>{"qkv"};
     targets_ = config.get_string_list("targets", defaults);
     if (targets_.empty()) config.report_error("targets", "name at least one matrix to adapt");
-    // Refused for eval and export too, which never drop: set dropout = 0.0 there.
-    if (options.dropout > 0.0 && host.target().backend != "cpu")
-      config.report_error("dropout",
-                          "dropout > 0 applies its mask on the host, so it runs on device.kind = \"cpu\" only "
-                          "(set dropout = 0.0 on \"" +
-                              std::string(host.target().backend) + "\")");
-    adapter_ = std::make_unique<LoraAdapter>(options);
+    adapter_ = std::make_unique<LoraAdapter>(options, device_dropout(config, host, options.dropout));
     settings_ = "rank " + std::to_string(options.rank) + ", alpha " + config_number(options.alpha) + ", dropout " +
                 config_number(options.dropout) + ", targets";
     for (const std::string& target : targets_) settings_ += " " + target;
+  }
+
+  // Dropout on a GPU runs the mask's kernel on the compute stream; a build without it refuses
+  // dropout there (for eval and export too, which never drop: set dropout = 0.0 there).
+  static lora::DeviceDropout device_dropout(ConfigView& config, HostServices& host, double dropout) {
+    const std::string_view backend = host.target().backend;
+    if (dropout <= 0.0 || backend == "cpu") return {};
+#if STRATA_LORA_CUDA
+    if (backend.starts_with("cuda:"))
+      return [&host](const lora::DropoutCall& call) {
+        lora::cuda::apply_dropout(static_cast<cudaStream_t>(host.target().stream), call);
+      };
+#endif
+    config.report_error("dropout", "dropout > 0 has no mask kernel for device.kind = \"" + std::string(backend) +
+                                       "\" in this build (cpu, and cuda:N in a build with nvcc); set dropout = 0.0 "
+                                       "there");
+    return {};
   }
 
   Status state(std::string& out) override {

@@ -11,11 +11,6 @@ namespace strata::lora {
 
 namespace {
 
-// Uniform in [0, 1) from the top 24 bits.
-float unit(std::uint64_t bits) noexcept {
-  return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
-}
-
 Weight f32_weight(const float* data) {
   return Weight{data, DType::f32, nullptr, 0};
 }
@@ -56,19 +51,21 @@ void LoraAdapter::init(const AdaptedMatrix& matrix, std::span<const std::span<fl
   const std::span<float> a = values[0];
   const float bound = 1.0f / std::sqrt(static_cast<float>(matrix.shape.in_features));
   const std::uint64_t stream = splitmix64(seed ^ splitmix64(0x4c6f5241ull + static_cast<std::uint64_t>(matrix.index)));
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = (2.0f * unit(splitmix64(stream + i)) - 1.0f) * bound;
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = (2.0f * unit_from_bits(splitmix64(stream + i)) - 1.0f) * bound;
   std::fill(values[1].begin(), values[1].end(), 0.0f);
 }
 
 void LoraAdapter::apply_dropout(float* into, const float* x, std::int64_t count, const AdaptedMatrix& matrix,
                                 const AdapterPass& pass, bool accumulate) const noexcept {
   const auto p = static_cast<float>(options_.dropout);
-  const float keep_scale = 1.0f / (1.0f - p);
-  const std::uint64_t stream = splitmix64(splitmix64(pass.sequence) ^ (static_cast<std::uint64_t>(matrix.index) << 32));
+  const DropoutCall call{into, x, count, dropout_stream(pass.sequence, matrix.index), p, 1.0f / (1.0f - p), accumulate};
+  if (device_dropout_) {
+    device_dropout_(call);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
-    const bool kept = unit(splitmix64(stream + static_cast<std::uint64_t>(i))) >= p;
-    const float value = kept ? x[i] * keep_scale : 0.0f;
+    const float value = dropped(x[i], call.stream, i, call.p, call.keep_scale);
     into[i] = accumulate ? into[i] + value : value;
   }
 }

@@ -5,11 +5,13 @@
 // training starts at the base model exactly. Forward and backward run through the backend's op
 // table (two thin matmuls, a scale and an add); the rank-r product h = x A is recomputed in
 // backward instead of kept, so activation checkpointing has nothing of the adapter to drop or
-// rebuild. Dropout masks are a hash of (micro batch, matrix, element): the same in a recomputed
-// forward, on resume and at any thread count; they are applied on the host, so dropout > 0 runs on
-// the CPU backend only.
+// rebuild. Dropout masks are a hash of (micro batch, matrix, element) (dropout_mask.hpp): the same
+// in a recomputed forward, on resume, at any thread count and on either device. They are applied
+// by a host loop on the CPU backend, and by the device kernel the plugin passes in elsewhere.
 #include <cstdint>
+#include <functional>
 
+#include "plugins/lora/dropout_mask.hpp"
 #include "strata/matmul_adapter.hpp"
 
 namespace strata::lora {
@@ -20,9 +22,13 @@ struct LoraOptions {
   double dropout = 0.0;
 };
 
+// Applies one dropout call on the device the run's tensors live on; empty: on the host.
+using DeviceDropout = std::function<void(const DropoutCall&)>;
+
 class LoraAdapter final : public MatmulAdapter {
  public:
-  explicit LoraAdapter(LoraOptions options) : options_(options) {}
+  explicit LoraAdapter(LoraOptions options, DeviceDropout device_dropout = {})
+      : options_(options), device_dropout_(std::move(device_dropout)) {}
   float scale() const noexcept { return static_cast<float>(options_.alpha / options_.rank); }
 
   Status check(std::string_view target, const MatmulShape& shape) const override;
@@ -43,11 +49,12 @@ class LoraAdapter final : public MatmulAdapter {
   // returns hs. Forward and backward both start here: backward recomputes hs instead of keeping it.
   float* scaled_low_rank(Ops& ops, const AdaptedMatrix& matrix, const AdapterPass& pass, const float* inp,
                          const float* a, float* scratch, const float*& x) const noexcept;
-  // into = x ⊙ mask / (1 - p) (forward), or into += x ⊙ mask / (1 - p) (backward), on the host.
+  // into = x ⊙ mask / (1 - p) (forward), or into += x ⊙ mask / (1 - p) (backward).
   void apply_dropout(float* into, const float* x, std::int64_t count, const AdaptedMatrix& matrix,
                      const AdapterPass& pass, bool accumulate) const noexcept;
 
   LoraOptions options_;
+  DeviceDropout device_dropout_;
 };
 
 }  // namespace strata::lora

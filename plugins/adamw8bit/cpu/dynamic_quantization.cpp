@@ -143,6 +143,14 @@ std::span<const float, 256> quantization_map(MapKind kind) {
   return tables_of(kind).values;
 }
 
+std::span<const float, 256> decision_thresholds(MapKind kind) {
+  return tables_of(kind).thresholds;
+}
+
+std::uint8_t zero_code(MapKind kind) {
+  return tables_of(kind).zero_code;
+}
+
 std::uint8_t quantize_value(std::span<const float, 256> map, float normalized) {
   const auto upper = std::lower_bound(map.begin(), map.end(), normalized);  // first value >= normalized
   if (upper == map.begin()) return 0;

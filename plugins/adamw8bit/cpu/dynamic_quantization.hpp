@@ -30,6 +30,13 @@ enum class MapKind : std::uint8_t { signed_dynamic, unsigned_dynamic };
 // The 256 values, sorted ascending; built once per kind.
 std::span<const float, 256> quantization_map(MapKind kind);
 
+// The decision thresholds of a map: the code of x is how many of thresholds[0..254] lie below x
+// (each the midpoint of two neighbouring values, moved on the float grid so that one strict
+// comparison settles a tie as quantize_value does; [255] is +infinity). Fused kernels on other
+// devices (cuda/adamw8bit_cuda.hpp) quantize with these, bit for bit as this file does.
+std::span<const float, 256> decision_thresholds(MapKind kind);
+std::uint8_t zero_code(MapKind kind);  // the code of 0.0
+
 // The code (index) of the map value nearest `normalized`. Ties go to the value nearer zero.
 // Values outside the map's range take its end codes; NaN gives some code (callers never pass one).
 std::uint8_t quantize_value(std::span<const float, 256> map, float normalized);

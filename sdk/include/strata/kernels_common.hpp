@@ -18,6 +18,14 @@
 #else
 #define STRATA_ALWAYS_INLINE inline
 #endif
+// A helper that CUDA kernels call too (nvcc defines __CUDACC__). A .cu file that calls one builds
+// with -fmad=false, so that the GPU rounds each operation as the CPU does (IEEE sqrt and division
+// are nvcc's defaults): the two give the same bits.
+#ifdef __CUDACC__
+#define STRATA_HOST_DEVICE __host__ __device__
+#else
+#define STRATA_HOST_DEVICE
+#endif
 
 namespace strata::kernels {
 
@@ -84,8 +92,8 @@ struct AdamWMoments {
 // after the write to param may not vectorize). Branch-free, so a loop of it vectorizes. Pass the
 // coefficients from a local copy: a loop that reads them through a pointer may reload them at
 // every element.
-STRATA_ALWAYS_INLINE AdamWMoments adamw_element(float& param, float grad, float& m, float& v,
-                                                const AdamWCoefficients& c) {
+STRATA_ALWAYS_INLINE STRATA_HOST_DEVICE AdamWMoments adamw_element(float& param, float grad, float& m, float& v,
+                                                                   const AdamWCoefficients& c) {
   const float g = grad * c.grad_scale;
   const float m_new = c.b1 * m + (1.0f - c.b1) * g;
   const float v_new = c.b2 * v + (1.0f - c.b2) * g * g;

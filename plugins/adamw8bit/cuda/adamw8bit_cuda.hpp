@@ -1,0 +1,33 @@
+#pragma once
+// The 8-bit AdamW update on the CUDA backend's stream, bit for bit the CPU kernel's
+// (cpu/adamw8bit_cpu.hpp): one thread block per quantization block dequantizes m and v, runs the
+// CPU's own f32 AdamW element (kernels_common.hpp's adamw_element, built with -fmad=false: no
+// contraction, IEEE sqrt and division), reduces the block's new absmax (a max: any order gives
+// the same bits) and quantizes against it with the CPU's decision thresholds. The maps and thresholds travel as a
+// kernel parameter, so the kernel keeps no state and allocates nothing. Block sizes 256 .. 4096.
+// All pointers are device memory (or host memory the device maps); the function only launches
+// (the caller checks cudaGetLastError).
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "strata/kernels_common.hpp"
+
+namespace strata::adamw8bit::cuda {
+
+// The two maps (dynamic_quantization.hpp), index 0 the signed one (first moment), 1 the unsigned
+// one (second moment): values, decision thresholds (code(x) = how many of thresholds[0..254] are
+// below x), and the code of 0.0.
+struct QuantizationTables {
+  float values[2][256];
+  float thresholds[2][256];
+  std::uint8_t zero_code[2];
+};
+
+inline constexpr std::int64_t kMaxBlockSize = 4096;
+
+void adamw8bit_update(cudaStream_t stream, float* param, const float* grad, std::uint8_t* m_codes, float* m_absmax,
+                      std::uint8_t* v_codes, float* v_absmax, std::int64_t count, std::int64_t block_size,
+                      const kernels::AdamWCoefficients& coefficients, const QuantizationTables& tables);
+
+}  // namespace strata::adamw8bit::cuda
