@@ -281,6 +281,7 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
                                       "arch = \"gpt2\")");
       spec.gpt2 = GPT2Config{n_layer, n_head, d_model, vocab, seq_len};
     }
+    reading.model_as_written = model.problems().empty();
     collect(model);
   }
   {

@@ -97,6 +97,9 @@ Manifest parse_manifest(std::string_view text, const std::filesystem::path& path
 struct ManifestReading {
   Manifest manifest;
   std::vector<std::string> problems;
+  // False when a [model] key was refused: the model's shape then holds a default the user never
+  // wrote, and checks against it (a plugin's key against the matrices' sizes) would mislead.
+  bool model_as_written = true;
 };
 ManifestReading read_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
 

@@ -29,7 +29,9 @@ std::string attention_refusal(const std::string& manifest_path, const std::strin
 
 // Why the precision policy's quantized weight storage cannot hold this model's matrices or run on
 // `target`, worded for the user; empty when it can (or when the policy stores no quantized weights).
-std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target) {
+// The matrices are left unchecked when check_model_shape is false.
+std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target,
+                              bool check_model_shape) {
   WeightQuantizer* quantizer = precision.weight_quantizer();
   const std::string prefix = manifest.path.string() + ": [precision] plugin = \"" + manifest.precision.plugin + "\": ";
   const DType weights = precision.weight_storage(), embeddings = precision.embedding_storage();
@@ -58,6 +60,7 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
       return prefix + "it stores the " + what + " as " + name(storage) +
              ", which neither the host nor its quantizer (for " + name(dtype) + ") stores";
   if (Status status = quantizer->check(target); !status) return prefix + status.message();
+  if (!check_model_shape) return {};
   for (const auto& [name, shape] : manifest.model.block_matrices()) {
     std::int64_t group_size = 0, scales = 0;
     if (Status status = quantizer->scale_groups(shape, group_size, scales); !status)
@@ -201,7 +204,7 @@ StorageTypes Stack::storage_on(Backend& backend) {
 }
 
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServicesImpl& host,
-                  const std::string& default_telemetry) {
+                  const std::string& default_telemetry, bool check_model_shape) {
   std::vector<std::string> problems;
   std::vector<Resolved> resolved;
   PluginSpec default_sink{default_telemetry, nullptr, "[[telemetry]] (default)", "telemetry"};
@@ -296,16 +299,17 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
                        std::string(stack.attention->op()) + "', not 'attention'");
   // The kernel must run this model's attention on the manifest's device: refused before anything
   // runs (attention_on asks again with the backend itself).
-  if (stack.attention)
+  if (stack.attention && check_model_shape)
     if (std::string refusal = attention_refusal(manifest.path.string(), attention, *stack.attention,
                                                 manifest.model.attention_shape(1), {manifest.device.kind, -1, nullptr});
         !refusal.empty())
       problems.push_back(std::move(refusal));
   if (stack.precision)
-    if (std::string refusal = quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr});
+    if (std::string refusal =
+            quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr}, check_model_shape);
         !refusal.empty())
       problems.push_back(std::move(refusal));
-  {
+  if (check_model_shape) {
     const ModelInfo model = manifest.model.info();
     ParameterPlanRecorder recorder(model, manifest.model.adapter_targets(), stack.trainable);
     for (const auto& strategy : stack.strategies)

@@ -50,8 +50,11 @@ struct Stack {
 // With no [[telemetry]] table, `default_telemetry` is used ("console"). Each plugin is created with
 // host.for_plugin(its name), so the memory it asks for is accounted under that name.
 // Warnings (stack.warnings) are also logged.
+// check_model_shape false (validate, when [model] keys were refused) leaves out the checks
+// against the model's shape: the attention kernel's, the weight quantizer's scale groups and the
+// adapters' targets.
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServicesImpl& host,
-                  const std::string& default_telemetry = "console");
+                  const std::string& default_telemetry = "console", bool check_model_shape = true);
 
 // What creating a factory's object from an empty table (every key at its default) shows about its
 // descriptor: declared keys it never reads (or asks about with has()), and problems such as a read

@@ -291,7 +291,7 @@ int command_validate(const std::vector<std::string>& arguments) {
     PluginRegistry registry = load_plugins(manifest);
     HostServicesImpl host(manifest.model.info(), manifest.device.kind);  // outlives the stack's objects
     std::optional<Stack> stack;
-    gather([&] { stack.emplace(build_stack(manifest, registry, host, "console")); });
+    gather([&] { stack.emplace(build_stack(manifest, registry, host, "console", reading.model_as_written)); });
     const auto check_data = [&](const std::filesystem::path& path, const char* key) {
       gather([&] {
         try {
@@ -312,6 +312,8 @@ int command_validate(const std::vector<std::string>& arguments) {
       std::cerr << "strata validate: " << manifest.path.string() << ": " << problems.size()
                 << (problems.size() == 1 ? " problem" : " problems") << ":\n";
       for (const std::string& problem : problems) std::cerr << problem << '\n';
+      if (!reading.model_as_written)
+        std::cerr << "(the plugins' checks against the model's shape were left out: [model] holds refused keys)\n";
       return static_cast<int>(kExitInvalidInput);
     }
     std::cout << manifest.path.string() << ": ok (" << stack->description << ", " << manifest.model.parameter_count()

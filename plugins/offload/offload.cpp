@@ -32,7 +32,11 @@ using namespace strata;
 class Offload final : public MemoryStrategy {
  public:
   Offload(ConfigView& config, HostServices& host) : n_layer_(host.model().n_layer) {
-    host_optimizer_ = config.get_string("optimizer_state", "device", {"device", "host"}) == "host";
+    // An empty default tells a refused value (reported by the view) from one not written, so the
+    // checks between keys below never complain about a value the user did not write.
+    const std::string optimizer_state = config.get_string("optimizer_state", "", {"device", "host"});
+    const bool optimizer_state_refused = config.has("optimizer_state") && optimizer_state.empty();
+    host_optimizer_ = optimizer_state == "host";
     streaming_ = config.has("max_resident_layers");
     if (streaming_) {
       max_resident_ = static_cast<int>(config.get_int("max_resident_layers", n_layer_, 1, n_layer_));
@@ -41,15 +45,17 @@ class Offload final : public MemoryStrategy {
         config.report_error("prefetch", "prefetch = " + std::to_string(prefetch_) +
                                             " needs max_resident_layers >= " + std::to_string(prefetch_ + 1) +
                                             " (the block computing plus the blocks arriving)");
-      if (!host_optimizer_)
+      if (!host_optimizer_ && !optimizer_state_refused)
         config.report_error("max_resident_layers",
                             "layer streaming keeps block weights on the host, so the optimizer must run there too: "
                             "add optimizer_state = \"host\"");
     } else if (config.has("prefetch")) {
       config.report_error("prefetch", "prefetch is for layer streaming: set max_resident_layers as well");
     }
-    activations_ = config.get_string("activations", "device", {"device", "host"}) == "host";
-    if (!host_optimizer_ && !streaming_ && !activations_)
+    const std::string activations = config.get_string("activations", "", {"device", "host"});
+    const bool activations_refused = config.has("activations") && activations.empty();
+    activations_ = activations == "host";
+    if (!host_optimizer_ && !streaming_ && !activations_ && !optimizer_state_refused && !activations_refused)
       config.report_error("optimizer_state",
                           "nothing to offload: set optimizer_state = \"host\", "
                           "max_resident_layers = K, activations = \"host\", or a combination");

@@ -105,6 +105,18 @@ for problem in "unknown optimizer plugin 'adamx'" "none.txt: no such file" "file
   grep -qF -- "$problem" <<< "$output" || fail "validate did not list \"$problem\" with the others: $output"
 done
 
+# A refused value is not then checked against other keys: a refused [model] key leaves the shape at
+# its default, so the plugins' checks against the shape are left out (and validate says so); a
+# refused offload value does not also count as "nothing to offload".
+fault "int8 block_size beside a refused d_model" 2 "d_model = 0 is out of range" -- \
+  "$strata" validate $q --set model.d_model=0 --set precision.plugin='"int8"' --set precision.block_size=200
+grep -q "does not divide" <<< "$output" && fail "block_size was checked against a d_model the manifest does not hold: $output"
+grep -q "checks against the model's shape were left out" <<< "$output" || fail "validate did not say what it left out: $output"
+{ cat $q; printf '[[strategy]]\nplugin = "offload"\noptimizer_state = "hots"\nactivations = "hots"\n'; } > "$work/offload_typo.toml"
+fault "offload with misspelt values" 2 'optimizer_state = "hots" is not one of' -- "$strata" validate "$work/offload_typo.toml"
+grep -q "nothing to offload" <<< "$output" && fail "a refused value also counted as nothing to offload: $output"
+grep -q 'activations = "hots" is not one of' <<< "$output" || fail "validate did not name the second refused value: $output"
+
 # A key of 40,000 dotted parts would overflow toml++'s recursion.
 python3 -c 'import sys; open(sys.argv[1], "w").write("a" + ".a" * 40000 + " = 1\n")' "$work/deep.toml"
 fault "a dotted key of 40,001 parts" 2 "deep.toml:1:128: malformed TOML: a dotted key or table name of more than 64 parts" -- \
