@@ -2,6 +2,12 @@
 // key lists with a null entry, symlink loops and missing directories on the plugin path.
 #include <gtest/gtest.h>
 
+#include <elf.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
 #include <filesystem>
 #include <stdexcept>
 
@@ -162,6 +168,49 @@ TEST(PluginHost, ATruncatedLibraryIsALoadFailureNotACrash) {
   EXPECT_NE(registry.failures()[0].reason.find("no ELF magic number"), std::string::npos)
       << registry.failures()[0].reason;
   EXPECT_NE(registry.failures()[1].reason.find("truncated"), std::string::npos) << registry.failures()[1].reason;
+}
+
+// A junk dynamic section can end the process in an ld.so assertion that no probe is sure to meet
+// first: the entries are checked before dlopen. Every shared library of the system passes, so the
+// check refuses none that the loader takes (the plugins, CUDA's and OpenBLAS's among them).
+TEST(PluginHost, AJunkDynamicSectionIsRefusedAndEveryRealLibraryPasses) {
+  int checked = 0;
+  for (const char* root : {"/usr/lib/x86_64-linux-gnu", "/usr/local/cuda/lib64", STRATA_BUILD_PLUGIN_DIR_FOR_TESTS}) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.find(".so") == std::string::npos || !entry.is_regular_file(error)) continue;
+      const std::string verdict = check_elf_library(entry.path());
+      // Linker scripts and 32-bit objects are not plugins; anything else must pass.
+      if (verdict.starts_with("not a") || verdict.starts_with("built for")) continue;
+      EXPECT_EQ(verdict, "") << entry.path();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50) << "too few libraries found to say anything";
+
+  const auto dir = test::temporary_directory("junk_dynamic");
+  const std::filesystem::path whole = std::filesystem::path(STRATA_BUILD_PLUGIN_DIR_FOR_TESTS) / "libstrata-sgd.so";
+  std::string bytes;
+  {
+    std::ifstream in(whole, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  Elf64_Ehdr header;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  std::uint64_t state = 42;  // SplitMix-style junk, the same every run
+  for (int i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment;
+    std::memcpy(&segment, bytes.data() + header.e_phoff + i * sizeof segment, sizeof segment);
+    if (segment.p_type != PT_DYNAMIC) continue;
+    for (std::uint64_t at = segment.p_offset; at < segment.p_offset + segment.p_filesz; ++at) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      bytes[at] = static_cast<char>(state >> 56);
+    }
+  }
+  test::write_text(dir / "libstrata-sgd.so", bytes);
+  EXPECT_TRUE(check_elf_library(dir / "libstrata-sgd.so").starts_with("corrupt: its dynamic section"))
+      << check_elf_library(dir / "libstrata-sgd.so");
 }
 
 }  // namespace

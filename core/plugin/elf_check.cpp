@@ -2,11 +2,92 @@
 
 #include <elf.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <vector>
 
 namespace strata {
+
+namespace {
+
+// A tag the dynamic loader may meet: the generic ones, the operating systems' range with the GNU
+// value, address and versioning entries above it (up to DT_VERNEEDNUM), and the processors' range.
+// Junk bytes are almost never all of these.
+bool known_dynamic_tag(std::int64_t tag) {
+  const auto in = [tag](std::int64_t low, std::int64_t high) { return tag >= low && tag <= high; };
+  return in(DT_NULL, DT_NUM - 1) || in(DT_LOOS, DT_VERNEEDNUM) || in(DT_LOPROC, DT_HIPROC);
+}
+
+// Entries whose value is an address the loader reads through once the library is mapped.
+bool holds_an_address(std::int64_t tag) {
+  switch (tag) {
+    case DT_PLTGOT:
+    case DT_HASH:
+    case DT_STRTAB:
+    case DT_SYMTAB:
+    case DT_RELA:
+    case DT_INIT:
+    case DT_FINI:
+    case DT_REL:
+    case DT_JMPREL:
+    case DT_INIT_ARRAY:
+    case DT_FINI_ARRAY:
+    case DT_GNU_HASH:
+    case DT_VERSYM:
+    case DT_VERDEF:
+    case DT_VERNEED: return true;
+    default: return false;
+  }
+}
+
+// Why the dynamic entries would send the loader outside the library ("holds an unknown entry ..."),
+// or empty: every tag is one the loader may meet, the list ends with DT_NULL, it has a string and a
+// symbol table, every address entry points into a loaded segment, and every name is an offset
+// inside the string table.
+std::string check_dynamic_section(const std::vector<Elf64_Dyn>& entries, const std::vector<Elf64_Phdr>& segments) {
+  const auto loaded = [&segments](std::uint64_t address) {
+    for (const Elf64_Phdr& segment : segments)
+      if (segment.p_type == PT_LOAD && address >= segment.p_vaddr && address - segment.p_vaddr < segment.p_memsz)
+        return true;
+    return false;
+  };
+  std::uint64_t string_table_size = 0;
+  bool ended = false;
+  for (std::size_t i = 0; i < entries.size() && !ended; ++i) {
+    const Elf64_Dyn& entry = entries[i];
+    if (!known_dynamic_tag(entry.d_tag)) {
+      char tag[32];
+      std::snprintf(tag, sizeof tag, "0x%llx", static_cast<unsigned long long>(entry.d_tag));
+      return "holds an unknown entry (tag " + std::string(tag) + ") at index " + std::to_string(i);
+    }
+    if (holds_an_address(entry.d_tag) && !loaded(entry.d_un.d_ptr))
+      return "points outside the library's loaded segments (entry " + std::to_string(i) + ", tag " +
+             std::to_string(entry.d_tag) + ")";
+    if (entry.d_tag == DT_STRSZ) string_table_size = entry.d_un.d_val;
+    ended = entry.d_tag == DT_NULL;
+  }
+  if (!ended) return "does not end (no DT_NULL entry)";
+  const auto has = [&entries](std::int64_t tag) {
+    for (const Elf64_Dyn& entry : entries) {
+      if (entry.d_tag == tag) return true;
+      if (entry.d_tag == DT_NULL) return false;
+    }
+    return false;
+  };
+  if (!has(DT_STRTAB) || !has(DT_SYMTAB)) return "lacks a string table or a symbol table (DT_STRTAB, DT_SYMTAB)";
+  for (const Elf64_Dyn& entry : entries) {
+    if (entry.d_tag == DT_NULL) break;
+    if ((entry.d_tag == DT_NEEDED || entry.d_tag == DT_SONAME || entry.d_tag == DT_RPATH ||
+         entry.d_tag == DT_RUNPATH) &&
+        entry.d_un.d_val >= string_table_size)
+      return "names a string beyond its string table (offset " + std::to_string(entry.d_un.d_val) + " of " +
+             std::to_string(string_table_size) + " bytes)";
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string check_elf_library(const std::filesystem::path& path) {
   std::error_code error;
@@ -45,6 +126,18 @@ std::string check_elf_library(const std::filesystem::path& path) {
              std::to_string(segment.p_offset + segment.p_filesz) + ") of a " + std::to_string(size) + "-byte file";
   if (header.e_shnum != 0 && beyond(header.e_shoff, std::uint64_t{header.e_shnum} * header.e_shentsize))
     return "truncated: its section headers lie beyond the file's " + std::to_string(size) + " bytes";
+  for (const Elf64_Phdr& segment : segments) {
+    if (segment.p_type != PT_DYNAMIC) continue;
+    if (beyond(segment.p_offset, segment.p_filesz))
+      return "truncated: its dynamic section lies beyond the file's " + std::to_string(size) + " bytes";
+    std::vector<Elf64_Dyn> entries(segment.p_filesz / sizeof(Elf64_Dyn));
+    in.seekg(static_cast<std::streamoff>(segment.p_offset));
+    if (!in.read(reinterpret_cast<char*>(entries.data()),
+                 static_cast<std::streamsize>(entries.size() * sizeof(Elf64_Dyn))))
+      return "truncated: cannot read its dynamic section";
+    if (std::string problem = check_dynamic_section(entries, segments); !problem.empty())
+      return "corrupt: its dynamic section " + problem;
+  }
   return {};
 }
 

@@ -80,6 +80,24 @@ fault "a plugin library whose initialiser calls exit(0)" 0 "libstrata-exit.so wa
 fault "a plugin library whose relocations crash dlopen" 0 "libstrata-sgd.so was not loaded: crashed the loader" -- \
   "$strata" validate $q --set plugin_path=\"$work/plugins_relocation\"
 
+# A library whose dynamic section is junk can end the process in an ld.so assertion (exit 127)
+# that the probe does not always meet first: the section is checked before any dlopen.
+mkdir -p "$work/plugins_dynamic"
+python3 - "$plugins/libstrata-sgd.so" "$work/plugins_dynamic/libstrata-sgd.so" <<'PY'
+import random, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+phoff, = struct.unpack_from("<Q", data, 0x20)
+phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+junk = random.Random(6)
+for i in range(phnum):
+    kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+    if kind == 2:  # PT_DYNAMIC
+        data[offset:offset + filesz] = bytes(junk.randrange(256) for _ in range(filesz))
+open(sys.argv[2], "wb").write(data)
+PY
+fault "a plugin library whose dynamic section is junk" 0 "libstrata-sgd.so was not loaded: corrupt: its dynamic section" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_dynamic\"
+
 # Shapes too large to count are refused by name, not printed wrapped.
 fault "plan with tokens per micro batch beyond int" 2 "tokens per micro batch, more than 2147483647" -- \
   "$strata" plan $q --set train.batch=2147483647
