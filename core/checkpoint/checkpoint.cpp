@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/checkpoint/checkpoint_verify.hpp"
+#include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
 
@@ -61,12 +62,44 @@ constexpr const char* kFrozenKey = "strata_frozen_parameters";
 constexpr const char* kAdaptersKey = "strata_adapters";
 
 // Which family a safetensors file holds, by a tensor only that family has.
-std::string family_of(const SafetensorsFile& file) {
+// The tensors weights load from: one safetensors file (a model file or a save), or the files of a
+// Hugging Face model directory, each tensor read from the file that holds it.
+class TensorSource {
+ public:
+  explicit TensorSource(const SafetensorsFile& file) : path_(file.path()), metadata_(file.metadata()) {
+    for (const auto& [name, entry] : file.entries()) tensors_.emplace(name, &file);
+  }
+  TensorSource(const HfWeights& weights, fs::path directory) : path_(std::move(directory)), tensors_(weights.tensors) {}
+
+  const fs::path& path() const noexcept { return path_; }  // the file, or the directory
+  const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+  const std::map<std::string, const SafetensorsFile*>& tensors() const noexcept { return tensors_; }
+  bool has(const std::string& name) const { return tensors_.contains(name); }
+  const fs::path& file_of(const std::string& name) const { return tensors_.at(name)->path(); }
+  std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& shape) const {
+    return tensors_.at(name)->tensor(name, shape);
+  }
+  // Whether two tensors hold the same dtype, shape and bytes.
+  bool same_values(const std::string& a, const std::string& b) const {
+    const SafetensorsFile::Entry& x = tensors_.at(a)->entry(a);
+    const SafetensorsFile::Entry& y = tensors_.at(b)->entry(b);
+    if (x.dtype != y.dtype || x.shape != y.shape) return false;
+    const auto bytes_a = tensors_.at(a)->raw(a, x.dtype, x.shape), bytes_b = tensors_.at(b)->raw(b, y.dtype, y.shape);
+    return bytes_a.size() == bytes_b.size() && std::memcmp(bytes_a.data(), bytes_b.data(), bytes_a.size()) == 0;
+  }
+
+ private:
+  fs::path path_;
+  std::map<std::string, std::string> metadata_;  // a Strata file's; a Hugging Face directory's hold none of use
+  std::map<std::string, const SafetensorsFile*> tensors_;
+};
+
+std::string family_of(const TensorSource& source) {
   // Qwen2 is LLaMA's names with q/k/v biases; any block's will do (a save leaves frozen blocks out).
-  for (const auto& [name, entry] : file.entries())
+  for (const auto& [name, file] : source.tensors())
     if (name.starts_with("model.layers.") && name.ends_with(".self_attn.q_proj.bias")) return "qwen2";
-  if (file.has("model.embed_tokens.weight")) return "llama";
-  if (file.has("wte.weight") || file.has("transformer.wte.weight")) return "gpt2";
+  if (source.has("model.embed_tokens.weight")) return "llama";
+  if (source.has("wte.weight") || source.has("transformer.wte.weight")) return "gpt2";
   return {};
 }
 
@@ -194,7 +227,24 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
 
 namespace {
 
-void load_weights_from(const SafetensorsFile& weights, Model& model) {
+// A tied model's head is its embedding: a file that also holds lm_head.weight (some GPT-2 files
+// do, as a copy) must hold the embedding's values there, or its own head would go unused unseen.
+void require_tied_head_is_the_embedding(const TensorSource& weights, const Model& model) {
+  if (!weights.has("lm_head.weight") || !model.ignorable_file_tensor("lm_head.weight")) return;
+  for (const char* embedding : {"model.embed_tokens.weight", "wte.weight", "transformer.wte.weight"})
+    if (weights.has(embedding)) {
+      if (!weights.same_values("lm_head.weight", embedding))
+        throw CheckpointError(
+            weights.file_of("lm_head.weight").string() + ": holds an lm_head.weight unlike its " + embedding +
+            ", but this model ties its head to the embeddings (" +
+            (model.arch() == "gpt2" ? std::string("GPT-2 always does") : std::string("tie_embeddings = true")) +
+            "), so the file's head would be ignored; set tie_embeddings = false, or use a file "
+            "whose head is its embedding");
+      return;
+    }
+}
+
+void load_weights_from(const TensorSource& weights, Model& model) {
   const fs::path& file = weights.path();
   if (const std::string family = family_of(weights); !family.empty() && family != model.arch())
     throw CheckpointError(file.string() + ": holds a " + family + " checkpoint, but the manifest's model is arch = \"" +
@@ -207,11 +257,12 @@ void load_weights_from(const SafetensorsFile& weights, Model& model) {
   std::set<std::string> known;
   for (const ParameterRows& rows : model.parameters())
     for (const std::string& name : model.file_names(rows)) known.insert(name);
-  for (const auto& [name, entry] : weights.entries())
+  for (const auto& [name, holder] : weights.tensors())
     if (!known.contains(name) && !model.ignorable_file_tensor(name))
-      throw CheckpointError(file.string() + ": tensor '" + name + "' is not a parameter of this " +
+      throw CheckpointError(holder->path().string() + ": tensor '" + name + "' is not a parameter of this " +
                             std::string(model.arch()) +
                             " model (is the manifest's [model] the one it was saved with?)");
+  require_tied_head_is_the_embedding(weights, model);
   // A file saved with frozen parameters left out (a sparse or adapter run) names their fingerprint;
   // one with adapters, what they are.
   const auto frozen = weights.metadata().find(kFrozenKey);
@@ -236,7 +287,7 @@ void load_weights_from(const SafetensorsFile& weights, Model& model) {
     // A NaN or infinite weight is a corrupt checkpoint; found here, it would otherwise surface
     // as a NaN loss (eval) or steps later as "divergence" (resume).
     const std::vector<float> values = weights.tensor(name, model.stored_shape(rows));
-    require_finite(values, file, name);
+    require_finite(values, weights.file_of(name), name);
     model.write_values(rows, values);
   }
   model.store().publish_weights();
@@ -254,9 +305,14 @@ void load_weights_from(const SafetensorsFile& weights, Model& model) {
 }  // namespace
 
 void load_weights(const fs::path& path, Model& model) {
+  if (is_hf_directory(path)) {
+    const HfWeights weights = open_hf_weights(path);
+    load_weights_from(TensorSource(weights, path), model);
+    return;
+  }
   fs::path file = path;
   if (fs::is_directory(path)) file = resolve_checkpoint(path) / "model.safetensors";
-  load_weights_from(SafetensorsFile::read(file), model);
+  load_weights_from(TensorSource(SafetensorsFile::read(file)), model);
 }
 
 TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer,
@@ -323,7 +379,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     throw CheckpointError(weights.path().string() +
                           ": holds a whole model (no record of frozen weights), but this run freezes parameters "
                           "and saves only what trains: it is not this run's save (a base model is train.init_from)");
-  load_weights_from(weights, model);
+  load_weights_from(TensorSource(weights), model);
   // The stored weights as the uninterrupted run had them after this step (a precision policy's own
   // rounding may depend on it).
   model.store().publish_weights(state.step);

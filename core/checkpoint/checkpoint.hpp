@@ -52,8 +52,10 @@ std::string strategy_state_key(std::size_t index, const std::string& plugin);
 // Returns the directory written.
 std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Model& model, const TrainerState& state);
 
-// Weights only, from a model.safetensors file or a checkpoint directory. Accepts the family's HF
-// files (GPT-2: an optional "transformer." prefix, attention-mask buffers and the tied lm_head).
+// Weights only, from a model.safetensors file, a checkpoint directory, or a Hugging Face model
+// directory (config.json beside model.safetensors or the shards of model.safetensors.index.json,
+// each mapped, tensor by tensor; hf_directory.hpp). Accepts the family's HF names (GPT-2: an
+// optional "transformer." prefix, attention-mask buffers and the tied lm_head).
 // A file of another family is refused, naming the family it holds. A base file without adapter
 // tensors leaves the adapters as initialised; a run's file without its frozen weights leaves them
 // as the caller initialised or loaded them, and must match their fingerprint (CheckpointError).

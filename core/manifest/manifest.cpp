@@ -1,5 +1,7 @@
 #include "core/manifest/manifest.hpp"
 
+#include "core/checkpoint/hf_directory.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -167,8 +169,8 @@ std::vector<PluginSpec> plugin_list(const toml::table& root, std::string_view ke
 const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
       {"model",
-       {"arch", "n_layer", "n_head", "d_model", "vocab", "seq_len", "n_kv_head", "d_ff", "rope_theta", "norm_eps",
-        "tie_embeddings"}},
+       {"from", "arch", "n_layer", "n_head", "d_model", "vocab", "seq_len", "n_kv_head", "d_ff", "rope_theta",
+        "norm_eps", "tie_embeddings"}},
       {"data", {"train", "val", "val_fraction"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
@@ -241,12 +243,54 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
   {
     TomlConfigView model = view_of("model");
     ModelSpec& spec = manifest.model;
-    spec.arch = model.get_string("arch", "gpt2", {"gpt2", "llama", "qwen2"});
-    const int n_layer = static_cast<int>(model.get_int("n_layer", 12, 1, 1024));
-    const int n_head = static_cast<int>(model.get_int("n_head", 12, 1, 1024));
-    const int d_model = static_cast<int>(model.get_int("d_model", 768, 1, 65536));
-    const int vocab = static_cast<int>(model.get_int("vocab", spec.is_llama() ? 32000 : 50257, 2, kMaxVocab));
-    const int seq_len = static_cast<int>(model.get_int("seq_len", 1024, 1, 65536));
+    // [model] from = "DIR": a Hugging Face model directory whose config.json gives every key's
+    // value; a key the manifest also writes must agree with it.
+    std::optional<HfModelConfig> hf;
+    if (model.has("from")) {
+      spec.from = model.get_string("from", "", {});
+      try {
+        hf = read_hf_config(*spec.from);
+      } catch (const ManifestError& e) {
+        for (const std::string& problem : e.problems()) model.report_error("from", problem);
+      }
+    }
+    const std::string config_file = spec.from ? (*spec.from / "config.json").string() : std::string();
+    // The config's value as the key's default, and a written value that differs refused.
+    const auto agree = [&](const char* key, auto written, auto configured, const char* field) {
+      if (hf && model.has(key) && written != configured)
+        model.report_error(key, std::string(key) + " = " + (std::ostringstream() << std::boolalpha << written).str() +
+                                    " disagrees with " + config_file + "'s " + field + " = " +
+                                    (std::ostringstream() << std::boolalpha << configured).str() +
+                                    " (leave it out to take the model's)");
+      return written;
+    };
+    const bool llama_like = hf && hf->arch != "gpt2";
+    spec.arch = model.get_string("arch", hf ? hf->arch : "gpt2", {"gpt2", "llama", "qwen2"});
+    if (hf && model.has("arch") && spec.arch != hf->arch)
+      model.report_error("arch", "arch = \"" + spec.arch + "\" disagrees with " + config_file + ", which describes a " +
+                                     hf->arch + " model (leave it out to take the model's)");
+    const int n_layer = agree("n_layer", static_cast<int>(model.get_int("n_layer", hf ? hf->n_layer : 12, 1, 1024)),
+                              hf ? hf->n_layer : 0, llama_like ? "num_hidden_layers" : "n_layer");
+    const int n_head = agree("n_head", static_cast<int>(model.get_int("n_head", hf ? hf->n_head : 12, 1, 1024)),
+                             hf ? hf->n_head : 0, llama_like ? "num_attention_heads" : "n_head");
+    const int d_model = agree("d_model", static_cast<int>(model.get_int("d_model", hf ? hf->d_model : 768, 1, 65536)),
+                              hf ? hf->d_model : 0, llama_like ? "hidden_size" : "n_embd");
+    const int vocab = agree(
+        "vocab",
+        static_cast<int>(model.get_int("vocab", hf ? hf->vocab : (spec.is_llama() ? 32000 : 50257), 2, kMaxVocab)),
+        hf ? hf->vocab : 0, "vocab_size");
+    // GPT-2's position table has one row per position the model was trained for: the whole table
+    // loads, so seq_len is n_positions. RoPE has no table: LLaMA's seq_len is at most
+    // max_position_embeddings, by default that capped at 2048.
+    const int seq_len = static_cast<int>(model.get_int(
+        "seq_len", hf ? (llama_like ? std::min(hf->max_positions, 2048) : hf->max_positions) : 1024, 1, 65536));
+    if (hf && !llama_like && model.has("seq_len") && seq_len != hf->max_positions)
+      model.report_error("seq_len", "seq_len = " + std::to_string(seq_len) + " disagrees with " + config_file +
+                                        "'s n_positions = " + std::to_string(hf->max_positions) +
+                                        ": GPT-2's position table loads whole (leave seq_len out)");
+    if (hf && llama_like && seq_len > hf->max_positions)
+      model.report_error("seq_len", "seq_len = " + std::to_string(seq_len) + " is more than " + config_file +
+                                        "'s max_position_embeddings = " + std::to_string(hf->max_positions));
     // Checks between keys only when each read as written: a refused value stands at its default,
     // and a problem found with the default would name a value the user never wrote.
     const bool shape_as_written = model.problems().empty();
@@ -260,11 +304,17 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
       llama.d_model = d_model;
       llama.vocab = vocab;
       llama.seq_len = seq_len;
-      llama.n_kv_head = static_cast<int>(model.get_int("n_kv_head", n_head, 1, 1024));
-      llama.d_ff = static_cast<int>(model.get_int("d_ff", 4 * d_model, 1, kMaxInt));
-      llama.rope_theta = model.get_double("rope_theta", 10000.0, 1e-3, 1e12);
-      llama.norm_eps = model.get_double("norm_eps", 1e-6, 1e-12, 1.0);
-      llama.tie_embeddings = model.get_bool("tie_embeddings", false);
+      llama.n_kv_head =
+          agree("n_kv_head", static_cast<int>(model.get_int("n_kv_head", hf ? hf->n_kv_head : n_head, 1, 1024)),
+                hf ? hf->n_kv_head : 0, "num_key_value_heads");
+      llama.d_ff = agree("d_ff", static_cast<int>(model.get_int("d_ff", hf ? hf->d_ff : 4 * d_model, 1, kMaxInt)),
+                         hf ? hf->d_ff : 0, "intermediate_size");
+      llama.rope_theta = agree("rope_theta", model.get_double("rope_theta", hf ? hf->rope_theta : 10000.0, 1e-3, 1e12),
+                               hf ? hf->rope_theta : 0.0, "rope_theta");
+      llama.norm_eps = agree("norm_eps", model.get_double("norm_eps", hf ? hf->norm_eps : 1e-6, 1e-12, 1.0),
+                             hf ? hf->norm_eps : 0.0, "rms_norm_eps");
+      llama.tie_embeddings = agree("tie_embeddings", model.get_bool("tie_embeddings", hf ? hf->tie_embeddings : false),
+                                   hf ? hf->tie_embeddings : false, "tie_word_embeddings");
       if (spec.arch == "qwen2") apply_qwen2(llama);  // LLaMA with q/k/v biases (core/model/qwen2)
       if (shape_as_written && model.problems().empty() && n_head % llama.n_kv_head != 0)
         model.report_error("n_kv_head", "n_kv_head = " + std::to_string(llama.n_kv_head) +
@@ -311,6 +361,10 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
                          (std::ostringstream() << "divergence_factor = " << t.divergence_factor).str() +
                              " must be above 1 (a loss above its best is normal noise), or 0 "
                              "to turn the check off");
+    if (train.has("init_from") && manifest.model.from)
+      train.report_error("init_from",
+                         "init_from and [model] from both name the starting weights: keep one "
+                         "(from for a Hugging Face model directory, init_from for a Strata checkpoint)");
     if (train.has("init_from")) {
       t.init_from = train.get_string("init_from", "", {});
       std::error_code error;

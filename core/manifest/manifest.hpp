@@ -79,6 +79,10 @@ class Manifest {
 
   // The parsed document; PluginSpec tables point into it.
   std::shared_ptr<toml::table> document;
+
+  // Where a run's starting weights come from: [model] from (a Hugging Face model directory) or
+  // train.init_from (a Strata checkpoint or safetensors file), never both; none: from the seed.
+  std::optional<std::filesystem::path> starting_weights() const { return model.from ? model.from : train.init_from; }
 };
 
 // Parses and validates core tables; plugin tables are checked when the stack is built.

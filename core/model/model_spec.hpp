@@ -1,5 +1,7 @@
 #pragma once
 // The manifest's [model] table: which family, and its shape (make_model.hpp builds the Model).
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +14,9 @@
 namespace strata {
 
 struct ModelSpec {
+  // A Hugging Face model directory ([model] from): its config.json gave the keys below, and its
+  // weights are the run's starting weights (core/checkpoint/hf_directory.hpp).
+  std::optional<std::filesystem::path> from;
   std::string arch = "gpt2";  // "gpt2" | "llama" | "qwen2"
   GPT2Config gpt2;            // when arch = "gpt2"
   LlamaConfig llama;          // when arch = "llama" or "qwen2" (LLaMA with q/k/v biases)

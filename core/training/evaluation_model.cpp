@@ -25,9 +25,9 @@ EvaluationModel open_for_evaluation(const Manifest& manifest, PluginRegistry& re
                               run.stack.trainable});
   if (!run.stack.trainable.trains_everything()) {
     run.model->init_weights(manifest.train.seed);
-    if (manifest.train.init_from) {
-      load_weights(*manifest.train.init_from, *run.model);
-      spdlog::info("base weights from {}", manifest.train.init_from->string());
+    if (const auto base = manifest.starting_weights()) {
+      load_weights(*base, *run.model);
+      spdlog::info("base weights from {}", base->string());
     }
   }
   load_weights(checkpoint, *run.model);

@@ -40,6 +40,7 @@ std::vector<std::pair<fs::path, std::string>> input_files(const Manifest& manife
                                                           {manifest.data.train, "the training data ([data] train)"}};
   if (manifest.data.val) inputs.emplace_back(*manifest.data.val, "the validation data ([data] val)");
   if (manifest.train.init_from) inputs.emplace_back(*manifest.train.init_from, "the base weights (train.init_from)");
+  if (manifest.model.from) inputs.emplace_back(*manifest.model.from, "the model directory ([model] from)");
   return inputs;
 }
 

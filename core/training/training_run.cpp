@@ -130,9 +130,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   executor.attach_controller(controller_memory);
   model.init_weights(train.seed);
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
-  if (train.init_from && (!options.resume || !stack.trainable.trains_everything())) {
-    load_weights(*train.init_from, model);
-    spdlog::info("weights from {}", train.init_from->string());
+  if (const auto base = manifest.starting_weights();
+      base && (!options.resume || !stack.trainable.trains_everything())) {
+    load_weights(*base, model);
+    spdlog::info("weights from {}", base->string());
   }
   if (options.print_table) model.table().print(std::cout);
 

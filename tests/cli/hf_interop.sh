@@ -41,6 +41,21 @@ source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS
 
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens.bin" | tail -n 1)
 agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens.bin" $heads $positions)"
+# The same weights as a Hugging Face directory (config.json, two bf16 shards and their index):
+# [model] from takes every key from config.json (seq_len is n_positions), and the loss is NumPy's on
+# the bf16 values.
+"$python" tests/hf/hf_directory.py split "$work/hf.safetensors" "$work/hfdir" gpt2 2 BF16 \
+  n_layer=$layers n_head=$heads n_embd=$width vocab_size=$vocab n_positions=$positions
+"$python" tests/hf/hf_directory.py join "$work/hfdir" "$work/hfdir.safetensors"
+{ printf '[model]\nfrom = "%s"\n' "$work/hfdir"; sed -n '/^\[data\]/,$p' "$work/m.toml"; } > "$work/from.toml"
+strata_loss=$("$strata" eval "$work/from.toml" --checkpoint "$work/hfdir" --data "$work/tokens.bin" | tail -n 1)
+agree "HF directory -> Strata ([model] from, sharded bf16)" "$strata_loss" \
+  "$("$python" "$reference" loss "$work/hfdir.safetensors" "$work/tokens.bin" $heads $positions)"
+set +e
+output=$("$strata" validate "$work/from.toml" --set model.seq_len=8 2>&1)
+set -e
+grep -qF "seq_len = 8 disagrees with $work/hfdir/config.json's n_positions = $positions" <<< "$output" ||
+  { echo "FAIL: a seq_len other than GPT-2's n_positions was not refused: $output"; exit 1; }
 # The same tokens as a version-2 (uint32) token file mean the same to both.
 "$python" "$reference" make-tokens "$work/tokens_v2.bin" 4000 $vocab 1 2
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens_v2.bin" | tail -n 1)

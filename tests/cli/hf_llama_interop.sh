@@ -78,6 +78,22 @@ TOML
   strata_loss=$("$strata" eval "$run/m.toml" --checkpoint "$run/hf.safetensors" --data "$work/tokens.bin" | tail -n 1)
   agree "HF -> Strata (tie_embeddings = $tied)" "$strata_loss" "$(numpy_loss "$run/hf.safetensors")"
 
+  # The same weights as a Hugging Face directory (config.json, two bf16 shards and their index):
+  # [model] from takes every key from config.json, and the loss is NumPy's on the bf16 values.
+  "$python" tests/hf/hf_directory.py split "$run/hf.safetensors" "$run/hfdir" $arch 2 BF16 \
+    num_hidden_layers=$layers num_attention_heads=$heads num_key_value_heads=$kv_heads hidden_size=$width \
+    intermediate_size=$ff vocab_size=$vocab max_position_embeddings=64 rope_theta=$theta rms_norm_eps=$eps \
+    tie_word_embeddings=$tied
+  "$python" tests/hf/hf_directory.py join "$run/hfdir" "$run/hfdir.safetensors"
+  { printf '[model]\nfrom = "%s"\nseq_len = %s\n' "$run/hfdir" $positions; sed -n '/^\[data\]/,$p' "$run/m.toml"; } \
+    > "$run/from.toml"
+  strata_loss=$("$strata" eval "$run/from.toml" --checkpoint "$run/hfdir" --data "$work/tokens.bin" | tail -n 1)
+  agree "HF directory -> Strata ([model] from, sharded bf16, tie_embeddings = $tied)" "$strata_loss" \
+    "$(numpy_loss "$run/hfdir.safetensors")"
+  rm -rf "$run/ckpt"
+  "$strata" train "$run/from.toml" --set train.steps=2 > "$run/train-from.log" 2>&1 || { cat "$run/train-from.log"; exit 1; }
+  grep -q "weights from $run/hfdir" "$run/train-from.log" || { echo "FAIL: the run did not start from $run/hfdir"; exit 1; }
+
   for precision in fp32 bf16; do
     rm -rf "$run/ckpt"
     "$strata" train "$run/m.toml" --set "precision.plugin=\"$precision\"" \
@@ -89,4 +105,36 @@ TOML
     agree "Strata ($precision training, tie_embeddings = $tied) -> HF" "$strata_loss" "$(numpy_loss "$saved")"
   done
 done
+# A Hugging Face directory that Strata cannot read as written is refused, exit 2, naming the file
+# and the field or tensor.
+refused() {  # CODE TEXT -- COMMAND...
+  local code=$1 text=$2; shift 3
+  set +e; output=$("$@" 2>&1); actual=$?; set -e
+  [ "$actual" = "$code" ] && grep -qF -- "$text" <<< "$output" ||
+    { echo "FAIL: '$*' exited $actual (expected $code) and said: $output"; exit 1; }
+  echo "ok ($code): $text"
+}
+bad="$work/bad" from="$work/tied-false/from.toml" dir="$work/tied-false/hfdir"
+edit_json() { "$python" -c 'import json, sys; f = sys.argv[1]; d = json.load(open(f)); exec(sys.argv[2]); json.dump(d, open(f, "w"))' "$@"; }
+fresh() { rm -rf "$bad" && cp -r "$dir" "$bad"; }
+fresh
+refused 2 "n_layer = 3 disagrees with $dir/config.json's num_hidden_layers = $layers" -- \
+  "$strata" validate "$from" --set model.n_layer=3
+refused 2 "init_from and [model] from both name the starting weights" -- \
+  "$strata" validate "$from" --set train.init_from=\"$work/tied-false/hf.safetensors\"
+edit_json "$bad/config.json" 'd["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}'
+refused 2 "$bad/config.json: rope_scaling: is not implemented" -- "$strata" validate "$from" --set model.from=\"$bad\"
+fresh && edit_json "$bad/config.json" 'd["architectures"] = ["MistralForCausalLM"]'
+refused 2 "architectures: \"MistralForCausalLM\" is not one Strata builds" -- \
+  "$strata" validate "$from" --set model.from=\"$bad\"
+fresh && rm "$bad/model-00002-of-00002.safetensors"
+refused 2 "$bad/model-00002-of-00002.safetensors: a shard model.safetensors.index.json names is missing" -- \
+  "$strata" eval "$from" --set model.from=\"$bad\" --checkpoint "$bad" --data "$work/tokens.bin"
+fresh && edit_json "$bad/model.safetensors.index.json" \
+  'w = d["weight_map"]; w["model.norm.weight"] = [s for s in set(w.values()) if s != w["model.norm.weight"]][0]'
+refused 2 "names tensor 'model.norm.weight' in" -- \
+  "$strata" eval "$from" --set model.from=\"$bad\" --checkpoint "$bad" --data "$work/tokens.bin"
+fresh && edit_json "$bad/config.json" 'd["tie_word_embeddings"] = True'
+refused 2 "holds an lm_head.weight unlike its model.embed_tokens.weight" -- \
+  "$strata" eval "$from" --set model.from=\"$bad\" --checkpoint "$bad" --data "$work/tokens.bin"
 echo "hf $arch interop: both directions agree, tied and untied"

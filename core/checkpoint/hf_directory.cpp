@@ -1,0 +1,233 @@
+#include "core/checkpoint/hf_directory.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "core/manifest/manifest_error.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kConfig = "config.json";
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot be read");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(std::string("is not valid JSON: ") + e.what());
+  }
+}
+
+// config.json's fields, each read with its name in any message.
+class ConfigFields {
+ public:
+  ConfigFields(const json& config, std::string file) : config_(config), file_(std::move(file)) {}
+
+  [[noreturn]] void refuse(const std::string& field, const std::string& why) const {
+    throw ManifestError(file_ + ": " + field + ": " + why);
+  }
+  bool has(const std::string& field) const { return config_.contains(field) && !config_.at(field).is_null(); }
+  int positive_int(const std::string& field) const {
+    if (!has(field)) refuse(field, "missing (a whole number above 0)");
+    const json& value = config_.at(field);
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > (1 << 30))
+      refuse(field, value.dump() + " is not a whole number in [1, 2^30]");
+    return static_cast<int>(value.get<std::int64_t>());
+  }
+  int positive_int(const std::string& field, int fallback) const { return has(field) ? positive_int(field) : fallback; }
+  double positive_number(const std::string& field, double fallback) const {
+    if (!has(field)) return fallback;
+    const json& value = config_.at(field);
+    if (!value.is_number() || !(value.get<double>() > 0.0)) refuse(field, value.dump() + " is not a number above 0");
+    return value.get<double>();
+  }
+  bool flag(const std::string& field, bool fallback) const {
+    if (!has(field)) return fallback;
+    if (!config_.at(field).is_boolean()) refuse(field, config_.at(field).dump() + " is not true or false");
+    return config_.at(field).get<bool>();
+  }
+  std::string text(const std::string& field, const std::string& fallback) const {
+    if (!has(field)) return fallback;
+    if (!config_.at(field).is_string()) refuse(field, config_.at(field).dump() + " is not a string");
+    return config_.at(field).get<std::string>();
+  }
+  // A field whose only value Strata implements is `expected` (absent counts as it).
+  template <typename T>
+  void require(const std::string& field, const T& expected, const std::string& why) const {
+    if (!has(field)) return;
+    const json& value = config_.at(field);
+    if (value != json(expected)) refuse(field, value.dump() + " is not implemented: " + why);
+  }
+
+ private:
+  const json& config_;
+  std::string file_;
+};
+
+HfModelConfig gpt2_config(const ConfigFields& fields) {
+  HfModelConfig config;
+  config.arch = "gpt2";
+  config.n_layer = fields.positive_int("n_layer");
+  config.n_head = fields.positive_int("n_head");
+  config.d_model = fields.positive_int("n_embd");
+  config.vocab = fields.positive_int("vocab_size");
+  config.max_positions = fields.positive_int("n_positions");
+  config.d_ff = 4 * config.d_model;
+  config.norm_eps = fields.positive_number("layer_norm_epsilon", 1e-5);
+  config.tie_embeddings = true;
+  fields.require("n_inner", 4 * config.d_model, "Strata's GPT-2 MLP is 4 x n_embd wide");
+  fields.require("activation_function", "gelu_new", "Strata's GPT-2 uses the tanh GELU (gelu_new)");
+  fields.require("layer_norm_epsilon", 1e-5, "Strata's GPT-2 layer norm uses eps 1e-5");
+  fields.require("tie_word_embeddings", true, "Strata's GPT-2 head reads the token embeddings");
+  fields.require("add_cross_attention", false, "GPT-2 with cross-attention is an encoder-decoder");
+  fields.require("scale_attn_by_inverse_layer_idx", false, "attention scores are scaled by 1/sqrt(head_dim) only");
+  fields.require("reorder_and_upcast_attn", false, "not a GPT-2 variant Strata builds");
+  fields.require("scale_attn_weights", true, "attention scores are scaled by 1/sqrt(head_dim)");
+  return config;
+}
+
+HfModelConfig llama_config(const ConfigFields& fields, const std::string& arch) {
+  HfModelConfig config;
+  config.arch = arch;
+  config.n_layer = fields.positive_int("num_hidden_layers");
+  config.n_head = fields.positive_int("num_attention_heads");
+  config.n_kv_head = fields.positive_int("num_key_value_heads", config.n_head);
+  config.d_model = fields.positive_int("hidden_size");
+  config.d_ff = fields.positive_int("intermediate_size");
+  config.vocab = fields.positive_int("vocab_size");
+  config.max_positions = fields.positive_int("max_position_embeddings");
+  config.rope_theta = fields.positive_number("rope_theta", 10000.0);
+  config.norm_eps = fields.positive_number("rms_norm_eps", 1e-6);
+  config.tie_embeddings = fields.flag("tie_word_embeddings", false);
+  if (fields.has("rope_scaling")) {
+    fields.refuse("rope_scaling",
+                  "is not implemented (Strata's RoPE has no scaling; the llama3 type is not "
+                  "written yet): a model that needs it would train on wrong positions");
+  }
+  fields.require("hidden_act", "silu", "Strata's LLaMA MLP is SwiGLU (silu)");
+  fields.require("mlp_bias", false, "Strata's LLaMA MLP has no biases");
+  if (config.d_model % config.n_head == 0)
+    fields.require("head_dim", config.d_model / config.n_head, "a head is hidden_size / num_attention_heads wide");
+  if (arch == "llama")
+    fields.require("attention_bias", false, "LLaMA projections have no biases here (Qwen2 has q, k and v biases)");
+  else
+    fields.require("use_sliding_window", false, "Strata's attention is full causal attention");
+  return config;
+}
+
+}  // namespace
+
+bool is_hf_directory(const fs::path& path) {
+  std::error_code error;
+  return fs::is_directory(path, error) && fs::is_regular_file(path / kConfig, error);
+}
+
+HfModelConfig read_hf_config(const fs::path& directory) {
+  const fs::path path = directory / kConfig;
+  const std::string file = path.string();
+  std::error_code error;
+  if (!fs::is_directory(directory, error))
+    throw ManifestError(directory.string() + ": not a directory (a Hugging Face model directory holds config.json)");
+  if (!fs::is_regular_file(path, error))
+    throw ManifestError(directory.string() + ": holds no config.json (is it a Hugging Face model directory?)");
+  json config;
+  try {
+    config = read_json(path);
+  } catch (const std::exception& e) {
+    throw ManifestError(file + ": " + e.what());
+  }
+  if (!config.is_object()) throw ManifestError(file + ": is not a JSON object");
+  const ConfigFields fields(config, file);
+  std::string architecture;
+  if (fields.has("architectures")) {
+    const json& list = config.at("architectures");
+    if (!list.is_array() || list.size() != 1 || !list.at(0).is_string())
+      fields.refuse("architectures", list.dump() + " is not a list of one name");
+    architecture = list.at(0).get<std::string>();
+  }
+  const std::string model_type = fields.text("model_type", "");
+  const std::map<std::string, std::pair<std::string, std::string>> known = {{"GPT2LMHeadModel", {"gpt2", "gpt2"}},
+                                                                            {"LlamaForCausalLM", {"llama", "llama"}},
+                                                                            {"Qwen2ForCausalLM", {"qwen2", "qwen2"}}};
+  std::string arch;
+  if (!architecture.empty()) {
+    const auto found = known.find(architecture);
+    if (found == known.end())
+      fields.refuse("architectures", "\"" + architecture +
+                                         "\" is not one Strata builds (GPT2LMHeadModel, LlamaForCausalLM, "
+                                         "Qwen2ForCausalLM)");
+    arch = found->second.first;
+    if (!model_type.empty() && model_type != found->second.second)
+      fields.refuse("model_type", "\"" + model_type + "\" disagrees with architectures [\"" + architecture + "\"]");
+  } else if (model_type == "gpt2" || model_type == "llama" || model_type == "qwen2") {
+    arch = model_type;
+  } else {
+    fields.refuse("architectures", "missing, and model_type \"" + model_type +
+                                       "\" is not gpt2, llama or qwen2: say which model this is");
+  }
+  return arch == "gpt2" ? gpt2_config(fields) : llama_config(fields, arch);
+}
+
+HfWeights open_hf_weights(const fs::path& directory) {
+  HfWeights weights;
+  std::error_code error;
+  const fs::path index_path = directory / kIndex;
+  std::vector<fs::path> shards;
+  std::map<std::string, std::string> listed;  // tensor -> shard file name, from the index
+  if (fs::is_regular_file(index_path, error)) {
+    json index;
+    try {
+      index = read_json(index_path);
+    } catch (const std::exception& e) {
+      throw CheckpointError(index_path.string() + ": " + e.what());
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+      throw CheckpointError(index_path.string() + ": has no \"weight_map\" object (tensor name -> shard file)");
+    std::set<std::string> names;
+    for (const auto& [tensor, shard] : index.at("weight_map").items()) {
+      if (!shard.is_string())
+        throw CheckpointError(index_path.string() + ": weight_map[\"" + tensor + "\"] is not a file name");
+      const std::string name = shard.get<std::string>();
+      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        throw CheckpointError(index_path.string() + ": weight_map[\"" + tensor + "\"] = \"" + name +
+                              "\" is not a file name inside the directory");
+      listed[tensor] = name;
+      names.insert(name);
+    }
+    for (const std::string& name : names) shards.push_back(directory / name);
+  } else if (fs::is_regular_file(directory / kSingleFile, error)) {
+    shards.push_back(directory / kSingleFile);
+  } else {
+    throw CheckpointError(directory.string() + ": holds neither " + kSingleFile + " nor " + kIndex);
+  }
+  for (const fs::path& shard : shards) {
+    if (!fs::is_regular_file(shard, error))
+      throw CheckpointError(shard.string() + ": a shard " + (listed.empty() ? "" : std::string(kIndex) + " names ") +
+                            "is missing");
+    weights.files.push_back(std::make_shared<const SafetensorsFile>(SafetensorsFile::map(shard)));
+    const SafetensorsFile& file = *weights.files.back();
+    for (const auto& [name, entry] : file.entries()) {
+      if (const auto [at, inserted] = weights.tensors.emplace(name, &file); !inserted)
+        throw CheckpointError(shard.string() + ": tensor '" + name + "' is also in " + at->second->path().string());
+    }
+  }
+  for (const auto& [tensor, shard] : listed) {
+    const auto found = weights.tensors.find(tensor);
+    if (found == weights.tensors.end() || found->second->path().filename() != shard)
+      throw CheckpointError(index_path.string() + ": names tensor '" + tensor + "' in " + shard +
+                            ", which does not hold it");
+  }
+  return weights;
+}
+
+}  // namespace strata

@@ -1,0 +1,49 @@
+#pragma once
+// A Hugging Face model directory, as the hub ships one: config.json (the architecture and its
+// shape), and the weights in model.safetensors or in shards named by model.safetensors.index.json.
+// Three architectures are read: GPT2LMHeadModel (arch "gpt2"), LlamaForCausalLM ("llama") and
+// Qwen2ForCausalLM ("qwen2"). A config field Strata does not implement (a rope_scaling, biases a
+// LLaMA does not have, another activation) is refused by name rather than ignored.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/safetensors.hpp"
+
+namespace strata {
+
+// config.json in Strata's [model] terms. max_positions is n_positions (GPT-2) or
+// max_position_embeddings (LLaMA, Qwen2).
+struct HfModelConfig {
+  std::string arch;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_kv_head = 0;
+  int d_model = 0;
+  int d_ff = 0;
+  int vocab = 0;
+  int max_positions = 0;
+  double rope_theta = 0.0;
+  double norm_eps = 0.0;
+  bool tie_embeddings = false;
+};
+
+// Throws ManifestError naming DIR/config.json and the field.
+HfModelConfig read_hf_config(const std::filesystem::path& directory);
+
+// The directory's weights: every file mapped (no copy of its bytes), and which file holds each
+// tensor. With an index, every shard it names must exist and hold the tensors it lists; a tensor
+// in two files is refused. Throws CheckpointError naming the file.
+struct HfWeights {
+  std::vector<std::shared_ptr<const SafetensorsFile>> files;
+  std::map<std::string, const SafetensorsFile*> tensors;
+};
+HfWeights open_hf_weights(const std::filesystem::path& directory);
+
+// Whether `path` is a Hugging Face model directory (it holds config.json).
+bool is_hf_directory(const std::filesystem::path& path);
+
+}  // namespace strata
