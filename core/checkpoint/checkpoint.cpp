@@ -75,9 +75,15 @@ class TensorSource {
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   const std::map<std::string, const SafetensorsFile*>& tensors() const noexcept { return tensors_; }
   bool has(const std::string& name) const { return tensors_.contains(name); }
-  const fs::path& file_of(const std::string& name) const { return tensors_.at(name)->path(); }
+  const fs::path& file_of(const std::string& name) const { return holder(name).path(); }
   std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& shape) const {
-    return tensors_.at(name)->tensor(name, shape);
+    return holder(name).tensor(name, shape);
+  }
+  // The file that holds `name`; a missing tensor is a CheckpointError naming the source.
+  const SafetensorsFile& holder(const std::string& name) const {
+    const auto found = tensors_.find(name);
+    if (found == tensors_.end()) throw CheckpointError(path_.string() + ": missing tensor '" + name + "'");
+    return *found->second;
   }
   // Whether two tensors hold the same dtype, shape and bytes.
   bool same_values(const std::string& a, const std::string& b) const {

@@ -241,6 +241,7 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
   };
 
   {
+    const std::size_t problems_before_model = problems.size();
     TomlConfigView model = view_of("model");
     ModelSpec& spec = manifest.model;
     // [model] from = "DIR": a Hugging Face model directory whose config.json gives every key's
@@ -265,7 +266,11 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
       return written;
     };
     const bool llama_like = hf && hf->arch != "gpt2";
-    spec.arch = model.get_string("arch", hf ? hf->arch : "gpt2", {"gpt2", "llama", "qwen2"});
+    // An empty default tells a refused arch from one not written: a refused one stands at gpt2's,
+    // and the LLaMA keys are then not called gpt2's.
+    const std::string arch = model.get_string("arch", "", {"gpt2", "llama", "qwen2"});
+    const bool arch_refused = model.has("arch") && arch.empty();
+    spec.arch = arch.empty() ? (hf ? hf->arch : "gpt2") : arch;
     if (hf && model.has("arch") && spec.arch != hf->arch)
       model.report_error("arch", "arch = \"" + spec.arch + "\" disagrees with " + config_file + ", which describes a " +
                                      hf->arch + " model (leave it out to take the model's)");
@@ -325,14 +330,14 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
                                          " is odd: RoPE rotates pairs of a head's dimensions, so it must be even");
     } else {
       for (const char* key : {"n_kv_head", "d_ff", "rope_theta", "norm_eps", "tie_embeddings"})
-        if (model.has(key))
+        if (model.has(key) && !arch_refused)
           model.report_error(key, std::string(key) +
                                       " is a LLaMA key; it needs arch = \"llama\" or \"qwen2\" (this model is "
                                       "arch = \"gpt2\")");
       spec.gpt2 = GPT2Config{n_layer, n_head, d_model, vocab, seq_len};
     }
-    reading.model_as_written = model.problems().empty();
     collect(model);
+    reading.model_as_written = problems.size() == problems_before_model;  // unknown keys and a non-table count
   }
   {
     TomlConfigView data = view_of("data");

@@ -130,6 +130,16 @@ std::string check_elf_library(const std::filesystem::path& path) {
     if (segment.p_type != PT_DYNAMIC) continue;
     if (beyond(segment.p_offset, segment.p_filesz))
       return "truncated: its dynamic section lies beyond the file's " + std::to_string(size) + " bytes";
+    // The loader reads the section at its address, from the loaded segment that maps it: that must
+    // be the bytes at p_offset, which are the ones checked here.
+    bool mapped_from_offset = false;
+    for (const Elf64_Phdr& load : segments)
+      if (load.p_type == PT_LOAD && segment.p_vaddr >= load.p_vaddr && segment.p_vaddr - load.p_vaddr < load.p_filesz &&
+          segment.p_vaddr - load.p_vaddr + load.p_offset == segment.p_offset)
+        mapped_from_offset = true;
+    if (!mapped_from_offset)
+      return "corrupt: its dynamic section's address does not map to its file offset " +
+             std::to_string(segment.p_offset);
     std::vector<Elf64_Dyn> entries(segment.p_filesz / sizeof(Elf64_Dyn));
     in.seekg(static_cast<std::streamoff>(segment.p_offset));
     if (!in.read(reinterpret_cast<char*>(entries.data()),

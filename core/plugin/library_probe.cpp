@@ -30,6 +30,9 @@ struct Progress {
   std::uint32_t index = 0;
 };
 constexpr std::uint32_t kAllLoaded = 0xffffffffu;
+// Set on an index the child is about to unload: after loading them all, it unloads them in order,
+// as the host does when its registry goes, so a library whose finalisers crash is named too.
+constexpr std::uint32_t kUnloading = 0x40000000u;
 
 // In a process that has loaded the CUDA driver, the probe is a fresh copy of this program,
 // spawned (posix_spawn: no fork, so no fork handler runs and nothing of the parent is copied) as
@@ -45,7 +48,8 @@ constexpr std::uint32_t kAllLoaded = 0xffffffffu;
 constexpr const char* kProbeFlag = "--strata-plugin-probe";
 constexpr const char* kProbeEnvironment = "STRATA_PLUGIN_PROBE_CHILD";
 
-// Loads paths[first..] in turn, saying which before each, and that all loaded at the end.
+// Loads paths[first..] in turn, then unloads them in turn, saying which before each, and that all
+// went through at the end.
 [[noreturn]] void load_libraries(const std::vector<std::string>& paths, std::size_t first, int progress) {
   // No core file and no output from the child: a crash here is expected and reported by the parent.
   const rlimit no_core{0, 0};
@@ -62,16 +66,22 @@ constexpr const char* kProbeEnvironment = "STRATA_PLUGIN_PROBE_CHILD";
   // Loaded as the host loads them (registry: Boost.DLL, immediate binding, local symbols), so a
   // library that breaks the host's load breaks this one first; kept loaded, as in the host.
   std::vector<boost::dll::shared_library> loaded;
+  std::vector<std::uint32_t> indices;  // of the libraries in `loaded`: one that fails to load is left to the host
   loaded.reserve(paths.size());
   for (std::size_t i = first; i < paths.size(); ++i) {
     say(static_cast<std::uint32_t>(i));
     try {
       loaded.emplace_back(paths[i], plugin_load_mode());
+      indices.push_back(static_cast<std::uint32_t>(i));
       if (loaded.back().has("strata_plugin"))
         (void)loaded.back().get_alias<const PluginDescriptor*() noexcept>("strata_plugin")();
     } catch (const std::exception&) {
       // the host's own load will say why
     }
+  }
+  for (std::size_t i = 0; i < loaded.size(); ++i) {
+    say(indices[i] | kUnloading);
+    loaded[i].unload();
   }
   say(kAllLoaded);
   ::_exit(0);  // never exit(): no atexit handler or stdio buffer of this process is flushed
@@ -200,7 +210,7 @@ std::vector<std::string> probe_libraries_in_child(const std::vector<std::filesys
     }
     ::close(progress[1]);
     // Read the child's progress until it has loaded all, ends, or one library outlasts the timeout.
-    std::int64_t loading = -1;
+    std::int64_t loading = -1, unloading = -1;
     bool all_loaded = false, hung = false, garbled = false;
     for (;;) {
       pollfd readable{progress[0], POLLIN, 0};
@@ -219,8 +229,19 @@ std::vector<std::string> probe_libraries_in_child(const std::vector<std::filesys
         all_loaded = true;
         break;
       }
+      if ((message.index & kUnloading) != 0) {
+        const std::int64_t index = message.index & ~kUnloading;
+        const std::int64_t lowest = unloading < 0 ? static_cast<std::int64_t>(next) : unloading + 1;
+        if (index < lowest || index >= static_cast<std::int64_t>(files.size()) ||
+            loading + 1 != static_cast<std::int64_t>(files.size())) {
+          garbled = true;
+          break;
+        }
+        unloading = index;
+        continue;
+      }
       const std::int64_t expected = loading < 0 ? static_cast<std::int64_t>(next) : loading + 1;
-      if (message.index != expected) {  // a library wrote into the pipe it inherited
+      if (message.index != expected || unloading >= 0) {  // a library wrote into the pipe it inherited
         garbled = true;
         break;
       }
@@ -233,19 +254,24 @@ std::vector<std::string> probe_libraries_in_child(const std::vector<std::filesys
     hung = hung || !ended;
     const int status = ended.value_or(0);
     if (loading < 0) break;  // the child ended before its first library: no verdict to give
-    const auto culprit = static_cast<std::size_t>(loading);
+    const auto culprit = static_cast<std::size_t>(unloading >= 0 ? unloading : loading);
+    const std::string phase = unloading >= 0 ? "unloading" : "loading";
     if (hung)
-      verdicts[culprit] = "hung while loading (more than " + std::to_string(timeout.count() / 1000) +
-                          " s in dlopen or its descriptor, in a probe process): remove it from the plugin path or "
-                          "rebuild it";
+      verdicts[culprit] = "hung while " + phase + " (more than " + std::to_string(timeout.count() / 1000) + " s in " +
+                          (unloading >= 0 ? "dlclose" : "dlopen or its descriptor") +
+                          ", in a probe process): remove it from the plugin path or rebuild it";
     else if (garbled)
       verdicts[culprit] =
           "wrote into the probe process's pipe while loading: it is corrupt or not a plugin; remove it "
           "from the plugin path";
+    else if (unloading >= 0)
+      verdicts[culprit] = "crashed the loader while unloading (" + ending_text(status) +
+                          " in dlclose, in a probe process): the library is corrupt or a finaliser of it fails; "
+                          "rebuild it or remove it from the plugin path";
     else
       verdicts[culprit] = "crashed the loader (" + ending_text(status) +
-                          " in dlopen or its descriptor, in a probe process): the library is corrupt; rebuild it or "
-                          "remove it from the plugin path";
+                          " in dlopen or its descriptor, in a probe process): the library is corrupt or an "
+                          "initialiser of it fails; rebuild it or remove it from the plugin path";
     next = culprit + 1;
   }
   return verdicts;

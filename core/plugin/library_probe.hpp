@@ -3,9 +3,10 @@
 // library's relocations and initialisers, and a corrupt relocation (one flipped bit in .rela.dyn)
 // or a faulty initialiser kills the process inside the loader, for every command, even one whose
 // manifest never names the plugin. The ELF check (elf_check.hpp) cannot see such damage; a probe
-// that dies in the host's place can. One probe loads the libraries in turn and says which it is
-// loading, so a scan costs one process, not one per library; a probe that dies names its library,
-// and a fresh one goes on with the rest.
+// that dies in the host's place can. One probe loads the libraries in turn, then unloads them in
+// turn (the host unloads its plugins when its registry goes, running their finalisers), saying
+// which it is at, so a scan costs one process, not one per library; a probe that dies names its
+// library, and a fresh one goes on with the rest.
 //
 // The probe is a forked child; in a process that has loaded the CUDA driver it is a fresh copy of
 // the running program, spawned without a fork (posix_spawn of /proc/self/exe): the CUDA runtime

@@ -273,7 +273,9 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
                              "'");
   }
 
-  for (const Resolved& r : resolved) {
+  // Each plugin reads its keys against the model (n_layer ranges, targets): with the model's keys
+  // refused, those would be checked against defaults the user never wrote.
+  for (const Resolved& r : check_model_shape ? resolved : std::vector<Resolved>{}) {
     switch (r.kind) {
       case InterfaceKind::optimizer:
         stack.optimizer = create<Optimizer>(manifest, r, host, problems, stack.warnings);

@@ -50,9 +50,10 @@ struct Stack {
 // With no [[telemetry]] table, `default_telemetry` is used ("console"). Each plugin is created with
 // host.for_plugin(its name), so the memory it asks for is accounted under that name.
 // Warnings (stack.warnings) are also logged.
-// check_model_shape false (validate, when [model] keys were refused) leaves out the checks
-// against the model's shape: the attention kernel's, the weight quantizer's scale groups and the
-// adapters' targets.
+// check_model_shape false (validate, when [model] keys were refused) resolves the plugins and
+// checks their requirements and conflicts only: creating them reads their keys against the model
+// (n_layer ranges, adapter targets, the quantizer's scale groups, the attention kernel's shape),
+// which would then be the defaults the user never wrote.
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServicesImpl& host,
                   const std::string& default_telemetry = "console", bool check_model_shape = true);
 

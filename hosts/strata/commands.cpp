@@ -313,7 +313,8 @@ int command_validate(const std::vector<std::string>& arguments) {
                 << (problems.size() == 1 ? " problem" : " problems") << ":\n";
       for (const std::string& problem : problems) std::cerr << problem << '\n';
       if (!reading.model_as_written)
-        std::cerr << "(the plugins' checks against the model's shape were left out: [model] holds refused keys)\n";
+        std::cerr << "(the plugins' own keys, which are read against the model, were left unchecked: [model] has "
+                     "problems; fix those first)\n";
       return static_cast<int>(kExitInvalidInput);
     }
     std::cout << manifest.path.string() << ": ok (" << stack->description << ", " << manifest.model.parameter_count()

@@ -40,8 +40,11 @@ class Offload final : public MemoryStrategy {
     streaming_ = config.has("max_resident_layers");
     if (streaming_) {
       max_resident_ = static_cast<int>(config.get_int("max_resident_layers", n_layer_, 1, n_layer_));
-      prefetch_ = static_cast<int>(config.get_int("prefetch", 1, 0, std::max(n_layer_ - 1, 0)));
-      if (prefetch_ + 1 > max_resident_)
+      // Absent: one block ahead where two fit. A refused value (reported) is not checked further.
+      const std::int64_t prefetch = config.get_int("prefetch", -1, 0, std::max(n_layer_ - 1, 0));
+      const bool prefetch_refused = config.has("prefetch") && prefetch < 0;
+      prefetch_ = prefetch >= 0 ? static_cast<int>(prefetch) : std::min(1, max_resident_ - 1);
+      if (!prefetch_refused && prefetch_ + 1 > max_resident_)
         config.report_error("prefetch", "prefetch = " + std::to_string(prefetch_) +
                                             " needs max_resident_layers >= " + std::to_string(prefetch_ + 1) +
                                             " (the block computing plus the blocks arriving)");

@@ -98,6 +98,25 @@ PY
 fault "a plugin library whose dynamic section is junk" 0 "libstrata-sgd.so was not loaded: corrupt: its dynamic section" -- \
   "$strata" validate $q --set plugin_path=\"$work/plugins_dynamic\"
 
+# A library whose finalisers crash (a corrupt DT_FINI_ARRAYSZ) would end every command as it
+# unloads its plugins (exit 139, after a run's saves): the probe unloads what it loaded, and names it.
+mkdir -p "$work/plugins_fini"
+python3 - "$plugins/libstrata-sgd.so" "$work/plugins_fini/libstrata-sgd.so" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+phoff, = struct.unpack_from("<Q", data, 0x20)
+phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+for i in range(phnum):
+    kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+    if kind == 2:  # PT_DYNAMIC
+        for at in range(offset, offset + filesz, 16):
+            if struct.unpack_from("<q", data, at)[0] == 28:  # DT_FINI_ARRAYSZ
+                struct.pack_into("<Q", data, at + 8, 1 << 40)
+open(sys.argv[2], "wb").write(data)
+PY
+fault "a plugin library whose finalisers crash" 0 "libstrata-sgd.so was not loaded: crashed the loader while unloading" -- \
+  "$strata" validate $q --set plugin_path=\"$work/plugins_fini\"
+
 # Shapes too large to count are refused by name, not printed wrapped.
 fault "plan with tokens per micro batch beyond int" 2 "tokens per micro batch, more than 2147483647" -- \
   "$strata" plan $q --set train.batch=2147483647
@@ -129,7 +148,16 @@ done
 fault "int8 block_size beside a refused d_model" 2 "d_model = 0 is out of range" -- \
   "$strata" validate $q --set model.d_model=0 --set precision.plugin='"int8"' --set precision.block_size=200
 grep -q "does not divide" <<< "$output" && fail "block_size was checked against a d_model the manifest does not hold: $output"
-grep -q "checks against the model's shape were left out" <<< "$output" || fail "validate did not say what it left out: $output"
+sed 's/^d_model = /d_modle = /' $q > "$work/misspelt_model.toml"
+expect 2 "unknown key 'd_modle'" -- "$strata" validate "$work/misspelt_model.toml" --set precision.plugin='"int8"' \
+  --set precision.block_size=200
+grep -q "does not divide" <<< "$output" && fail "block_size was checked against a default d_model: $output"
+expect 2 "unknown optimizer plugin 'adamx'" -- "$strata" validate $q --set model.n_layer=0 --set optimizer.plugin='"adamx"' \
+  --set 'strategy=[{plugin="offload",optimizer_state="host",max_resident_layers=20}]'
+grep -q "out of range \[1, 12\]" <<< "$output" && fail "max_resident_layers was checked against the default n_layer: $output"
+grep -q "does not divide" <<< "$output" && fail "block_size was checked against a d_model the manifest does not hold: $output"
+grep -q "the plugins' own keys, which are read against the model, were left unchecked" <<< "$output" ||
+  fail "validate did not say what it left out: $output"
 { cat $q; printf '[[strategy]]\nplugin = "offload"\noptimizer_state = "hots"\nactivations = "hots"\n'; } > "$work/offload_typo.toml"
 fault "offload with misspelt values" 2 'optimizer_state = "hots" is not one of' -- "$strata" validate "$work/offload_typo.toml"
 grep -q "nothing to offload" <<< "$output" && fail "a refused value also counted as nothing to offload: $output"
