@@ -76,8 +76,12 @@ class TensorSource {
   const std::map<std::string, const SafetensorsFile*>& tensors() const noexcept { return tensors_; }
   bool has(const std::string& name) const { return tensors_.contains(name); }
   const fs::path& file_of(const std::string& name) const { return holder(name).path(); }
+  // As f32; a mapped file's pages of it are released once read, so a directory loads with one
+  // tensor's pages resident at a time.
   std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& shape) const {
-    return holder(name).tensor(name, shape);
+    std::vector<float> values = holder(name).tensor(name, shape);
+    holder(name).release(name);
+    return values;
   }
   // The file that holds `name`; a missing tensor is a CheckpointError naming the source.
   const SafetensorsFile& holder(const std::string& name) const {

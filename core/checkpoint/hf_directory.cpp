@@ -214,7 +214,8 @@ HfWeights open_hf_weights(const fs::path& directory) {
     if (!fs::is_regular_file(shard, error))
       throw CheckpointError(shard.string() + ": a shard " + (listed.empty() ? "" : std::string(kIndex) + " names ") +
                             "is missing");
-    weights.files.push_back(std::make_shared<const SafetensorsFile>(SafetensorsFile::map(shard)));
+    weights.files.push_back(std::make_shared<const SafetensorsFile>(
+        SafetensorsFile::map(shard, nullptr, SafetensorsFile::Paging::on_demand)));
     const SafetensorsFile& file = *weights.files.back();
     for (const auto& [name, entry] : file.entries()) {
       if (const auto [at, inserted] = weights.tensors.emplace(name, &file); !inserted)

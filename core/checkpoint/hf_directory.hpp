@@ -34,9 +34,11 @@ struct HfModelConfig {
 // Throws ManifestError naming DIR/config.json and the field.
 HfModelConfig read_hf_config(const std::filesystem::path& directory);
 
-// The directory's weights: every file mapped (no copy of its bytes), and which file holds each
-// tensor. With an index, every shard it names must exist and hold the tensors it lists; a tensor
-// in two files is refused. Throws CheckpointError naming the file.
+// The directory's weights: every file mapped, paged in on demand (no copy of its bytes; a reader
+// releases each tensor's pages once it has it: SafetensorsFile::release), and which file holds each
+// tensor. The files must not change while they are held: a file cut short under its mapping faults. With an index,
+// every shard it names must exist and hold the tensors it lists; a tensor in two files is refused. Throws
+// CheckpointError naming the file.
 struct HfWeights {
   std::vector<std::shared_ptr<const SafetensorsFile>> files;
   std::map<std::string, const SafetensorsFile*> tensors;

@@ -164,7 +164,7 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::st
   return parse_owned(std::move(bytes), path);
 }
 
-SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::string* file_checksum) {
+SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::string* file_checksum, Paging paging) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat status {};
   if (fd < 0 || ::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_size < 8) {
@@ -173,7 +173,8 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
   }
   const auto size = static_cast<std::size_t>(status.st_size);
   // The pages the save just wrote, shared with the page cache: no copy, no zeroed memory.
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  void* mapping =
+      ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | (paging == Paging::populate ? MAP_POPULATE : 0), fd, 0);
   ::close(fd);
   if (mapping == MAP_FAILED) return read(path, file_checksum);
   std::shared_ptr<const char> storage(static_cast<const char*>(mapping),
@@ -182,7 +183,20 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
   if (file_checksum != nullptr) {
     *file_checksum = bytes_checksum({bytes.data(), bytes.size()});
   }
-  return parse_storage(std::move(storage), bytes, path);
+  SafetensorsFile file = parse_storage(std::move(storage), bytes, path);
+  file.mapped_ = true;
+  return file;
+}
+
+void SafetensorsFile::release(const std::string& name) const noexcept {
+  const auto found = entries_.find(name);
+  if (!mapped_ || found == entries_.end()) return;
+  // Whole pages inside the tensor's bytes only: a page it shares with a neighbour stays.
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(payload() + found->second.begin);
+  const auto end = reinterpret_cast<std::uintptr_t>(payload() + found->second.end);
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 SafetensorsFile SafetensorsFile::parse(std::span<const char> bytes, const std::filesystem::path& path) {

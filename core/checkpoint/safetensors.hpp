@@ -63,7 +63,12 @@ class SafetensorsFile {
   // The same, the file mapped rather than read (no copy of its bytes): only for a file no other
   // process changes while it is held, such as a save under its directory's lock, since a file cut
   // short under a mapping faults on access.
-  static SafetensorsFile map(const std::filesystem::path& path, std::string* file_checksum = nullptr);
+  // Paging says how: `populate` reads every page at once (a save's read-back, which checks them all);
+  // `on_demand` reads a page when a tensor on it is first read, and release() hands a tensor's pages
+  // back, so a model loads with one tensor's file pages resident, not the file's.
+  enum class Paging { populate, on_demand };
+  static SafetensorsFile map(const std::filesystem::path& path, std::string* file_checksum = nullptr,
+                             Paging paging = Paging::populate);
   // The same from the file's bytes; `path` names the file in messages and nothing is read from it.
   static SafetensorsFile parse(std::span<const char> bytes, const std::filesystem::path& path);
 
@@ -87,6 +92,9 @@ class SafetensorsFile {
     float value = 0.0f;
   };
   std::optional<NonFinite> first_non_finite(const std::string& name) const;
+  // Drops the pages holding only `name` from this process's memory (they are read again from the
+  // file if touched); nothing for a file read in.
+  void release(const std::string& name) const noexcept;
   const std::map<std::string, Entry>& entries() const noexcept { return entries_; }
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   const std::filesystem::path& path() const noexcept { return path_; }
@@ -103,7 +111,8 @@ class SafetensorsFile {
   std::size_t payload_size() const noexcept { return bytes_.size() - payload_begin_; }
 
   std::shared_ptr<const char> storage_;  // owns the bytes: a buffer read in, or a mapping
-  std::span<const char> bytes_;          // the whole file; tensor offsets count from payload_begin_
+  bool mapped_ = false;
+  std::span<const char> bytes_;  // the whole file; tensor offsets count from payload_begin_
   std::size_t payload_begin_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
