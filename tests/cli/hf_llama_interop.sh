@@ -90,6 +90,16 @@ TOML
   strata_loss=$("$strata" eval "$run/from.toml" --checkpoint "$run/hfdir" --data "$work/tokens.bin" | tail -n 1)
   agree "HF directory -> Strata ([model] from, sharded bf16, tie_embeddings = $tied)" "$strata_loss" \
     "$(numpy_loss "$run/hfdir.safetensors")"
+  # The same directory in F16, one file: model.safetensors beside config.json.
+  "$python" tests/hf/hf_directory.py split "$run/hf.safetensors" "$run/hfdir16" $arch 1 F16 \
+    num_hidden_layers=$layers num_attention_heads=$heads num_key_value_heads=$kv_heads hidden_size=$width \
+    intermediate_size=$ff vocab_size=$vocab max_position_embeddings=64 rope_theta=$theta rms_norm_eps=$eps \
+    tie_word_embeddings=$tied
+  "$python" tests/hf/hf_directory.py join "$run/hfdir16" "$run/hfdir16.safetensors"
+  strata_loss=$("$strata" eval "$run/from.toml" --set "model.from=\"$run/hfdir16\"" --checkpoint "$run/hfdir16" \
+    --data "$work/tokens.bin" | tail -n 1)
+  agree "HF directory -> Strata ([model] from, one f16 file, tie_embeddings = $tied)" "$strata_loss" \
+    "$(numpy_loss "$run/hfdir16.safetensors")"
   rm -rf "$run/ckpt"
   "$strata" train "$run/from.toml" --set train.steps=2 > "$run/train-from.log" 2>&1 || { cat "$run/train-from.log"; exit 1; }
   grep -q "weights from $run/hfdir" "$run/train-from.log" || { echo "FAIL: the run did not start from $run/hfdir"; exit 1; }

@@ -5,8 +5,8 @@
       DIR/config.json (ARCH's architectures and model_type, and each field=value, parsed as JSON,
       so true, 1e-5 and 64 keep their types) and FILE's tensors in SHARDS files: one is
       model.safetensors; more are model-0000N-of-0000M.safetensors with model.safetensors.index.json
-      (metadata.total_size and weight_map), tensors dealt round-robin in name order. DTYPE F32 or
-      BF16 (round to nearest even, as torch does).
+      (metadata.total_size and weight_map), tensors dealt round-robin in name order. DTYPE F32,
+      BF16 (round to nearest even, as torch does) or F16 (NumPy's float16, round to nearest even).
   hf_directory.py join DIR OUT
       every tensor of DIR's weights, at the values the directory holds, in one F32 file: what the
       NumPy references read.
@@ -33,7 +33,12 @@ def write_file(path, tensors, dtype):
     header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
     for name in sorted(tensors):
         array = tensors[name]
-        blob = (to_bf16_bits(array) if dtype == "BF16" else np.ascontiguousarray(array, dtype="<f4")).tobytes()
+        if dtype == "BF16":
+            blob = to_bf16_bits(array).tobytes()
+        elif dtype == "F16":
+            blob = np.ascontiguousarray(array, dtype="<f2").tobytes()
+        else:
+            blob = np.ascontiguousarray(array, dtype="<f4").tobytes()
         header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
         offset += len(blob)
         blobs.append(blob)
@@ -77,7 +82,7 @@ def join(directory, out):
 
 
 def main(argv):
-    if len(argv) >= 6 and argv[0] == "split" and argv[5] in ("F32", "BF16"):
+    if len(argv) >= 6 and argv[0] == "split" and argv[5] in ("F32", "BF16", "F16"):
         split(argv[1], argv[2], argv[3], int(argv[4]), argv[5], argv[6:])
     elif len(argv) == 3 and argv[0] == "join":
         join(argv[1], argv[2])
