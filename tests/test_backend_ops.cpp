@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_buffers.hpp"
 #include "core/device/backends.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
@@ -57,29 +58,6 @@ double error_of(const Floats& actual, const Floats& expected) {
   return error_of(actual, widen_to_double(expected));
 }
 
-// Backend memory for one case: buffers uploaded from and downloaded to host vectors through ops.
-class Memory {
- public:
-  explicit Memory(Backend& backend) : backend_(backend) {}
-  template <typename T>
-  T* upload(const std::vector<T>& values) {
-    buffers_.push_back(backend_.device_memory().allocate(std::max<std::size_t>(1, values.size()) * sizeof(T),
-                                                         MemoryCategory::other, "conformance"));
-    backend_.ops().copy_from_host(buffers_.back().data(), values.data(), values.size() * sizeof(T));
-    return static_cast<T*>(buffers_.back().data());
-  }
-  template <typename T>
-  std::vector<T> download(const T* data, std::size_t count) {
-    std::vector<T> values(count);
-    backend_.ops().copy_to_host(values.data(), data, count * sizeof(T));
-    return values;
-  }
-
- private:
-  Backend& backend_;
-  std::vector<Buffer> buffers_;
-};
-
 std::vector<std::uint16_t> to_bf16(const Floats& values) {
   std::vector<std::uint16_t> out(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) out[i] = f32_to_bf16(values[i]);
@@ -113,7 +91,7 @@ Case matmul_case(std::int64_t N, std::int64_t C, std::int64_t OC, WeightLayout l
       2e-5,
       [=](Backend& backend) {
         Ops& ops = backend.ops();
-        Memory memory(backend);
+        test::BackendBuffers memory(backend);
         const Floats inp = random_floats(N * C, 1), bias = random_floats(OC, 2), dout = random_floats(N * OC, 3);
         Floats weight = random_floats(C * OC, 4);
         std::vector<std::uint16_t> weight_bf16 = to_bf16(weight);
@@ -144,7 +122,7 @@ Case layernorm_case(std::int64_t N, std::int64_t C) {
   return {
       "layernorm", std::to_string(N) + "x" + std::to_string(C), "f32", Op::layernorm, 2e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
-        Memory memory(backend);
+        test::BackendBuffers memory(backend);
         const Floats inp = random_floats(N * C, 5, 2.0f), w = random_floats(C, 6), b = random_floats(C, 7),
                      dout = random_floats(N * C, 8);
         float *out = memory.upload(Floats(N * C)), *mean = memory.upload(Floats(N)), *rstd = memory.upload(Floats(N));
@@ -167,7 +145,7 @@ Case layernorm_case(std::int64_t N, std::int64_t C) {
 Case rmsnorm_case(std::int64_t N, std::int64_t C) {
   return {"rmsnorm", std::to_string(N) + "x" + std::to_string(C), "f32", Op::rmsnorm, 2e-5, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             const Floats inp = random_floats(N * C, 9, 2.0f), w = random_floats(C, 10), dout = random_floats(N * C, 11);
             float *out = memory.upload(Floats(N * C)), *rstd = memory.upload(Floats(N));
             float *inp_b = memory.upload(inp), *w_b = memory.upload(w);
@@ -192,7 +170,7 @@ Case attention_case(int B, int T, int H, int KV, int D, bool packed) {
   return {
       "attention", shape, "f32", Op::attention, 2e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
-        Memory memory(backend);
+        test::BackendBuffers memory(backend);
         const AttentionShape s{B, T, H, KV, D};
         const std::int64_t N = static_cast<std::int64_t>(B) * T, qw = H * D, kvw = KV * D;
         const std::int64_t row = packed ? qw + 2 * kvw : 0;
@@ -234,7 +212,7 @@ Case pointwise_case(const std::string& op, std::int64_t count) {
   const Op kind = op == "gelu" ? Op::gelu : Op::swiglu;
   return {op, std::to_string(count), "f32", kind, 1e-5, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             const Floats x = random_floats(count, 16, 4.0f), y = random_floats(count, 17, 2.0f),
                          dout = random_floats(count, 18);
             const auto x_d = widen_to_double(x), y_d = widen_to_double(y), dout_d = widen_to_double(dout);
@@ -262,7 +240,7 @@ Case rope_case(std::int64_t rows, int seq_len, int heads, int head_dim, std::int
                             " D" + std::to_string(head_dim) + " stride " + std::to_string(stride);
   return {"rope", shape, "f32", Op::rope, 1e-5, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             const Floats x = random_floats(rows * stride, 19);
             float* xb = memory.upload(x);
             ops.rope(xb, rows, stride, seq_len, heads, head_dim, 10000.0f, false);
@@ -280,7 +258,7 @@ Case embedding_case(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t
                             std::to_string(V) + (positions ? " +wpe" : " no wpe");
   return {"embedding", shape, std::string(dtype_name(dtype)), Op::embedding, 1e-6, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             std::vector<std::int32_t> tokens(B * T);
             for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + 1) % V);
             Floats wte = random_floats(V * C, 20), wpe = positions ? random_floats(T * C, 21) : Floats(T * C, 0.0f);
@@ -318,7 +296,7 @@ Case cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp, std::in
   return {
       "cross_entropy", shape, "f32", Op::cross_entropy, 1e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
-        Memory memory(backend);
+        test::BackendBuffers memory(backend);
         const Floats logits = random_floats(N * Vp, 23, 5.0f);
         std::vector<std::int32_t> targets(N);
         for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 13 + 2) % V);
@@ -353,7 +331,7 @@ Case cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp, std::in
 
 Case adamw_case(std::int64_t count) {
   return {"adamw", std::to_string(count), "f32", Op::adamw, 1e-6, [=](Backend& backend) {
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             Floats param = random_floats(count, 24), grad = random_floats(count, 25),
                    m = random_floats(count, 26, 0.1f), v = random_floats(count, 27, 0.1f);
             for (float& value : v) value = std::abs(value);
@@ -375,7 +353,7 @@ Case sgd_case(std::int64_t count, float momentum) {
           Op::sgd,
           1e-6,
           [=](Backend& backend) {
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             Floats param = random_floats(count, 28), grad = random_floats(count, 29),
                    velocity = random_floats(count, 30);
             const SgdHyper hyper{0.05f, momentum, 0.1f, 0.5f};
@@ -397,7 +375,7 @@ Case sgd_case(std::int64_t count, float momentum) {
 Case conversion_case(std::int64_t count) {
   return {"convert", std::to_string(count), "f32<->bf16", Op::convert, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             const Floats values = random_floats(count, 31, 100.0f);
             const auto expected_bits = to_bf16(values);
             float* f = memory.upload(values);
@@ -417,7 +395,7 @@ Case conversion_case(std::int64_t count) {
 Case reduction_case(std::int64_t count) {
   return {"reductions", std::to_string(count), "f32", Op::sum_of_squares, 1e-12, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             Floats values = random_floats(count, 32);
             float* b = memory.upload(values);
             double squares = 0.0, sum = 0.0;
@@ -438,7 +416,7 @@ Case reduction_case(std::int64_t count) {
 Case add_scaled_case(std::int64_t count) {
   return {"add_scaled", std::to_string(count), "f32", Op::add_scaled, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             const Floats ys = random_floats(count, 34);
             const Floats xs = random_floats(count, 35);
             float* y = memory.upload(ys);
@@ -456,7 +434,7 @@ Case add_scaled_case(std::int64_t count) {
 Case scale_case(std::int64_t count) {
   return {"scale", std::to_string(count), "f32", Op::scale, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             const Floats values = random_floats(count, 33);
             float* b = memory.upload(values);
             ops.scale(b, 0.0078125f, count);
@@ -472,7 +450,7 @@ Case scale_case(std::int64_t count) {
 Case elementwise_case(std::int64_t count) {
   return {"elementwise", std::to_string(count) + " sign mul div sqrt", "f32", Op::sign, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             Floats a = random_floats(count, 36), b = random_floats(count, 37);
             a[0] = 0.0f, a[1] = -0.0f, a[2] = std::numeric_limits<float>::quiet_NaN();
             double wrong = 0.0;
@@ -504,7 +482,7 @@ Case elementwise_case(std::int64_t count) {
 Case memory_case(std::uint64_t bytes) {
   return {"fill/copy", std::to_string(bytes) + " bytes", "bytes", Op::copy, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
-            Memory memory(backend);
+            test::BackendBuffers memory(backend);
             std::vector<std::uint8_t> source(bytes);
             for (std::uint64_t i = 0; i < bytes; ++i) source[i] = static_cast<std::uint8_t>(i * 31 + 7);
             std::uint8_t* a = memory.upload(source);

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/device/backends.hpp"
+#include "backend_buffers.hpp"
 #include "kernel_test_support.hpp"
 #include "plugins/adamw8bit/cpu/adamw8bit_cpu.hpp"
 #include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
@@ -26,35 +26,6 @@
 
 namespace strata {
 namespace {
-
-#define STRATA_SKIP_WITHOUT_CUDA()                                                  \
-  if (const std::string why = backend_unavailable_reason("cuda:0"); !why.empty()) { \
-    GTEST_SKIP() << "cuda:0 is not available here: " << why;                        \
-  }
-
-// Buffers on one backend, filled from and read back into host vectors.
-class DeviceBuffers {
- public:
-  explicit DeviceBuffers(Backend& backend) : backend_(backend) {}
-  template <typename T>
-  T* upload(const std::vector<T>& values) {
-    buffers_.push_back(backend_.device_memory().allocate(std::max<std::size_t>(1, values.size()) * sizeof(T),
-                                                         MemoryCategory::other, "optimizer kernel test"));
-    backend_.ops().copy_from_host(buffers_.back().data(), values.data(), values.size() * sizeof(T));
-    return static_cast<T*>(buffers_.back().data());
-  }
-  template <typename T>
-  std::vector<T> download(const T* data, std::size_t count) {
-    std::vector<T> values(count);
-    backend_.synchronize();
-    backend_.ops().copy_to_host(values.data(), data, count * sizeof(T));
-    return values;
-  }
-
- private:
-  Backend& backend_;
-  std::vector<Buffer> buffers_;
-};
 
 // How many elements differ in their bits (floats compared as bit patterns: -0 and NaN count).
 template <typename T>
@@ -76,7 +47,7 @@ TEST(CudaPluginKernels, AdamWIsBitwiseTheCpus) {
   std::vector<float> v = cpu::test::random_vector<float>(count, 3, 0.01);
   for (float& value : v) value = std::abs(value);
   const std::unique_ptr<Backend> cpu = make_backend("cpu", 0), gpu = make_backend("cuda:0", 0);
-  DeviceBuffers on_cpu(*cpu), on_gpu(*gpu);
+  test::BackendBuffers on_cpu(*cpu), on_gpu(*gpu);
   float *p_cpu = on_cpu.upload(param), *m_cpu = on_cpu.upload(m), *v_cpu = on_cpu.upload(v);
   float *p_gpu = on_gpu.upload(param), *m_gpu = on_gpu.upload(m), *v_gpu = on_gpu.upload(v);
   for (int step = 1; step <= 3; ++step) {
@@ -88,19 +59,6 @@ TEST(CudaPluginKernels, AdamWIsBitwiseTheCpus) {
   EXPECT_EQ(differing(on_cpu.download(m_cpu, count), on_gpu.download(m_gpu, count)), 0u) << "first moments";
   EXPECT_EQ(differing(on_cpu.download(v_cpu, count), on_gpu.download(v_gpu, count)), 0u) << "second moments";
 }
-
-#if STRATA_HAVE_CUDA
-adamw8bit::cuda::QuantizationTables tables() {
-  adamw8bit::cuda::QuantizationTables tables{};
-  const adamw8bit::MapKind kinds[2] = {adamw8bit::MapKind::signed_dynamic, adamw8bit::MapKind::unsigned_dynamic};
-  for (int map = 0; map < 2; ++map) {
-    std::ranges::copy(adamw8bit::quantization_map(kinds[map]), tables.values[map]);
-    std::ranges::copy(adamw8bit::decision_thresholds(kinds[map]), tables.thresholds[map]);
-    tables.zero_code[map] = adamw8bit::zero_code(kinds[map]);
-  }
-  return tables;
-}
-#endif
 
 TEST(CudaPluginKernels, AdamW8bitIsBitwiseTheCpus) {
   STRATA_SKIP_WITHOUT_CUDA();
@@ -122,7 +80,7 @@ TEST(CudaPluginKernels, AdamW8bitIsBitwiseTheCpus) {
                                   adamw8bit::MapKind::signed_dynamic);
     adamw8bit::quantize_blockwise(v_codes.data(), v_absmax.data(), v.data(), count, block_size,
                                   adamw8bit::MapKind::unsigned_dynamic);
-    DeviceBuffers on_gpu(*gpu);
+    test::BackendBuffers on_gpu(*gpu);
     float* p_gpu = on_gpu.upload(param);
     std::uint8_t *mc_gpu = on_gpu.upload(m_codes), *vc_gpu = on_gpu.upload(v_codes);
     float *ma_gpu = on_gpu.upload(m_absmax), *va_gpu = on_gpu.upload(v_absmax);
@@ -132,7 +90,8 @@ TEST(CudaPluginKernels, AdamW8bitIsBitwiseTheCpus) {
       adamw8bit::adamw8bit_update(param.data(), grad.data(), {m_codes.data(), m_absmax.data()},
                                   {v_codes.data(), v_absmax.data()}, count, block_size, hyper_at(step));
       adamw8bit::cuda::adamw8bit_update(stream, p_gpu, on_gpu.upload(grad), mc_gpu, ma_gpu, vc_gpu, va_gpu, count,
-                                        block_size, kernels::adamw_coefficients(hyper_at(step)), tables());
+                                        block_size, kernels::adamw_coefficients(hyper_at(step)),
+                                        adamw8bit::cuda::quantization_tables());
       ASSERT_EQ(cudaGetLastError(), cudaSuccess);
       if (step == 1) {
         EXPECT_EQ(m_absmax[0], 0.0f) << "a zero gradient on zero moments keeps the block zero";
@@ -166,7 +125,7 @@ TEST(CudaPluginKernels, LoraDropoutMaskIsBitwiseTheHosts) {
         kept += value != 0.0f ? 1 : 0;
         expected[i] = accumulate ? expected[i] + value : value;
       }
-      DeviceBuffers on_gpu(*gpu);
+      test::BackendBuffers on_gpu(*gpu);
       float* into = on_gpu.upload(base);
       lora::cuda::apply_dropout(stream, {into, on_gpu.upload(x), count, hash_stream, p, 1.0f / (1.0f - p), accumulate});
       ASSERT_EQ(cudaGetLastError(), cudaSuccess);

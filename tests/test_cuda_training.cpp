@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "backend_buffers.hpp"
 #include "core/device/backends.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/manifest/manifest.hpp"
@@ -18,11 +19,6 @@
 
 namespace strata {
 namespace {
-
-#define STRATA_SKIP_WITHOUT_CUDA()                                                  \
-  if (const std::string why = backend_unavailable_reason("cuda:0"); !why.empty()) { \
-    GTEST_SKIP() << "cuda:0 is not available here: " << why;                        \
-  }
 
 struct Family {
   std::string name;

@@ -156,9 +156,9 @@ HfModelConfig read_hf_config(const fs::path& directory) {
     architecture = list.at(0).get<std::string>();
   }
   const std::string model_type = fields.text("model_type", "");
-  const std::map<std::string, std::pair<std::string, std::string>> known = {{"GPT2LMHeadModel", {"gpt2", "gpt2"}},
-                                                                            {"LlamaForCausalLM", {"llama", "llama"}},
-                                                                            {"Qwen2ForCausalLM", {"qwen2", "qwen2"}}};
+  // Each architecture's Strata arch, which is also its config's model_type.
+  const std::map<std::string, std::string> known = {
+      {"GPT2LMHeadModel", "gpt2"}, {"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"}};
   std::string arch;
   if (!architecture.empty()) {
     const auto found = known.find(architecture);
@@ -166,8 +166,8 @@ HfModelConfig read_hf_config(const fs::path& directory) {
       fields.refuse("architectures", "\"" + architecture +
                                          "\" is not one Strata builds (GPT2LMHeadModel, LlamaForCausalLM, "
                                          "Qwen2ForCausalLM)");
-    arch = found->second.first;
-    if (!model_type.empty() && model_type != found->second.second)
+    arch = found->second;
+    if (!model_type.empty() && model_type != arch)
       fields.refuse("model_type", "\"" + model_type + "\" disagrees with architectures [\"" + architecture + "\"]");
   } else if (model_type == "gpt2" || model_type == "llama" || model_type == "qwen2") {
     arch = model_type;

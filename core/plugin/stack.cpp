@@ -275,7 +275,8 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
 
   // Each plugin reads its keys against the model (n_layer ranges, targets): with the model's keys
   // refused, those would be checked against defaults the user never wrote.
-  for (const Resolved& r : check_model_shape ? resolved : std::vector<Resolved>{}) {
+  for (const Resolved& r : resolved) {
+    if (!check_model_shape) break;
     switch (r.kind) {
       case InterfaceKind::optimizer:
         stack.optimizer = create<Optimizer>(manifest, r, host, problems, stack.warnings);

@@ -26,8 +26,6 @@
 #if STRATA_ADAMW8BIT_CUDA
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-
 #include "cuda/adamw8bit_cuda.hpp"
 #endif
 
@@ -46,13 +44,7 @@ class AdamW8bit final : public Optimizer {
     if (backend == "cpu") return;
 #if STRATA_ADAMW8BIT_CUDA
     if (backend.starts_with("cuda:")) {
-      cuda_tables_ = std::make_unique<adamw8bit::cuda::QuantizationTables>();
-      const adamw8bit::MapKind kinds[2] = {adamw8bit::MapKind::signed_dynamic, adamw8bit::MapKind::unsigned_dynamic};
-      for (int map = 0; map < 2; ++map) {
-        std::ranges::copy(adamw8bit::quantization_map(kinds[map]), cuda_tables_->values[map]);
-        std::ranges::copy(adamw8bit::decision_thresholds(kinds[map]), cuda_tables_->thresholds[map]);
-        cuda_tables_->zero_code[map] = adamw8bit::zero_code(kinds[map]);
-      }
+      cuda_tables_ = std::make_unique<adamw8bit::cuda::QuantizationTables>(adamw8bit::cuda::quantization_tables());
       return;
     }
     config.report_error("plugin", "adamw8bit has kernels for the cpu and cuda backends, not for device.kind = \"" +

@@ -11,18 +11,18 @@
 namespace strata::lora {
 
 // The hash stream of one (micro batch, matrix) pair.
-STRATA_COUNTER_RANDOM_DEVICE constexpr std::uint64_t dropout_stream(std::uint64_t sequence, int matrix_index) noexcept {
+STRATA_HOST_DEVICE constexpr std::uint64_t dropout_stream(std::uint64_t sequence, int matrix_index) noexcept {
   return splitmix64(splitmix64(sequence) ^ (static_cast<std::uint64_t>(matrix_index) << 32));
 }
 
 // Uniform in [0, 1) from the top 24 bits: exact in a float.
-STRATA_COUNTER_RANDOM_DEVICE constexpr float unit_from_bits(std::uint64_t bits) noexcept {
+STRATA_HOST_DEVICE constexpr float unit_from_bits(std::uint64_t bits) noexcept {
   return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
 }
 
 // x ⊙ mask / (1 - p) for element i, with keep_scale = 1 / (1 - p).
-STRATA_COUNTER_RANDOM_DEVICE constexpr float dropped(float x, std::uint64_t stream, std::int64_t i, float p,
-                                                     float keep_scale) noexcept {
+STRATA_HOST_DEVICE constexpr float dropped(float x, std::uint64_t stream, std::int64_t i, float p,
+                                           float keep_scale) noexcept {
   return unit_from_bits(splitmix64(stream + static_cast<std::uint64_t>(i))) >= p ? x * keep_scale : 0.0f;
 }
 

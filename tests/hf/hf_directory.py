@@ -18,35 +18,8 @@ import sys
 import numpy as np
 
 from hf_gpt2_numpy import read_safetensors, write_safetensors
-import struct
 
 ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
-
-
-def to_bf16_bits(values):
-    bits = np.ascontiguousarray(values, dtype="<f4").view(np.uint32)
-    rounded = bits + 0x7FFF + ((bits >> 16) & 1)
-    return (rounded >> 16).astype("<u2")
-
-
-def write_file(path, tensors, dtype):
-    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
-    for name in sorted(tensors):
-        array = tensors[name]
-        if dtype == "BF16":
-            blob = to_bf16_bits(array).tobytes()
-        elif dtype == "F16":
-            blob = np.ascontiguousarray(array, dtype="<f2").tobytes()
-        else:
-            blob = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    encoded = json.dumps(header).encode()
-    encoded += b" " * (-len(encoded) % 8)
-    with open(path, "wb") as out:
-        out.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
-    return offset
 
 
 def split(file, directory, arch, shards, dtype, fields):
@@ -60,13 +33,13 @@ def split(file, directory, arch, shards, dtype, fields):
         json.dump(config, out, indent=2)
     names = sorted(tensors)
     if shards == 1:
-        write_file(os.path.join(directory, "model.safetensors"), tensors, dtype)
+        write_safetensors(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"}, dtype)
         return
     weight_map, total = {}, 0
     for s in range(shards):
         shard = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
         part = {name: tensors[name] for name in names[s::shards]}
-        total += write_file(os.path.join(directory, shard), part, dtype)
+        total += write_safetensors(os.path.join(directory, shard), part, {"format": "pt"}, dtype)
         weight_map.update({name: shard for name in part})
     with open(os.path.join(directory, "model.safetensors.index.json"), "w") as out:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, out, indent=2)

@@ -43,17 +43,28 @@ def read_safetensors(path):
     return tensors, header.get("__metadata__", {})
 
 
-def write_safetensors(path, tensors, metadata):
+def to_bf16_bits(values):  # round to nearest even, as torch does
+    bits = np.ascontiguousarray(values, dtype="<f4").view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+
+
+ENCODERS = {"F32": lambda a: np.ascontiguousarray(a, dtype="<f4"), "F16": lambda a: np.ascontiguousarray(a, dtype="<f2"),
+            "BF16": to_bf16_bits}
+
+
+def write_safetensors(path, tensors, metadata, dtype="F32"):
+    """Writes the tensors in the given order; returns the payload's size in bytes."""
     header, offset, blobs = {"__metadata__": metadata}, 0, []
     for name, array in tensors.items():
-        blob = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
+        blob = ENCODERS[dtype](array).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
         offset += len(blob)
         blobs.append(blob)
     encoded = json.dumps(header).encode()
     encoded += b" " * (-len(encoded) % 8)
     with open(path, "wb") as out:
         out.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+    return offset
 
 
 def hf_names(n_layer, vocab, d_model):

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
 #include "strata/kernels_common.hpp"
 
 namespace strata::adamw8bit::cuda {
@@ -23,6 +24,22 @@ struct QuantizationTables {
   float thresholds[2][256];
   std::uint8_t zero_code[2];
 };
+
+// The CPU's maps and thresholds (dynamic_quantization.hpp), as the kernel takes them.
+inline QuantizationTables quantization_tables() {
+  QuantizationTables tables{};
+  const MapKind kinds[2] = {MapKind::signed_dynamic, MapKind::unsigned_dynamic};
+  for (int map = 0; map < 2; ++map) {
+    const auto values = quantization_map(kinds[map]);
+    const auto thresholds = decision_thresholds(kinds[map]);
+    for (int i = 0; i < 256; ++i) {
+      tables.values[map][i] = values[static_cast<std::size_t>(i)];
+      tables.thresholds[map][i] = thresholds[static_cast<std::size_t>(i)];
+    }
+    tables.zero_code[map] = zero_code(kinds[map]);
+  }
+  return tables;
+}
 
 inline constexpr std::int64_t kMaxBlockSize = 4096;
 

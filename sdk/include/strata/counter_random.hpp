@@ -5,16 +5,12 @@
 // GPU draws is the CPU's bit for bit.
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define STRATA_COUNTER_RANDOM_DEVICE __host__ __device__
-#else
-#define STRATA_COUNTER_RANDOM_DEVICE
-#endif
+#include "strata/host_device.hpp"
 
 namespace strata {
 
 // SplitMix64's mixing function (Steele, Lea, Flood 2014).
-STRATA_COUNTER_RANDOM_DEVICE constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
+STRATA_HOST_DEVICE constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -22,7 +18,7 @@ STRATA_COUNTER_RANDOM_DEVICE constexpr std::uint64_t splitmix64(std::uint64_t x)
 }
 
 // Uniform in (0, 1), never 0 or 1, from 64 random bits (the top 53).
-STRATA_COUNTER_RANDOM_DEVICE constexpr double uniform_from_bits(std::uint64_t bits) noexcept {
+STRATA_HOST_DEVICE constexpr double uniform_from_bits(std::uint64_t bits) noexcept {
   return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
 }
 

@@ -11,20 +11,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "strata/host_device.hpp"
 #include "strata/ops.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define STRATA_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define STRATA_ALWAYS_INLINE inline
-#endif
-// A helper that CUDA kernels call too (nvcc defines __CUDACC__). A .cu file that calls one builds
-// with -fmad=false, so that the GPU rounds each operation as the CPU does (IEEE sqrt and division
-// are nvcc's defaults): the two give the same bits.
-#ifdef __CUDACC__
-#define STRATA_HOST_DEVICE __host__ __device__
-#else
-#define STRATA_HOST_DEVICE
 #endif
 
 namespace strata::kernels {
