@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 source scripts/install-packages.sh
 install_missing "${strata_build_packages[@]}" "${strata_test_packages[@]}"
+install_node_unless_present
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON
 cmake --build build -j"$(nproc)"

@@ -7,18 +7,28 @@
 #include "core/data/data_fingerprint.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
+#include "core/data/token_sequence.hpp"
 #include "test_support.hpp"
 
 namespace strata {
 namespace {
 
+// The error of reading `path` whole (load_tokens) and of mapping it (TokenSequence, as a run does
+// for a token file): both must refuse it with the same words.
 std::string load_error(const std::filesystem::path& path, int vocab) {
+  std::string read, mapped;
   try {
     load_tokens(path, vocab);
   } catch (const DataError& e) {
-    return e.what();
+    read = e.what();
   }
-  return "";
+  if (token_file_format({}, path) != TokenFileFormat::llmc_tokens) return read;
+  try {
+    TokenSequence::map_token_file(path, vocab);
+  } catch (const DataError& e) {
+    mapped = e.what();
+  }
+  return read == mapped ? read : "read: " + read + " | mapped: " + mapped;
 }
 
 std::int32_t header_int(const std::filesystem::path& path, int index) {
@@ -125,7 +135,10 @@ TEST(Data, Version2RoundTripWithIdsOver65535) {
   // Windows carry the wide ids through to the model's int32 inputs and targets.
   EXPECT_NO_THROW(Dataset({dir / "v2.bin", std::nullopt, 0.1, 128256, 8, 2}));
   std::vector<std::int32_t> inputs(8), targets(8);
-  window_at(tokens, 8, 0, inputs.data(), targets.data());
+  // Through the mapped file, as a run reads it: the same windows.
+  const TokenSequence mapped = TokenSequence::map_token_file(dir / "v2.bin", 128256);
+  EXPECT_EQ(mapped.to_vector(), tokens);
+  window_at(mapped, 8, 0, inputs.data(), targets.data());
   EXPECT_EQ(inputs[7], 128255);
   EXPECT_EQ(targets[7], 65536);
   EXPECT_EQ(targets[0], 97);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/data/corpus_tokens.hpp"
 #include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
 #include "core/util/random.hpp"
@@ -9,15 +10,14 @@
 namespace strata {
 
 Dataset::Dataset(const DataOptions& options) : options_(options) {
-  std::vector<std::uint32_t> all = load_tokens(options.train, options.vocab);
+  TokenSequence all = load_corpus_tokens(options.train, options.vocab, options.tokenizer);
   if (options.val) {
     train_ = std::move(all);
-    val_ = load_tokens(*options.val, options.vocab);
+    val_ = load_corpus_tokens(*options.val, options.vocab, options.tokenizer);
   } else {
     const auto val_count = static_cast<std::size_t>(static_cast<double>(all.size()) * options.val_fraction);
-    val_.assign(all.end() - static_cast<std::ptrdiff_t>(val_count), all.end());
-    all.resize(all.size() - val_count);
-    train_ = std::move(all);
+    val_ = all.slice(all.size() - val_count, all.size());
+    train_ = all.slice(0, all.size() - val_count);
   }
   const std::int64_t needed = static_cast<std::int64_t>(options.batch) * options.seq_len + 1;
   if (train_tokens() < needed)
@@ -46,12 +46,12 @@ void Dataset::train_batch(std::uint64_t seed, std::int64_t step, int micro_batch
   }
 }
 
-std::int64_t window_count(const std::vector<std::uint32_t>& tokens, int seq_len) {
+std::int64_t window_count(const TokenSequence& tokens, int seq_len) {
   return static_cast<std::int64_t>(tokens.size()) / (seq_len + 1);
 }
 
-// Ids fit in int32: load_tokens checked each is < vocab, an int.
-void window_at(const std::vector<std::uint32_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
+// Ids fit in int32: loading checked each is < vocab, an int.
+void window_at(const TokenSequence& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
                std::int32_t* targets) {
   const std::size_t start = static_cast<std::size_t>(window) * static_cast<std::size_t>(seq_len + 1);
   for (int t = 0; t < seq_len; ++t) {

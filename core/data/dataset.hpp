@@ -9,6 +9,9 @@
 #include <optional>
 #include <vector>
 
+#include "core/data/token_sequence.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+
 namespace strata {
 
 struct DataOptions {
@@ -18,6 +21,9 @@ struct DataOptions {
   int vocab = 256;
   int seq_len = 64;
   int batch = 8;  // micro-batch rows
+  // Tokenizes .txt and .jsonl data (core/data/corpus_tokens.hpp); null: text is bytes. Used while
+  // the Dataset is built only.
+  const Tokenizer* tokenizer = nullptr;
 };
 
 class Dataset {
@@ -37,13 +43,13 @@ class Dataset {
 
  private:
   DataOptions options_;
-  std::vector<std::uint32_t> train_;
-  std::vector<std::uint32_t> val_;
+  TokenSequence train_;
+  TokenSequence val_;
 };
 
 // Windows over any token sequence, as `strata eval --data FILE` uses them.
-std::int64_t window_count(const std::vector<std::uint32_t>& tokens, int seq_len);
-void window_at(const std::vector<std::uint32_t>& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
+std::int64_t window_count(const TokenSequence& tokens, int seq_len);
+void window_at(const TokenSequence& tokens, int seq_len, std::int64_t window, std::int32_t* inputs,
                std::int32_t* targets);
 
 }  // namespace strata

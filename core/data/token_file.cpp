@@ -22,6 +22,33 @@ void check_data_file(const std::filesystem::path& path) {
     throw DataError(path.string() + ": not a regular file (data is read from regular files only)");
 }
 
+TokenFileLayout token_file_layout(std::span<const char> head, std::uint64_t file_size,
+                                  const std::filesystem::path& path) {
+  const std::size_t header_bytes = kTokenFileHeaderInts * sizeof(std::int32_t);
+  if (head.size() < header_bytes || file_size < header_bytes)
+    throw DataError(path.string() + ": truncated token file: " + std::to_string(file_size) +
+                    " bytes, shorter than the 1024-byte header");
+  std::array<std::int32_t, kTokenFileHeaderInts> header{};
+  std::memcpy(header.data(), head.data(), header_bytes);
+  if (header[0] != kTokenFileMagic)
+    throw DataError(path.string() + ": wrong magic number " + std::to_string(header[0]) + " (expected " +
+                    std::to_string(kTokenFileMagic) + "): not an llm.c token file");
+  const std::int32_t version = header[1];
+  if (version != kTokenFileVersionU16 && version != kTokenFileVersionU32)
+    throw DataError(path.string() + ": unsupported token file version " + std::to_string(version) +
+                    " (expected 1 for uint16 tokens or 2 for uint32 tokens)");
+  if (header[2] < 0) throw DataError(path.string() + ": negative token count " + std::to_string(header[2]));
+  const auto count = static_cast<std::size_t>(header[2]);
+  const std::size_t width = version == kTokenFileVersionU16 ? sizeof(std::uint16_t) : sizeof(std::uint32_t);
+  const std::uint64_t expected = header_bytes + static_cast<std::uint64_t>(count) * width;
+  if (file_size != expected)
+    throw DataError(path.string() + ": " + (file_size < expected ? "truncated token file" : "token file too long") +
+                    ": the version-" + std::to_string(version) + " header promises " + std::to_string(count) +
+                    (version == kTokenFileVersionU16 ? " uint16" : " uint32") + " tokens (expected " +
+                    std::to_string(expected) + " bytes) but the file has " + std::to_string(file_size) + " bytes");
+  return {count, width, header_bytes};
+}
+
 namespace {
 
 std::vector<char> read_all(const std::filesystem::path& path) {
@@ -47,31 +74,10 @@ std::vector<std::uint32_t> widen_tokens(const char* data, std::size_t count) {
 }
 
 std::vector<std::uint32_t> parse_bin(const std::filesystem::path& path, std::span<const char> bytes) {
-  const std::size_t header_bytes = kTokenFileHeaderInts * sizeof(std::int32_t);
-  if (bytes.size() < header_bytes)
-    throw DataError(path.string() + ": truncated token file: " + std::to_string(bytes.size()) +
-                    " bytes, shorter than the 1024-byte header");
-  std::array<std::int32_t, kTokenFileHeaderInts> header{};
-  std::memcpy(header.data(), bytes.data(), header_bytes);
-  if (header[0] != kTokenFileMagic)
-    throw DataError(path.string() + ": wrong magic number " + std::to_string(header[0]) + " (expected " +
-                    std::to_string(kTokenFileMagic) + "): not an llm.c token file");
-  const std::int32_t version = header[1];
-  if (version != kTokenFileVersionU16 && version != kTokenFileVersionU32)
-    throw DataError(path.string() + ": unsupported token file version " + std::to_string(version) +
-                    " (expected 1 for uint16 tokens or 2 for uint32 tokens)");
-  if (header[2] < 0) throw DataError(path.string() + ": negative token count " + std::to_string(header[2]));
-  const auto count = static_cast<std::size_t>(header[2]);
-  const std::size_t width = version == kTokenFileVersionU16 ? sizeof(std::uint16_t) : sizeof(std::uint32_t);
-  const std::size_t expected = header_bytes + count * width;
-  if (bytes.size() != expected)
-    throw DataError(path.string() + ": " + (bytes.size() < expected ? "truncated token file" : "token file too long") +
-                    ": the version-" + std::to_string(version) + " header promises " + std::to_string(count) +
-                    (version == kTokenFileVersionU16 ? " uint16" : " uint32") + " tokens (expected " +
-                    std::to_string(expected) + " bytes) but the file has " + std::to_string(bytes.size()) + " bytes");
-  const char* data = bytes.data() + header_bytes;
-  return version == kTokenFileVersionU16 ? widen_tokens<std::uint16_t>(data, count)
-                                         : widen_tokens<std::uint32_t>(data, count);
+  const TokenFileLayout layout = token_file_layout(bytes, bytes.size(), path);
+  const char* data = bytes.data() + layout.first_token;
+  return layout.width == sizeof(std::uint16_t) ? widen_tokens<std::uint16_t>(data, layout.count)
+                                               : widen_tokens<std::uint32_t>(data, layout.count);
 }
 
 }  // namespace
@@ -114,23 +120,53 @@ std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::
 }
 
 void write_token_file(const std::filesystem::path& path, const std::vector<std::uint32_t>& tokens) {
-  if (tokens.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-    throw DataError(path.string() + ": " + std::to_string(tokens.size()) +
-                    " tokens, more than a token file's int32 count can hold");
   const bool narrow = std::all_of(tokens.begin(), tokens.end(),
                                   [](std::uint32_t id) { return id <= std::numeric_limits<std::uint16_t>::max(); });
+  TokenFileWriter writer(path, !narrow);
+  writer.append(tokens);
+  writer.commit();
+}
+
+namespace {
+
+std::string token_file_header(bool wide, std::int64_t count) {
   std::array<std::int32_t, kTokenFileHeaderInts> header{};
   header[0] = kTokenFileMagic;
-  header[1] = narrow ? kTokenFileVersionU16 : kTokenFileVersionU32;
-  header[2] = static_cast<std::int32_t>(tokens.size());
-  std::string bytes(reinterpret_cast<const char*>(header.data()), sizeof header);
-  if (narrow) {
-    const std::vector<std::uint16_t> stored(tokens.begin(), tokens.end());
-    bytes.append(reinterpret_cast<const char*>(stored.data()), stored.size() * sizeof(std::uint16_t));
+  header[1] = wide ? kTokenFileVersionU32 : kTokenFileVersionU16;
+  header[2] = static_cast<std::int32_t>(count);
+  return std::string(reinterpret_cast<const char*>(header.data()), sizeof header);
+}
+
+}  // namespace
+
+TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, bool wide) : path_(path), wide_(wide), file_(path) {
+  file_.append(token_file_header(wide_, 0));
+}
+
+void TokenFileWriter::append(std::span<const std::uint32_t> ids) {
+  if (count_ + static_cast<std::int64_t>(ids.size()) > std::numeric_limits<std::int32_t>::max())
+    throw DataError(path_.string() + ": more than " + std::to_string(std::numeric_limits<std::int32_t>::max()) +
+                    " tokens, more than a token file's int32 count can hold");
+  buffer_.clear();
+  if (wide_) {
+    buffer_.append(reinterpret_cast<const char*>(ids.data()), ids.size_bytes());
   } else {
-    bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(std::uint32_t));
+    buffer_.resize(ids.size() * sizeof(std::uint16_t));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] > std::numeric_limits<std::uint16_t>::max())
+        throw DataError(path_.string() + ": token " + std::to_string(ids[i]) +
+                        " does not fit a version-1 (uint16) token file");
+      const auto narrow = static_cast<std::uint16_t>(ids[i]);
+      std::memcpy(buffer_.data() + i * sizeof narrow, &narrow, sizeof narrow);
+    }
   }
-  write_file_atomically(path, bytes);
+  file_.append(buffer_);
+  count_ += static_cast<std::int64_t>(ids.size());
+}
+
+void TokenFileWriter::commit() {
+  file_.overwrite(0, token_file_header(wide_, count_));
+  file_.commit();
 }
 
 }  // namespace strata

@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "core/util/atomic_file.hpp"
 
 namespace strata {
 
@@ -28,6 +31,17 @@ TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesy
 // forever, a device never ends).
 void check_data_file(const std::filesystem::path& path);
 
+// Where a token file's tokens are: `head` holds at least its first 1024 bytes (the header) and
+// `file_size` is its whole size. Throws DataError on a wrong magic, an unknown version, or a size
+// other than the header promises.
+struct TokenFileLayout {
+  std::size_t count;
+  std::size_t width;        // 2 (version 1) or 4 (version 2)
+  std::size_t first_token;  // byte offset
+};
+TokenFileLayout token_file_layout(std::span<const char> head, std::uint64_t file_size,
+                                  const std::filesystem::path& path);
+
 // Reads every token and checks each is < vocab; throws DataError naming the file and problem.
 std::vector<std::uint32_t> load_tokens(const std::filesystem::path& path, int vocab);
 // The same from the file's bytes: the format is token_file_format's, and `path` names the file
@@ -38,5 +52,23 @@ std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::
 // llm.c and older readers still load it, and version 2 (uint32) otherwise. Throws DataError when
 // there are more tokens than the header's int32 count can hold.
 void write_token_file(const std::filesystem::path& path, const std::vector<std::uint32_t>& tokens);
+
+// A token file written as its tokens come (a corpus larger than memory), atomically: nothing is at
+// `path` until commit(). `wide` chooses version 2 (uint32); version 1 refuses an id above 65535.
+class TokenFileWriter {
+ public:
+  TokenFileWriter(const std::filesystem::path& path, bool wide);
+  void append(std::span<const std::uint32_t> ids);
+  std::int64_t count() const noexcept { return count_; }
+  // Writes the count into the header and moves the file into place.
+  void commit();
+
+ private:
+  std::filesystem::path path_;
+  bool wide_;
+  AtomicFileWriter file_;
+  std::int64_t count_ = 0;
+  std::string buffer_;
+};
 
 }  // namespace strata

@@ -171,7 +171,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"model",
        {"from", "arch", "n_layer", "n_head", "d_model", "vocab", "seq_len", "n_kv_head", "d_ff", "rope_theta",
         "norm_eps", "tie_embeddings"}},
-      {"data", {"train", "val", "val_fraction"}},
+      {"data", {"train", "val", "val_fraction", "tokenizer"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
         "divergence_factor", "divergence_steps", "init_from"}},
@@ -345,6 +345,19 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     manifest.data.train = data.get_string("train", "", {});
     if (data.has("val")) manifest.data.val = data.get_string("val", "", {});
     manifest.data.val_fraction = data.get_double("val_fraction", 0.1, 0.0001, 0.5);
+    const auto holds_tokenizer = [](const std::filesystem::path& directory) {
+      std::error_code error;
+      return std::filesystem::is_regular_file(directory / "tokenizer.json", error) ||
+             std::filesystem::is_regular_file(directory / "tokenizer.model", error);
+    };
+    if (data.has("tokenizer")) {
+      manifest.data.tokenizer = data.get_string("tokenizer", "", {});
+      if (!holds_tokenizer(*manifest.data.tokenizer))
+        data.report_error("tokenizer", "tokenizer = \"" + manifest.data.tokenizer->string() +
+                                           "\" is not a directory holding tokenizer.json or tokenizer.model");
+    } else if (manifest.model.from && holds_tokenizer(*manifest.model.from)) {
+      manifest.data.tokenizer = manifest.model.from;
+    }
     collect(data);
   }
   {

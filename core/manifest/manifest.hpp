@@ -46,6 +46,9 @@ struct DataSpec {
   std::filesystem::path train;
   std::optional<std::filesystem::path> val;
   double val_fraction = 0.1;
+  // A directory with tokenizer.json or tokenizer.model: [data] tokenizer, else [model] from when
+  // that directory has one.
+  std::optional<std::filesystem::path> tokenizer;
 };
 
 struct DeviceSpec {

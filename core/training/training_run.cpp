@@ -13,6 +13,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/checkpoint_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
+#include "core/data/corpus_tokens.hpp"
 #include "core/data/data_error.hpp"
 #include "core/data/data_fingerprint.hpp"
 #include "core/data/dataset.hpp"
@@ -41,9 +42,25 @@ std::unique_ptr<Backend> backend_for(const Manifest& manifest) {
 
 namespace {
 
-DataOptions data_options(const Manifest& manifest) {
-  return {manifest.data.train,    manifest.data.val,        manifest.data.val_fraction,
-          manifest.model.vocab(), manifest.model.seq_len(), manifest.train.micro_batch_rows()};
+DataOptions data_options(const Manifest& manifest, const Tokenizer* tokenizer) {
+  return {manifest.data.train,
+          manifest.data.val,
+          manifest.data.val_fraction,
+          manifest.model.vocab(),
+          manifest.model.seq_len(),
+          manifest.train.micro_batch_rows(),
+          tokenizer};
+}
+
+// The manifest's tokenizer ([data] tokenizer, or the [model] from directory's), checked against
+// model.vocab; null without one.
+std::unique_ptr<Tokenizer> tokenizer_for(const Manifest& manifest) {
+  if (!manifest.data.tokenizer) return nullptr;
+  auto tokenizer = load_tokenizer(*manifest.data.tokenizer);
+  check_tokenizer_fits(*tokenizer, *manifest.data.tokenizer, manifest.model.vocab());
+  spdlog::info("tokenizer: {} from {}, vocabulary {}", tokenizer->kind(), manifest.data.tokenizer->string(),
+               tokenizer->vocab_size());
+  return tokenizer;
 }
 
 // Mean cross-entropy over windows, `rows` windows per forward pass, the last pass padded.
@@ -92,10 +109,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   Stack stack = build_stack(manifest, registry, host);
   const TrainSpec& train = manifest.train;
   const int rows = manifest.train.micro_batch_rows();
-  const Dataset dataset(data_options(manifest));
-  // What a save records of the data, and a resume compares: its content, not only its path.
-  const std::string data_identity =
+  const auto tokenizer = tokenizer_for(manifest);
+  const Dataset dataset(data_options(manifest, tokenizer.get()));
+  // What a save records of the data, and a resume compares: its content, not only its path, and
+  // the tokenizer that turned text into tokens.
+  std::string data_identity =
       manifest.checkpoint.dir || options.resume ? data_fingerprint(manifest.data.train) : std::string();
+  if (!data_identity.empty() && tokenizer) data_identity += ",tokenizer:" + std::to_string(tokenizer->fingerprint());
   // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
   // cleared of partial saves a killed run left.
   RunOutputs outputs(manifest, options.resume, options.overwrite_telemetry);  // checked now, locked below
@@ -353,7 +373,8 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
   Executor executor(model, *stack.optimizer, *stack.precision, {}, {});
   const int seq_len = manifest.model.seq_len();
   if (data) {
-    const std::vector<std::uint32_t> tokens = load_tokens(*data, manifest.model.vocab());
+    const auto tokenizer = tokenizer_for(manifest);
+    const TokenSequence tokens = load_corpus_tokens(*data, manifest.model.vocab(), tokenizer.get());
     const std::int64_t windows = window_count(tokens, seq_len);
     if (windows < 1)
       throw DataError(data->string() + ": " + std::to_string(tokens.size()) +
@@ -364,7 +385,8 @@ double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::f
     device->synchronize();  // an op's failure surfaces as itself, not as a NaN loss
     return loss;
   }
-  const double loss = validation_loss(executor, Dataset(data_options(manifest)), manifest);
+  const auto tokenizer = tokenizer_for(manifest);
+  const double loss = validation_loss(executor, Dataset(data_options(manifest, tokenizer.get())), manifest);
   device->synchronize();
   return loss;
 }

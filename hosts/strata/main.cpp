@@ -1,5 +1,5 @@
-// strata: train, eval, export, validate, plan, ab, verify and plugins. Every error reaches the user as one clear
-// message and an exit code (0 success, 1 the run failed, 2 invalid input).
+// strata: train, eval, export, validate, plan, ab, verify, prepare and plugins. Every error reaches the user as one
+// clear message and an exit code (0 success, 1 the run failed, 2 invalid input).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -35,6 +35,9 @@ commands:
                          within tolerance, diverged, optimizer comparison, not comparable)
   verify DIR             check a checkpoint directory offline: every save's checksums, finite
                          values and side files, and that `latest` names a sound save
+  prepare --tokenizer DIR --out TRAIN.bin [--val-out VAL.bin] INPUT...
+                         tokenize .txt and .jsonl text into token files (tokenizer.json or
+                         tokenizer.model, as a Hugging Face model directory ships them)
   plugins [--verbose]    the plugins found, their interfaces and keys, and why any failed to load
 
 `strata <command> --help` describes a command. Exit codes: 0 success, 1 the run failed
@@ -55,6 +58,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& argumen
   if (command == "plugins") return strata::command_plugins(arguments);
   if (command == "ab") return strata::command_ab(arguments);
   if (command == "verify") return strata::command_verify(arguments);
+  if (command == "prepare") return strata::command_prepare(arguments);
   std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
   return strata::kExitInvalidInput;
 }

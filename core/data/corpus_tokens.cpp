@@ -1,0 +1,100 @@
+#include "core/data/corpus_tokens.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "core/data/corpus.hpp"
+#include "core/data/token_file.hpp"
+
+namespace strata {
+namespace {
+
+std::vector<char> first_bytes(const std::filesystem::path& path) {
+  std::vector<char> bytes(4);
+  std::ifstream in(path, std::ios::binary);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<std::size_t>(in.gcount()));
+  return bytes;
+}
+
+}  // namespace
+
+std::filesystem::path tokenized_cache_path(const std::filesystem::path& text, const Tokenizer& tokenizer) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(text, error);
+  const auto modified = std::filesystem::last_write_time(text, error).time_since_epoch().count();
+  // splitmix-style mixing: any change of tokenizer, size or time gives another name.
+  std::uint64_t key = tokenizer.fingerprint();
+  for (const std::uint64_t part : {static_cast<std::uint64_t>(size), static_cast<std::uint64_t>(modified)}) {
+    key ^= part + 0x9E3779B97F4A7C15ull + (key << 6) + (key >> 2);
+    key = (key ^ (key >> 31)) * 0xBF58476D1CE4E5B9ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+  return text.string() + ".tokens-" + hex + ".bin";
+}
+
+void check_tokenizer_fits(const Tokenizer& tokenizer, const std::filesystem::path& directory, int vocab) {
+  if (tokenizer.vocab_size() > vocab)
+    throw DataError(directory.string() + ": the tokenizer's vocabulary of " + std::to_string(tokenizer.vocab_size()) +
+                    " is larger than model.vocab = " + std::to_string(vocab) +
+                    " (its higher ids would index past the embedding)");
+}
+
+TokenSequence load_corpus_tokens(const std::filesystem::path& path, int vocab, const Tokenizer* tokenizer) {
+  check_data_file(path);
+  const auto head = first_bytes(path);
+  const TokenFileFormat format = token_file_format(head, path);
+  if (format == TokenFileFormat::llmc_tokens || tokenizer == nullptr) {
+    if (format == TokenFileFormat::text_bytes && vocab > 256)
+      spdlog::warn(
+          "{}: text without a tokenizer is read as bytes (ids 0-255), so model.vocab = {}'s other {} "
+          "embedding rows never train; [data] tokenizer names a tokenizer",
+          path.string(), vocab, vocab - 256);
+    if (format == TokenFileFormat::json && corpus_format(path))
+      throw DataError(path.string() +
+                      ": a .jsonl corpus needs a tokenizer: set [data] tokenizer = \"DIR\" (or "
+                      "tokenize it first with strata prepare)");
+    if (format == TokenFileFormat::llmc_tokens) return TokenSequence::map_token_file(path, vocab);
+    return TokenSequence(load_tokens(path, vocab));
+  }
+  if (!corpus_format(path))
+    throw DataError(path.string() + ": a .json file is not a corpus: one JSON object per line is (.jsonl)");
+
+  const auto cache = tokenized_cache_path(path, *tokenizer);
+  std::error_code error;
+  if (std::filesystem::exists(cache, error)) {
+    try {
+      auto tokens = TokenSequence::map_token_file(cache, vocab);
+      spdlog::info("{}: tokens from the cache {}", path.string(), cache.string());
+      return tokens;
+    } catch (const DataError& e) {
+      spdlog::warn("{}: the cache is unusable ({}); tokenizing again", cache.string(), e.what());
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::uint32_t> tokens;
+  tokenize_corpus({path}, *tokenizer, CorpusOptions{}, [&](std::span<const std::uint32_t> ids, bool) {
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("{}: {} tokens by the {} tokenizer in {:.1f} s", path.string(), tokens.size(), tokenizer->kind(),
+               seconds);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= static_cast<std::uint32_t>(vocab))
+      throw DataError(path.string() + ": token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                      " is outside the model's vocabulary (model.vocab = " + std::to_string(vocab) + ")");
+  try {
+    write_token_file(cache, tokens);
+    return TokenSequence::map_token_file(cache, vocab);
+  } catch (const std::exception& e) {
+    // A read-only data directory costs the next run a tokenization, nothing more.
+    spdlog::warn("{}: could not write the token cache ({}); the next run tokenizes again", cache.string(), e.what());
+  }
+  return TokenSequence(std::move(tokens));
+}
+
+}  // namespace strata

@@ -1,0 +1,73 @@
+#include "core/data/token_sequence.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <span>
+#include <string>
+
+#include "core/data/data_error.hpp"
+#include "core/data/token_file.hpp"
+
+namespace strata {
+
+TokenSequence::TokenSequence(std::vector<std::uint32_t> tokens) {
+  auto owned = std::make_shared<const std::vector<std::uint32_t>>(std::move(tokens));
+  data_ = reinterpret_cast<const unsigned char*>(owned->data());
+  size_ = owned->size();
+  storage_ = std::move(owned);
+}
+
+TokenSequence TokenSequence::map_token_file(const std::filesystem::path& path, int vocab) {
+  check_data_file(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError(path.string() + ": cannot open for reading (" + std::strerror(errno) + ")");
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) {
+    ::close(fd);
+    throw DataError(path.string() + ": cannot stat");
+  }
+  const auto file_size = static_cast<std::size_t>(status.st_size);
+  void* address = file_size == 0 ? MAP_FAILED : ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (address == MAP_FAILED) {
+    if (file_size == 0)
+      throw DataError(path.string() + ": truncated token file: 0 bytes, shorter than the 1024-byte header");
+    throw DataError(path.string() + ": cannot map (" + std::strerror(errno) + ")");
+  }
+  std::shared_ptr<const void> mapping(address,
+                                      [file_size](const void* p) { ::munmap(const_cast<void*>(p), file_size); });
+  const std::span<const char> bytes(static_cast<const char*>(address), file_size);
+  const TokenFileLayout layout = token_file_layout(bytes, file_size, path);
+  TokenSequence sequence;
+  sequence.storage_ = std::move(mapping);
+  sequence.data_ = static_cast<const unsigned char*>(address) + layout.first_token;
+  sequence.size_ = layout.count;
+  sequence.width_ = layout.width;
+  // One pass over every id: read ahead in order now, then let the batches' random windows page.
+  ::madvise(address, file_size, MADV_SEQUENTIAL);
+  for (std::size_t i = 0; i < sequence.size_; ++i)
+    if (static_cast<std::int64_t>(sequence[i]) >= vocab)
+      throw DataError(path.string() + ": token " + std::to_string(sequence[i]) + " at position " + std::to_string(i) +
+                      " is outside the model's vocabulary (model.vocab = " + std::to_string(vocab) + ")");
+  ::madvise(address, file_size, MADV_RANDOM);
+  return sequence;
+}
+
+TokenSequence TokenSequence::slice(std::size_t begin, std::size_t end) const {
+  TokenSequence part = *this;
+  part.data_ = data_ + begin * width_;
+  part.size_ = end - begin;
+  return part;
+}
+
+std::vector<std::uint32_t> TokenSequence::to_vector() const {
+  std::vector<std::uint32_t> tokens(size_);
+  for (std::size_t i = 0; i < size_; ++i) tokens[i] = (*this)[i];
+  return tokens;
+}
+
+}  // namespace strata

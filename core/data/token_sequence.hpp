@@ -1,0 +1,43 @@
+#pragma once
+// A run's tokens, wherever they are: a token file mapped read-only (nothing copied, so a corpus
+// larger than memory trains, its pages read as the batches touch them), or tokens in memory (text
+// read as bytes). A slice shares its parent's storage: the validation split costs nothing.
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+namespace strata {
+
+class TokenSequence {
+ public:
+  TokenSequence() = default;
+  explicit TokenSequence(std::vector<std::uint32_t> tokens);
+  // Maps an llm.c token file (token_file.hpp) and checks its header, its size and every id
+  // < vocab; throws DataError naming the file.
+  static TokenSequence map_token_file(const std::filesystem::path& path, int vocab);
+
+  std::size_t size() const noexcept { return size_; }
+  std::uint32_t operator[](std::size_t i) const noexcept {
+    if (width_ == sizeof(std::uint16_t)) {
+      std::uint16_t id;
+      std::memcpy(&id, data_ + i * sizeof id, sizeof id);
+      return id;
+    }
+    std::uint32_t id;
+    std::memcpy(&id, data_ + i * sizeof id, sizeof id);
+    return id;
+  }
+  // Tokens [begin, end), sharing this sequence's storage.
+  TokenSequence slice(std::size_t begin, std::size_t end) const;
+  std::vector<std::uint32_t> to_vector() const;
+
+ private:
+  std::shared_ptr<const void> storage_;  // the mapping or the vector the tokens live in
+  const unsigned char* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t width_ = sizeof(std::uint32_t);
+};
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+#pragma once
+// Text to token ids and back, as the model a user starts from was trained with. Two kinds are
+// read from a tokenizer directory (a Hugging Face model directory usually is one):
+//   tokenizer.json of the BPE kind with a byte-level pre-tokenizer and decoder (GPT-2, LLaMA 3,
+//     SmolLM): byte_level_bpe.hpp;
+//   tokenizer.model, a SentencePiece model (LLaMA 1/2, Mistral), through libsentencepiece.
+// tokenizer_config.json, when present, names the bos and eos tokens. Anything else a directory
+// may describe (WordPiece, Unigram in tokenizer.json, a normalizer such as NFC) is refused by name.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/data/data_error.hpp"
+
+namespace strata {
+
+// A tokenizer directory Strata cannot read, or text it cannot encode; the message names the file
+// and the field. A DataError: bad input, exit 2.
+class TokenizerError : public DataError {
+ public:
+  using DataError::DataError;
+};
+
+// The tokens a document is framed with: `bos` first when `add_bos`, `eos` last.
+struct SpecialTokens {
+  std::optional<std::uint32_t> bos;
+  std::optional<std::uint32_t> eos;
+  bool add_bos = false;
+};
+
+// Encodes on one thread at a time; it keeps what it has learned (a cache of encoded words), so a
+// thread keeps its encoder for the whole text.
+class TokenEncoder {
+ public:
+  virtual ~TokenEncoder() = default;
+  // Appends the ids of `text`, which must be valid UTF-8, to `ids`. No bos or eos is added.
+  // Throws TokenizerError, naming the byte offset, on invalid UTF-8.
+  virtual void encode(std::string_view text, std::vector<std::uint32_t>& ids) = 0;
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // One per thread; the tokenizer must outlive it.
+  virtual std::unique_ptr<TokenEncoder> make_encoder() const = 0;
+  // The text of `ids`; special tokens appear as their text. Throws TokenizerError on an id at or
+  // above vocab_size().
+  virtual std::string decode(std::span<const std::uint32_t> ids) const = 0;
+  // The largest id it can produce, plus one.
+  virtual std::int64_t vocab_size() const = 0;
+  // "byte-level BPE (tokenizer.json)" or "SentencePiece BPE (tokenizer.model)".
+  virtual std::string kind() const = 0;
+  // A digest of the files it was read from: a tokenized-data cache made with another is stale.
+  virtual std::uint64_t fingerprint() const = 0;
+  // Whether a text split where a line ends after a non-space character and the next line starts
+  // with an ASCII letter encodes, piece by piece, to exactly the ids of the whole: true for GPT-2's
+  // and LLaMA 3's pre-tokenizer patterns (every piece with a newline ends at it), so a corpus file
+  // can be tokenized in chunks on several threads. SentencePiece's whitespace handling spans lines.
+  virtual bool splits_exactly_at_line_starts() const = 0;
+  const SpecialTokens& special() const noexcept { return special_; }
+
+  // encode() through a fresh encoder, for one-off texts.
+  std::vector<std::uint32_t> encode(std::string_view text) const;
+
+ protected:
+  SpecialTokens special_;
+};
+
+// Reads DIR's tokenizer.json when it describes a kind Strata implements, else DIR's
+// tokenizer.model; throws TokenizerError naming what it found and could not use.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& directory);
+
+// Whether `directory` holds a tokenizer.json or a tokenizer.model.
+bool has_tokenizer(const std::filesystem::path& directory);
+
+}  // namespace strata

@@ -1,0 +1,226 @@
+// The tokenizer's own rules on small hand-written tokenizer.json files: the merge order, added
+// tokens, the byte map, and every refusal. Parity with Hugging Face's implementation on real
+// vocabularies is test_tokenizer_parity.cpp's.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tokenizer/tokenizer.hpp"
+
+namespace strata {
+namespace {
+
+using Json = nlohmann::json;
+
+// GPT-2's byte-to-character map, written out again here rather than taken from the code under test.
+std::string byte_spelling(int byte) {
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const int code = printable ? b : next++;
+    if (b == byte) {
+      std::string out;
+      if (code < 0x80) {
+        out += static_cast<char>(code);
+      } else {
+        out += static_cast<char>(0xC0 | code >> 6);
+        out += static_cast<char>(0x80 | (code & 0x3F));
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+// A byte-level vocabulary (id = byte) with `merges` (rank order) appended after it.
+Json tokenizer_json(const std::vector<std::pair<std::string, std::string>>& merges) {
+  Json vocab = Json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_spelling(b)] = b;
+  Json merge_list = Json::array();
+  int next = 256;
+  for (const auto& [left, right] : merges) {
+    if (!vocab.contains(left + right)) vocab[left + right] = next++;
+    merge_list.push_back(left + " " + right);
+  }
+  return Json{{"version", "1.0"},
+              {"added_tokens", Json::array()},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+              {"post_processor", nullptr},
+              {"decoder", {{"type", "ByteLevel"}}},
+              {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"vocab", vocab}, {"merges", merge_list}}}};
+}
+
+class TokenizerFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ =
+        std::filesystem::temp_directory_path() / ("strata_tokenizer_" + std::to_string(::getpid()) + "_" +
+                                                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+  std::unique_ptr<Tokenizer> load(const Json& json, const Json& config = Json()) {
+    std::ofstream(directory_ / "tokenizer.json") << json.dump();
+    if (!config.is_null()) std::ofstream(directory_ / "tokenizer_config.json") << config.dump();
+    return load_tokenizer(directory_);
+  }
+  std::string refusal(const Json& json) {
+    try {
+      load(json);
+    } catch (const TokenizerError& error) {
+      return error.what();
+    }
+    return "(loaded)";
+  }
+  std::filesystem::path directory_;
+};
+
+TEST_F(TokenizerFiles, LowestRankMergesFirstAndLeftmostAmongEquals) {
+  // "abc": with (b c) ranked before (a b), the pieces are a + bc; the other order gives ab + c.
+  auto bc_first = load(tokenizer_json({{"b", "c"}, {"a", "b"}}));
+  EXPECT_EQ(bc_first->encode("abc"), (std::vector<std::uint32_t>{'a', 256}));
+  auto ab_first = load(tokenizer_json({{"a", "b"}, {"b", "c"}}));
+  EXPECT_EQ(ab_first->encode("abc"), (std::vector<std::uint32_t>{256, 'c'}));
+  // "aaa" with (a a): the leftmost pair merges, then nothing is left to merge with.
+  auto aa = load(tokenizer_json({{"a", "a"}}));
+  EXPECT_EQ(aa->encode("aaa"), (std::vector<std::uint32_t>{256, 'a'}));
+  EXPECT_EQ(aa->encode("aaaa"), (std::vector<std::uint32_t>{256, 256}));
+  // A merge of merges: (aa aa) after (a a) makes "aaaa" one token.
+  auto aaaa = load(tokenizer_json({{"a", "a"}, {"aa", "aa"}}));
+  EXPECT_EQ(aaaa->encode("aaaa"), (std::vector<std::uint32_t>{257}));
+}
+
+TEST_F(TokenizerFiles, PreTokenizerPiecesNeverMergeAcrossEachOther) {
+  // GPT-2's pattern splits "a b" into "a" and " b": the (a, space) merge cannot apply across them.
+  auto tokenizer = load(tokenizer_json({{"a", byte_spelling(' ')}, {byte_spelling(' '), "b"}}));
+  EXPECT_EQ(tokenizer->encode("a b"), (std::vector<std::uint32_t>{'a', 257}));
+}
+
+TEST_F(TokenizerFiles, EveryByteRoundTripsThroughTheByteMap) {
+  auto tokenizer = load(tokenizer_json({}));
+  std::string all;
+  for (int b = 0; b < 256; ++b)
+    if (b < 0x80) all += static_cast<char>(b);
+  all += "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";  // é € 😀
+  const auto ids = tokenizer->encode(all);
+  EXPECT_EQ(tokenizer->decode(ids), all);
+  // Byte tokens are the bytes themselves in this vocabulary.
+  EXPECT_EQ(tokenizer->encode("\n\xC3\xA9"), (std::vector<std::uint32_t>{'\n', 0xC3, 0xA9}));
+}
+
+TEST_F(TokenizerFiles, AddedTokensAreCutOutFirstLongestAndStripWhereAsked) {
+  Json json = tokenizer_json({});
+  json["added_tokens"] =
+      Json::array({{{"id", 300}, {"content", "<|end|>"}, {"special", true}},
+                   {{"id", 301}, {"content", "<|end|>x"}, {"special", true}},
+                   {{"id", 302}, {"content", "[M]"}, {"special", true}, {"lstrip", true}, {"rstrip", true}}});
+  auto tokenizer = load(json, Json{{"eos_token", "<|end|>"}});
+  EXPECT_EQ(tokenizer->encode("a<|end|>b"), (std::vector<std::uint32_t>{'a', 300, 'b'}));
+  EXPECT_EQ(tokenizer->encode("<|end|>x"), (std::vector<std::uint32_t>{301}));
+  EXPECT_EQ(tokenizer->encode("a  [M]  b"), (std::vector<std::uint32_t>{'a', 302, 'b'}));
+  EXPECT_EQ(tokenizer->vocab_size(), 303);
+  EXPECT_EQ(tokenizer->special().eos, 300u);
+  EXPECT_FALSE(tokenizer->special().bos.has_value());
+  EXPECT_EQ(tokenizer->decode(std::vector<std::uint32_t>{'a', 300}), "a<|end|>");
+}
+
+TEST_F(TokenizerFiles, IgnoreMergesTakesAWholeVocabularyEntry) {
+  // "abc" is in the vocabulary but no merge makes it; with ignore_merges it is one token.
+  Json json = tokenizer_json({{"a", "b"}});
+  json["model"]["vocab"]["abc"] = 300;
+  EXPECT_EQ(load(json)->encode("abc"), (std::vector<std::uint32_t>{256, 'c'}));
+  json["model"]["ignore_merges"] = true;
+  EXPECT_EQ(load(json)->encode("abc"), (std::vector<std::uint32_t>{300}));
+}
+
+TEST_F(TokenizerFiles, AddPrefixSpaceStartsEachStretchWithASpace) {
+  Json json = tokenizer_json({{byte_spelling(' '), "a"}});
+  json["pre_tokenizer"]["add_prefix_space"] = true;
+  EXPECT_EQ(load(json)->encode("a"), (std::vector<std::uint32_t>{256}));
+  EXPECT_EQ(load(json)->encode(" a"), (std::vector<std::uint32_t>{256}));
+}
+
+TEST_F(TokenizerFiles, SplitStepsOfASequenceApplyInOrder) {
+  Json json = tokenizer_json({{"1", "2"}, {"12", "3"}});
+  json["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       Json::array(
+           {{{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}{1,2}"}}}, {"behavior", "Isolated"}, {"invert", false}},
+            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  // Digits in pairs: "123" is "12" + "3", so (12 3) never applies.
+  EXPECT_EQ(load(json)->encode("123"), (std::vector<std::uint32_t>{256, '3'}));
+}
+
+TEST_F(TokenizerFiles, InvalidUtf8IsRefusedWithItsOffset) {
+  auto tokenizer = load(tokenizer_json({}));
+  try {
+    tokenizer->encode(std::string("ok\xC3(", 4));
+    FAIL() << "encoded invalid UTF-8";
+  } catch (const TokenizerError& error) {
+    EXPECT_NE(std::string(error.what()).find("byte 2"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(tokenizer->encode("\xED\xA0\x80"), TokenizerError);  // a surrogate
+  EXPECT_THROW(tokenizer->encode("\xC0\x80"), TokenizerError);      // overlong
+  EXPECT_THROW(tokenizer->decode(std::vector<std::uint32_t>{256}), TokenizerError);
+}
+
+TEST_F(TokenizerFiles, WhatIsNotImplementedIsRefusedByName) {
+  const auto with = [](const char* pointer, Json value) {
+    Json json = tokenizer_json({{"a", "b"}});
+    json[Json::json_pointer(pointer)] = std::move(value);
+    return json;
+  };
+  EXPECT_NE(refusal(with("/model/type", "WordPiece")).find("model.type = \"WordPiece\""), std::string::npos);
+  EXPECT_NE(refusal(with("/model/type", "Unigram")).find("Unigram"), std::string::npos);
+  EXPECT_NE(refusal(with("/normalizer", Json{{"type", "NFC"}})).find("normalizer NFC"), std::string::npos);
+  EXPECT_NE(refusal(with("/decoder", Json{{"type", "Metaspace"}})).find("decoder Metaspace"), std::string::npos);
+  EXPECT_NE(refusal(with("/pre_tokenizer", Json{{"type", "Whitespace"}})).find("Whitespace"), std::string::npos);
+  EXPECT_NE(refusal(with("/model/continuing_subword_prefix", "##")).find("continuing_subword_prefix"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("/model/merges/0", "a zz")).find("merges[0]"), std::string::npos);
+  EXPECT_NE(refusal(with("/model/dropout", 0.1)).find("dropout"), std::string::npos);
+  Json no_byte = tokenizer_json({});
+  no_byte["model"]["vocab"].erase(byte_spelling(0));
+  EXPECT_NE(refusal(no_byte).find("byte 0"), std::string::npos);
+  Json single_word = tokenizer_json({});
+  single_word["added_tokens"] = Json::array({{{"id", 300}, {"content", "x"}, {"single_word", true}}});
+  EXPECT_NE(refusal(single_word).find("single_word"), std::string::npos);
+  Json bad_split = tokenizer_json({});
+  bad_split["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       Json::array({{{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Removed"}, {"invert", false}},
+                    {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+  EXPECT_NE(refusal(bad_split).find("behavior \"Removed\""), std::string::npos);
+  Json bad_regex = bad_split;
+  bad_regex["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Isolated";
+  bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+  EXPECT_NE(refusal(bad_regex).find("does not compile"), std::string::npos);
+  EXPECT_NE(refusal(Json::array()).find("not a JSON object"), std::string::npos);
+  EXPECT_NE(refusal(with("/model/vocab", 3)).find("model.vocab"), std::string::npos);
+}
+
+TEST_F(TokenizerFiles, ANameInTokenizerConfigMustBeAToken) {
+  try {
+    load(tokenizer_json({}), Json{{"eos_token", "<|not there|>"}});
+    FAIL() << "loaded";
+  } catch (const TokenizerError& error) {
+    EXPECT_NE(std::string(error.what()).find("tokenizer_config.json: eos_token"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(TokenizerFiles, ADirectoryWithoutATokenizerIsRefused) {
+  EXPECT_FALSE(has_tokenizer(directory_));
+  EXPECT_THROW(load_tokenizer(directory_), TokenizerError);
+  EXPECT_THROW(load_tokenizer(directory_ / "missing"), TokenizerError);
+}
+
+}  // namespace
+}  // namespace strata

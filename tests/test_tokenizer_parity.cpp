@@ -1,0 +1,84 @@
+// Strata's tokenizers against independent implementations on real vocabularies: GPT-2's and
+// LLaMA 3's tokenizer.json encoded by Hugging Face's own tokenizers.js, and a SentencePiece model
+// trained by Debian's spm_train encoded by its Python binding. The references, with a corpus of
+// Unicode, emoji, CJK, whitespace runs, digits and contractions, are made into the build tree by
+// tests/tokenizers/make_all.sh (the CTest fixture tokenizer_references) and named by
+// STRATA_TOKENIZER_REFERENCES. Every id must be the reference's, and decode(encode(x)) == x.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tokenizer/tokenizer.hpp"
+
+namespace strata {
+namespace {
+
+std::filesystem::path references() {
+  const char* directory = std::getenv("STRATA_TOKENIZER_REFERENCES");
+  return directory == nullptr ? std::filesystem::path() : std::filesystem::path(directory);
+}
+
+void expect_parity(const std::string& name, bool round_trip, const std::string& file = "expected.json") {
+  const auto root = references();
+  ASSERT_FALSE(root.empty()) << "STRATA_TOKENIZER_REFERENCES is not set: run through CTest, which makes them first";
+  const auto directory = root / name;
+  ASSERT_TRUE(std::filesystem::exists(directory / file))
+      << directory << " has no " << file << ": did tests/tokenizers/make_all.sh fail?";
+  const auto tokenizer = load_tokenizer(directory);
+  const auto expected = nlohmann::json::parse(std::ifstream(directory / file));
+  const auto& cases = expected.at("cases");
+  ASSERT_GE(cases.size(), 10u);
+  auto encoder = tokenizer->make_encoder();
+  int mismatches = 0;
+  for (const auto& each : cases) {
+    const std::string text = each.at("text").get<std::string>();
+    const auto want = each.at("ids").get<std::vector<std::uint32_t>>();
+    std::vector<std::uint32_t> got;
+    encoder->encode(text, got);
+    if (got != want && ++mismatches <= 5) {
+      std::string shown;
+      for (std::size_t i = 0; i < std::max(got.size(), want.size()); ++i)
+        if (i >= got.size() || i >= want.size() || got[i] != want[i]) {
+          shown = "first difference at token " + std::to_string(i) + ": got " +
+                  (i < got.size() ? std::to_string(got[i]) : "nothing") + ", want " +
+                  (i < want.size() ? std::to_string(want[i]) : "nothing");
+          break;
+        }
+      ADD_FAILURE() << name << ": ids differ for " << nlohmann::json(text).dump() << " (" << shown << ")";
+    }
+    if (round_trip) {
+      EXPECT_EQ(tokenizer->decode(got), text) << name << ": decode(encode(x)) != x";
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << cases.size() << " texts differ";
+}
+
+TEST(TokenizerParity, Gpt2MatchesHuggingFaceTokenizersJs) {
+  expect_parity("gpt2", true);
+}
+TEST(TokenizerParity, Llama3MatchesHuggingFaceTokenizersJs) {
+  expect_parity("llama3", true);
+}
+// Texts with the characters the regex engines disagree on (U+FEFF, U+0085, U+180E, the Unicode
+// spaces): the ids the Rust tokenizers library gives, which tokenizers.js follows in Split patterns.
+TEST(TokenizerParity, Gpt2UnicodeSpacesMatchTheRustLibrary) {
+  expect_parity("gpt2", true, "expected_unicode_space.json");
+}
+TEST(TokenizerParity, Llama3UnicodeSpacesMatchTheRustLibrary) {
+  expect_parity("llama3", true, "expected_unicode_space.json");
+}
+// LLaMA-style settings (identity normalization, byte fallback): ids and an exact round trip.
+TEST(TokenizerParity, SentencePieceBpeMatchesItsPythonBinding) {
+  expect_parity("spm_bpe", true);
+}
+// SentencePiece's defaults normalize (NFKC, whitespace runs), so decode is not the identity: ids only.
+TEST(TokenizerParity, SentencePieceUnigramMatchesItsPythonBinding) {
+  expect_parity("spm_unigram", false);
+}
+
+}  // namespace
+}  // namespace strata
