@@ -19,7 +19,7 @@ cmake --build build-fuzz -j"$(nproc)"
 # Symbolized stacks in reports; leaks are findings too (detect_leaks is on by default).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-symbolize=1:external_symbolizer_path=/usr/lib/llvm-14/bin/llvm-symbolizer}
 mkdir -p build-fuzz/findings
-for target in manifest safetensors token_file; do
+for target in manifest safetensors token_file hf_config hf_index tokenizer_json sentencepiece_model; do
   mkdir -p "build-fuzz/corpus/$target"
   dictionary=()
   [ -f "fuzz/$target.dict" ] && dictionary=("-dict=fuzz/$target.dict")

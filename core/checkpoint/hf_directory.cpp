@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "core/manifest/manifest_error.hpp"
@@ -17,16 +18,6 @@ namespace {
 constexpr const char* kConfig = "config.json";
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
-
-json read_json(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot be read");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(std::string("is not valid JSON: ") + e.what());
-  }
-}
 
 // config.json's fields, each read with its name in any message.
 class ConfigFields {
@@ -127,6 +118,27 @@ HfModelConfig llama_config(const ConfigFields& fields, const std::string& arch) 
 
 }  // namespace
 
+std::map<std::string, std::string> parse_hf_index(std::string_view text, const std::string& file) {
+  json index;
+  try {
+    index = json::parse(text);
+  } catch (const json::exception& e) {
+    throw CheckpointError(file + ": is not valid JSON: " + e.what());
+  }
+  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+    throw CheckpointError(file + ": has no \"weight_map\" object (tensor name -> shard file)");
+  std::map<std::string, std::string> listed;
+  for (const auto& [tensor, shard] : index.at("weight_map").items()) {
+    if (!shard.is_string()) throw CheckpointError(file + ": weight_map[\"" + tensor + "\"] is not a file name");
+    const std::string name = shard.get<std::string>();
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw CheckpointError(file + ": weight_map[\"" + tensor + "\"] = \"" + name +
+                            "\" is not a file name inside the directory");
+    listed[tensor] = name;
+  }
+  return listed;
+}
+
 bool is_hf_directory(const fs::path& path) {
   std::error_code error;
   return fs::is_directory(path, error) && fs::is_regular_file(path / kConfig, error);
@@ -134,17 +146,23 @@ bool is_hf_directory(const fs::path& path) {
 
 HfModelConfig read_hf_config(const fs::path& directory) {
   const fs::path path = directory / kConfig;
-  const std::string file = path.string();
   std::error_code error;
   if (!fs::is_directory(directory, error))
     throw ManifestError(directory.string() + ": not a directory (a Hugging Face model directory holds config.json)");
   if (!fs::is_regular_file(path, error))
     throw ManifestError(directory.string() + ": holds no config.json (is it a Hugging Face model directory?)");
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw ManifestError(path.string() + ": cannot be read");
+  return parse_hf_config(text, path.string());
+}
+
+HfModelConfig parse_hf_config(std::string_view text, const std::string& file) {
   json config;
   try {
-    config = read_json(path);
-  } catch (const std::exception& e) {
-    throw ManifestError(file + ": " + e.what());
+    config = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ManifestError(file + ": is not valid JSON: " + e.what());
   }
   if (!config.is_object()) throw ManifestError(file + ": is not a JSON object");
   const ConfigFields fields(config, file);
@@ -185,25 +203,12 @@ HfWeights open_hf_weights(const fs::path& directory) {
   std::vector<fs::path> shards;
   std::map<std::string, std::string> listed;  // tensor -> shard file name, from the index
   if (fs::is_regular_file(index_path, error)) {
-    json index;
-    try {
-      index = read_json(index_path);
-    } catch (const std::exception& e) {
-      throw CheckpointError(index_path.string() + ": " + e.what());
-    }
-    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
-      throw CheckpointError(index_path.string() + ": has no \"weight_map\" object (tensor name -> shard file)");
+    std::ifstream in(index_path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in && !in.eof()) throw CheckpointError(index_path.string() + ": cannot be read");
+    listed = parse_hf_index(text, index_path.string());
     std::set<std::string> names;
-    for (const auto& [tensor, shard] : index.at("weight_map").items()) {
-      if (!shard.is_string())
-        throw CheckpointError(index_path.string() + ": weight_map[\"" + tensor + "\"] is not a file name");
-      const std::string name = shard.get<std::string>();
-      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-        throw CheckpointError(index_path.string() + ": weight_map[\"" + tensor + "\"] = \"" + name +
-                              "\" is not a file name inside the directory");
-      listed[tensor] = name;
-      names.insert(name);
-    }
+    for (const auto& [tensor, shard] : listed) names.insert(shard);
     for (const std::string& name : names) shards.push_back(directory / name);
   } else if (fs::is_regular_file(directory / kSingleFile, error)) {
     shards.push_back(directory / kSingleFile);

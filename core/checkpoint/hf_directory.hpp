@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/checkpoint/safetensors.hpp"
@@ -33,6 +34,12 @@ struct HfModelConfig {
 
 // Throws ManifestError naming DIR/config.json and the field.
 HfModelConfig read_hf_config(const std::filesystem::path& directory);
+// The same from config.json's text; `file` names it in messages (the fuzz target's entry point).
+HfModelConfig parse_hf_config(std::string_view text, const std::string& file);
+
+// model.safetensors.index.json's weight_map: tensor -> shard file name (a name inside the
+// directory). Throws CheckpointError naming `file`.
+std::map<std::string, std::string> parse_hf_index(std::string_view text, const std::string& file);
 
 // The directory's weights: every file mapped, paged in on demand (no copy of its bytes; a reader
 // releases each tensor's pages once it has it: SafetensorsFile::release), and which file holds each

@@ -1,6 +1,7 @@
 // The op wrappers a family's block calls (core/model/transformer.hpp): each finds its rows, reads
 // and writes activations through the bf16 staging, times its kernel, and runs one backend op (a
-// matmul also runs its adapters). Shapes come from the rows: N = batch * seq_len.
+// matmul also runs its adapters). Shapes come from the rows: N = batch * seq_len, or a decoding
+// step's new positions.
 #include <stdexcept>
 
 #include "core/model/transformer.hpp"
@@ -39,7 +40,10 @@ void Transformer::rope(int l, int x, int heads) {
   float* values = out(l, x);  // rotated in place, before anything reads it
   auto timer = profiler_.scope(ProfileKind::rope);
   const AttentionShape& shape = attention_shape();
-  ops().rope(values, rows(), width(l, x), shape.seq_len, heads, shape.head_dim, rope_theta_, false);
+  if (decoding_)
+    ops().rope_at(values, rows(), width(l, x), decoding_->first_position, heads, shape.head_dim, rope_theta_);
+  else
+    ops().rope(values, rows(), width(l, x), shape.seq_len, heads, shape.head_dim, rope_theta_, false);
 }
 
 void Transformer::rope_backward(float* dx, std::int64_t stride, int heads) {
@@ -50,35 +54,44 @@ void Transformer::rope_backward(float* dx, std::int64_t stride, int heads) {
 
 // Recomputed in backward (for the kernel's saved rows), `out` is written again with the values the
 // forward wrote: the attention kernels are deterministic (docs/architecture.md, "Determinism").
+// Decoding, the keys and values of the new positions join the cache and the queries attend to it
+// (the backend's attention_decode; the kernel's saved rows are not needed).
 void Transformer::attention(int l, int out, int saved, const AttentionInputs& qkv) {
   auto timer = profiler_.scope(ProfileKind::attention_forward);
+  if (decoding_) {
+    const AttentionShape& shape = attention_shape();
+    ops().attention_decode(DecodeShape{decoding_->rows, decoding_->first_position, decoding_->cache->capacity(),
+                                       shape.n_head, shape.n_kv_head, shape.head_dim},
+                           this->out(l, out), qkv, decoding_->cache->keys(l), decoding_->cache->values(l));
+    return;
+  }
   check(attention_.attention_forward(attention_shape(), this->out(l, out), this->out(l, saved), qkv), l);
 }
 
 void Transformer::gelu(int l, int out, int x) {
   const float* input = in(l, x);
   auto timer = profiler_.scope(ProfileKind::gelu_forward);
-  ops().gelu_forward(this->out(l, out), input, elements(row(l, out)));
+  ops().gelu_forward(this->out(l, out), input, rows() * width(l, out));
 }
 
 void Transformer::swiglu(int l, int out, int gate, int up) {
   const float* g = in(l, gate);
   const float* u = in(l, up);
   auto timer = profiler_.scope(ProfileKind::swiglu_forward);
-  ops().swiglu_forward(this->out(l, out), g, u, elements(row(l, out)));
+  ops().swiglu_forward(this->out(l, out), g, u, rows() * width(l, out));
 }
 
 void Transformer::residual(int l, int x, int skip) {
   const float* other = in(l, skip);
   float* values = out(l, x);  // the sum is rounded once, after the add
   auto timer = profiler_.scope(ProfileKind::residual_forward);
-  ops().residual_forward(values, values, other, elements(row(l, x)));
+  ops().residual_forward(values, values, other, rows() * width(l, x));
 }
 
 void Transformer::identity(int l) {
   const float* input = in(l, kBlockInput);
   const int output = layer_output_kind();
-  ops().copy(out(l, output), input, static_cast<std::uint64_t>(elements(row(l, output))) * sizeof(float));
+  ops().copy(out(l, output), input, static_cast<std::uint64_t>(rows() * width(l, output)) * sizeof(float));
 }
 
 void Transformer::linear_backward(int l, float* dx, GradientWrite write, const float* dy, int x, int weight, int bias) {

@@ -38,10 +38,24 @@ Weight LmHead::weight_chunk(int weight_row, std::int64_t first, std::int64_t wid
   return {scratch, DType::f32};
 }
 
-void LmHead::chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width) {
+void LmHead::chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width,
+                                  std::int64_t rows) {
   auto timer = store_.profiler().scope(ProfileKind::lm_head_forward);
   store_.ops().matmul_forward(logits, hidden, weight, nullptr,
-                              MatmulShape{shape_.rows, shape_.channels, width, WeightLayout::out_in}, Scratch{});
+                              MatmulShape{rows, shape_.channels, width, WeightLayout::out_in}, Scratch{});
+}
+
+std::vector<float> LmHead::row_logits(const float* hidden_row, int weight_row) {
+  // Chunk by chunk through the logits row's first chunk of room (either logits mode has it).
+  float* logits = store_.f32(rows_.logits);
+  std::vector<float> host(static_cast<std::size_t>(shape_.vocab));
+  for (std::int64_t first = 0; first < shape_.vocab; first += chunk_columns_) {
+    const std::int64_t width = std::min(chunk_columns_, shape_.padded_vocab - first);
+    chunk_logits_forward(logits, hidden_row, weight_chunk(weight_row, first, width), width, 1);
+    const std::int64_t kept = std::min(width, shape_.vocab - first);  // padding columns are not logits
+    store_.ops().copy_to_host(host.data() + first, logits, static_cast<std::uint64_t>(kept) * sizeof(float));
+  }
+  return host;
 }
 
 double LmHead::forward(const float* hidden, int weight_row, const std::int32_t* targets) {
@@ -54,7 +68,7 @@ double LmHead::forward(const float* hidden, int weight_row, const std::int32_t* 
   for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, Vp - first);
     float* logits = chunk_logits(first);
-    chunk_logits_forward(logits, hidden, weight_chunk(weight_row, first, width), width);
+    chunk_logits_forward(logits, hidden, weight_chunk(weight_row, first, width), width, N);
     auto timer = store_.profiler().scope(ProfileKind::cross_entropy_forward);
     ops.cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, N, first, width,
                                     shape_.vocab);
@@ -73,7 +87,7 @@ void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float*
     const std::int64_t width = std::min(chunk_columns_, Vp - first);
     float* logits = chunk_logits(first);
     const Weight weight = weight_chunk(weight_row, first, width);
-    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, weight, width);
+    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, weight, width, N);
     {
       auto timer = store_.profiler().scope(ProfileKind::cross_entropy_backward);
       // In place: the chunk's logits become its dlogits.

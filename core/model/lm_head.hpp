@@ -9,6 +9,7 @@
 // recomputes each chunk in the backward pass, one extra head matmul for N*padded_vocab fewer
 // floats. The arithmetic is the same either way, so the results are bitwise equal.
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor/tensor_store.hpp"
 
@@ -47,6 +48,9 @@ class LmHead {
 
   // Mean cross-entropy over the N positions.
   double forward(const float* hidden, int weight_row, const std::int32_t* targets);
+  // The logits of one position (`hidden_row`, C floats), the first `vocab` copied to the host:
+  // what decoding samples from. Computed a chunk at a time in the logits row.
+  std::vector<float> row_logits(const float* hidden_row, int weight_row);
   // d_hidden is overwritten; dweight (the head weight's gradient) accumulates chunk by chunk.
   void backward(float dloss, float* d_hidden, float* dweight, const float* hidden, int weight_row,
                 const std::int32_t* targets);
@@ -54,7 +58,7 @@ class LmHead {
  private:
   float* chunk_logits(std::int64_t first);
   Weight weight_chunk(int weight_row, std::int64_t first, std::int64_t width);
-  void chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width);
+  void chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width, std::int64_t rows);
 
   TensorStore& store_;
   LmHeadShape shape_;

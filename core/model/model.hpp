@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model/kv_cache.hpp"
 #include "core/model/lm_head.hpp"
 #include "core/model/model_adapters.hpp"
 #include "core/model/trainable_plan.hpp"
@@ -179,6 +180,13 @@ class Model {
   void set_logits_mode(LogitsMode mode) { head_.set_logits_mode(mode); }
   // Sum of the per-position losses of the first `rows` sequences, after head_forward.
   double loss_sum(int rows);
+
+  // --- decoding (strata generate; core/generate/), on a batch-1 model built for evaluation: runs
+  // `tokens`, the sequence's positions first_position onward, through every block, appending
+  // their keys and values to `cache`, and returns the logits (vocab, on the host) of the last one.
+  // Needs the backend's rope_at and attention_decode (Ops::has).
+  virtual std::vector<float> decode(std::span<const std::int32_t> tokens, std::int64_t first_position,
+                                    KvCache& cache) = 0;
 
  protected:
   Model(Backend& backend, int batch) : store_(backend, profiler_), batch_(batch) {}

@@ -129,7 +129,48 @@ void Transformer::layer_backward(int l) {
 
 double Transformer::head_forward() {
   forget_staging();
-  return final_forward();
+  return head_.forward(final_norm(), head_weight_row(), targets());
+}
+
+std::vector<float> Transformer::decode(std::span<const std::int32_t> tokens, std::int64_t first_position,
+                                       KvCache& cache) {
+  const auto new_rows = static_cast<std::int64_t>(tokens.size());
+  if (batch_ != 1 || new_rows < 1 || new_rows > seq_len() || first_position < 0 ||
+      first_position + new_rows > cache.capacity())
+    throw std::logic_error("decode: " + std::to_string(new_rows) + " tokens at position " +
+                           std::to_string(first_position) + " do not fit a batch-1 model of " +
+                           std::to_string(seq_len()) + " positions and its cache");
+  for (const Op op : {Op::rope_at, Op::attention_decode})
+    if (!ops().has(op))
+      throw std::runtime_error("backend " + std::string(ops().backend()) + " lacks the decoding op " +
+                               std::string(op_name(op)));
+  begin_micro_batch(tokens, {});
+  decoding_ = Decoding{new_rows, first_position, &cache};
+  struct Finish {  // on the way out, normal or not: activations freed, decoding over
+    Transformer& model;
+    ~Finish() {
+      model.end_micro_batch();
+      model.decoding_.reset();
+    }
+  } finish{*this};
+  embed_forward();
+  for (int l = 0; l < n_layer_; ++l) {
+    allocate_layer_activations(l);
+    layer_forward(l);
+    if (l > 0) free_layer_activations(l - 1, false);
+  }
+  forget_staging();
+  const std::int64_t C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
+  return head_.row_logits(final_norm() + (new_rows - 1) * C, head_weight_row());
+}
+
+Weight Transformer::position_table(Weight table) const {
+  if (!decoding_ || decoding_->first_position == 0) return table;
+  if (table.scales != nullptr) throw std::logic_error("decode: a quantized position table");
+  const std::size_t element = dtype_bytes(table.dtype);
+  const std::int64_t C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
+  table.data = static_cast<const char*>(table.data) + static_cast<std::size_t>(decoding_->first_position * C) * element;
+  return table;
 }
 
 void Transformer::head_backward(float dloss) {

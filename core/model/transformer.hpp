@@ -23,6 +23,7 @@
 // the values are bitwise those of the forward pass.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,7 @@ class Transformer : public Model {
   void layer_backward(int layer) final;
   double head_forward() final;
   void head_backward(float dloss) final;
+  std::vector<float> decode(std::span<const std::int32_t> tokens, std::int64_t first_position, KvCache& cache) final;
 
  protected:
   Transformer(Backend& backend, Kernel& attention, const ModelOptions& options, const AttentionShape& shape,
@@ -97,7 +99,8 @@ class Transformer : public Model {
   // --- the family's math.
   virtual void block_forward(int l) = 0;
   virtual void block_backward(int l) = 0;  // d(output) in, d(input) out, both in the same workspace row
-  virtual double final_forward() = 0;      // the final norm, then head_ (mean cross-entropy)
+  virtual const float* final_norm() = 0;   // the final norm's (N, C) output, the head's input
+  virtual int head_weight_row() const = 0;
   virtual void final_backward(float dloss) = 0;
 
   // --- accessors, one convention for every family.
@@ -118,7 +121,12 @@ class Transformer : public Model {
   std::int64_t workspace_elements(int which) const {
     return elements(workspace_rows_.at(static_cast<std::size_t>(which)));
   }
-  std::int64_t rows() const { return static_cast<std::int64_t>(batch_) * seq_len(); }  // N = B * T
+  // N = B * T; while decoding, the step's new positions.
+  std::int64_t rows() const { return decoding_ ? decoding_->rows : static_cast<std::int64_t>(batch_) * seq_len(); }
+  // T for the embedding; while decoding, the step's new positions.
+  std::int64_t positions() const { return decoding_ ? decoding_->rows : seq_len(); }
+  // A learned position table (GPT-2's wpe) from the decoding step's first position on.
+  Weight position_table(Weight table) const;
   const AttentionShape& attention_shape() const noexcept { return attention_shape_; }
   // Where an op reads kind `kind` of block `l` (kBlockInput: the block's input), widened if needed.
   const float* in(int l, int kind);
@@ -170,6 +178,14 @@ class Transformer : public Model {
   };
   Staging& staging(int kind) { return staging_[static_cast<std::size_t>(kind == kBlockInput ? input_kind_ : kind)]; }
 
+  // A decode() step in progress: rows() and positions() are its new positions, rope turns them from
+  // first_position, and attention extends and reads the cache.
+  struct Decoding {
+    std::int64_t rows;
+    std::int64_t first_position;
+    KvCache* cache;
+  };
+  std::optional<Decoding> decoding_;
   int n_layer_ = 0;
   AttentionShape attention_shape_;
   std::vector<ParameterKind> block_kinds_, global_kinds_;

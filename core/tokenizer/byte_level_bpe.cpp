@@ -126,6 +126,7 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
     throw TokenizerError(where + ": decoder " + type_of(json.value("decoder", Json())) +
                          " is not implemented (byte-level BPE decodes with ByteLevel)");
   read_pre_tokenizer(json["pre_tokenizer"], file);
+  check_ids_are_dense(json, file);
   read_model(json["model"], file);
   if (json.contains("added_tokens") && !json["added_tokens"].is_null()) read_added_tokens(json["added_tokens"], file);
   // Chunking a corpus at line starts is exact for the patterns whose newline pieces end at the
@@ -171,6 +172,26 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
 }
 
 ByteLevelBpe::~ByteLevelBpe() = default;
+
+// Ids index tables (id -> bytes), so they must be nearly dense: a file naming id 2,000,000,000 for
+// a handful of tokens would otherwise ask for gigabytes. Real vocabularies have no holes at all.
+void ByteLevelBpe::check_ids_are_dense(const Json& json, const std::filesystem::path& file) {
+  std::uint64_t largest = 0;
+  std::uint64_t defined = 0;
+  const auto count = [&](const Json& id) {
+    if (!id.is_number_unsigned()) return;  // the readers name the malformed ones
+    largest = std::max(largest, id.get<std::uint64_t>());
+    ++defined;
+  };
+  if (json["model"].contains("vocab") && json["model"]["vocab"].is_object())
+    for (const auto& [token, id] : json["model"]["vocab"].items()) count(id);
+  if (json.contains("added_tokens") && json["added_tokens"].is_array())
+    for (const Json& token : json["added_tokens"])
+      if (token.is_object() && token.contains("id")) count(token["id"]);
+  if (largest >= 2 * defined + 1024)
+    throw TokenizerError(file.string() + ": the largest id, " + std::to_string(largest) + ", is far above the " +
+                         std::to_string(defined) + " tokens defined: ids must number the tokens from 0");
+}
 
 void ByteLevelBpe::read_pre_tokenizer(const Json& pre_tokenizer, const std::filesystem::path& file) {
   const std::string where = file.string();

@@ -56,6 +56,7 @@ class ByteLevelBpe final : public Tokenizer {
     bool rstrip;
   };
 
+  static void check_ids_are_dense(const nlohmann::json& json, const std::filesystem::path& file);
   void read_model(const nlohmann::json& model, const std::filesystem::path& file);
   void read_pre_tokenizer(const nlohmann::json& pre_tokenizer, const std::filesystem::path& file);
   void read_added_tokens(const nlohmann::json& added, const std::filesystem::path& file);

@@ -18,7 +18,12 @@ class SentencePieceEncoder final : public TokenEncoder {
       throw TokenizerError("the text is not valid UTF-8 at byte " + std::to_string(*bad));
     scratch_.clear();
     // Encode is const in the library and keeps no state between calls.
-    const auto status = processor_.Encode(text, &scratch_);
+    sentencepiece::util::Status status;
+    try {
+      status = processor_.Encode(text, &scratch_);
+    } catch (const std::exception& error) {
+      throw TokenizerError(std::string("SentencePiece could not encode the text: ") + error.what());
+    }
     if (!status.ok()) throw TokenizerError("SentencePiece could not encode the text: " + status.ToString());
     ids.insert(ids.end(), scratch_.begin(), scratch_.end());
   }
@@ -33,7 +38,13 @@ class SentencePieceEncoder final : public TokenEncoder {
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const std::filesystem::path& file,
                                                const nlohmann::json& config, std::uint64_t fingerprint)
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()), fingerprint_(fingerprint) {
-  const auto status = processor_->LoadFromSerializedProto(bytes);
+  sentencepiece::util::Status status;
+  try {
+    status = processor_->LoadFromSerializedProto(bytes);
+  } catch (const std::exception& error) {
+    // The library's own structures (its double-array trie) throw on some malformed models.
+    throw TokenizerError(file.string() + ": not a SentencePiece model the library can load: " + error.what());
+  }
   if (!status.ok())
     throw TokenizerError(file.string() + ": not a SentencePiece model the library can load: " + status.ToString());
   if (processor_->GetPieceSize() <= 0) throw TokenizerError(file.string() + ": the model has no pieces");
@@ -79,7 +90,12 @@ std::string SentencePieceTokenizer::decode(std::span<const std::uint32_t> ids) c
     as_int.push_back(static_cast<int>(id));
   }
   std::string text;
-  const auto status = processor_->Decode(as_int, &text);
+  sentencepiece::util::Status status;
+  try {
+    status = processor_->Decode(as_int, &text);
+  } catch (const std::exception& error) {
+    throw TokenizerError(std::string("SentencePiece could not decode: ") + error.what());
+  }
   if (!status.ok()) throw TokenizerError("SentencePiece could not decode: " + status.ToString());
   return text;
 }

@@ -46,6 +46,51 @@ bool has_tokenizer(const std::filesystem::path& directory) {
   return is_file(directory / "tokenizer.json") || is_file(directory / "tokenizer.model");
 }
 
+namespace {
+
+nlohmann::json parse_config(std::string_view config_text, const std::filesystem::path& directory) {
+  if (config_text.empty()) return nlohmann::json();
+  const auto path = directory / "tokenizer_config.json";
+  nlohmann::json config = parse_json(std::string(config_text), path);
+  if (!config.is_object()) throw TokenizerError(path.string() + ": not a JSON object");
+  return config;
+}
+
+std::uint64_t fingerprint_of(std::string_view bytes, std::string_view config_text) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), XXH3_64bits(config_text.data(), config_text.size()));
+}
+
+// A field of the wrong JSON type deep inside; the readers' own checks name the common ones.
+template <typename Read>
+std::unique_ptr<Tokenizer> naming_type_errors(const std::filesystem::path& directory, Read read) {
+  try {
+    return read();
+  } catch (const nlohmann::json::exception& error) {
+    throw TokenizerError(directory.string() + ": a tokenizer file has a field of the wrong type: " + error.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> read_tokenizer_json(std::string_view json_text, std::string_view config_text,
+                                               const std::filesystem::path& directory) {
+  return naming_type_errors(directory, [&]() -> std::unique_ptr<Tokenizer> {
+    const auto path = directory / "tokenizer.json";
+    const nlohmann::json json = parse_json(std::string(json_text), path);
+    return std::make_unique<ByteLevelBpe>(json, path, parse_config(config_text, directory),
+                                          fingerprint_of(json_text, config_text));
+  });
+}
+
+std::unique_ptr<Tokenizer> read_sentencepiece_model(std::string_view model, std::string_view config_text,
+                                                    const std::filesystem::path& directory) {
+  return naming_type_errors(directory, [&]() -> std::unique_ptr<Tokenizer> {
+    return std::make_unique<SentencePieceTokenizer>(std::string(model), directory / "tokenizer.model",
+                                                    parse_config(config_text, directory),
+                                                    fingerprint_of(model, config_text));
+  });
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& directory) {
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error))
@@ -57,35 +102,17 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& directory
   const auto config_path = directory / "tokenizer_config.json";
   if (!is_file(json_path) && !is_file(model_path))
     throw TokenizerError(directory.string() + ": holds neither tokenizer.json nor tokenizer.model");
-
-  std::string config_bytes;
-  nlohmann::json config;
-  if (is_file(config_path)) {
-    config_bytes = read_file(config_path);
-    config = parse_json(config_bytes, config_path);
-    if (!config.is_object()) throw TokenizerError(config_path.string() + ": not a JSON object");
-  }
-  const auto fingerprint = [&](const std::string& bytes) {
-    return XXH3_64bits_withSeed(bytes.data(), bytes.size(), XXH3_64bits(config_bytes.data(), config_bytes.size()));
-  };
-  try {
-    if (is_file(json_path)) {
-      const std::string bytes = read_file(json_path);
-      const nlohmann::json json = parse_json(bytes, json_path);
-      try {
-        return std::make_unique<ByteLevelBpe>(json, json_path, config, fingerprint(bytes));
-      } catch (const TokenizerError&) {
-        // LLaMA 2's tokenizer.json (a SentencePiece-style BPE with byte fallback) is not one Strata
-        // reads, but its tokenizer.model beside it is.
-        if (!is_file(model_path)) throw;
-      }
+  const std::string config = is_file(config_path) ? read_file(config_path) : std::string();
+  if (is_file(json_path)) {
+    try {
+      return read_tokenizer_json(read_file(json_path), config, directory);
+    } catch (const TokenizerError&) {
+      // LLaMA 2's tokenizer.json (a SentencePiece-style BPE with byte fallback) is not one Strata
+      // reads, but its tokenizer.model beside it is.
+      if (!is_file(model_path)) throw;
     }
-    const std::string bytes = read_file(model_path);
-    return std::make_unique<SentencePieceTokenizer>(bytes, model_path, config, fingerprint(bytes));
-  } catch (const nlohmann::json::exception& error) {
-    // A field of the wrong JSON type deep inside; the reader's checks name the common ones.
-    throw TokenizerError(directory.string() + ": a tokenizer file has a field of the wrong type: " + error.what());
   }
+  return read_sentencepiece_model(read_file(model_path), config, directory);
 }
 
 }  // namespace strata

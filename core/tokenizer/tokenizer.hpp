@@ -75,6 +75,14 @@ class Tokenizer {
 // tokenizer.model; throws TokenizerError naming what it found and could not use.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& directory);
 
+// The readers behind load_tokenizer, from the files' bytes (the fuzz targets' entry points):
+// `config` is tokenizer_config.json's text, empty when there is none; `directory` names the files
+// in messages.
+std::unique_ptr<Tokenizer> read_tokenizer_json(std::string_view json, std::string_view config,
+                                               const std::filesystem::path& directory);
+std::unique_ptr<Tokenizer> read_sentencepiece_model(std::string_view model, std::string_view config,
+                                                    const std::filesystem::path& directory);
+
 // Whether `directory` holds a tokenizer.json or a tokenizer.model.
 bool has_tokenizer(const std::filesystem::path& directory);
 

@@ -6,6 +6,7 @@
 // and the checkpoint's fingerprint of the frozen weights is checked against them.
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "core/device/backend.hpp"
 #include "core/manifest/manifest.hpp"
@@ -29,5 +30,14 @@ struct EvaluationModel {
 // Throws as run_eval does (ManifestError, CheckpointError).
 EvaluationModel open_for_evaluation(const Manifest& manifest, PluginRegistry& registry,
                                     const std::filesystem::path& checkpoint, const BackendFactory& backend = {});
+
+// The same for decoding one sequence (batch 1, `strata generate`): a checkpoint's weights when one
+// is given, else `weights` (a Hugging Face model directory or a safetensors file), else the
+// manifest's starting weights ([model] from, train.init_from). Throws ManifestError when none is
+// named.
+EvaluationModel open_for_generation(const Manifest& manifest, PluginRegistry& registry,
+                                    const std::optional<std::filesystem::path>& checkpoint,
+                                    const std::optional<std::filesystem::path>& weights,
+                                    const BackendFactory& backend = {});
 
 }  // namespace strata

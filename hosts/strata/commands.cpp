@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "command_line_style.hpp"
+#include "command_support.hpp"
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_error.hpp"
@@ -35,17 +36,8 @@ namespace strata {
 
 namespace po = boost::program_options;
 
-namespace {
-
-struct CommonArguments {
-  std::string manifest;
-  std::vector<std::string> overrides;
-};
-
-// Parses a command's options; returns an exit code when the command should stop (help or error).
 std::optional<int> parse(const std::string& name, const std::string& synopsis, po::options_description& options,
-                         const std::vector<std::string>& arguments, po::variables_map& values,
-                         bool takes_manifest = true) {
+                         const std::vector<std::string>& arguments, po::variables_map& values, bool takes_manifest) {
   options.add_options()("help,h", "show this help");
   po::positional_options_description positional;
   if (takes_manifest) positional.add("manifest", 1);
@@ -68,8 +60,6 @@ void add_manifest_options(po::options_description& options, CommonArguments& com
   options.add_options()("manifest", po::value(&common.manifest)->required(), "the manifest (TOML)")(
       "set", po::value(&common.overrides)->composing(), "override a manifest key: --set train.steps=30 (repeatable)");
 }
-
-}  // namespace
 
 // An output file named on the command line must be creatable: its directory is created now and
 // proved writable with a probe file, so a bad path is invalid input before the run starts.
@@ -97,8 +87,6 @@ void check_output_file(const std::string& option, const std::filesystem::path& p
 
 // A library on the search path that fails to load is named: a broken copy would otherwise be
 // skipped in silence while a built-in of the same name serves instead.
-namespace {
-
 PluginRegistry load_plugins(const Manifest& manifest) {
   PluginRegistry registry;
   registry.scan(plugin_search_path(manifest.plugin_path));
@@ -107,6 +95,8 @@ PluginRegistry load_plugins(const Manifest& manifest) {
       spdlog::warn("plugin library {} was not loaded: {}", failure.path.string(), failure.reason);
   return registry;
 }
+
+namespace {
 
 // A manifest with its stack built, for the commands that inspect a stack without training.
 // Plugin objects keep a reference to the host services, so both live here together.
@@ -122,9 +112,9 @@ struct InspectedStack {
   Stack stack;
 };
 
-// Runs a command body, mapping each kind of failure to its message and exit code.
-template <typename Body>
-int run_guarded(const std::string& name, Body&& body) {
+}  // namespace
+
+int run_guarded(const std::string& name, const std::function<int()>& body) {
   try {
     return body();
   } catch (const ManifestError& e) {
@@ -144,8 +134,6 @@ int run_guarded(const std::string& name, Body&& body) {
     return kExitRunFailed;
   }
 }
-
-}  // namespace
 
 int command_train(const std::vector<std::string>& arguments) {
   CommonArguments common;

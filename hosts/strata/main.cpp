@@ -1,5 +1,5 @@
-// strata: train, eval, export, validate, plan, ab, verify, prepare and plugins. Every error reaches the user as one
-// clear message and an exit code (0 success, 1 the run failed, 2 invalid input).
+// strata: train, eval, export, validate, plan, ab, verify, prepare, generate and plugins. Every error reaches the user
+// as one clear message and an exit code (0 success, 1 the run failed, 2 invalid input).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -35,6 +35,10 @@ commands:
                          within tolerance, diverged, optimizer comparison, not comparable)
   verify DIR             check a checkpoint directory offline: every save's checksums, finite
                          values and side files, and that `latest` names a sound save
+  generate MANIFEST (--checkpoint DIR | --from HFDIR) --prompt TEXT [--max-new-tokens N]
+           [--temperature T] [--top-k K] [--top-p P] [--seed S]
+                         continue a prompt with a KV cache, streaming the text; prints the
+                         prefill and decode speeds (tokens/s) at the end
   prepare --tokenizer DIR --out TRAIN.bin [--val-out VAL.bin] INPUT...
                          tokenize .txt and .jsonl text into token files (tokenizer.json or
                          tokenizer.model, as a Hugging Face model directory ships them)
@@ -59,6 +63,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& argumen
   if (command == "ab") return strata::command_ab(arguments);
   if (command == "verify") return strata::command_verify(arguments);
   if (command == "prepare") return strata::command_prepare(arguments);
+  if (command == "generate") return strata::command_generate(arguments);
   std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
   return strata::kExitInvalidInput;
 }

@@ -7,6 +7,7 @@
 #include "kernels/cpu/attention_kernels.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/decode.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/gelu.hpp"
@@ -111,6 +112,14 @@ class CpuOps final : public Ops {
   }
   void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
     cpu::residual_forward(out, a, b, count);
+  }
+  void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
+               float theta) noexcept override {
+    cpu::rope_at(x, rows, stride, first_position, n_heads, head_dim, theta);
+  }
+  void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache,
+                        float* v_cache) noexcept override {
+    cpu::attention_decode(shape, out, in, k_cache, v_cache);
   }
 
   void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,

@@ -12,6 +12,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/convert.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/cuda/decode.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/layernorm.hpp"
@@ -150,6 +151,14 @@ class CudaOpsImpl final : public CudaOps {
   void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
             bool inverse) noexcept override {
     run("rope", [&] { cuda::rope(stream_, x, rows, stride, seq_len, n_heads, head_dim, theta, inverse); });
+  }
+  void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
+               float theta) noexcept override {
+    run("rope_at", [&] { cuda::rope_at(stream_, x, rows, stride, first_position, n_heads, head_dim, theta); });
+  }
+  void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache,
+                        float* v_cache) noexcept override {
+    run("attention_decode", [&] { cuda::attention_decode(stream_, shape, out, in, k_cache, v_cache); });
   }
   void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
     run("residual_forward", [&] { cuda::residual_forward(stream_, out, a, b, count); });

@@ -174,6 +174,21 @@ def window_loss(path, tokens_path, n_head, seq_len):
     return float((log_z - picked).mean())
 
 
+def greedy(path, n_head, prompt, count):
+    """The greedy continuation of `prompt` (comma-separated ids): each new token the argmax of a
+    full forward pass over everything so far (no cache), with the margin to the runner-up."""
+    tensors, _ = read_safetensors(path)
+    tensors = {name.removeprefix("transformer."): value for name, value in tensors.items()}
+    tokens = [int(i) for i in prompt.split(",")]
+    margins = []
+    for _ in range(count):
+        logits = logits_of(tensors, np.array([tokens]), n_head)[0, -1]
+        top2 = np.sort(logits)[-2:]
+        margins.append(top2[1] - top2[0])
+        tokens.append(int(np.argmax(logits)))
+    return tokens[-count:], min(margins)
+
+
 def check_names(path, n_layer, vocab, d_model):
     tensors, metadata = read_safetensors(path)
     expected = hf_names(n_layer, vocab, d_model)
@@ -195,5 +210,9 @@ if __name__ == "__main__":
         check_names(args[0], *map(int, args[1:]))
     elif command == "loss":
         print("%.9f" % window_loss(args[0], args[1], int(args[2]), int(args[3])))
+    elif command == "greedy":  # WEIGHTS N_HEAD PROMPT_IDS COUNT -> the new ids, then the smallest margin
+        ids, margin = greedy(args[0], int(args[1]), args[2], int(args[3]))
+        print(" ".join(map(str, ids)))
+        print("%.6g" % margin)
     else:
         sys.exit(f"unknown command {command}")

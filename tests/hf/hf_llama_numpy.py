@@ -24,6 +24,8 @@ packaged for Debian 12, so the suite cannot import it.)
 
   hf_llama_numpy.py make-weights OUT n_layer n_head n_kv_head d_model d_ff vocab seed [--tied] [--qkv-bias]
   hf_llama_numpy.py make-tokens OUT count vocab seed      (an llm.c .bin token file; hf_gpt2_numpy's)
+  hf_llama_numpy.py greedy WEIGHTS PROMPT_IDS count n_head n_kv_head theta eps [--tied] [--qkv-bias]
+                                                          (the greedy continuation, then its smallest margin)
   hf_llama_numpy.py check-names FILE n_layer vocab d_model d_ff n_head n_kv_head [--tied] [--qkv-bias]
                                                           (exactly HF's names and shapes)
   hf_llama_numpy.py loss FILE TOKENS n_head n_kv_head seq_len rope_theta norm_eps [--tied] [--qkv-bias]
@@ -227,6 +229,20 @@ def tokens_loss(t, tokens, n_head, n_kv_head, seq_len, theta, eps, tied, qkv_bia
 def window_loss(path, tokens_path, n_head, n_kv_head, seq_len, theta, eps, tied, qkv_bias=False):
     tensors, _ = read_safetensors(path)
     return tokens_loss(tensors, read_tokens(tokens_path), n_head, n_kv_head, seq_len, theta, eps, tied, qkv_bias)
+
+
+def greedy(path, prompt, count, n_head, n_kv_head, theta, eps, tied, qkv_bias=False):
+    """The greedy continuation of `prompt` (comma-separated ids) by full forward passes (no cache),
+    with the smallest margin between the chosen logit and the runner-up."""
+    tensors, _ = read_safetensors(path)
+    tokens = [int(i) for i in prompt.split(",")]
+    margins = []
+    for _ in range(count):
+        logits = logits_of(tensors, np.array([tokens]), n_head, n_kv_head, theta, eps, tied, qkv_bias)[0, -1]
+        top2 = np.sort(logits)[-2:]
+        margins.append(top2[1] - top2[0])
+        tokens.append(int(np.argmax(logits)))
+    return tokens[-count:], min(margins)
 
 
 def check_names(path, n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias=False):
@@ -446,7 +462,7 @@ def selftest():
 def main(argv):
     flags = {a for a in argv if a.startswith("--")}
     args = [a for a in argv if not a.startswith("--")]
-    counts = {"make-weights": 8, "make-tokens": 4, "check-names": 7, "loss": 7, "selftest": 0}
+    counts = {"make-weights": 8, "make-tokens": 4, "check-names": 7, "loss": 7, "greedy": 7, "selftest": 0}
     if not args or args[0] not in counts or len(args) != counts[args[0]] + 1 or flags - {"--tied", "--qkv-bias"}:
         sys.exit(__doc__)
     command, args, tied, qkv_bias = args[0], args[1:], "--tied" in flags, "--qkv-bias" in flags
@@ -459,6 +475,11 @@ def main(argv):
     elif command == "loss":
         print("%.9f" % window_loss(args[0], args[1], int(args[2]), int(args[3]), int(args[4]), float(args[5]),
                                    float(args[6]), tied, qkv_bias))
+    elif command == "greedy":  # WEIGHTS PROMPT_IDS COUNT n_head n_kv_head theta eps
+        ids, margin = greedy(args[0], args[1], int(args[2]), int(args[3]), int(args[4]), float(args[5]),
+                             float(args[6]), tied, qkv_bias)
+        print(" ".join(map(str, ids)))
+        print("%.6g" % margin)
     else:
         selftest()
 

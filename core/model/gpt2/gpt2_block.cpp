@@ -9,9 +9,9 @@ using namespace gpt2;
 
 void GPT2Model::embed_forward() {
   auto timer = profiler_.scope(ProfileKind::embedding_forward);
-  // encoded (B, T, C) = wte[tokens] + wpe[t]
+  // encoded (B, T, C) = wte[tokens] + wpe[t] (decoding: T new positions from the first one)
   ops().embedding_forward(global_activation(GA::encoded), tokens(), store_.weight(global(G::wte).param),
-                          store_.weight(global(G::wpe).param), batch_, config_.seq_len, config_.d_model);
+                          position_table(store_.weight(global(G::wpe).param)), batch_, positions(), config_.d_model);
 }
 
 AttentionInputs GPT2Model::qkv(int l) {
@@ -68,17 +68,14 @@ void GPT2Model::block_backward(int l) {
   layernorm_backward(l, d_residual, ws(W::d_ln), kBlockInput, P::ln1_weight, P::ln1_bias, A::ln1_mean, A::ln1_rstd);
 }
 
-double GPT2Model::final_forward() {
+const float* GPT2Model::final_norm() {
   const std::int64_t N = rows(), C = config_.d_model;
   const float* x = in(config_.n_layer - 1, A::output);
-  {
-    auto timer = profiler_.scope(ProfileKind::layernorm_forward);
-    // lnf (N, C) = layernorm(x), then the head: logits = lnf @ wte^T, mean cross-entropy
-    ops().layernorm_forward(global_activation(GA::lnf), global_activation(GA::lnf_mean),
-                            global_activation(GA::lnf_rstd), x, global_value(G::lnf_weight), global_value(G::lnf_bias),
-                            N, C, kLayerNormEps);
-  }
-  return head_.forward(global_activation(GA::lnf), global(G::wte).param, targets());
+  auto timer = profiler_.scope(ProfileKind::layernorm_forward);
+  // lnf (N, C) = layernorm(x); the head reads it: logits = lnf @ wte^T
+  ops().layernorm_forward(global_activation(GA::lnf), global_activation(GA::lnf_mean), global_activation(GA::lnf_rstd),
+                          x, global_value(G::lnf_weight), global_value(G::lnf_bias), N, C, kLayerNormEps);
+  return global_activation(GA::lnf);
 }
 
 void GPT2Model::final_backward(float dloss) {

@@ -77,7 +77,8 @@ class GPT2Model final : public Transformer {
  private:
   void block_forward(int l) override;
   void block_backward(int l) override;
-  double final_forward() override;
+  const float* final_norm() override;
+  int head_weight_row() const override { return global(gpt2::G::wte).param; }
   void final_backward(float dloss) override;
   AttentionInputs qkv(int l);  // q, k and v: three column blocks of the packed (N, 3C) qkv
 

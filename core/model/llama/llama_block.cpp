@@ -12,7 +12,7 @@ void LlamaModel::embed_forward() {
   auto timer = profiler_.scope(ProfileKind::embedding_forward);
   // encoded (B, T, C) = embed_tokens[tokens]
   ops().embedding_forward(global_activation(GA::encoded), tokens(), store_.weight(global(G::embed).param), Weight{},
-                          batch_, config_.seq_len, config_.d_model);
+                          batch_, positions(), config_.d_model);
 }
 
 AttentionInputs LlamaModel::qkv(int l) {
@@ -80,16 +80,14 @@ void LlamaModel::block_backward(int l) {
   rmsnorm_backward(l, d_residual, ws(W::d_norm), kBlockInput, P::input_norm, A::norm1_rstd);
 }
 
-double LlamaModel::final_forward() {
+const float* LlamaModel::final_norm() {
   const std::int64_t N = rows(), C = config_.d_model;
   const float* x = in(config_.n_layer - 1, A::output);
-  {
-    auto timer = profiler_.scope(ProfileKind::rmsnorm_forward);
-    // final_norm (N, C) = rmsnorm(x), then the head: logits = final_norm @ lm_head^T, mean cross-entropy
-    ops().rmsnorm_forward(global_activation(GA::final_norm), global_activation(GA::final_rstd), x,
-                          global_value(G::norm), N, C, static_cast<float>(config_.norm_eps));
-  }
-  return head_.forward(global_activation(GA::final_norm), global(G::lm_head).param, targets());
+  auto timer = profiler_.scope(ProfileKind::rmsnorm_forward);
+  // final_norm (N, C) = rmsnorm(x); the head reads it: logits = final_norm @ lm_head^T
+  ops().rmsnorm_forward(global_activation(GA::final_norm), global_activation(GA::final_rstd), x, global_value(G::norm),
+                        N, C, static_cast<float>(config_.norm_eps));
+  return global_activation(GA::final_norm);
 }
 
 void LlamaModel::final_backward(float dloss) {

@@ -88,7 +88,8 @@ class LlamaModel : public Transformer {
  private:
   void block_forward(int l) override;
   void block_backward(int l) override;
-  double final_forward() override;
+  const float* final_norm() override;
+  int head_weight_row() const override { return global(llama::G::lm_head).param; }
   void final_backward(float dloss) override;
   AttentionInputs qkv(int l);
   int bias(int which) const { return config_.attention_bias ? which : kNoBias; }

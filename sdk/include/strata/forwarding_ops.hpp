@@ -137,6 +137,14 @@ class ForwardingOps : public Ops {
     base_.div(out, a, b, eps, count);
   }
   void sqrt(float* out, const float* x, std::int64_t count) noexcept override { base_.sqrt(out, x, count); }
+  void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
+               float theta) noexcept override {
+    base_.rope_at(x, rows, stride, first_position, n_heads, head_dim, theta);
+  }
+  void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache,
+                        float* v_cache) noexcept override {
+    base_.attention_decode(shape, out, in, k_cache, v_cache);
+  }
 
  protected:
   Ops& base() const noexcept { return base_; }

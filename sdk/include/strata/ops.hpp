@@ -70,6 +70,18 @@ struct AttentionShape {
   int head_dim = 0;
 };
 
+// Decoding one sequence with a KV cache (optional ops, since 9.2): `rows` new positions, the first
+// at `first_position`; the caches hold `capacity` positions of (n_kv_head, head_dim) keys and
+// values, contiguous, position-major.
+struct DecodeShape {
+  std::int64_t rows = 0;
+  std::int64_t first_position = 0;
+  std::int64_t capacity = 0;
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+};
+
 struct AttentionInputs {
   const float* q = nullptr;
   const float* k = nullptr;
@@ -132,15 +144,22 @@ enum class Op : std::uint8_t {
   mul,
   div,
   sqrt,
+  // Optional (9.2): decoding with a KV cache.
+  rope_at,
+  attention_decode,
   count
 };
 
 constexpr std::string_view op_name(Op op) noexcept {
-  constexpr std::string_view names[] = {"matmul_f32", "matmul_bf16", "layernorm",  "rmsnorm",   "attention",
-                                        "gelu",       "swiglu",      "rope",       "embedding", "cross_entropy",
-                                        "residual",   "adamw",       "sgd",        "convert",   "sum_of_squares",
-                                        "all_finite", "scale",       "add_scaled", "sum",       "fill",
-                                        "copy",       "sign",        "mul",        "div",       "sqrt"};
+  constexpr std::string_view names[] = {"matmul_f32",    "matmul_bf16", "layernorm",
+                                        "rmsnorm",       "attention",   "gelu",
+                                        "swiglu",        "rope",        "embedding",
+                                        "cross_entropy", "residual",    "adamw",
+                                        "sgd",           "convert",     "sum_of_squares",
+                                        "all_finite",    "scale",       "add_scaled",
+                                        "sum",           "fill",        "copy",
+                                        "sign",          "mul",         "div",
+                                        "sqrt",          "rope_at",     "attention_decode"};
   static_assert(std::size(names) == static_cast<std::size_t>(Op::count));
   return op < Op::count ? names[static_cast<std::size_t>(op)] : "unknown";
 }
@@ -275,6 +294,23 @@ class Ops {
   // Between backend memory and host memory the caller owns; waits until the copy is done.
   virtual void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept = 0;
   virtual void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept = 0;
+
+  // --- decoding with a KV cache (optional, since 9.2; check has()).
+  //   rope_at: rope() (inverse = false) on `rows` consecutive positions of one sequence, the first
+  //   at `first_position`: row r turns by position first_position + r.
+  virtual void rope_at(float* /*x*/, std::int64_t /*rows*/, std::int64_t /*stride*/, std::int64_t /*first_position*/,
+                       int /*n_heads*/, int /*head_dim*/, float /*theta*/) noexcept {
+    unsupported(Op::rope_at);
+  }
+  //   attention_decode: writes the rows' keys and values (in.k, in.v, laid out as for attention)
+  //   into the caches at positions [first_position, first_position + rows), then each query row r
+  //   attends causally to cache positions 0..first_position + r: out (rows, n_head * head_dim) =
+  //   softmax(q k^T / sqrt(head_dim)) v, grouped-query as attention_forward. Prefill (first_position
+  //   0, rows = the prompt) and one-token decoding are the same call.
+  virtual void attention_decode(const DecodeShape& /*shape*/, float* /*out*/, const AttentionInputs& /*in*/,
+                                float* /*k_cache*/, float* /*v_cache*/) noexcept {
+    unsupported(Op::attention_decode);
+  }
 
  protected:
   // An optional op the backend lacks was called without asking has(): a programming error.
