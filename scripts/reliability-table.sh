@@ -5,9 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
-for script in exit_codes reliability reliability_saves reliability_inputs; do
+# The tokenizer script reads the references CTest makes (tests/tokenizers/make_all.sh).
+references=build/tests/tokenizer_references
+[ -d "$references/gpt2" ] || bash tests/tokenizers/make_all.sh "$references" > /dev/null
+for script in exit_codes reliability reliability_saves reliability_inputs tokenizer generate; do
+  extra=()
+  [ "$script" = tokenizer ] && extra=("$references")
   RELIABILITY_TABLE=$table OMP_WAIT_POLICY=PASSIVE bash "tests/cli/$script.sh" build/bin/strata "build/tests/table_$script" \
-    > /dev/null || { echo "tests/cli/$script.sh failed; the table was not written"; exit 1; }
+    "${extra[@]}" > /dev/null || { echo "tests/cli/$script.sh failed; the table was not written"; exit 1; }
 done
 python3 - "$table" docs/reliability.md <<'PY'
 import sys

@@ -55,6 +55,29 @@ void sharpen(Model& model) {
   model.store().publish_weights();
 }
 
+// rope_frequencies given theta^(-2i/head_dim) is rope() and rope_at, to the bit, forward and back.
+TEST(Decoding, RopeFrequenciesWithThetasFrequenciesIsRope) {
+  auto device = make_cpu_backend(0);
+  Ops& ops = device->ops();
+  const int T = 6, heads = 2, head_dim = 8, batch = 2;
+  const std::int64_t stride = heads * head_dim;
+  std::vector<float> frequencies(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i)
+    frequencies[static_cast<std::size_t>(i)] =
+        1.0f / std::pow(500.0f, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  const std::vector<float> start = random_values(static_cast<std::size_t>(batch * T * stride), 2);
+  for (const bool inverse : {false, true}) {
+    std::vector<float> expected = start, got = start;
+    ops.rope(expected.data(), batch * T, stride, T, heads, head_dim, 500.0f, inverse);
+    ops.rope_frequencies(got.data(), batch * T, stride, T, 0, heads, head_dim, frequencies.data(), inverse);
+    EXPECT_EQ(got, expected) << "inverse " << inverse;
+  }
+  std::vector<float> expected = start, got = start;
+  ops.rope_at(expected.data(), 3, stride, 5, heads, head_dim, 500.0f);
+  ops.rope_frequencies(got.data(), 3, stride, 3, 5, heads, head_dim, frequencies.data(), false);
+  EXPECT_EQ(got, expected);
+}
+
 // The training forward pass's mean loss over a sequence, and the same from the logits that decode()
 // gives position by position (a prefill of `prefill` tokens, then one token per step).
 void expect_decoding_matches_the_forward_pass(const ModelSpec& spec, int prefill) {
@@ -124,6 +147,11 @@ TEST(Decoding, StepLogitsMatchTheForwardPassLlama) {
 }
 TEST(Decoding, StepLogitsMatchTheForwardPassQwen2) {
   expect_decoding_matches_the_forward_pass(llama_spec("qwen2"), 3);
+}
+TEST(Decoding, StepLogitsMatchTheForwardPassLlama3RopeScaling) {
+  ModelSpec spec = llama_spec("llama");
+  spec.llama.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 4};
+  expect_decoding_matches_the_forward_pass(spec, 4);
 }
 
 // Each decode step's logits against a fresh prefill of the same prefix (full recomputation):

@@ -170,3 +170,17 @@ TEST(ModelGradients, LlamaBf16WeightStorage) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Llama 3's rope_scaling: the backward turns gradients back by the same scaled frequencies.
+TEST(ModelGradients, LlamaWithLlama3RopeScaling) {
+  LlamaConfig config = tiny_llama(false);
+  config.rope_scaling = RopeScaling{4.0, 1.0, 4.0, 8};  // head_dim 4: one frequency blended, one divided
+  ASSERT_EQ(config.rope_inverse_frequencies().size(), 2u);
+  llama_case("llama, llama3 rope_scaling", config, cpu::AttentionImpl::reference, {});
+}
+
+}  // namespace
+}  // namespace strata

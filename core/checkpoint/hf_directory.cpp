@@ -24,6 +24,8 @@ class ConfigFields {
  public:
   ConfigFields(const json& config, std::string file) : config_(config), file_(std::move(file)) {}
 
+  const json& json_object() const { return config_; }
+  const std::string& file() const { return file_; }
   [[noreturn]] void refuse(const std::string& field, const std::string& why) const {
     throw ManifestError(file_ + ": " + field + ": " + why);
   }
@@ -87,6 +89,27 @@ HfModelConfig gpt2_config(const ConfigFields& fields) {
   return config;
 }
 
+// rope_scaling with rope_type (or, in older files, type) "llama3": Llama 3.1's and 3.2's. Any other
+// type is refused by name: a model that needs it would train on wrong positions.
+RopeScaling llama3_rope_scaling(const json& config, const ConfigFields& fields) {
+  const json& scaling = config.at("rope_scaling");
+  if (!scaling.is_object()) fields.refuse("rope_scaling", scaling.dump() + " is not an object");
+  const json& type = scaling.contains("rope_type") ? scaling.at("rope_type") : scaling.value("type", json());
+  if (type != "llama3")
+    fields.refuse("rope_scaling", "rope_type " + type.dump() +
+                                      " is not implemented (Strata implements \"llama3\", Llama 3.1's and 3.2's)");
+  const ConfigFields inner(scaling, fields.file() + ": rope_scaling");
+  RopeScaling result;
+  result.factor = inner.positive_number("factor", 0.0);
+  if (result.factor == 0.0) inner.refuse("factor", "missing (a number above 0)");
+  result.low_freq_factor = inner.positive_number("low_freq_factor", 1.0);
+  result.high_freq_factor = inner.positive_number("high_freq_factor", 4.0);
+  result.original_max_positions = inner.positive_int("original_max_position_embeddings", 8192);
+  if (!(result.high_freq_factor > result.low_freq_factor))
+    inner.refuse("high_freq_factor", "must be above low_freq_factor");
+  return result;
+}
+
 HfModelConfig llama_config(const ConfigFields& fields, const std::string& arch) {
   HfModelConfig config;
   config.arch = arch;
@@ -100,11 +123,7 @@ HfModelConfig llama_config(const ConfigFields& fields, const std::string& arch) 
   config.rope_theta = fields.positive_number("rope_theta", 10000.0);
   config.norm_eps = fields.positive_number("rms_norm_eps", 1e-6);
   config.tie_embeddings = fields.flag("tie_word_embeddings", false);
-  if (fields.has("rope_scaling")) {
-    fields.refuse("rope_scaling",
-                  "is not implemented (Strata's RoPE has no scaling; the llama3 type is not "
-                  "written yet): a model that needs it would train on wrong positions");
-  }
+  if (fields.has("rope_scaling")) config.rope_scaling = llama3_rope_scaling(fields.json_object(), fields);
   fields.require("hidden_act", "silu", "Strata's LLaMA MLP is SwiGLU (silu)");
   fields.require("mlp_bias", false, "Strata's LLaMA MLP has no biases");
   if (config.d_model % config.n_head == 0)

@@ -2,7 +2,8 @@
 // A Hugging Face model directory, as the hub ships one: config.json (the architecture and its
 // shape), and the weights in model.safetensors or in shards named by model.safetensors.index.json.
 // Three architectures are read: GPT2LMHeadModel (arch "gpt2"), LlamaForCausalLM ("llama") and
-// Qwen2ForCausalLM ("qwen2"). A config field Strata does not implement (a rope_scaling, biases a
+// Qwen2ForCausalLM ("qwen2"). A config field Strata does not implement (a rope_scaling other than
+// Llama 3's, biases a
 // LLaMA does not have, another activation) is refused by name rather than ignored.
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/checkpoint/safetensors.hpp"
+#include "core/model/llama/llama_config.hpp"
 
 namespace strata {
 
@@ -28,6 +30,7 @@ struct HfModelConfig {
   int vocab = 0;
   int max_positions = 0;
   double rope_theta = 0.0;
+  RopeScaling rope_scaling = {};  // rope_scaling of rope_type "llama3"; factor 0 without one
   double norm_eps = 0.0;
   bool tie_embeddings = false;
 };

@@ -166,11 +166,50 @@ std::vector<PluginSpec> plugin_list(const toml::table& root, std::string_view ke
 
 }  // namespace
 
+namespace {
+
+// Llama 3's RoPE scaling: rope_scaling = "llama3" and its four numbers, each the config's when
+// [model] from names one (a written value must agree), else written (the factor) or defaulted.
+template <typename Agree>
+void read_rope_scaling(TomlConfigView& model, const std::optional<HfModelConfig>& hf, const Agree& agree,
+                       RopeScaling& scaling) {
+  const RopeScaling configured = hf ? hf->rope_scaling : RopeScaling{};
+  const std::string configured_type = configured.factor != 0.0 ? "llama3" : "none";
+  const std::string type = agree("rope_scaling", model.get_string("rope_scaling", configured_type, {"none", "llama3"}),
+                                 configured_type, "rope_scaling");
+  const char* numbers[] = {"rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                           "rope_original_max_positions"};
+  if (type != "llama3") {
+    for (const char* key : numbers)
+      if (model.has(key)) model.report_error(key, std::string(key) + " needs rope_scaling = \"llama3\"");
+    return;
+  }
+  if (!hf && !model.has("rope_scaling_factor"))
+    model.report_error("rope_scaling", "rope_scaling = \"llama3\" needs rope_scaling_factor (Llama 3.1: 8, 3.2: 32)");
+  scaling.factor = agree("rope_scaling_factor", model.get_double("rope_scaling_factor", configured.factor, 1e-6, 1e6),
+                         configured.factor, "rope_scaling.factor");
+  scaling.low_freq_factor =
+      agree("rope_low_freq_factor", model.get_double("rope_low_freq_factor", configured.low_freq_factor, 1e-6, 1e6),
+            configured.low_freq_factor, "rope_scaling.low_freq_factor");
+  scaling.high_freq_factor =
+      agree("rope_high_freq_factor", model.get_double("rope_high_freq_factor", configured.high_freq_factor, 1e-6, 1e6),
+            configured.high_freq_factor, "rope_scaling.high_freq_factor");
+  scaling.original_max_positions = agree(
+      "rope_original_max_positions",
+      static_cast<int>(model.get_int("rope_original_max_positions", configured.original_max_positions, 1, 1 << 24)),
+      configured.original_max_positions, "rope_scaling.original_max_position_embeddings");
+  if (!(scaling.high_freq_factor > scaling.low_freq_factor))
+    model.report_error("rope_high_freq_factor", "rope_high_freq_factor must be above rope_low_freq_factor");
+}
+
+}  // namespace
+
 const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
       {"model",
        {"from", "arch", "n_layer", "n_head", "d_model", "vocab", "seq_len", "n_kv_head", "d_ff", "rope_theta",
-        "norm_eps", "tie_embeddings"}},
+        "norm_eps", "tie_embeddings", "rope_scaling", "rope_scaling_factor", "rope_low_freq_factor",
+        "rope_high_freq_factor", "rope_original_max_positions"}},
       {"data", {"train", "val", "val_fraction", "tokenizer"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
@@ -320,6 +359,7 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
                              hf ? hf->norm_eps : 0.0, "rms_norm_eps");
       llama.tie_embeddings = agree("tie_embeddings", model.get_bool("tie_embeddings", hf ? hf->tie_embeddings : false),
                                    hf ? hf->tie_embeddings : false, "tie_word_embeddings");
+      read_rope_scaling(model, hf, agree, llama.rope_scaling);
       if (spec.arch == "qwen2") apply_qwen2(llama);  // LLaMA with q/k/v biases (core/model/qwen2)
       if (shape_as_written && model.problems().empty() && n_head % llama.n_kv_head != 0)
         model.report_error("n_kv_head", "n_kv_head = " + std::to_string(llama.n_kv_head) +
@@ -329,7 +369,9 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
         model.report_error("n_head", "d_model / n_head = " + std::to_string(d_model / n_head) +
                                          " is odd: RoPE rotates pairs of a head's dimensions, so it must be even");
     } else {
-      for (const char* key : {"n_kv_head", "d_ff", "rope_theta", "norm_eps", "tie_embeddings"})
+      for (const char* key :
+           {"n_kv_head", "d_ff", "rope_theta", "norm_eps", "tie_embeddings", "rope_scaling", "rope_scaling_factor",
+            "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions"})
         if (model.has(key) && !arch_refused)
           model.report_error(key, std::string(key) +
                                       " is a LLaMA key; it needs arch = \"llama\" or \"qwen2\" (this model is "

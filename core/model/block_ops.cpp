@@ -40,16 +40,25 @@ void Transformer::rope(int l, int x, int heads) {
   float* values = out(l, x);  // rotated in place, before anything reads it
   auto timer = profiler_.scope(ProfileKind::rope);
   const AttentionShape& shape = attention_shape();
-  if (decoding_)
-    ops().rope_at(values, rows(), width(l, x), decoding_->first_position, heads, shape.head_dim, rope_theta_);
-  else
-    ops().rope(values, rows(), width(l, x), shape.seq_len, heads, shape.head_dim, rope_theta_, false);
+  const std::int64_t stride = width(l, x);
+  if (!rope_frequencies_.empty()) {  // a scaled RoPE (Llama 3's): the frequencies are the model's
+    const std::int64_t first = decoding_ ? decoding_->first_position : 0;
+    ops().rope_frequencies(values, rows(), stride, decoding_ ? rows() : shape.seq_len, first, heads, shape.head_dim,
+                           rope_frequencies_.data(), false);
+  } else if (decoding_) {
+    ops().rope_at(values, rows(), stride, decoding_->first_position, heads, shape.head_dim, rope_theta_);
+  } else {
+    ops().rope(values, rows(), stride, shape.seq_len, heads, shape.head_dim, rope_theta_, false);
+  }
 }
 
 void Transformer::rope_backward(float* dx, std::int64_t stride, int heads) {
   auto timer = profiler_.scope(ProfileKind::rope);
   const AttentionShape& shape = attention_shape();
-  ops().rope(dx, rows(), stride, shape.seq_len, heads, shape.head_dim, rope_theta_, true);
+  if (!rope_frequencies_.empty())
+    ops().rope_frequencies(dx, rows(), stride, shape.seq_len, 0, heads, shape.head_dim, rope_frequencies_.data(), true);
+  else
+    ops().rope(dx, rows(), stride, shape.seq_len, heads, shape.head_dim, rope_theta_, true);
 }
 
 // Recomputed in backward (for the kernel's saved rows), `out` is written again with the values the

@@ -16,6 +16,7 @@ Transformer::Transformer(Backend& backend, Kernel& attention, const ModelOptions
 void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& options) {
   const bool training = options.purpose == Purpose::training;
   rope_theta_ = static_cast<float>(tensors.rope_theta);
+  rope_frequencies_ = tensors.rope_inverse_frequencies;
   const StorageTypes& storage = options.storage;
   const std::int64_t N = rows(), C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
 
@@ -140,7 +141,7 @@ std::vector<float> Transformer::decode(std::span<const std::int32_t> tokens, std
     throw std::logic_error("decode: " + std::to_string(new_rows) + " tokens at position " +
                            std::to_string(first_position) + " do not fit a batch-1 model of " +
                            std::to_string(seq_len()) + " positions and its cache");
-  for (const Op op : {Op::rope_at, Op::attention_decode})
+  for (const Op op : {rope_frequencies_.empty() ? Op::rope_at : Op::rope_frequencies, Op::attention_decode})
     if (!ops().has(op))
       throw std::runtime_error("backend " + std::string(ops().backend()) + " lacks the decoding op " +
                                std::string(op_name(op)));

@@ -68,6 +68,8 @@ struct FamilyTensors {
   std::vector<RowSpec> workspace;  // backward scratch, declared when the model trains; then
                                    // declare() adds ws.d_attention, the attention kernel's
   double rope_theta = 10000.0;     // for families with rotary positions
+  // A scaled RoPE's inverse frequencies (head_dim / 2); empty: theta^(-2i/head_dim).
+  std::vector<float> rope_inverse_frequencies;
   int vocab = 0;
   int padded_vocab = 0;  // the LM head's rows in memory (the config's padded_vocab())
 };
@@ -197,7 +199,8 @@ class Transformer : public Model {
   std::vector<Staging> staging_;
   int attention_scratch_ = -1;  // a workspace row
   float rope_theta_ = 10000.0f;
-  int input_kind_ = 0;  // staging_'s last entry: the block input's
+  std::vector<float> rope_frequencies_;  // FamilyTensors::rope_inverse_frequencies
+  int input_kind_ = 0;                   // staging_'s last entry: the block input's
 };
 
 }  // namespace strata

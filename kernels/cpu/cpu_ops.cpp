@@ -121,6 +121,11 @@ class CpuOps final : public Ops {
                         float* v_cache) noexcept override {
     cpu::attention_decode(shape, out, in, k_cache, v_cache);
   }
+  void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                        std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                        bool inverse) noexcept override {
+    cpu::rope_frequencies(x, rows, stride, seq_len, first_position, n_heads, head_dim, inverse_frequencies, inverse);
+  }
 
   void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
                          std::int64_t seq_len, std::int64_t channels) noexcept override {

@@ -12,6 +12,10 @@ namespace strata::cpu {
 
 void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
              float theta);
+// rope() with given inverse frequencies, positions first_position + r % seq_len (Ops::rope_frequencies).
+void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                      std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                      bool inverse);
 void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache, float* v_cache);
 
 }  // namespace strata::cpu

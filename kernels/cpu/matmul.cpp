@@ -27,6 +27,13 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     beta = 1.0f;
   }
   const bool transpose_weight = layout == WeightLayout::out_in;
+  if (rows == 1) {  // one position (decoding): a matrix-vector product, which sgemm runs far below speed
+    cblas_sgemv(CblasRowMajor, transpose_weight ? CblasNoTrans : CblasTrans,
+                static_cast<int>(transpose_weight ? out_features : in_features),
+                static_cast<int>(transpose_weight ? in_features : out_features), 1.0f, weight,
+                static_cast<int>(transpose_weight ? in_features : out_features), inp, 1, beta, out, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_weight ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(out_features), static_cast<int>(in_features), 1.0f, inp, static_cast<int>(in_features),
               weight, static_cast<int>(transpose_weight ? in_features : out_features), beta, out,

@@ -160,6 +160,14 @@ class CudaOpsImpl final : public CudaOps {
                         float* v_cache) noexcept override {
     run("attention_decode", [&] { cuda::attention_decode(stream_, shape, out, in, k_cache, v_cache); });
   }
+  void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                        std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                        bool inverse) noexcept override {
+    run("rope_frequencies", [&] {
+      cuda::rope_frequencies(stream_, x, rows, stride, seq_len, first_position, n_heads, head_dim, inverse_frequencies,
+                             inverse);
+    });
+  }
   void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
     run("residual_forward", [&] { cuda::residual_forward(stream_, out, a, b, count); });
   }

@@ -16,6 +16,9 @@ namespace strata::cuda {
 
 void rope_at(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position,
              int n_heads, int head_dim, float theta);
+void rope_frequencies(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                      std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                      bool inverse);
 void attention_decode(cudaStream_t stream, const DecodeShape& shape, float* out, const AttentionInputs& in,
                       float* k_cache, float* v_cache);
 

@@ -115,6 +115,32 @@ TOML
     agree "Strata ($precision training, tie_embeddings = $tied) -> HF" "$strata_loss" "$(numpy_loss "$saved")"
   done
 done
+# Llama 3's rope_scaling (Llama 3.1, 3.2): a directory whose config.json has it gives NumPy's loss
+# with the scaled frequencies, which is not the loss without them. Wavelengths of this shape's
+# four frequencies (head_dim 8, theta 500000): 6, 167, 4443 and 118000 positions; against an
+# original context of 16, the first is blended and the others divided by the factor.
+run="$work/tied-false"
+flag=("${family[@]}")
+scaling='{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}'
+"$python" tests/hf/hf_directory.py split "$run/hf.safetensors" "$run/scaled" $arch 1 F32 \
+  num_hidden_layers=$layers num_attention_heads=$heads num_key_value_heads=$kv_heads hidden_size=$width \
+  intermediate_size=$ff vocab_size=$vocab max_position_embeddings=64 rope_theta=$theta rms_norm_eps=$eps \
+  tie_word_embeddings=false "rope_scaling=$scaling"
+strata_loss=$("$strata" eval "$run/from.toml" --set "model.from=\"$run/scaled\"" --checkpoint "$run/scaled" \
+  --data "$work/tokens.bin" | tail -n 1)
+scaled_loss=$("$python" "$reference" loss "$run/hf.safetensors" "$work/tokens.bin" $heads $kv_heads $positions $theta $eps \
+  "${flag[@]}" "--rope-scaling=$scaling")
+agree "HF directory with Llama 3 rope_scaling -> Strata" "$strata_loss" "$scaled_loss"
+"$python" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert abs(a - b) / b > 1e-3, (a, b)" \
+  "$scaled_loss" "$(numpy_loss "$run/hf.safetensors")" || { echo "FAIL: the scaling does not change the loss"; exit 1; }
+# Generation reads the same frequencies: 16 greedy tokens equal NumPy's full recomputation.
+prompt_ids=$("$python" -c "print(','.join(str(b) for b in b'Hello'))")
+want=$("$python" "$reference" greedy "$run/hf.safetensors" "$prompt_ids" 16 $heads $kv_heads $theta $eps "${flag[@]}" \
+  "--rope-scaling=$scaling" | head -n 1)
+ours=$("$strata" generate "$run/from.toml" --set "model.from=\"$run/scaled\"" --set model.seq_len=32 --prompt Hello --max-new-tokens 16 \
+  --temperature 0 --ids 2> /dev/null)
+[ "$ours" = "$want" ] || { echo "FAIL: greedy with rope_scaling: strata $ours, numpy $want"; exit 1; }
+echo "ok: greedy generation with rope_scaling = NumPy's"
 # A Hugging Face directory that Strata cannot read as written is refused, exit 2, naming the file
 # and the field or tensor.
 refused() {  # CODE TEXT -- COMMAND...
@@ -132,8 +158,18 @@ refused 2 "n_layer = 3 disagrees with $dir/config.json's num_hidden_layers = $la
   "$strata" validate "$from" --set model.n_layer=3
 refused 2 "init_from and [model] from both name the starting weights" -- \
   "$strata" validate "$from" --set train.init_from=\"$work/tied-false/hf.safetensors\"
-edit_json "$bad/config.json" 'd["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}'
-refused 2 "$bad/config.json: rope_scaling: is not implemented" -- "$strata" validate "$from" --set model.from=\"$bad\"
+edit_json "$bad/config.json" 'd["rope_scaling"] = {"rope_type": "yarn", "factor": 8.0}'
+refused 2 "$bad/config.json: rope_scaling: rope_type \"yarn\" is not implemented" -- \
+  "$strata" validate "$from" --set model.from=\"$bad\"
+fresh && edit_json "$bad/config.json" 'd["rope_scaling"] = {"rope_type": "llama3"}'
+refused 2 "rope_scaling: factor: missing" -- "$strata" validate "$from" --set model.from=\"$bad\"
+fresh && edit_json "$bad/config.json" 'd["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}'
+refused 2 "rope_scaling_factor = 4 disagrees with $bad/config.json's rope_scaling.factor = 8" -- \
+  "$strata" validate "$from" --set model.from=\"$bad\" --set model.rope_scaling_factor=4.0
+refused 2 "rope_scaling = \"llama3\" needs rope_scaling_factor" -- \
+  "$strata" validate "$work/tied-false/m.toml" --set model.rope_scaling=\"llama3\"
+refused 2 "rope_low_freq_factor needs rope_scaling = \"llama3\"" -- \
+  "$strata" validate "$work/tied-false/m.toml" --set model.rope_low_freq_factor=2.0
 fresh && edit_json "$bad/config.json" 'd["architectures"] = ["MistralForCausalLM"]'
 refused 2 "architectures: \"MistralForCausalLM\" is not one Strata builds" -- \
   "$strata" validate "$from" --set model.from=\"$bad\"

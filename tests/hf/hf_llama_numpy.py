@@ -25,6 +25,7 @@ packaged for Debian 12, so the suite cannot import it.)
   hf_llama_numpy.py make-weights OUT n_layer n_head n_kv_head d_model d_ff vocab seed [--tied] [--qkv-bias]
   hf_llama_numpy.py make-tokens OUT count vocab seed      (an llm.c .bin token file; hf_gpt2_numpy's)
   hf_llama_numpy.py greedy WEIGHTS PROMPT_IDS count n_head n_kv_head theta eps [--tied] [--qkv-bias]
+  (any command: --rope-scaling=JSON applies config.json's rope_scaling of rope_type "llama3")
                                                           (the greedy continuation, then its smallest margin)
   hf_llama_numpy.py check-names FILE n_layer vocab d_model d_ff n_head n_kv_head [--tied] [--qkv-bias]
                                                           (exactly HF's names and shapes)
@@ -125,9 +126,27 @@ def silu(x):
     return x * 0.5 * (1.0 + np.tanh(0.5 * x))  # x * sigmoid(x), without exp's overflow
 
 
+ROPE_SCALING = None  # --rope-scaling=JSON: config.json's rope_scaling of rope_type "llama3"
+
+
+def llama3_inverse_frequencies(inv_freq, scaling):
+    """Llama 3's rope_scaling, as transformers' _compute_llama3_parameters writes it."""
+    factor, low, high = scaling["factor"], scaling.get("low_freq_factor", 1.0), scaling.get("high_freq_factor", 4.0)
+    original = scaling.get("original_max_position_embeddings", 8192)
+    wavelength = 2 * np.pi / inv_freq
+    scaled = np.where(wavelength > original / low, inv_freq / factor, inv_freq)
+    smooth = (original / wavelength - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelength < original / high) & ~(wavelength > original / low)
+    return np.where(medium, smoothed, scaled)
+
+
 def rope_tables(seq_len, head_dim, theta):
-    """cos and sin, (seq_len, head_dim): the angles p / theta^(2i / head_dim) for i < head_dim / 2, twice."""
+    """cos and sin, (seq_len, head_dim): the angles p / theta^(2i / head_dim) for i < head_dim / 2, twice
+    (with --rope-scaling, the frequencies Llama 3's scaling makes of them)."""
     inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    if ROPE_SCALING is not None:
+        inv_freq = llama3_inverse_frequencies(inv_freq, ROPE_SCALING)
     angles = np.outer(np.arange(seq_len, dtype=np.float64), inv_freq)
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles), np.sin(angles)
@@ -460,6 +479,11 @@ def selftest():
 
 
 def main(argv):
+    global ROPE_SCALING
+    scaling = [a for a in argv if a.startswith("--rope-scaling=")]
+    if scaling:
+        ROPE_SCALING = json.loads(scaling[0].split("=", 1)[1])
+        argv = [a for a in argv if a not in scaling]
     flags = {a for a in argv if a.startswith("--")}
     args = [a for a in argv if not a.startswith("--")]
     counts = {"make-weights": 8, "make-tokens": 4, "check-names": 7, "loss": 7, "greedy": 7, "selftest": 0}

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "strata/host_services.hpp"
 
@@ -8,6 +9,18 @@ namespace strata {
 
 // A LLaMA-family shape, as Hugging Face's LlamaConfig names it (hidden_size = d_model,
 // intermediate_size = d_ff, num_key_value_heads = n_kv_head, max_position_embeddings = seq_len).
+// Llama 3's RoPE scaling (HF's rope_scaling with rope_type "llama3", Llama 3.1 and 3.2): the
+// inverse frequencies of wavelengths above original_max_positions / low_freq_factor are divided by
+// factor, those below original_max_positions / high_freq_factor kept, and those between blended.
+// factor 0: no scaling.
+struct RopeScaling {
+  double factor = 0.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_positions = 8192;
+  bool operator==(const RopeScaling&) const = default;
+};
+
 struct LlamaConfig {
   int n_layer = 12;
   int n_head = 12;
@@ -17,6 +30,7 @@ struct LlamaConfig {
   int vocab = 32000;
   int seq_len = 1024;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling = {};
   double norm_eps = 1e-6;
   bool tie_embeddings = false;
   bool attention_bias = false;  // q, k and v projections with biases (HF's attention_bias; Qwen2)
@@ -29,6 +43,9 @@ struct LlamaConfig {
   ModelInfo info() const { return {arch, n_layer, n_head, n_kv_head, d_model, vocab, seq_len, parameter_count()}; }
   // Empty when valid; otherwise what is wrong, naming the key.
   std::string validate() const;
+  // RoPE's head_dim / 2 inverse frequencies under rope_scaling, in f32 as Hugging Face computes
+  // them; empty without scaling (the kernels then use theta^(-2i/head_dim) themselves).
+  std::vector<float> rope_inverse_frequencies() const;
 };
 
 }  // namespace strata

@@ -60,6 +60,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
                  {"d_q", {B, T, C}},        {"d_k", {B, T, KV}},   {"d_v", {B, T, KV}},
                  {"d_gate", {B, T, F}},     {"d_up", {B, T, F}},   {"d_swiglu", {B, T, F}}};
   t.rope_theta = config.rope_theta;
+  t.rope_inverse_frequencies = config.rope_inverse_frequencies();
   t.vocab = config.vocab;
   t.padded_vocab = config.padded_vocab();
   declare(t, options);
@@ -79,6 +80,12 @@ nlohmann::json LlamaModel::config_json() const {
                          {"norm_eps", config_.norm_eps},
                          {"tie_embeddings", config_.tie_embeddings}};
   if (config_.attention_bias) json["attention_bias"] = true;
+  if (config_.rope_scaling.factor != 0.0)
+    json["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", config_.rope_scaling.factor},
+                            {"low_freq_factor", config_.rope_scaling.low_freq_factor},
+                            {"high_freq_factor", config_.rope_scaling.high_freq_factor},
+                            {"original_max_position_embeddings", config_.rope_scaling.original_max_positions}};
   return json;
 }
 

@@ -145,6 +145,11 @@ class ForwardingOps : public Ops {
                         float* v_cache) noexcept override {
     base_.attention_decode(shape, out, in, k_cache, v_cache);
   }
+  void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                        std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                        bool inverse) noexcept override {
+    base_.rope_frequencies(x, rows, stride, seq_len, first_position, n_heads, head_dim, inverse_frequencies, inverse);
+  }
 
  protected:
   Ops& base() const noexcept { return base_; }

@@ -147,19 +147,39 @@ enum class Op : std::uint8_t {
   // Optional (9.2): decoding with a KV cache.
   rope_at,
   attention_decode,
+  rope_frequencies,
   count
 };
 
 constexpr std::string_view op_name(Op op) noexcept {
-  constexpr std::string_view names[] = {"matmul_f32",    "matmul_bf16", "layernorm",
-                                        "rmsnorm",       "attention",   "gelu",
-                                        "swiglu",        "rope",        "embedding",
-                                        "cross_entropy", "residual",    "adamw",
-                                        "sgd",           "convert",     "sum_of_squares",
-                                        "all_finite",    "scale",       "add_scaled",
-                                        "sum",           "fill",        "copy",
-                                        "sign",          "mul",         "div",
-                                        "sqrt",          "rope_at",     "attention_decode"};
+  constexpr std::string_view names[] = {"matmul_f32",
+                                        "matmul_bf16",
+                                        "layernorm",
+                                        "rmsnorm",
+                                        "attention",
+                                        "gelu",
+                                        "swiglu",
+                                        "rope",
+                                        "embedding",
+                                        "cross_entropy",
+                                        "residual",
+                                        "adamw",
+                                        "sgd",
+                                        "convert",
+                                        "sum_of_squares",
+                                        "all_finite",
+                                        "scale",
+                                        "add_scaled",
+                                        "sum",
+                                        "fill",
+                                        "copy",
+                                        "sign",
+                                        "mul",
+                                        "div",
+                                        "sqrt",
+                                        "rope_at",
+                                        "attention_decode",
+                                        "rope_frequencies"};
   static_assert(std::size(names) == static_cast<std::size_t>(Op::count));
   return op < Op::count ? names[static_cast<std::size_t>(op)] : "unknown";
 }
@@ -310,6 +330,15 @@ class Ops {
   virtual void attention_decode(const DecodeShape& /*shape*/, float* /*out*/, const AttentionInputs& /*in*/,
                                 float* /*k_cache*/, float* /*v_cache*/) noexcept {
     unsupported(Op::attention_decode);
+  }
+  //   rope_frequencies: rope() with its inverse frequencies given (head_dim / 2 floats, host
+  //   memory), as a scaled RoPE computes them (Llama 3's rope_scaling): row r turns by position
+  //   first_position + r % seq_len. With theta^(-2i/head_dim) it is rope() (first_position 0) and
+  //   rope_at (seq_len = rows), to the bit.
+  virtual void rope_frequencies(float* /*x*/, std::int64_t /*rows*/, std::int64_t /*stride*/, std::int64_t /*seq_len*/,
+                                std::int64_t /*first_position*/, int /*n_heads*/, int /*head_dim*/,
+                                const float* /*inverse_frequencies*/, bool /*inverse*/) noexcept {
+    unsupported(Op::rope_frequencies);
   }
 
  protected:
