@@ -25,8 +25,10 @@ with open(path, 'wb') as f:
 PY
 done
 peak_kib() {  # BINARY TOKENS -> peak RSS in KiB of one training step on that file
+  rm -rf "$work/ckpt"
   /usr/bin/time -f %M "$1" train examples/quickstart.toml --set train.steps=1 --set data.train=\"$work/t$2.bin\" \
-    --set train.eval_batches=1 --set telemetry.1.path=\"$work/t.jsonl\" --overwrite-telemetry 2>&1 >/dev/null | tail -n 1
+    --set train.eval_batches=1 --set telemetry.1.path=\"$work/t.jsonl\" --set checkpoint.dir=\"$work/ckpt\" \
+    --overwrite-telemetry 2>&1 >/dev/null | tail -n 1
 }
 printf '%-40s %14s %14s %14s\n' binary "1M tokens" "$tokens tokens" "bytes/token"
 for binary in build/bin/strata ${baseline:+"$baseline"}; do

@@ -61,6 +61,16 @@ TOML
     "$("$python" tests/hf/hf_llama_numpy.py greedy "$work/$arch.safetensors" "$prompt_ids" 32 4 2 500000.0 1e-5 "${flag[@]}")"
 done
 
+# The manifest's weight storage applies: bf16 and int8 weights generate too (the matmuls of the
+# training path; their continuations may part from f32's where two logits nearly tie).
+for precision in 'plugin = "bf16"\nweights = "bf16"\nactivations = "bf16"' 'plugin = "int8"\nactivations = "f32"'; do
+  { cat "$work/llama.toml"; printf "[precision]\n$precision\n"; } > "$work/llama_stored.toml"
+  stored=$("$strata" generate "$work/llama_stored.toml" --from "$work/llama.safetensors" --prompt "$prompt" --ids \
+    --max-new-tokens 16 --temperature 0 2> "$work/stored.err") || fail "generate with $precision: $(cat "$work/stored.err")"
+  [ "$(wc -w <<< "$stored")" = 16 ] || fail "generate with $precision gave: $stored"
+done
+echo "ok: bf16 and int8 weights generate"
+
 # A seeded sample repeats exactly; another seed gives another sample.
 sample() { "$strata" generate "$work/llama.toml" --from "$work/llama.safetensors" --prompt "$prompt" --ids \
   --max-new-tokens 32 --temperature 1 --top-k 50 --top-p 0.95 --seed "$1" 2> /dev/null; }

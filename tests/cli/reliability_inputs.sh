@@ -23,8 +23,11 @@ head -c 4096 data/kjv.txt > "$work/text.Bin"
 fault "a .Bin file without the magic number" 2 "text.Bin: wrong magic number" -- \
   "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/text.Bin\"
 printf '{"text": "In the beginning"}\n' > "$work/corpus.jsonl"
-fault "a .jsonl corpus" 2 "corpus.jsonl: JSON is not a corpus format Strata reads" -- \
+fault "a .jsonl corpus without a tokenizer" 2 "corpus.jsonl: a .jsonl corpus needs a tokenizer" -- \
   "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/corpus.jsonl\"
+printf '{"text": "In the beginning"}\n' > "$work/corpus.json"
+fault "a .json file as a corpus" 2 "corpus.json: JSON is not a corpus format Strata reads" -- \
+  "$strata" train $q "${small[@]}" --set train.steps=1 --set data.train=\"$work/corpus.json\"
 
 # Output that never arrives is a failed command; train writes its checkpoint first. The full
 # device is a node made here (never the machine's own /dev/full).

@@ -47,14 +47,14 @@ diff <(ids_of "$work/llama3.bin") <(echo 128000; expected_ids llama3 128001) > /
   fail "LLaMA 3 prepare differs from tokenizers.js"
 echo "ok: prepare's ids are tokenizers.js's (GPT-2, LLaMA 3)"
 
-# A text large enough to be cut into chunks (8 MiB reads), on one thread and two, and the same text
+# A text large enough to be cut into chunks (10 MB in 8 MiB reads), on one thread and two, and the same text
 # as one .jsonl document, encoded whole: one file, byte for byte.
 "$python" - "$corpus" "$work/big.txt" "$work/big.jsonl" <<'PY'
 import sys, json, random
 lines = open(sys.argv[1], encoding='utf-8', newline='').read().split('\n')
 random.seed(7)
 parts, size = [], 0
-while size < 20_000_000:
+while size < 10_000_000:
     line = random.choice(lines) + random.choice(['\n', '\n', '\n\n', ' \n', '\r\n'])
     parts.append(line); size += len(line.encode())
 text = ''.join(parts)
