@@ -1,6 +1,6 @@
 #pragma once
-// Token sources: a .txt file read with the byte-level tokenizer (one token per byte, vocab 256)
-// or an llm.c token file (.bin): a header of 256 little-endian int32 — magic 20240520, version,
+// Token sources without a tokenizer: a .txt file read as bytes (one token per byte, vocab 256) or
+// an llm.c token file (.bin): a header of 256 little-endian int32 — magic 20240520, version,
 // token count, then zeros — followed by exactly that many tokens:
 //   version 1: uint16 tokens (llm.c's format; ids below 65536),
 //   version 2: uint32 tokens (vocabularies over 65536, such as LLaMA 3's 128256).
@@ -22,8 +22,9 @@ inline constexpr std::size_t kTokenFileHeaderInts = 256;
 
 // How a data file is read, by its first bytes before its name (docs/manifest.md, "Data files"):
 // a file that starts with the token-file magic is an llm.c token file whatever its suffix, as is
-// any `.bin` (in any case; a wrong magic is then an error, not text); `.json` and `.jsonl` are
-// refused (no JSON corpus reader yet); anything else is text, one token per byte.
+// any `.bin` (in any case; a wrong magic is then an error, not text); `.json` and `.jsonl` are JSON,
+// which only a tokenizer reads (core/data/corpus_tokens.hpp: `.jsonl`, one document per line);
+// anything else is text, one token per byte here, or a tokenizer's.
 enum class TokenFileFormat { llmc_tokens, text_bytes, json };
 TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesystem::path& path);
 

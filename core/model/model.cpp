@@ -75,7 +75,8 @@ void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int ou
 void Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
   for (int row : global_activation_rows_) store_.allocate(row);
   ops().copy_from_host(store_.data(tokens_row_), tokens.data(), tokens.size_bytes());
-  ops().copy_from_host(store_.data(targets_row_), targets.data(), targets.size_bytes());
+  // Decoding has no targets: an empty span's data() may be null, which memcpy must not see.
+  if (!targets.empty()) ops().copy_from_host(store_.data(targets_row_), targets.data(), targets.size_bytes());
 }
 
 void Model::end_micro_batch() {
