@@ -15,6 +15,7 @@
 #include "command_support.hpp"
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
+#include "core/data/corpus_tokens.hpp"
 #include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
 #include "core/device/backend.hpp"
@@ -291,6 +292,12 @@ int command_validate(const std::vector<std::string>& arguments) {
     };
     if (!manifest.data.train.empty()) check_data(manifest.data.train, "train");
     if (manifest.data.val) check_data(*manifest.data.val, "val");
+    // The tokenizer reads, and its ids fit the model's embedding rows.
+    if (manifest.data.tokenizer)
+      gather([&] {
+        check_tokenizer_fits(*load_tokenizer(*manifest.data.tokenizer), *manifest.data.tokenizer,
+                             manifest.model.vocab());
+      });
     // The device exists in this build and machine (a kind of neither form is already named).
     if (manifest.device.kind == "cpu" || manifest.device.kind.starts_with("cuda:"))
       gather([&] { (void)backend_for(manifest); });

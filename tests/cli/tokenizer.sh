@@ -141,6 +141,9 @@ grep -q "tokens from the cache" "$work/tok2.log" || fail "the second run did not
 echo "ok: [data] tokenizer trains and caches"
 fault "train: a tokenizer larger than model.vocab" 2 "is larger than model.vocab = 50000" -- \
   "$strata" train "$work/tok.toml" --set model.vocab=50000
+fault "validate: a tokenizer larger than model.vocab" 2 "is larger than model.vocab = 50000" -- \
+  "$strata" validate "$work/tok.toml" --set model.vocab=50000
+expect 0 "" -- "$strata" validate "$work/tok.toml"
 fault "train: a .jsonl corpus without a tokenizer" 2 "a .jsonl corpus needs a tokenizer" -- \
   "$strata" train $q --set data.train=\"$work/docs.jsonl\" --set train.steps=1
 fault "train: [data] tokenizer naming a directory without one" 2 "is not a directory holding tokenizer.json" -- \
