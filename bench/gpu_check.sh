@@ -11,7 +11,7 @@
 # end of the output holds the benchmark's table.
 set -uo pipefail
 export_dir=runs/gpu-check run_tests=1 bench_args=()
-groups='CudaTraining.FlashAttentionPluginMatchesTheCpu:75 BackendConformance*:Cuda*:PluginProbe*:-CudaTraining.FlashAttentionPluginMatchesTheCpu:120'
+groups='CudaTraining.FlashAttentionPluginMatchesTheCpu:75 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.FlashAttentionPluginMatchesTheCpu:120'
 while [ $# -gt 0 ]; do
   case $1 in
     --tests) groups=$2; shift 2 ;;

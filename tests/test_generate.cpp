@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "backend_buffers.hpp"
 #include "core/device/backends.hpp"
 #include "core/generate/generator.hpp"
 #include "core/generate/sampler.hpp"
@@ -175,6 +176,56 @@ TEST(Decoding, StepLogitsMatchAFullRecomputeWithin1e5) {
     for (float v : recomputed) scale = std::max(scale, std::abs(v));
     for (std::size_t v = 0; v < recomputed.size(); ++v)
       ASSERT_NEAR(stepped[v], recomputed[v], 1e-5f * scale) << "position " << p << " logit " << v;
+  }
+}
+
+// The decoding ops on the GPU against the CPU's: a prefill then one-token steps of attention_decode
+// (grouped-query), rope_at and rope_frequencies, within 1e-5 of the largest value.
+TEST(Decoding, CudaDecodingOpsMatchTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::unique_ptr<Backend> cpu = make_backend("cpu", 0), gpu = make_backend("cuda:0", 0);
+  test::BackendBuffers on_cpu(*cpu), on_gpu(*gpu);
+  const int heads = 4, kv_heads = 2, head_dim = 16, capacity = 24, prefill = 7;
+  const std::int64_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    float scale = 0.0f, worst = 0.0f;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::abs(a[i]));
+      worst = std::max(worst, std::abs(a[i] - b[i]));
+    }
+    EXPECT_LE(worst, 1e-5f * scale) << what;
+  };
+  std::vector<float> frequencies(head_dim / 2);
+  for (std::size_t i = 0; i < frequencies.size(); ++i) frequencies[i] = 0.5f / static_cast<float>(i + 1);
+  float* k_cpu = on_cpu.upload(std::vector<float>(capacity * kv_width));
+  float* v_cpu = on_cpu.upload(std::vector<float>(capacity * kv_width));
+  float* k_gpu = on_gpu.upload(std::vector<float>(capacity * kv_width));
+  float* v_gpu = on_gpu.upload(std::vector<float>(capacity * kv_width));
+  for (int first = 0; first < 12; first = first == 0 ? prefill : first + 1) {
+    const int rows = first == 0 ? prefill : 1;
+    const std::vector<float> q = random_values(static_cast<std::size_t>(rows * q_width), 100 + first);
+    const std::vector<float> kv = random_values(static_cast<std::size_t>(rows * 2 * kv_width), 200 + first);
+    float *q_cpu = on_cpu.upload(q), *q_gpu = on_gpu.upload(q);
+    float *kv_on_cpu = on_cpu.upload(kv), *kv_on_gpu = on_gpu.upload(kv);  // keys then values per row
+    cpu->ops().rope_at(q_cpu, rows, q_width, first, heads, head_dim, 10000.0f);
+    gpu->ops().rope_at(q_gpu, rows, q_width, first, heads, head_dim, 10000.0f);
+    cpu->ops().rope_frequencies(kv_on_cpu, rows, 2 * kv_width, rows, first, kv_heads, head_dim, frequencies.data(),
+                                false);
+    gpu->ops().rope_frequencies(kv_on_gpu, rows, 2 * kv_width, rows, first, kv_heads, head_dim, frequencies.data(),
+                                false);
+    const DecodeShape shape{rows, first, capacity, heads, kv_heads, head_dim};
+    float* out_cpu = on_cpu.upload(std::vector<float>(static_cast<std::size_t>(rows * q_width)));
+    float* out_gpu = on_gpu.upload(std::vector<float>(static_cast<std::size_t>(rows * q_width)));
+    cpu->ops().attention_decode(
+        shape, out_cpu, AttentionInputs{q_cpu, kv_on_cpu, kv_on_cpu + kv_width, q_width, 2 * kv_width}, k_cpu, v_cpu);
+    gpu->ops().attention_decode(
+        shape, out_gpu, AttentionInputs{q_gpu, kv_on_gpu, kv_on_gpu + kv_width, q_width, 2 * kv_width}, k_gpu, v_gpu);
+    const auto n = static_cast<std::size_t>(rows * q_width);
+    close(on_cpu.download(q_cpu, n), on_gpu.download(q_gpu, n), "rope_at");
+    close(on_cpu.download(out_cpu, n), on_gpu.download(out_gpu, n), "attention_decode");
+    const auto cached = static_cast<std::size_t>((first + rows) * kv_width);
+    close(on_cpu.download(k_cpu, cached), on_gpu.download(k_gpu, cached), "the key cache (rope_frequencies)");
+    close(on_cpu.download(v_cpu, cached), on_gpu.download(v_gpu, cached), "the value cache");
   }
 }
 
