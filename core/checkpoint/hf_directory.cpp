@@ -91,8 +91,8 @@ HfModelConfig gpt2_config(const ConfigFields& fields) {
 
 // rope_scaling with rope_type (or, in older files, type) "llama3": Llama 3.1's and 3.2's. Any other
 // type is refused by name: a model that needs it would train on wrong positions.
-RopeScaling llama3_rope_scaling(const json& config, const ConfigFields& fields) {
-  const json& scaling = config.at("rope_scaling");
+RopeScaling llama3_rope_scaling(const ConfigFields& fields) {
+  const json& scaling = fields.json_object().at("rope_scaling");
   if (!scaling.is_object()) fields.refuse("rope_scaling", scaling.dump() + " is not an object");
   const json& type = scaling.contains("rope_type") ? scaling.at("rope_type") : scaling.value("type", json());
   if (type != "llama3")
@@ -123,7 +123,7 @@ HfModelConfig llama_config(const ConfigFields& fields, const std::string& arch) 
   config.rope_theta = fields.positive_number("rope_theta", 10000.0);
   config.norm_eps = fields.positive_number("rms_norm_eps", 1e-6);
   config.tie_embeddings = fields.flag("tie_word_embeddings", false);
-  if (fields.has("rope_scaling")) config.rope_scaling = llama3_rope_scaling(fields.json_object(), fields);
+  if (fields.has("rope_scaling")) config.rope_scaling = llama3_rope_scaling(fields);
   fields.require("hidden_act", "silu", "Strata's LLaMA MLP is SwiGLU (silu)");
   fields.require("mlp_bias", false, "Strata's LLaMA MLP has no biases");
   if (config.d_model % config.n_head == 0)

@@ -64,6 +64,7 @@ TokenSequence load_corpus_tokens(const std::filesystem::path& path, int vocab, c
   if (!corpus_format(path))
     throw DataError(path.string() + ": a .json file is not a corpus: one JSON object per line is (.jsonl)");
 
+  check_tokenizer_fits(*tokenizer, path, vocab);  // so every id it makes is < vocab
   const auto cache = tokenized_cache_path(path, *tokenizer);
   std::error_code error;
   if (std::filesystem::exists(cache, error)) {
@@ -83,10 +84,6 @@ TokenSequence load_corpus_tokens(const std::filesystem::path& path, int vocab, c
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{}: {} tokens by the {} tokenizer in {:.1f} s", path.string(), tokens.size(), tokenizer->kind(),
                seconds);
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] >= static_cast<std::uint32_t>(vocab))
-      throw DataError(path.string() + ": token " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
-                      " is outside the model's vocabulary (model.vocab = " + std::to_string(vocab) + ")");
   try {
     write_token_file(cache, tokens);
     return TokenSequence::map_token_file(cache, vocab);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/generate/sampler.hpp"
+#include "core/model/kv_cache.hpp"
 #include "core/model/model.hpp"
 
 namespace strata {

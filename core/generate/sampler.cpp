@@ -13,18 +13,22 @@ std::int32_t sample_token(std::span<const float> logits, const SamplingOptions& 
   const auto vocab = static_cast<std::int64_t>(logits.size());
   if (options.temperature <= 0.0f)
     return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  // Candidates by logit, largest first (ties: lower id first), cut to top_k.
+  // The candidates: every id, cut to the top_k largest (nth_element, no full sort), ordered largest
+  // first (ties: lower id first) only when the nucleus needs the order. Either way the order is
+  // a function of the logits alone, so a seeded draw repeats.
   std::vector<std::int32_t> order(static_cast<std::size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  const std::int64_t kept = options.top_k > 0 ? std::min<std::int64_t>(options.top_k, vocab) : vocab;
   const auto larger = [&](std::int32_t a, std::int32_t b) {
     return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)] ||
            (logits[static_cast<std::size_t>(a)] == logits[static_cast<std::size_t>(b)] && a < b);
   };
-  std::partial_sort(order.begin(), order.begin() + kept, order.end(), larger);
-  order.resize(static_cast<std::size_t>(kept));
+  if (options.top_k > 0 && options.top_k < vocab) {
+    std::nth_element(order.begin(), order.begin() + options.top_k, order.end(), larger);
+    order.resize(static_cast<std::size_t>(options.top_k));
+  }
+  if (options.top_p < 1.0f) std::sort(order.begin(), order.end(), larger);
   // Softmax of logit / temperature over the candidates, in double.
-  const double top = logits[static_cast<std::size_t>(order[0])];
+  const double top = *std::max_element(logits.begin(), logits.end());
   std::vector<double> weights(order.size());
   double total = 0.0;
   for (std::size_t i = 0; i < order.size(); ++i) {

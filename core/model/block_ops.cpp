@@ -4,6 +4,7 @@
 // step's new positions.
 #include <stdexcept>
 
+#include "core/model/kv_cache.hpp"
 #include "core/model/transformer.hpp"
 
 namespace strata {

@@ -16,7 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/model/kv_cache.hpp"
 #include "core/model/lm_head.hpp"
 #include "core/model/model_adapters.hpp"
 #include "core/model/trainable_plan.hpp"
@@ -27,6 +26,8 @@
 #include "strata/precision_policy.hpp"
 
 namespace strata {
+
+class KvCache;  // core/model/kv_cache.hpp
 
 // Storage dtypes, as the precision policy chooses them. bf16 weights: the matrices are stored as
 // bf16 beside an f32 master copy counted as optimizer state; norm gains and biases stay f32. bf16

@@ -2,6 +2,8 @@
 // (core/model/transformer.hpp says how staging and recomputation work).
 #include "core/model/transformer.hpp"
 
+#include "core/model/kv_cache.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 

@@ -72,8 +72,9 @@ PretokenizerRegex::PretokenizerRegex(std::string_view pattern, const std::string
   if (code_->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
-    throw TokenizerError(where + ": the pre-tokenizer pattern does not compile at offset " +
-                         std::to_string(error_offset) + ": " + reinterpret_cast<const char*>(message));
+    throw TokenizerError(
+        where + ": the pre-tokenizer pattern does not compile: " + reinterpret_cast<const char*>(message) +
+        " (at offset " + std::to_string(error_offset) + " of it with \\s spelled out as Oniguruma's set)");
   }
   // JIT is several times faster; where the machine refuses it (no executable memory), the
   // interpreter gives the same matches.

@@ -13,6 +13,7 @@
 
 #include "command_support.hpp"
 #include "commands.hpp"
+#include "core/data/corpus_tokens.hpp"
 #include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
 #include "core/generate/generator.hpp"
@@ -44,7 +45,12 @@ struct TextCodec {
     return ids;
   }
   std::string decode(const std::vector<std::int32_t>& ids) const {
-    if (!tokenizer) return std::string(ids.begin(), ids.end());
+    if (!tokenizer) {
+      // Bytes; an id above 255 (a vocabulary wider than bytes, untrained rows) is no byte: U+FFFD.
+      std::string text;
+      for (std::int32_t id : ids) text += id < 256 ? std::string(1, static_cast<char>(id)) : "\xEF\xBF\xBD";
+      return text;
+    }
     const std::vector<std::uint32_t> unsigned_ids(ids.begin(), ids.end());
     return tokenizer->decode(unsigned_ids);
   }
@@ -101,10 +107,7 @@ int command_generate(const std::vector<std::string>& arguments) {
     if (!tokenizer_dir && !from.empty() && has_tokenizer(from)) tokenizer_dir = from;
     if (tokenizer_dir) {
       codec.tokenizer = load_tokenizer(*tokenizer_dir);
-      if (codec.tokenizer->vocab_size() > manifest.model.vocab())
-        throw DataError(tokenizer_dir->string() + ": the tokenizer's vocabulary of " +
-                        std::to_string(codec.tokenizer->vocab_size()) +
-                        " is larger than model.vocab = " + std::to_string(manifest.model.vocab()));
+      check_tokenizer_fits(*codec.tokenizer, *tokenizer_dir, manifest.model.vocab());
     } else if (manifest.model.vocab() < 256) {
       throw ManifestError(manifest.path.string() +
                           ": no tokenizer, and text as bytes needs model.vocab >= 256 (it is " +

@@ -115,7 +115,8 @@ class CpuOps final : public Ops {
   }
   void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
                float theta) noexcept override {
-    cpu::rope_at(x, rows, stride, first_position, n_heads, head_dim, theta);
+    cpu::rope_frequencies(x, rows, stride, rows, first_position, n_heads, head_dim,
+                          cpu::rope_inverse_frequencies(theta, head_dim).data(), false);
   }
   void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache,
                         float* v_cache) noexcept override {

@@ -8,48 +8,6 @@
 
 namespace strata::cpu {
 
-void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
-             float theta) {
-  const int half = head_dim / 2;
-  std::vector<float> inverse_frequencies(static_cast<std::size_t>(half));
-  for (int i = 0; i < half; ++i)
-    inverse_frequencies[static_cast<std::size_t>(i)] =
-        1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto position = static_cast<float>(first_position + r);
-    for (int i = 0; i < half; ++i) {
-      const float angle = position * inverse_frequencies[static_cast<std::size_t>(i)];
-      const float c = std::cos(angle), s = std::sin(angle);
-      for (int h = 0; h < n_heads; ++h) {
-        float* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
-      }
-    }
-  }
-}
-
-void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
-                      std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
-                      bool inverse) {
-  const int half = head_dim / 2;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const auto position = static_cast<float>(first_position + r % seq_len);
-    for (int i = 0; i < half; ++i) {
-      const float angle = position * inverse_frequencies[i];
-      const float c = std::cos(angle), s = inverse ? -std::sin(angle) : std::sin(angle);
-      for (int h = 0; h < n_heads; ++h) {
-        float* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
-      }
-    }
-  }
-}
-
 void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache, float* v_cache) {
   const std::int64_t D = shape.head_dim, NH = shape.n_head, KV = static_cast<std::int64_t>(shape.n_kv_head) * D;
   const std::int64_t group = NH / shape.n_kv_head;

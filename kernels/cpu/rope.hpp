@@ -7,11 +7,20 @@
 // frequencies and angles are computed in f32, as Hugging Face computes them.
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace strata::cpu {
 
 void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
           bool inverse);
+// The same with the head_dim / 2 inverse frequencies given (a scaled RoPE, Ops::rope_frequencies)
+// and row r at position first_position + r % seq_len (Ops::rope_at: seq_len = rows). rope() is
+// this with theta's frequencies and first_position 0.
+void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                      std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                      bool inverse);
+// theta^(-2i/head_dim) for i < head_dim / 2, in f32, as Hugging Face computes them.
+std::vector<float> rope_inverse_frequencies(float theta, int head_dim);
 
 namespace reference {
 

@@ -11,5 +11,13 @@ namespace strata::cuda {
 
 void rope(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim,
           float theta, bool inverse);
+// Decoding: rows at positions first_position + r (Ops::rope_at).
+void rope_at(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position,
+             int n_heads, int head_dim, float theta);
+// Given inverse frequencies (host memory, head_dim / 2 <= 512), positions first_position + r % seq_len
+// (Ops::rope_frequencies). Throws std::runtime_error for a wider head.
+void rope_frequencies(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
+                      std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
+                      bool inverse);
 
 }  // namespace strata::cuda
