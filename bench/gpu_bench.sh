@@ -14,7 +14,7 @@
 #
 # usage: bash bench/gpu_bench.sh [--bundle DIR] [--out DIR] [--export DIR] [--steps N] [--torch-steps N]
 #                                [--peak-flops F] [--budget S] [--only strata|torch] [--configs "NAME..."]
-#                                [--torch-modes "eager compile"] [--smoke]
+#                                [--torch-modes "eager compile"] [--model gpt2|tinyllama] [--smoke]
 #   --bundle: scripts/device-bundle.sh's OUT_DIR (default .device-bundle)
 #   --out: logs, JSONL, smi samples, table.txt and table.json (default runs/gpu-bench)
 #   --export: also copy table.txt, table.json and all of --out as gpu-bench.tar.gz here (e.g. "$OUT")
@@ -22,9 +22,12 @@
 #   --peak-flops: dense bf16 FLOP/s for MFU (default 989e12, H100 SXM; the H200's is the same)
 #   --configs: names in bench/gpu/ without .toml (default: all of them)
 #   --torch-modes: PyTorch's modes to run (default: eager and compile)
+#   --model: tinyllama runs bench/gpu/tinyllama-*.toml (a TinyLlama-1.1B-shaped LLaMA, B 4, T 2048)
+#            against torch_gpt2_gpu.py --shape tinyllama-1.1b --batch 4 instead of GPT-2 124M
 #   --smoke: tiny shapes on the CPU, to check this script where there is no GPU
 set -uo pipefail
 bundle=.device-bundle out=runs/gpu-bench export_dir="" steps=10 torch_steps=20 peak=989e12 budget=540 only="" smoke=0
+model=gpt2 configs_given=0
 torch_modes="eager compile"
 configs="gpt2-124m-cuda gpt2-124m-cuda-bf16 gpt2-124m-cuda-bf16-tf32 gpt2-124m-cuda-bf16-tf32-flash
 gpt2-124m-cuda-bf16-tf32-flash-adamw8bit gpt2-124m-cuda-bf16-checkpoint gpt2-124m-cuda-bf16-offload-optimizer
@@ -39,7 +42,8 @@ while [ $# -gt 0 ]; do
     --peak-flops) peak=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
+    --configs) configs=$2; configs_given=1; shift 2 ;;
+    --model) model=$2; shift 2 ;;
     --torch-modes) torch_modes=$2; shift 2 ;;
     --smoke) smoke=1; shift ;;
     *) echo "gpu_bench.sh: unknown argument '$1' (see the usage at the top of bench/gpu_bench.sh)" >&2; exit 2 ;;
@@ -55,11 +59,26 @@ strata_keys=()
 torch_args=()
 table_args=(--peak-flops "$peak")
 torch_timeout_eager=90 torch_timeout_compile=240 strata_timeout=75
+tokens=runs/bench/gpt2_tokens.bin tokens_vocab=50257
+case $model in
+  gpt2) ;;
+  tinyllama)
+    [ "$configs_given" = 1 ] || configs=$(cd bench/gpu && ls tinyllama-*.toml | sed 's/\.toml$//')
+    torch_args=(--shape tinyllama-1.1b --batch 4)
+    table_args+=(--shape "22,2048,2048,32000")
+    tokens=runs/bench/llama_tokens.bin tokens_vocab=32000
+    torch_timeout_eager=150 strata_timeout=150 ;;
+  *) echo "gpu_bench.sh: --model '$model': gpt2 or tinyllama" >&2; exit 2 ;;
+esac
 if [ "$smoke" = 1 ]; then
   strata_keys=(--set 'device.kind="cpu"' --set model.n_layer=2 --set model.n_head=2 --set model.d_model=64
     --set model.seq_len=64 --set train.batch=2 --set train.threads=2)
   torch_args=(--shape tiny --device cpu --batch 2 --warmup 1 --compile-warmup 1)
-  table_args+=(--shape "2,64,64,50257")
+  table_args+=(--shape "2,64,64,$tokens_vocab")
+  if [ "$model" = tinyllama ]; then  # and flash_bf16, which runs on CUDA only, becomes flash
+    strata_keys+=(--set model.n_kv_head=1 --set model.d_ff=96 --set 'kernels.attention="flash"')
+    torch_args=(--shape tiny-llama --device cpu --batch 2 --warmup 1 --compile-warmup 1)
+  fi
   steps=4 torch_steps=3
 fi
 
@@ -90,9 +109,8 @@ if [ "$only" != torch ]; then
   # shellcheck source=/dev/null
   . "$bundle/env.sh" || exit 1
   echo "== Strata bundle of commit $STRATA_BUNDLE_COMMIT; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  tokens=runs/bench/gpt2_tokens.bin
   mkdir -p "$(dirname "$tokens")"
-  [ -f "$tokens" ] || "$python" bench/make_gpt2_tokens.py "$tokens" 1000000 || exit 1
+  [ -f "$tokens" ] || "$python" bench/make_gpt2_tokens.py "$tokens" 1000000 "$tokens_vocab" || exit 1
   for name in $configs; do
     manifest=bench/gpu/$name.toml
     [ -f "$manifest" ] || { echo "gpu_bench.sh: no manifest $manifest" >&2; exit 2; }

@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: the CUDA tests, then the GPU benchmark. Run from the repository
-# root there, with the bundle scripts/device-bundle.sh made from a CUDA build carried beside it:
-#   bash bench/gpu_check.sh [--export DIR] [--tests "FILTER:SECONDS ..."] [--no-tests] [gpu_bench.sh's arguments...]
+# One call on the GPU machine: the flash kernels' own check, the CUDA tests, the GPU benchmark and
+# a profile. Run from the repository root there, with the bundle scripts/device-bundle.sh made from
+# a CUDA build carried beside it:
+#   bash bench/gpu_check.sh [--export DIR] [--tests "FILTER:SECONDS ..."] [--no-tests] [--no-flash-bench]
+#                           [--profile CONFIG] [gpu_bench.sh's arguments...]
 #   --export: where the test logs and any hang report go, and the benchmark's table and logs under bench/ (e.g. "$OUT")
 #   --tests: groups of gtest filters, each run with its own time limit (default: the flash plugin's
 #            end-to-end test alone, then every other CUDA test and the plugin probe)
+#   --no-flash-bench: skip strata_flash_attention_gpu_bench (bench/gpu/flash_attention_bench.cu: both
+#            flash kernels against a float64 reference, then timed), which runs first otherwise
+#   --profile: after the benchmark, `strata train bench/gpu/CONFIG.toml --profile` (per-kernel device times)
 # A group that outlives its limit is stopped, after a report of where its processes stood (their
 # threads' kernel stacks, and cuda-gdb's backtraces) is written to DIR/hang-N.txt: one stuck test
 # costs its limit, not the whole call. The console gets each group's failures and summary, so the
 # end of the output holds the benchmark's table.
 set -uo pipefail
-export_dir=runs/gpu-check run_tests=1 bench_args=()
+export_dir=runs/gpu-check run_tests=1 flash_bench=1 profile="" bench_args=()
 groups='CudaTraining.FlashAttentionPluginMatchesTheCpu:75 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.FlashAttentionPluginMatchesTheCpu:120'
 while [ $# -gt 0 ]; do
   case $1 in
     --tests) groups=$2; shift 2 ;;
     --no-tests) run_tests=0; shift ;;
+    --no-flash-bench) flash_bench=0; shift ;;
+    --profile) profile=$2; shift 2 ;;
     --export) export_dir=$2; bench_args+=(--export "$2/bench"); shift 2 ;;
     *) bench_args+=("$1"); shift ;;
   esac
@@ -43,6 +50,14 @@ hang_report() {
 }
 
 tests_rc=0
+if [ "$flash_bench" = 1 ]; then
+  start=$SECONDS
+  (. .device-bundle/env.sh && timeout -k 5 120 strata_flash_attention_gpu_bench) > "$export_dir/flash-bench.log" 2>&1
+  rc=$?
+  [ "$rc" != 0 ] && tests_rc=1
+  grep -vE ' ok$' "$export_dir/flash-bench.log" | tail -n 20
+  echo "== flash kernels' check and timing: exit $rc, $((SECONDS - start)) s (log: $export_dir/flash-bench.log)"
+fi
 if [ "$run_tests" = 1 ]; then
   index=0
   for group in $groups; do
@@ -72,5 +87,11 @@ if [ "$run_tests" = 1 ]; then
 fi
 bash bench/gpu_bench.sh "${bench_args[@]}"
 bench_rc=$?
+if [ -n "$profile" ]; then
+  (. .device-bundle/env.sh && timeout -k 5 90 strata train "bench/gpu/$profile.toml" --profile --set train.steps=8 \
+    --set "telemetry.0.path=\"runs/gpu-check-profile.jsonl\"") > "$export_dir/profile.log" 2>&1
+  echo "== profile of $profile: exit $? (log: $export_dir/profile.log)"
+  grep -A 30 -iE '^(kernel|profile)' "$export_dir/profile.log" | tail -n 30
+fi
 echo "== gpu_check: tests exit $tests_rc, benchmark exit $bench_rc"
 [ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ]

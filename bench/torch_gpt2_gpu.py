@@ -1,4 +1,5 @@
-"""PyTorch's GPT-2 124M training step on a GPU, the reference for Strata's CUDA backend (bench/gpu_bench.sh).
+"""PyTorch's GPT-2 124M training step on a GPU, the reference for Strata's CUDA backend (bench/gpu_bench.sh);
+with --shape tinyllama-1.1b, a TinyLlama-1.1B-shaped LLaMA (bench/torch_llama_model.py) in the same set-up.
 
 The model is bench/torch_reference.py's GPT-2 with the GPU set-up a PyTorch user would write: f32 master
 weights, bf16 autocast, SDPA causal attention (F.scaled_dot_product_attention), the LM head tied to wte
@@ -10,7 +11,8 @@ torch.compile) warms up, then its steps are timed with CUDA events: median ms/st
 bytes after reset_peak_memory_stats, MFU (the formula is printed; bench/gpu_bench_table.py holds it).
 
   torch_gpt2_gpu.py [--modes eager,compile] [--steps 20] [--batch 16] [--peak-flops 989e12] [--json OUT]
-  torch_gpt2_gpu.py --shape tiny --device cpu --modes eager --steps 3    (a smoke check without a GPU)
+  torch_gpt2_gpu.py --shape tinyllama-1.1b --batch 4 --modes eager
+  torch_gpt2_gpu.py --shape tiny --device cpu --modes eager --steps 3    (a smoke check without a GPU; tiny-llama too)
 """
 import argparse, gc, json, math, os, statistics, sys, time
 
@@ -21,10 +23,27 @@ from gpu_bench_table import FLOPS_FORMULA, flops_per_token, gpt2_parameter_count
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_llama_model import Llama, llama_parameter_count  # noqa: E402
 from torch_reference import Block  # noqa: E402  (the same GPT-2 block as the CPU comparison)
 
 SHAPES = {"gpt2-124m": dict(n_layer=12, n_head=12, d_model=768, vocab=50257, seq_len=1024),
-          "tiny": dict(n_layer=2, n_head=2, d_model=64, vocab=50257, seq_len=64)}
+          "tiny": dict(n_layer=2, n_head=2, d_model=64, vocab=50257, seq_len=64),
+          "tinyllama-1.1b": dict(arch="llama", n_layer=22, n_head=32, n_kv_head=4, d_model=2048, d_ff=5632,
+                                 vocab=32000, seq_len=2048),
+          "tiny-llama": dict(arch="llama", n_layer=2, n_head=2, n_kv_head=1, d_model=64, d_ff=96, vocab=32000,
+                             seq_len=64)}
+
+
+def is_llama(shape):
+    return shape.get("arch") == "llama"
+
+
+def make_model(shape):
+    return Llama(**shape) if is_llama(shape) else GPT(**shape)
+
+
+def parameter_count(shape):
+    return llama_parameter_count(**shape) if is_llama(shape) else gpt2_parameter_count(**shape)
 
 
 def padded(vocab):
@@ -80,7 +99,7 @@ class Timer:
 
 def run_mode(mode, shape, args, device):
     torch.manual_seed(args.seed)
-    model = GPT(**shape).to(device)
+    model = make_model(shape).to(device)
     optimizer = make_optimizer(model, device, args.lr)
     step_fn = model
     if mode == "compile":
@@ -129,7 +148,7 @@ def run_mode(mode, shape, args, device):
     last_loss = float(losses[-1])
     median_ms = statistics.median(times)
     tokens_per_s = args.batch * shape["seq_len"] / (median_ms / 1000)
-    n_params = gpt2_parameter_count(**shape)
+    n_params = parameter_count(shape)
     result = dict(mode=mode, warmup_steps=warmup, timed_steps=args.steps, median_ms=median_ms,
                   min_ms=min(times), max_ms=max(times), tokens_per_s=tokens_per_s,
                   mfu=flops_per_token(n_params, **shape) * tokens_per_s / args.peak_flops,
@@ -180,8 +199,10 @@ def main():
         return 1
     shape = SHAPES[args.shape]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"torch {torch.__version__} on {name}: GPT-2 {args.shape} (n_layer {shape['n_layer']}, d_model "
-          f"{shape['d_model']}, vocab {shape['vocab']} padded to {padded(shape['vocab'])}), B {args.batch}, "
+    family = "LLaMA" if is_llama(shape) else "GPT-2"
+    padding = "" if is_llama(shape) else f" padded to {padded(shape['vocab'])}"
+    print(f"torch {torch.__version__} on {name}: {family} {args.shape} (n_layer {shape['n_layer']}, d_model "
+          f"{shape['d_model']}, vocab {shape['vocab']}{padding}), B {args.batch}, "
           f"T {shape['seq_len']}, bf16 autocast, f32 master weights, {'fused ' if device.type == 'cuda' else ''}AdamW",
           flush=True)
     results, failed = [], []
@@ -199,7 +220,7 @@ def main():
         print(f"  {mode}: warm-up {result['warmup_steps']} steps in {result['warmup_s']:.1f} s (first step "
               f"{result['first_step_s']:.1f} s), loss {result['first_loss']:.4f} -> {result['last_loss']:.4f}",
               flush=True)
-    n_params = gpt2_parameter_count(**shape)
+    n_params = parameter_count(shape)
     print(f"{'mode':<8} {'ms/step':>9} {'tokens/s':>10} {'alloc MiB':>10} {'rsvd MiB':>9} {'MFU':>6}")
     for r in failed:
         print(f"{r['mode']:<8} failed: {r['error']}")

@@ -131,6 +131,32 @@ TEST(CudaTraining, FlashAttentionPluginMatchesTheCpu) {
   }
 }
 
+// flash_bf16 runs the flash algorithm's products on the tensor cores in bf16: 20 steps stay near
+// the f32 flash kernel on the CPU, the loss falls, two runs are bitwise equal, and checkpointing
+// stays bitwise neutral on top of it.
+TEST(CudaTraining, FlashBf16TrainsNearTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::string flash = "[kernels]\nattention = \"flash\"\n";
+  const std::string flash_bf16 = "[kernels]\nattention = \"flash_bf16\"\n";
+  const std::vector<std::string> shape = {"model.d_model=128", "model.seq_len=70"};
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const TrainResult cpu = train(family, "cpu", flash, shape);
+    const TrainResult cuda = train(family, "cuda:0", flash_bf16, shape);
+    ASSERT_EQ(cuda.losses.size(), cpu.losses.size());
+    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+    std::printf("%s flash_bf16: worst relative loss difference cuda:0 vs cpu flash %.3g\n", family.name.c_str(), worst);
+    EXPECT_LE(worst, 5e-3);  // bf16 attention products against f32 ones
+    EXPECT_LT(cuda.losses.back(), cuda.losses.front());
+    const TrainResult again = train(family, "cuda:0", flash_bf16, shape);
+    const TrainResult checkpointed = train(family, "cuda:0", flash_bf16 + kCheckpoint, shape);
+    for (std::size_t i = 0; i < cuda.losses.size(); ++i) {
+      EXPECT_EQ(cuda.losses[i], again.losses[i]) << "rerun, step " << i;
+      EXPECT_EQ(cuda.losses[i], checkpointed.losses[i]) << "checkpointed, step " << i;
+    }
+  }
+}
+
 // adamw8bit on the GPU: its update is bit for bit the CPU's (test_cuda_plugin_kernels.cpp), so
 // the runs differ only by the model's own arithmetic; offloading its state to pinned host memory
 // keeps the GPU's math bitwise.

@@ -225,13 +225,14 @@ TEST(FlashAttentionPlugin, MatchesTheBuiltInKernelAndKeepsStrategiesNeutral) {
 }
 
 // A head dim the CUDA kernels lack, or a backend the plugin has no kernel for, is refused with the
-// reason before anything runs; the CPU version runs any head dim.
+// reason before anything runs; the CPU version runs any head dim, and flash_bf16 (tensor cores)
+// is refused on the CPU.
 TEST(FlashAttentionPlugin, RefusesWhatItCannotRunBeforeTraining) {
-  const auto build = [](const std::string& device_kind) {
+  const auto build = [](const std::string& device_kind, const std::string& kernel = "flash") {
     const auto dir = test::temporary_directory("flash_refused");
     // d_model 192 over 2 heads: head dim 96.
-    test::write_text(dir / "m.toml", test::tiny_manifest("[kernels]\nattention = \"flash\"\n[device]\nkind = \"" +
-                                                         device_kind + "\"\n"));
+    test::write_text(dir / "m.toml", test::tiny_manifest("[kernels]\nattention = \"" + kernel +
+                                                         "\"\n[device]\nkind = \"" + device_kind + "\"\n"));
     const Manifest manifest = load_manifest(dir / "m.toml", {"model.d_model=192"});
     PluginRegistry registry;
     registry.scan(plugin_search_path({}));
@@ -251,6 +252,14 @@ TEST(FlashAttentionPlugin, RefusesWhatItCannotRunBeforeTraining) {
 #else
     EXPECT_NE(message.find("no CUDA kernels"), std::string::npos) << message;
 #endif
+  }
+  try {
+    build("cpu", "flash_bf16");
+    FAIL() << "flash_bf16 accepted on the cpu";
+  } catch (const ManifestError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("[kernels] attention = \"flash_bf16\""), std::string::npos) << message;
+    EXPECT_NE(message.find("tensor cores, not on the cpu"), std::string::npos) << message;
   }
 }
 

@@ -1,12 +1,14 @@
-// Standalone check and benchmark of plugins/flash_attention/cuda/flash_attention_cuda.cu on one GPU (not part of the
-// CMake build). Build from the repository root:
-//   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -I. -Isdk/include
-//     bench/gpu/flash_attention_bench.cu plugins/flash_attention/cuda/flash_attention_cuda.cu kernels/cuda/attention.cu
-//     -lcublas
+// Standalone check and benchmark of the flash plugin's CUDA kernels on one GPU, the f32 ones
+// (plugins/flash_attention/cuda/flash_attention_cuda.cu) and the bf16 tensor-core ones
+// (flash_attention_tensor_cores.cu). A build with nvcc makes it as bench/strata_flash_attention_gpu_bench
+// (scripts/device-bundle.sh carries it; bench/gpu_check.sh --flash-bench runs it).
 // It compares forward out and dq/dk/dv (added into random pre-filled buffers) with a float64 CPU
-// reference (kernels/cpu/attention.hpp's templates), checks that two runs agree bit for bit, then
-// times forward and backward at B16 H12 T1024 D64 beside the cuBLAS baseline (kernels/cuda/attention.cu).
+// reference (kernels/cpu/attention.hpp's templates), checks that two runs agree bit for bit and
+// that every output element was written (outputs poisoned with NaN first), then times forward and
+// backward at B16 H12 T1024 D64 beside the cuBLAS baseline (kernels/cuda/attention.cu). Bounds:
+// max |gpu - ref| / max |ref| < 2e-5 for f32; for bf16 operands ||gpu - ref|| / ||ref|| < 1e-2.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -64,14 +66,24 @@ double max_abs(const std::vector<double>& values) {
   return m;
 }
 
-// max |gpu - ref| / max |ref| over a whole buffer.
-double relative_error(const std::vector<float>& gpu, const std::vector<double>& ref) {
-  double worst = 0;
-  for (std::size_t i = 0; i < gpu.size(); ++i) worst = std::max(worst, std::abs(gpu[i] - ref[i]));
+using strata::flash::cuda::Operands;
+
+// max |gpu - ref| / max |ref| over a whole buffer (f32), or ||gpu - ref|| / ||ref|| (bf16); NaN
+// (an element never written) is infinitely wrong.
+double relative_error(const std::vector<float>& gpu, const std::vector<double>& ref, Operands operands) {
+  double worst = 0, diff2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    if (std::isnan(gpu[i])) return INFINITY;
+    const double d = gpu[i] - ref[i];
+    worst = std::max(worst, std::abs(d));
+    diff2 += d * d;
+    ref2 += ref[i] * ref[i];
+  }
+  if (operands == Operands::bf16) return std::sqrt(diff2 / std::max(ref2, 1e-300));
   return worst / std::max(max_abs(ref), 1e-30);
 }
 
-bool run_case(const Case& c, std::mt19937& rng) {
+bool run_case(const Case& c, std::mt19937& rng, Operands operands) {
   const strata::AttentionShape shape{c.batch, c.seq_len, c.n_head, c.n_kv_head, c.head_dim};
   const Layout lay = layout_of(c);
   const std::int64_t out_count = static_cast<std::int64_t>(c.batch) * c.seq_len * c.n_head * c.head_dim;
@@ -109,9 +121,13 @@ bool run_case(const Case& c, std::mt19937& rng) {
     check(cudaMemset(d_out.data, 0xff, out_count * 4), "memset");
     check(cudaMemset(d_saved.data, 0xff, strata::flash::cuda::lse_floats(shape) * 4), "memset");
     check(cudaMemset(d_scratch.data, 0xff, strata::flash::cuda::scratch_floats(shape) * 4), "memset");
-    strata::flash::cuda::forward(nullptr, shape, d_out.data, d_saved.data, in);
+    if (!strata::flash::cuda::forward(nullptr, shape, d_out.data, d_saved.data, in, operands)) {
+      std::printf("shape refused\n");
+      return false;
+    }
     check(cudaGetLastError(), "forward");
-    strata::flash::cuda::backward(nullptr, shape, grads, d_dout.data, d_out.data, in, d_saved.data, d_scratch.data);
+    strata::flash::cuda::backward(nullptr, shape, grads, d_dout.data, d_out.data, in, d_saved.data, d_scratch.data,
+                                  operands);
     check(cudaGetLastError(), "backward");
     check(cudaDeviceSynchronize(), "sync");
     out[run].resize(out_count);
@@ -121,7 +137,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
   }
   const bool same = std::memcmp(out[0].data(), out[1].data(), out_count * 4) == 0 &&
                     std::memcmp(dqkv[0].data(), dqkv[1].data(), lay.total * 4) == 0;
-  const double e_out = relative_error(out[0], out_ref);
+  const double e_out = relative_error(out[0], out_ref, operands);
   // Per gradient region (dq, dk, dv), including the padding between rows, which must stay as pre-filled.
   const std::int64_t bounds[4] = {lay.q_offset, lay.k_offset, lay.v_offset, lay.total};
   double e_grad[3];
@@ -142,13 +158,14 @@ bool run_case(const Case& c, std::mt19937& rng) {
       g.swap(gs);
       ref.swap(rs);
     }
-    e_grad[r] = relative_error(g, ref);
+    e_grad[r] = relative_error(g, ref, operands);
   }
   const double worst = std::max({e_out, e_grad[0], e_grad[1], e_grad[2]});
-  const bool ok = worst < 2e-5 && same;
-  std::printf("B%d T%-4d H%d KV%d D%-3d %-6s  out %.2e  dq %.2e  dk %.2e  dv %.2e  rerun %s  %s\n", c.batch, c.seq_len,
-              c.n_head, c.n_kv_head, c.head_dim, c.packed ? "packed" : "padded", e_out, e_grad[0], e_grad[1], e_grad[2],
-              same ? "bitwise" : "DIFFERS", ok ? "ok" : "FAIL");
+  const bool ok = worst < (operands == Operands::bf16 ? 1e-2 : 2e-5) && same;
+  std::printf("%s B%d T%-4d H%d KV%d D%-3d %-6s  out %.2e  dq %.2e  dk %.2e  dv %.2e  rerun %s  %s\n",
+              operands == Operands::bf16 ? "bf16" : "f32 ", c.batch, c.seq_len, c.n_head, c.n_kv_head, c.head_dim,
+              c.packed ? "packed" : "padded", e_out, e_grad[0], e_grad[1], e_grad[2], same ? "bitwise" : "DIFFERS",
+              ok ? "ok" : "FAIL");
   return ok;
 }
 
@@ -198,17 +215,19 @@ void benchmark() {
                                      lay.kv_stride};
   const double fwd_flop = 2.0 * 2.0 * c.batch * c.n_head * double(c.seq_len) * c.seq_len * c.head_dim / 2.0;
   const double bwd_flop = 2.5 * fwd_flop;
-  {
+  for (const Operands operands : {Operands::f32, Operands::bf16}) {
     DeviceBuffer<float> saved(strata::flash::cuda::lse_floats(shape));
     DeviceBuffer<float> scratch(strata::flash::cuda::scratch_floats(shape));
-    const float f = time_ms([&] { strata::flash::cuda::forward(nullptr, shape, out.data, saved.data, in); }, 20);
+    const float f =
+        time_ms([&] { strata::flash::cuda::forward(nullptr, shape, out.data, saved.data, in, operands); }, 20);
     const float b = time_ms(
         [&] {
-          strata::flash::cuda::backward(nullptr, shape, grads, dout.data, out.data, in, saved.data, scratch.data);
+          strata::flash::cuda::backward(nullptr, shape, grads, dout.data, out.data, in, saved.data, scratch.data,
+                                        operands);
         },
         20);
-    std::printf("flash    B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
-                f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
+    std::printf("flash %s B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
+                operands == Operands::bf16 ? "bf16" : "f32 ", f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
   }
   {
     cublasHandle_t cublas;
@@ -222,7 +241,7 @@ void benchmark() {
           strata::cuda::attention_backward(nullptr, cublas, shape, grads, dout.data, in, saved.data, scratch.data);
         },
         10);
-    std::printf("baseline B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
+    std::printf("baseline   B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
                 f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
     cublasDestroy(cublas);
   }
@@ -235,13 +254,14 @@ int main(int argc, char** argv) {
   bool ok = true;
   if (!bench_only) {
     std::mt19937 rng(1234);
-    for (int T : {1, 7, 64, 257, 1024})
-      for (int D : {64, 128}) {
-        const int B = T >= 1024 ? 1 : 2;
-        ok = run_case({B, T, 4, 4, D, true}, rng) && ok;                // MHA, packed qkv
-        ok = run_case({B, T, 6, 2, D, false}, rng) && ok;               // GQA (group 3), padded rows
-        if (T == 257) ok = run_case({B, T, 4, 1, D, true}, rng) && ok;  // MQA, packed
-      }
+    for (const Operands operands : {Operands::f32, Operands::bf16})
+      for (int T : {1, 7, 64, 257, 1024})
+        for (int D : {64, 128}) {
+          const int B = T >= 1024 ? 1 : 2;
+          ok = run_case({B, T, 4, 4, D, true}, rng, operands) && ok;                // MHA, packed qkv
+          ok = run_case({B, T, 6, 2, D, false}, rng, operands) && ok;               // GQA (group 3), padded rows
+          if (T == 257) ok = run_case({B, T, 4, 1, D, true}, rng, operands) && ok;  // MQA, packed
+        }
   }
   benchmark();
   std::printf(ok ? "ALL OK\n" : "SOME FAILED\n");

@@ -5,6 +5,9 @@
 //   cpu      cpu/flash_attention_cpu.cpp, threaded over batch x heads x query tiles; any head dim.
 //   cuda:N   cuda/flash_attention_cuda.cu on the backend's compute stream, f32, head dims 64 and
 //            128; compiled when the build has nvcc (STRATA_FLASH_ATTENTION_CUDA).
+// `flash_bf16` is the same algorithm on the tensor cores (cuda/flash_attention_tensor_cores.cu:
+// bf16 operands, f32 accumulation and softmax; CUDA only, sm_80 and later): it changes the
+// numbers as TF32 products do, so it is a name of its own rather than a silent choice.
 // A shape or backend it cannot run is refused when the manifest is validated, with the reason.
 #include <cstdint>
 #include <string>
@@ -23,7 +26,9 @@ namespace {
 using namespace strata;
 
 enum class Device { cpu, cuda };
+enum class Products { f32, bf16_tensor_cores };
 
+template <Products kProducts>
 class FlashAttention final : public Kernel {
  public:
   FlashAttention(ConfigView& /*config*/, HostServices& /*host*/) {}
@@ -34,7 +39,13 @@ class FlashAttention final : public Kernel {
     if (shape.n_kv_head <= 0 || shape.n_head % shape.n_kv_head != 0)
       return Status::error("n_head " + std::to_string(shape.n_head) + " is not a multiple of n_kv_head " +
                            std::to_string(shape.n_kv_head));
-    if (target.backend == "cpu") return {};
+    if (target.backend == "cpu") {
+      if constexpr (kProducts == Products::bf16_tensor_cores)
+        return Status::error(
+            "flash_bf16 runs its products on CUDA tensor cores, not on the cpu backend; the cpu's "
+            "flash attention is \"flash\"");
+      return {};
+    }
     if (!target.backend.starts_with("cuda:"))
       return Status::error("flash has kernels for the cpu and cuda backends, not for " + std::string(target.backend));
 #if STRATA_FLASH_ATTENTION_CUDA
@@ -46,10 +57,14 @@ class FlashAttention final : public Kernel {
     if (target.stream != nullptr) {
       if (const cudaError_t error = cudaSetDevice(target.device_index); error != cudaSuccess)
         return Status::error(std::string("cudaSetDevice: ") + cudaGetErrorString(error));
-      if (!flash::cuda::supports(shape))
-        return Status::error("head dim " + std::to_string(shape.head_dim) +
-                             " needs more shared memory per block than " + std::string(target.backend) +
-                             " offers (head dim 128 needs 218 KiB, an sm_90 GPU)");
+      if (!flash::cuda::supports(shape, kOperands))
+        return Status::error(kProducts == Products::f32
+                                 ? "head dim " + std::to_string(shape.head_dim) +
+                                       " needs more shared memory per block than " + std::string(target.backend) +
+                                       " offers (head dim 128 needs 218 KiB, an sm_90 GPU)"
+                                 : std::string(target.backend) +
+                                       " cannot run bf16 tensor-core products with this head dim (sm_80 or later, "
+                                       "and 121 KiB of shared memory per block at head dim 128)");
     }
     return {};
 #else
@@ -81,7 +96,8 @@ class FlashAttention final : public Kernel {
       return {};
     }
 #if STRATA_FLASH_ATTENTION_CUDA
-    return launched([&](cudaStream_t stream) { return flash::cuda::forward(stream, shape, out, saved, in); });
+    return launched(
+        [&](cudaStream_t stream) { return flash::cuda::forward(stream, shape, out, saved, in, kOperands); });
 #else
     return no_cuda();
 #endif
@@ -95,7 +111,7 @@ class FlashAttention final : public Kernel {
     }
 #if STRATA_FLASH_ATTENTION_CUDA
     return launched([&](cudaStream_t stream) {
-      return flash::cuda::backward(stream, shape, grads, dout, out, in, saved, scratch);
+      return flash::cuda::backward(stream, shape, grads, dout, out, in, saved, scratch, kOperands);
     });
 #else
     return no_cuda();
@@ -104,6 +120,9 @@ class FlashAttention final : public Kernel {
 
  private:
 #if STRATA_FLASH_ATTENTION_CUDA
+  static constexpr flash::cuda::Operands kOperands =
+      kProducts == Products::f32 ? flash::cuda::Operands::f32 : flash::cuda::Operands::bf16;
+
   // Launches on the backend's stream and reports a launch failure; a fault inside the kernel
   // surfaces at the backend's next synchronisation, as any op's does.
   template <typename Launch>
@@ -127,8 +146,11 @@ class FlashAttention final : public Kernel {
   void* stream_ = nullptr;
 };
 
-const FactoryDescriptor kFactories[] = {make_factory<Kernel, FlashAttention>(
-    "flash", "causal flash attention: saves B x n_head x T floats, recomputes score tiles in backward (cpu, cuda)")};
+const FactoryDescriptor kFactories[] = {
+    make_factory<Kernel, FlashAttention<Products::f32>>(
+        "flash", "causal flash attention: saves B x n_head x T floats, recomputes score tiles in backward (cpu, cuda)"),
+    make_factory<Kernel, FlashAttention<Products::bf16_tensor_cores>>(
+        "flash_bf16", "flash attention on CUDA tensor cores: bf16 products, f32 accumulation and softmax (cuda)")};
 
 }  // namespace
 

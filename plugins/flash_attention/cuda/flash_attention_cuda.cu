@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
+
 // Launch shapes and reduction orders (they depend only on the attention shape):
 // - Every tile kernel runs 256 threads as a 16 x 16 grid: thread (ty, tx) owns rows ty*4 .. ty*4+3
 //   of its 64-row output tile and columns tx*4 + 64*g + j (j < 4) of it. A product sums its depth
@@ -371,8 +373,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool runnable(const AttentionShape& shape) {
-  return shape.batch > 0 && shape.seq_len > 0 && shape.n_kv_head > 0 && supports(shape);
+bool runnable(const AttentionShape& shape, Operands operands) {
+  return shape.batch > 0 && shape.seq_len > 0 && shape.n_kv_head > 0 && supports(shape, operands);
 }
 
 Problem problem_of(const AttentionShape& shape, const AttentionInputs& in) {
@@ -424,18 +426,20 @@ void launch_backward(cudaStream_t stream, const AttentionShape& shape, const Att
 
 }  // namespace
 
-bool supports(const AttentionShape& shape) {
+bool supports(const AttentionShape& shape, Operands operands) {
   if (!((shape.head_dim == 64 || shape.head_dim == 128) && shape.n_kv_head > 0 && shape.n_head > 0 &&
         shape.n_head % shape.n_kv_head == 0))
     return false;
-  // The backward tiles need more shared memory per block than some devices give (head dim 128 on
-  // an A100): ask the current device.
-  int device = 0, optin_bytes = 0;
+  // The tiles need more shared memory per block than some devices give (the f32 backward at head
+  // dim 128 on an A100), and bf16 products need sm_80: ask the current device.
+  int device = 0, optin_bytes = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+      cudaDeviceGetAttribute(&optin_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
+  if (operands == Operands::bf16) return major >= 8 && tensor_cores::shared_bytes(shape.head_dim) <= optin_bytes;
   const int needed =
       shape.head_dim == 64
           ? std::max({forward_smem_floats<64>(), backward_kv_smem_floats<64>(), backward_q_smem_floats<64>()})
@@ -451,9 +455,12 @@ std::int64_t scratch_floats(const AttentionShape& shape) {
   return row_floats(shape);
 }
 
-bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
-  if (!runnable(shape)) return false;
-  if (shape.head_dim == 64)
+bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in,
+             Operands operands) {
+  if (!runnable(shape, operands)) return false;
+  if (operands == Operands::bf16)
+    tensor_cores::launch_forward(stream, shape, out, lse, in);
+  else if (shape.head_dim == 64)
     launch_forward<64>(stream, shape, out, lse, in);
   else
     launch_forward<128>(stream, shape, out, lse, in);
@@ -461,12 +468,16 @@ bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float
 }
 
 bool backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-              const float* out, const AttentionInputs& in, const float* lse, float* scratch) {
-  if (!runnable(shape)) return false;
+              const float* out, const AttentionInputs& in, const float* lse, float* scratch, Operands operands) {
+  if (!runnable(shape, operands)) return false;
   const std::int64_t rows = row_floats(shape);
   const unsigned delta_blocks = static_cast<unsigned>((rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock);
   delta_kernel<<<delta_blocks, kDeltaRowsPerBlock * kWarpSize, 0, stream>>>(scratch, dout, out, rows, shape.seq_len,
                                                                             shape.n_head, shape.head_dim);
+  if (operands == Operands::bf16) {
+    tensor_cores::launch_backward(stream, shape, grads, dout, in, lse, scratch);
+    return true;
+  }
   const Upstream up{dout, lse, scratch};
   const Problem problem = problem_of(shape, in);
   if (shape.head_dim == 64)

@@ -15,6 +15,10 @@
 //
 // Head dims 64 and 128 only; head dim 128's backward needs 218 KiB of shared memory per block
 // (sm_90; an A100's 163 KiB is not enough), which supports() asks the current device about.
+//
+// Operands::bf16 runs the same algorithm on the tensor cores (flash_attention_tensor_cores.hpp):
+// bf16 operands, f32 accumulation and softmax, deterministic too; it needs sm_80 or later and 89
+// KiB (head dim 64) or 121 KiB (128) of shared memory per block.
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -23,13 +27,18 @@
 
 namespace strata::flash::cuda {
 
-bool supports(const AttentionShape& shape);
+// The products' operands: f32 (exact, on the CUDA cores) or bf16 (on the tensor cores).
+enum class Operands { f32, bf16 };
+
+bool supports(const AttentionShape& shape, Operands operands = Operands::f32);
 std::int64_t lse_floats(const AttentionShape& shape);
 std::int64_t scratch_floats(const AttentionShape& shape);
 
 // Both launch nothing and return false for a shape supports() refuses.
-bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in);
+bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in,
+             Operands operands = Operands::f32);
 bool backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-              const float* out, const AttentionInputs& in, const float* lse, float* scratch);
+              const float* out, const AttentionInputs& in, const float* lse, float* scratch,
+              Operands operands = Operands::f32);
 
 }  // namespace strata::flash::cuda
