@@ -139,6 +139,25 @@ TEST(PluginHost, SymlinkLoopsAndDanglingLinksAreFailuresNotCrashes) {
   EXPECT_NE(reasons.find("libdangling.so: a symlink to nothing (dangling)"), std::string::npos) << reasons;
 }
 
+// A library the registry loaded stays mapped after the registry is gone, so that a second
+// registry in the same process (a test's next run) finds it loaded instead of loading it again:
+// a CUDA plugin's kernels are then registered with the CUDA runtime once per process.
+TEST(PluginHost, LoadedLibrariesStayMappedAfterTheirRegistry) {
+  std::vector<std::string> names;
+  {
+    PluginRegistry registry;
+    registry.scan({STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
+    for (const auto& plugin : registry.plugins()) names.push_back(plugin->path.filename().string());
+  }
+  ASSERT_GT(names.size(), 5u);
+  std::string maps;
+  {
+    std::ifstream in("/proc/self/maps");
+    maps.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const std::string& name : names) EXPECT_NE(maps.find("/" + name + "\n"), std::string::npos) << name;
+}
+
 TEST(PluginHost, AMissingPluginPathIsAManifestError) {
   const auto dir = test::temporary_directory("missing_plugin_path");
   test::write_text(dir / "m.toml",

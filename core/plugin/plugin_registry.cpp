@@ -1,5 +1,7 @@
 #include "core/plugin/plugin_registry.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -96,6 +98,11 @@ std::optional<std::string> PluginRegistry::load_probed(const std::filesystem::pa
   } catch (const std::exception& e) {
     return refuse(std::string("cannot load: ") + e.what());
   }
+  // Mapped until the process ends, whatever the registry does: in test processes that make one
+  // registry per run, every hang and fault seen at the first launch of a CUDA plugin's kernels
+  // (H100, CUDA 13.0) followed an unload and a reload of that plugin, while `strata train`, which
+  // loads it once, ran the same kernels. Asking again with RTLD_NOLOAD marks the loaded object.
+  if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE); handle != nullptr) dlclose(handle);
   if (!plugin->library->has("strata_plugin"))
     return refuse("not a Strata plugin: it exports no 'strata_plugin' descriptor (STRATA_PLUGIN(...))");
   try {

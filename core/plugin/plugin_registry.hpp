@@ -1,7 +1,10 @@
 #pragma once
 // Finds plugin libraries on a search path, loads them with immediate binding (a missing symbol
 // fails at load, not mid-step), validates their descriptors and keeps every library loaded for as
-// long as any object it made is alive. Failures are values: the path and the reason.
+// long as any object it made is alive, and a library it loaded stays mapped for the rest of the
+// process (RTLD_NODELETE): a CUDA plugin's kernels are registered with the CUDA runtime once per
+// process, never unregistered and registered again at the same address by a second registry.
+// Failures are values: the path and the reason.
 //
 // This registry is the one piece of process-wide mutable state the host owns, and it is an object,
 // not a global: `strata` makes one per run.
