@@ -7,6 +7,8 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/checkpoint_verify.hpp"
+#include "core/checkpoint/hf_directory.hpp"
+#include "core/checkpoint/hf_layout.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/device/backend.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
@@ -241,6 +243,59 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
       << "this process's own save in progress was removed";
   EXPECT_FALSE(std::filesystem::exists(dir / ".step_00000009.tmp-2147483646"));
   EXPECT_TRUE(std::filesystem::exists(dir / "step_00000004"));
+}
+
+// export --hf's config.json reads back, through the reader [model] from uses, as the same model:
+// every family, an untied LLaMA with Llama 3's rope_scaling among them.
+TEST(HfLayout, ConfigJsonReadsBackAsTheSameModel) {
+  ModelSpec gpt2;
+  gpt2.gpt2 = {3, 4, 64, 300, 32};
+  ModelSpec llama;
+  llama.arch = "llama";
+  llama.llama.n_layer = 2;
+  llama.llama.n_head = 8;
+  llama.llama.n_kv_head = 2;
+  llama.llama.d_model = 64;
+  llama.llama.d_ff = 96;
+  llama.llama.vocab = 500;
+  llama.llama.seq_len = 64;
+  llama.llama.rope_theta = 500000.0;
+  llama.llama.norm_eps = 1e-5;
+  llama.llama.rope_scaling = {8.0, 1.0, 4.0, 8192};
+  ModelSpec qwen2 = llama;
+  qwen2.arch = "qwen2";
+  qwen2.llama.rope_scaling = {};
+  qwen2.llama.tie_embeddings = true;
+  for (const ModelSpec& model : {gpt2, llama, qwen2}) {
+    SCOPED_TRACE(model.arch);
+    const HfModelConfig back = parse_hf_config(hf_config_json(model, "float32", 128, 1, 2), "config.json");
+    EXPECT_EQ(back.arch, model.arch);
+    EXPECT_EQ(back.n_layer, model.n_layer());
+    EXPECT_EQ(back.vocab, model.vocab());
+    EXPECT_EQ(back.max_positions, 128);
+    if (model.is_llama()) {
+      EXPECT_EQ(back.n_head, model.llama.n_head);
+      EXPECT_EQ(back.n_kv_head, model.llama.n_kv_head);
+      EXPECT_EQ(back.d_model, model.llama.d_model);
+      EXPECT_EQ(back.d_ff, model.llama.d_ff);
+      EXPECT_EQ(back.rope_theta, model.llama.rope_theta);
+      EXPECT_EQ(back.norm_eps, model.llama.norm_eps);
+      EXPECT_EQ(back.tie_embeddings, model.llama.tie_embeddings);
+      EXPECT_EQ(back.rope_scaling, model.llama.rope_scaling);
+    } else {
+      EXPECT_EQ(back.n_head, model.gpt2.n_head);
+      EXPECT_EQ(back.d_model, model.gpt2.d_model);
+    }
+  }
+}
+
+// Shards fill in tensor order up to the size; a tensor larger than a shard gets its own.
+TEST(HfLayout, ShardsFillInOrderUpToTheirSize) {
+  EXPECT_EQ(plan_shards({10, 10, 10, 10}, 20), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(plan_shards({50, 10, 10, 60, 5}, 20), (std::vector<int>{0, 1, 1, 2, 3}));
+  EXPECT_EQ(plan_shards({10, 10}, 100), (std::vector<int>{0, 0}));
+  EXPECT_EQ(shard_file_name(0, 1), "model.safetensors");
+  EXPECT_EQ(shard_file_name(1, 12), "model-00002-of-00012.safetensors");
 }
 
 }  // namespace

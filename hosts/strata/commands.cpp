@@ -27,9 +27,11 @@
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/hf_export.hpp"
 #include "core/training/merged_export.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/training/training_run.hpp"
+#include "core/util/format_bytes.hpp"
 #include "core/util/path_inside.hpp"
 #include "exit_codes.hpp"
 
@@ -227,29 +229,58 @@ int command_eval(const std::vector<std::string>& arguments) {
 
 int command_export(const std::vector<std::string>& arguments) {
   CommonArguments common;
-  std::string checkpoint;
-  std::string merge;
+  std::string checkpoint, merge, hf, dtype = "f32", shard_size = "2GiB";
   po::options_description options("export options");
   add_manifest_options(options, common);
   options.add_options()("checkpoint", po::value(&checkpoint)->required(),
                         "the run's checkpoint directory, a save's directory, or a model.safetensors file")(
-      "merge", po::value(&merge)->required(),
-      "write one Hugging Face safetensors file with every adapter folded into its matrix (f32)");
+      "merge", po::value(&merge),
+      "write one Hugging Face safetensors file with every adapter folded into its matrix (f32)")(
+      "hf", po::value(&hf),
+      "write a Hugging Face model directory: config.json, sharded safetensors and their index (adapters folded in), "
+      "the tokenizer's files")("dtype", po::value(&dtype), "--hf's weights: f32 (default) or bf16")(
+      "shard-size", po::value(&shard_size), "--hf's most tensor bytes per shard (default 2GiB)");
   po::variables_map values;
-  if (auto code = parse("export", "MANIFEST --checkpoint PATH --merge OUT.safetensors", options, arguments, values))
+  if (auto code = parse("export", "MANIFEST --checkpoint PATH (--merge OUT.safetensors | --hf OUT_DIR)", options,
+                        arguments, values))
     return *code;
   return run_guarded("export", [&] {
+    if (merge.empty() == hf.empty())
+      throw ManifestError("export: give one of --merge OUT.safetensors (one file) and --hf OUT_DIR (a directory)");
+    if (!merge.empty() && (values.count("dtype") != 0 || values.count("shard-size") != 0))
+      throw ManifestError("export: --dtype and --shard-size go with --hf; --merge writes one f32 file");
+    const std::string& out = merge.empty() ? hf : merge;
+    const std::string option = merge.empty() ? "--hf" : "--merge";
     const Manifest manifest = load_manifest(common.manifest, common.overrides);
-    check_output_file("--merge", merge);
-    // The merged file must not land on what the export reads (a save's own model.safetensors).
-    if (path_is_inside(merge, checkpoint))
-      throw ManifestError("--merge " + merge + ": is inside --checkpoint " + checkpoint +
-                          ", which the export reads: write the merged file elsewhere");
-    refuse_overwriting_inputs("--merge", merge, manifest);
+    if (!merge.empty()) check_output_file("--merge", merge);
+    // The output must not land on what the export reads (a save's own model.safetensors).
+    if (path_is_inside(out, checkpoint))
+      throw ManifestError(option + " " + out + ": is inside --checkpoint " + checkpoint +
+                          ", which the export reads: write it elsewhere");
+    refuse_overwriting_inputs(option, out, manifest);
     PluginRegistry registry = load_plugins(manifest);
-    const MergedExport written = export_merged(manifest, registry, checkpoint, merge);
-    std::printf("wrote %s: %d tensors (%d with adapters folded in), %.1f MiB\n", merge.c_str(), written.tensors,
-                written.merged_matrices, static_cast<double>(written.bytes) / (1024.0 * 1024.0));
+    if (!merge.empty()) {
+      const MergedExport written = export_merged(manifest, registry, checkpoint, merge);
+      std::printf("wrote %s: %d tensors (%d with adapters folded in), %.1f MiB\n", merge.c_str(), written.tensors,
+                  written.merged_matrices, static_cast<double>(written.bytes) / (1024.0 * 1024.0));
+      return static_cast<int>(kExitSuccess);
+    }
+    HfExportOptions hf_options;
+    hf_options.dtype = dtype;
+    const std::optional<std::uint64_t> shard_bytes = parse_bytes(shard_size);
+    if (!shard_bytes || *shard_bytes == 0)
+      throw ManifestError("--shard-size " + shard_size + ": not a size above 0 (such as 2GiB or 500MB)");
+    hf_options.shard_bytes = *shard_bytes;
+    const HfExport written = export_hf(manifest, registry, checkpoint, hf, hf_options);
+    std::string tokenizer_files;
+    for (const std::string& name : written.tokenizer_files)
+      tokenizer_files += (tokenizer_files.empty() ? "" : ", ") + name;
+    std::printf(
+        "wrote %s: %d tensors (%d with adapters folded in) in %d shard%s, %.1f MiB of %s weights; "
+        "config.json%s%s\n",
+        hf.c_str(), written.tensors, written.merged_matrices, written.shards, written.shards == 1 ? "" : "s",
+        static_cast<double>(written.tensor_bytes) / (1024.0 * 1024.0), dtype.c_str(),
+        tokenizer_files.empty() ? "" : "; ", tokenizer_files.c_str());
     return static_cast<int>(kExitSuccess);
   });
 }

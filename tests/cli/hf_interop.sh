@@ -88,5 +88,23 @@ for precision in fp32 bf16; do
   strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$saved" --data "$work/tokens.bin" | tail -n 1)
   agree "Strata ($precision training) -> HF" "$strata_loss" \
     "$("$python" "$reference" loss "$saved" "$work/tokens.bin" $heads $positions)"
+  # Strata -> HF directory (export --hf): the layout transformers reads with the save's values
+  # (f32: exactly; bf16 storage: their bf16 rounding), and back in through [model] from.
+  dtype=$([ $precision = fp32 ] && echo f32 || echo bf16)
+  exported="$work/export-$precision"
+  rm -rf "$exported"
+  "$strata" export "$work/m.toml" --set "precision.plugin=\"$precision\"" --checkpoint "$work/ckpt" --hf "$exported" \
+    --dtype $dtype --shard-size 40KB > "$work/export-$precision.log" || { cat "$work/export-$precision.log"; exit 1; }
+  "$python" tests/hf/hf_directory.py check "$exported" "$saved" "$(tr a-z A-Z <<< $dtype)" --min-shards 2
+  back=$("$strata" eval "$work/from.toml" --set "model.from=\"$exported\"" --checkpoint "$exported" \
+    --data "$work/tokens.bin" | tail -n 1)
+  if [ $precision = fp32 ]; then
+    [ "$back" = "$strata_loss" ] || { echo "FAIL: export --hf and back: $back, the save: $strata_loss"; exit 1; }
+    echo "ok: export --hf (f32) and back through [model] from: $back, the save's own"
+  else
+    "$python" tests/hf/hf_directory.py join "$exported" "$work/export-joined.safetensors"
+    agree "Strata (bf16 storage) -> HF directory (export --hf --dtype bf16) -> Strata" "$back" \
+      "$("$python" "$reference" loss "$work/export-joined.safetensors" "$work/tokens.bin" $heads $positions)"
+  fi
 done
 echo "hf interop: both directions agree"

@@ -113,6 +113,26 @@ TOML
     "$python" "$reference" check-names "$saved" $layers $vocab $width $ff $heads $kv_heads "${flag[@]}"
     strata_loss=$("$strata" eval "$run/m.toml" --checkpoint "$saved" --data "$work/tokens.bin" | tail -n 1)
     agree "Strata ($precision training, tie_embeddings = $tied) -> HF" "$strata_loss" "$(numpy_loss "$saved")"
+
+    # Strata -> HF directory (export --hf, shards of at most 24 KB): the layout transformers reads,
+    # the save's values (f32: exactly; bf16 storage: their bf16 rounding), and back in through
+    # [model] from: an f32 export gives the save's own loss, bit for bit; a bf16 one NumPy's.
+    dtype=$([ $precision = fp32 ] && echo f32 || echo bf16)
+    exported="$run/export-$precision"
+    rm -rf "$exported"
+    "$strata" export "$run/m.toml" --set "precision.plugin=\"$precision\"" --checkpoint "$run/ckpt" --hf "$exported" \
+      --dtype $dtype --shard-size 24KB > "$run/export-$precision.log" || { cat "$run/export-$precision.log"; exit 1; }
+    "$python" tests/hf/hf_directory.py check "$exported" "$saved" "$(tr a-z A-Z <<< $dtype)" --min-shards 3
+    back=$("$strata" eval "$run/from.toml" --set "model.from=\"$exported\"" --checkpoint "$exported" \
+      --data "$work/tokens.bin" | tail -n 1)
+    if [ $precision = fp32 ]; then
+      [ "$back" = "$strata_loss" ] || { echo "FAIL: export --hf and back: $back, the save: $strata_loss"; exit 1; }
+      echo "ok: export --hf (f32) and back through [model] from: $back, the save's own"
+    else
+      "$python" tests/hf/hf_directory.py join "$exported" "$run/export-joined.safetensors"
+      agree "Strata (bf16 storage) -> HF directory (export --hf --dtype bf16) -> Strata" "$back" \
+        "$(numpy_loss "$run/export-joined.safetensors")"
+    fi
   done
 done
 # Llama 3's rope_scaling (Llama 3.1, 3.2): a directory whose config.json has it gives NumPy's loss
@@ -183,4 +203,20 @@ refused 2 "names tensor 'model.norm.weight' in" -- \
 fresh && edit_json "$bad/config.json" 'd["tie_word_embeddings"] = True'
 refused 2 "holds an lm_head.weight unlike its model.embed_tokens.weight" -- \
   "$strata" eval "$from" --set model.from=\"$bad\" --checkpoint "$bad" --data "$work/tokens.bin"
+# export --hf refuses an output it would have to replace, and writes nothing.
+run="$work/tied-false"
+mkdir -p "$work/occupied" && echo keep > "$work/occupied/notes.txt"
+refused 2 "--hf $work/occupied: holds files already" -- \
+  "$strata" export "$run/m.toml" --checkpoint "$run/ckpt" --hf "$work/occupied"
+refused 2 "--hf $work/occupied/notes.txt: is a file, not a directory" -- \
+  "$strata" export "$run/m.toml" --checkpoint "$run/ckpt" --hf "$work/occupied/notes.txt"
+[ "$(cat "$work/occupied/notes.txt")" = keep ] && [ "$(ls -A "$work/occupied")" = notes.txt ] ||
+  { echo "FAIL: a refused export changed $work/occupied"; exit 1; }
+refused 2 "is inside --checkpoint $run/ckpt, which the export reads" -- \
+  "$strata" export "$run/m.toml" --checkpoint "$run/ckpt" --hf "$run/ckpt/hf"
+refused 2 "--dtype f16: not f32 or bf16" -- \
+  "$strata" export "$run/m.toml" --checkpoint "$run/ckpt" --hf "$work/new" --dtype f16
+refused 2 "give one of --merge OUT.safetensors (one file) and --hf OUT_DIR" -- \
+  "$strata" export "$run/m.toml" --checkpoint "$run/ckpt"
+[ ! -e "$work/new" ] && ! ls -a "$work" | grep -q '\.partial-' || { echo "FAIL: a refused export left files"; exit 1; }
 echo "hf $arch interop: both directions agree, tied and untied"

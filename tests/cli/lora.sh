@@ -26,6 +26,13 @@ adapted, merged, base = (float(a.split("=")[1]) for a in sys.argv[1:])
 assert abs(adapted - merged) < 1e-5, (adapted, merged)
 assert adapted != base, "the adapters changed nothing"
 PY
+# The same as a Hugging Face directory: the merged values, bit for bit, evaluated through [model] from.
+"$strata" export "${lora[@]}" --checkpoint "$work/lora" --hf "$work/merged-hf" | tee "$work/export-hf.txt"
+grep -q "(16 with adapters folded in) in 1 shard" "$work/export-hf.txt" || { echo "expected 16 merged matrices"; exit 1; }
+/usr/bin/python3 tests/hf/hf_directory.py check "$work/merged-hf" "$work/merged.safetensors" F32
+from_hf=$("$strata" eval examples/quickstart.toml "${small[@]}" --set "model.from=\"$work/merged-hf\"" \
+  --checkpoint "$work/merged-hf" | tail -n 1)
+[ "$from_hf" = "$merged" ] || { echo "export --hf: $from_hf, the merged file: $merged"; exit 1; }
 
 expect_refusal() {  # message, then the command
   local message=$1

@@ -139,6 +139,25 @@ PY
 "$strata" train "$work/tok.toml" > "$work/tok2.log" 2>&1 || fail "second train: $(cat "$work/tok2.log")"
 grep -q "tokens from the cache" "$work/tok2.log" || fail "the second run did not read the cache"
 echo "ok: [data] tokenizer trains and caches"
+# export --hf carries the tokenizer: its files are the run's byte for byte, config.json has its bos
+# and eos, and a manifest whose [model] from is the exported directory finds the tokenizer there.
+"$strata" train "$work/tok.toml" --set train.steps=2 --set "checkpoint.dir=\"$work/tok-ckpt\"" > "$work/tok3.log" 2>&1 ||
+  fail "train with a checkpoint: $(cat "$work/tok3.log")"
+"$strata" export "$work/tok.toml" --checkpoint "$work/tok-ckpt" --hf "$work/tok-hf" > "$work/export.log" ||
+  fail "export --hf: $(cat "$work/export.log")"
+grep -q "config.json; tokenizer.json, tokenizer_config.json" "$work/export.log" || fail "export: $(cat "$work/export.log")"
+for file in tokenizer.json tokenizer_config.json; do
+  cmp -s "$refs/gpt2/$file" "$work/tok-hf/$file" || fail "export --hf did not copy $file"
+done
+"$python" -c 'import json, sys; c = json.load(open(sys.argv[1])); assert (c["bos_token_id"], c["eos_token_id"]) == (50256, 50256), c' \
+  "$work/tok-hf/config.json" || fail "config.json lacks the tokenizer's bos and eos"
+printf '[model]\nfrom = "%s"\n[data]\ntrain = "%s"\n' "$work/tok-hf" "$work/kjv.txt" > "$work/from-hf.toml"
+"$strata" generate "$work/from-hf.toml" --prompt "In the beginning" --max-new-tokens 4 --temperature 0 \
+  > "$work/generated.txt" 2> "$work/generate.log" || fail "generate from the export: $(cat "$work/generate.log")"
+# "In the beginning" is 3 tokens in GPT-2's vocabulary (byte ids without the tokenizer: 16).
+grep -q "base weights from $work/tok-hf" "$work/generate.log" && grep -q "^prompt 3 tokens" "$work/generate.log" &&
+  [ -s "$work/generated.txt" ] || fail "generate from the export: $(cat "$work/generate.log" "$work/generated.txt")"
+echo "ok: export --hf carries the tokenizer, and generation reads it from the exported directory"
 fault "train: a tokenizer larger than model.vocab" 2 "is larger than model.vocab = 50000" -- \
   "$strata" train "$work/tok.toml" --set model.vocab=50000
 fault "validate: a tokenizer larger than model.vocab" 2 "is larger than model.vocab = 50000" -- \

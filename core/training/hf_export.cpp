@@ -1,0 +1,168 @@
+#include "core/training/hf_export.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <span>
+
+#include "core/checkpoint/hf_directory.hpp"
+#include "core/checkpoint/hf_layout.hpp"
+#include "core/checkpoint/safetensors.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+#include "core/training/evaluation_model.hpp"
+#include "core/util/atomic_file.hpp"
+#include "kernels/cpu/bf16.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The files of a Hugging Face tokenizer directory that travel with the model (those present).
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json",    "tokenizer_config.json",
+                                           "tokenizer.model",   "special_tokens_map.json",
+                                           "added_tokens.json", "vocab.json",
+                                           "merges.txt"};
+
+std::string read_whole(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw ManifestError(path.string() + ": cannot be read");
+  return text;
+}
+
+// OUT_DIR may be new, or an empty directory; anything else holds what the export must not replace.
+void check_out_dir(const fs::path& out_dir) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(out_dir, error);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status))
+    throw ManifestError("--hf " + out_dir.string() +
+                        ": is a file, not a directory: --hf names the directory to create");
+  if (!fs::is_empty(out_dir, error))
+    throw ManifestError("--hf " + out_dir.string() +
+                        ": holds files already; the export writes a new directory (name another, or empty this one)");
+}
+
+// Removes the half-made directory unless the export finished.
+class PartialDirectory {
+ public:
+  explicit PartialDirectory(fs::path path) : path_(std::move(path)) {
+    std::error_code error;
+    fs::create_directories(path_, error);
+    if (error) throw ManifestError(path_.string() + ": cannot be created (" + error.message() + ")");
+  }
+  ~PartialDirectory() {
+    std::error_code error;
+    if (!done_) fs::remove_all(path_, error);
+  }
+  PartialDirectory(const PartialDirectory&) = delete;
+  PartialDirectory& operator=(const PartialDirectory&) = delete;
+  const fs::path& path() const noexcept { return path_; }
+  void finished() noexcept { done_ = true; }
+
+ private:
+  fs::path path_;
+  bool done_ = false;
+};
+
+int max_positions(const Manifest& manifest) {
+  const ModelSpec& model = manifest.model;
+  if (!model.is_llama() || !model.from) return model.seq_len();  // GPT-2's wpe has seq_len rows
+  return std::max(model.seq_len(), read_hf_config(*model.from).max_positions);
+}
+
+}  // namespace
+
+HfExport export_hf(const Manifest& manifest, PluginRegistry& registry, const fs::path& checkpoint,
+                   const fs::path& out_dir, const HfExportOptions& options, const BackendFactory& backend) {
+  if (options.dtype != "f32" && options.dtype != "bf16")
+    throw ManifestError("--dtype " + options.dtype + ": not f32 or bf16");
+  if (options.shard_bytes == 0) throw ManifestError("--shard-size: must be above 0 bytes");
+  check_out_dir(out_dir);
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (manifest.data.tokenizer) tokenizer = load_tokenizer(*manifest.data.tokenizer);
+
+  EvaluationModel run = open_for_evaluation(manifest, registry, checkpoint, backend);
+  Model& model = *run.model;
+  const bool bf16 = options.dtype == "bf16";
+  std::vector<const ParameterRows*> exported;
+  std::vector<std::uint64_t> bytes;
+  for (const ParameterRows& rows : model.parameters()) {
+    if (rows.role == ParameterRole::adapter) continue;  // folded into its matrix
+    std::uint64_t count = 1;
+    for (const std::int64_t extent : model.stored_shape(rows)) count *= static_cast<std::uint64_t>(extent);
+    exported.push_back(&rows);
+    bytes.push_back(count * (bf16 ? 2 : 4));
+  }
+  const std::vector<int> shard_of = plan_shards(bytes, options.shard_bytes);
+  HfExport result;
+  result.tensors = static_cast<int>(exported.size());
+  result.shards = shard_of.empty() ? 1 : shard_of.back() + 1;
+
+  const fs::path parent = fs::absolute(out_dir).parent_path();
+  PartialDirectory partial(parent / ("." + out_dir.filename().string() + ".partial-" + std::to_string(::getpid())));
+  std::map<std::string, std::string> weight_map;
+  // One shard at a time in memory: its tensors' values, converted, written, then released.
+  for (std::size_t first = 0, end = 0; first < exported.size(); first = end) {
+    const int shard = shard_of[first];
+    while (end < exported.size() && shard_of[end] == shard) ++end;
+    std::vector<std::vector<float>> values;
+    std::vector<std::vector<std::uint16_t>> narrowed;
+    std::vector<TensorToWrite> tensors;
+    values.reserve(end - first);
+    narrowed.reserve(end - first);
+    const std::string file = shard_file_name(shard, result.shards);
+    for (std::size_t i = first; i < end; ++i) {
+      const ParameterRows& rows = *exported[i];
+      values.push_back(model.merged_values(rows));
+      if (model.adapted(rows)) ++result.merged_matrices;
+      if (bf16) {
+        narrowed.emplace_back(values.back().size());
+        cpu::narrow(narrowed.back().data(), values.back().data(), static_cast<std::int64_t>(values.back().size()));
+        values.back() = {};
+        tensors.push_back({rows.name, model.stored_shape(rows), {}, std::as_bytes(std::span(narrowed.back())), "BF16"});
+      } else {
+        tensors.push_back({rows.name, model.stored_shape(rows), values.back(), {}, "F32"});
+      }
+      weight_map[rows.name] = file;
+      result.tensor_bytes += bytes[i];
+    }
+    std::string head;
+    const std::vector<std::string_view> pieces = safetensors_pieces(tensors, {{"format", "pt"}}, head);
+    write_file_atomically(partial.path() / file, pieces);
+  }
+  if (result.shards > 1)
+    write_file_atomically(partial.path() / "model.safetensors.index.json",
+                          hf_index_json(result.tensor_bytes, weight_map));
+  write_file_atomically(partial.path() / "config.json",
+                        hf_config_json(manifest.model, bf16 ? "bfloat16" : "float32", max_positions(manifest),
+                                       tokenizer ? tokenizer->special().bos : std::nullopt,
+                                       tokenizer ? tokenizer->special().eos : std::nullopt));
+  if (manifest.data.tokenizer) {
+    for (const char* name : kTokenizerFiles) {
+      const fs::path source = *manifest.data.tokenizer / name;
+      std::error_code error;
+      if (!fs::is_regular_file(source, error)) continue;
+      write_file_atomically(partial.path() / name, read_whole(source));
+      result.tokenizer_files.emplace_back(name);
+    }
+  }
+  sync_directory(partial.path());
+  std::error_code error;
+  if (fs::is_directory(out_dir, error)) fs::remove(out_dir, error);  // empty: check_out_dir said so
+  fs::rename(partial.path(), out_dir, error);
+  if (error)
+    throw ManifestError("--hf " + out_dir.string() + ": cannot move the written directory into place (" +
+                        error.message() + ")");
+  partial.finished();
+  sync_directory(parent);
+  return result;
+}
+
+}  // namespace strata
