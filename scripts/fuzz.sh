@@ -10,7 +10,7 @@ runs=${1:-1000000}
 
 source scripts/install-packages.sh
 install_missing clang-14 libclang-rt-14-dev llvm-14 cmake ninja-build libtomlplusplus-dev nlohmann-json3-dev libboost-dev \
-  libxxhash-dev pkg-config libpcre2-dev libsentencepiece-dev
+  libxxhash-dev pkg-config libpcre2-dev libsentencepiece-dev libicu-dev
 
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug -DSTRATA_FUZZ=ON \
   -DSTRATA_WERROR=ON >/dev/null

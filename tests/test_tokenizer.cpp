@@ -171,6 +171,21 @@ TEST_F(TokenizerFiles, InvalidUtf8IsRefusedWithItsOffset) {
   EXPECT_THROW(tokenizer->decode(std::vector<std::uint32_t>{256}), TokenizerError);
 }
 
+// normalizer NFC (Qwen2's): canonically equivalent texts encode alike, composed; added tokens are
+// cut out of the text as given; ASCII and NFC text is left as it is.
+TEST_F(TokenizerFiles, NfcNormalizerComposesBeforePreTokenizing) {
+  Json json = tokenizer_json({});
+  auto plain = load(json);
+  json["normalizer"] = {{"type", "Sequence"}, {"normalizers", Json::array({{{"type", "NFC"}}})}};
+  auto nfc = load(json);
+  const std::string composed = "caf\xC3\xA9 \xC3\x85", decomposed = "cafe\xCC\x81 A\xCC\x8A", angstrom = "\xE2\x84\xAB";
+  EXPECT_EQ(nfc->encode(decomposed), plain->encode(composed));
+  EXPECT_NE(plain->encode(decomposed), plain->encode(composed)) << "the test needs texts that differ before NFC";
+  EXPECT_EQ(nfc->encode(angstrom), plain->encode("\xC3\x85"));  // U+212B ANGSTROM SIGN is U+00C5 in NFC
+  EXPECT_EQ(nfc->encode("plain ASCII"), plain->encode("plain ASCII"));
+  EXPECT_EQ(nfc->decode(nfc->encode(decomposed)), composed);
+}
+
 TEST_F(TokenizerFiles, WhatIsNotImplementedIsRefusedByName) {
   const auto with = [](const char* pointer, Json value) {
     Json json = tokenizer_json({{"a", "b"}});
@@ -179,7 +194,13 @@ TEST_F(TokenizerFiles, WhatIsNotImplementedIsRefusedByName) {
   };
   EXPECT_NE(refusal(with("/model/type", "WordPiece")).find("model.type = \"WordPiece\""), std::string::npos);
   EXPECT_NE(refusal(with("/model/type", "Unigram")).find("Unigram"), std::string::npos);
-  EXPECT_NE(refusal(with("/normalizer", Json{{"type", "NFC"}})).find("normalizer NFC"), std::string::npos);
+  EXPECT_NE(refusal(with("/normalizer", Json{{"type", "NFKC"}})).find("normalizer {\"type\":\"NFKC\"}"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(with("/normalizer", Json{{"type", "Sequence"},
+                                       {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "Lowercase"}}})}}))
+          .find("is not implemented (Strata implements NFC"),
+      std::string::npos);
   EXPECT_NE(refusal(with("/decoder", Json{{"type", "Metaspace"}})).find("decoder Metaspace"), std::string::npos);
   EXPECT_NE(refusal(with("/pre_tokenizer", Json{{"type", "Whitespace"}})).find("Whitespace"), std::string::npos);
   EXPECT_NE(refusal(with("/model/continuing_subword_prefix", "##")).find("continuing_subword_prefix"),

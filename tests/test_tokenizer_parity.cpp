@@ -3,7 +3,8 @@
 // trained by Debian's spm_train encoded by its Python binding. The references, with a corpus of
 // Unicode, emoji, CJK, whitespace runs, digits and contractions, are made into the build tree by
 // tests/tokenizers/make_all.sh (the CTest fixture tokenizer_references) and named by
-// STRATA_TOKENIZER_REFERENCES. Every id must be the reference's, and decode(encode(x)) == x.
+// STRATA_TOKENIZER_REFERENCES. Every id must be the reference's, and decode(encode(x)) == x
+// where the tokenizer does not normalize.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -55,6 +56,12 @@ void expect_parity(const std::string& name, bool round_trip, const std::string& 
     }
   }
   EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << cases.size() << " texts differ";
+}
+
+// NFC and Qwen2's split pattern on GPT-2's vocabulary: decomposed accents, singletons, Hangul
+// jamo, canonical reordering (ids only: decoding gives NFC(x), not x).
+TEST(TokenizerParity, NfcNormalizerMatchesHuggingFaceTokenizersJs) {
+  expect_parity("gpt2_nfc", false);
 }
 
 TEST(TokenizerParity, Gpt2MatchesHuggingFaceTokenizersJs) {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tokenizer/unicode_normalization.hpp"
 #include "core/tokenizer/utf8.hpp"
 
 namespace strata {
@@ -116,10 +117,7 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
     throw TokenizerError(where + ": model.type = \"" + model_type +
                          "\" is not implemented (Strata reads tokenizer.json of the BPE kind; a SentencePiece "
                          "tokenizer.model beside it would be read instead)");
-  if (json.contains("normalizer") && !json["normalizer"].is_null())
-    throw TokenizerError(where + ": normalizer " + type_of(json["normalizer"]) +
-                         " is not implemented (byte-level BPE tokenizers have none; NFC and the other Unicode "
-                         "normalizations would need ICU)");
+  if (json.contains("normalizer") && !json["normalizer"].is_null()) read_normalizer(json["normalizer"], file);
   if (!json.contains("pre_tokenizer") || json["pre_tokenizer"].is_null())
     throw TokenizerError(where + ": no pre_tokenizer: Strata reads byte-level BPE, whose pre-tokenizer is ByteLevel");
   if (type_of(json.value("decoder", Json())) != "ByteLevel")
@@ -135,7 +133,8 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
                            std::all_of(splits_.begin(), splits_.end(),
                                        [](const auto& regex) {
                                          return regex->pattern() == kGpt2PretokenizerPattern ||
-                                                regex->pattern() == kLlama3PretokenizerPattern;
+                                                regex->pattern() == kLlama3PretokenizerPattern ||
+                                                regex->pattern() == kQwen2PretokenizerPattern;
                                        }) &&
                            std::none_of(added_.begin(), added_.end(), [](const AddedToken& token) {
                              return token.content.find('\n') != std::string::npos;
@@ -305,6 +304,17 @@ void ByteLevelBpe::read_model(const Json& model, const std::filesystem::path& fi
   }
 }
 
+// NFC, alone or as the one step of a Sequence (Qwen2's); every other normalizer is refused.
+void ByteLevelBpe::read_normalizer(const Json& normalizer, const std::filesystem::path& file) {
+  const bool nfc = type_of(normalizer) == "NFC";
+  const Json steps = type_of(normalizer) == "Sequence" ? normalizer.value("normalizers", Json()) : Json();
+  const bool nfc_sequence = steps.is_array() && steps.size() == 1 && type_of(steps[0]) == "NFC";
+  if (!nfc && !nfc_sequence)
+    throw TokenizerError(file.string() + ": normalizer " + normalizer.dump().substr(0, 200) +
+                         " is not implemented (Strata implements NFC, Qwen2's, alone or as a one-step Sequence)");
+  nfc_ = true;
+}
+
 void ByteLevelBpe::read_added_tokens(const Json& added, const std::filesystem::path& file) {
   const std::string where = file.string();
   if (!added.is_array()) throw TokenizerError(where + ": added_tokens is not a list");
@@ -401,6 +411,7 @@ class ByteLevelBpeEncoder final : public TokenEncoder {
 
   void encode_stretch(std::string_view stretch, std::vector<std::uint32_t>& ids) {
     if (stretch.empty()) return;
+    if (bpe_.nfc_ && to_nfc(stretch, normalized_)) stretch = normalized_;
     std::string_view text = stretch;
     if (bpe_.add_prefix_space_ && stretch.front() != ' ') {
       prefixed_.assign(1, ' ');
@@ -508,6 +519,7 @@ class ByteLevelBpeEncoder final : public TokenEncoder {
   std::vector<std::unique_ptr<PretokenizerRegex::Matcher>> matchers_;
   std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;
   std::string prefixed_;
+  std::string normalized_;  // a stretch in NFC
   std::vector<std::size_t> pieces_, next_pieces_, ends_;
   std::vector<Symbol> symbols_;
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;

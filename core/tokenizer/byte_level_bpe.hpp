@@ -1,8 +1,10 @@
 #pragma once
 // A Hugging Face tokenizer.json of the BPE kind with the ByteLevel pre-tokenizer and decoder, as
-// GPT-2, LLaMA 3 and SmolLM ship. Encoding a text:
-//   1. added tokens (<|endoftext|>, <|begin_of_text|>, ...) are cut out first, leftmost and longest;
-//   2. every stretch between them is split by the pre-tokenizer's regex into pieces (GPT-2's
+// GPT-2, LLaMA 3, SmolLM and Qwen2 ship. Encoding a text:
+//   1. added tokens (<|endoftext|>, <|begin_of_text|>, ...) are cut out first, leftmost and longest,
+//      from the text as given (HF's `normalized: false`; an ASCII token reads the same either way);
+//   2. every stretch between them is put in NFC when the normalizer says so (Qwen2's), then split by the
+//   pre-tokenizer's regex into pieces (GPT-2's
 //      built-in pattern, or the patterns of Split pre-tokenizers in a Sequence);
 //   3. each piece's bytes are tokens of their own (the vocabulary holds all 256, spelled through
 //      GPT-2's byte-to-character map), merged pair by pair, lowest merge rank first and leftmost
@@ -58,6 +60,7 @@ class ByteLevelBpe final : public Tokenizer {
 
   static void check_ids_are_dense(const nlohmann::json& json, const std::filesystem::path& file);
   void read_model(const nlohmann::json& model, const std::filesystem::path& file);
+  void read_normalizer(const nlohmann::json& normalizer, const std::filesystem::path& file);
   void read_pre_tokenizer(const nlohmann::json& pre_tokenizer, const std::filesystem::path& file);
   void read_added_tokens(const nlohmann::json& added, const std::filesystem::path& file);
 
@@ -71,6 +74,7 @@ class ByteLevelBpe final : public Tokenizer {
   std::vector<AddedToken> added_;                             // longest first
   std::array<bool, 256> added_first_byte_{};
   std::vector<std::unique_ptr<PretokenizerRegex>> splits_;  // applied in order
+  bool nfc_ = false;                                        // normalizer NFC
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;
   bool splits_at_line_starts_ = false;

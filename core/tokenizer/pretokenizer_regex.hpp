@@ -20,6 +20,10 @@ inline constexpr std::string_view kGpt2PretokenizerPattern =
 inline constexpr std::string_view kLlama3PretokenizerPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Qwen2's: LLaMA 3's with single digits.
+inline constexpr std::string_view kQwen2PretokenizerPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 class PretokenizerRegex {
  public:
   // Throws TokenizerError naming `where` (the file and field) when PCRE2 refuses the pattern.

@@ -507,6 +507,58 @@ function runModel(m) {
   );
 }
 
+// ---------------------------------------------------------------- NFC (Qwen2's layout)
+// Qwen2's tokenizer.json normalizes to NFC and splits with LLaMA 3's pattern at single digits. No
+// package ships Qwen2's vocabulary, so the layout is built on GPT-2's vocabulary, and the ids come
+// from @huggingface/tokenizers alone (decode(encode(x)) is NFC(x) there, checked).
+const QWEN2_PATTERN =
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const NFC_CASES = [
+  "Cafe\u0301 au lait, re\u0301sume\u0301, nai\u0308ve",  // decomposed accents
+  "Caf\u00e9 au lait, r\u00e9sum\u00e9, na\u00efve",       // the same, composed
+  "\u212B ngstr\u00f6m and \u2126 ohm, K\u212A",            // singletons: Angstrom, Ohm, Kelvin signs
+  "\u1100\u1161\u11A8 \uAC01 jamo and syllable",             // Hangul composition
+  "a\u0328\u0301 q\u0307\u0323 reordered marks",             // canonical ordering
+  "\uFB01 ligature and \u00BD fraction stay (NFC, not NFKC)",
+  "e\u0301<|endoftext|>e\u0301 around an added token",
+  "mixed 12345 digits, \u0915\u093C \u0958 Devanagari nukta",
+  "\u30AB\u3099 \u30AC katakana voicing",
+];
+
+function runNfc(gpt2) {
+  const dir = path.join(outDir, "gpt2_nfc");
+  const base = JSON.parse(gpt2.json);
+  const tokJson = {
+    ...base,
+    normalizer: { type: "NFC" },
+    pre_tokenizer: {
+      type: "Sequence",
+      pretokenizers: [
+        { type: "Split", pattern: { Regex: QWEN2_PATTERN }, behavior: "Isolated", invert: false },
+        { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false },
+      ],
+    },
+  };
+  const vocabEntries = Object.entries(base.model.vocab).sort((a, b) => a[1] - b[1]);
+  writeJson(path.join(dir, "tokenizer.json"), serializeTokenizerJson(tokJson, vocabEntries));
+  writeJson(path.join(dir, "tokenizer_config.json"), gpt2.config);
+  const hf = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), gpt2.config);
+  const cases = [];
+  for (const text of [...corpusCases(), ...NFC_CASES]) {
+    const ids = hf.encode(text, { add_special_tokens: false }).ids;
+    const back = ids.length === 0 ? "" : hf.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+    if (back !== text.normalize("NFC")) die(`gpt2_nfc: decode(encode(x)) is not NFC(x) for ${JSON.stringify(text)}`);
+    cases.push({ text, ids });
+  }
+  const composed = hf.encode(NFC_CASES[1], { add_special_tokens: false }).ids;
+  if (!arraysEqual(hf.encode(NFC_CASES[0], { add_special_tokens: false }).ids, composed))
+    die("gpt2_nfc: decomposed and composed accents encode differently under NFC");
+  writeJson(path.join(dir, "expected.json"), casesJson(cases));
+  console.log(`[gpt2_nfc] ok: ${cases.length} cases (NFC normalizer, Qwen2's split pattern) from @huggingface/tokenizers`);
+}
+
 fs.mkdirSync(outDir, { recursive: true });
-runModel(buildGpt2());
+const gpt2 = buildGpt2();
+runModel(gpt2);
 runModel(buildLlama3());
+runNfc(gpt2);
