@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/token_file.hpp"
+#include "core/tokenizer/utf8.hpp"
 
 namespace strata {
 namespace {
@@ -20,8 +21,9 @@ constexpr std::size_t kBatchBytes = 32u << 20;  // text tokenized between two em
 struct Unit {
   std::string text;
   const std::filesystem::path* file;
-  std::uint64_t line;    // .jsonl: 1-based; 0 for a .txt chunk
-  std::uint64_t offset;  // in the whole input, for the validation split
+  std::uint64_t line;         // .jsonl: 1-based; 0 for a .txt chunk
+  std::uint64_t offset;       // in the whole input, for the validation split
+  std::uint64_t file_offset;  // in its own file: where a message points
   bool document_start;
   bool document_end;
   std::vector<std::uint32_t> ids;
@@ -107,6 +109,10 @@ class Batcher {
       field_text = object[options_.field].get<std::string>();
       text = field_text;
     }
+    // A chunk of a .txt file: a byte offset in the file, not in the chunk.
+    if (unit.line == 0)
+      if (const auto bad = first_invalid_utf8(text))
+        throw DataError(where + ": the text is not valid UTF-8 at byte " + std::to_string(unit.file_offset + *bad));
     try {
       encoder.encode(text, unit.ids);
     } catch (const TokenizerError& error) {
@@ -161,18 +167,19 @@ void read_text(const std::filesystem::path& path, bool chunked, std::uint64_t& o
   InputFile file(path);
   std::string pending;
   bool first = true;
+  const std::uint64_t file_start = offset;
   while (file.read_more(pending)) {
     if (!chunked) continue;
     const auto cut = last_line_start(pending);
     if (!cut) continue;
-    Unit unit{pending.substr(0, *cut), &path, 0, offset, first, false, {}};
+    Unit unit{pending.substr(0, *cut), &path, 0, offset, offset - file_start, first, false, {}};
     offset += *cut;
     pending.erase(0, *cut);
     first = false;
     batcher.add(std::move(unit));
   }
   const std::uint64_t size = pending.size();
-  batcher.add(Unit{std::move(pending), &path, 0, offset, first, true, {}});
+  batcher.add(Unit{std::move(pending), &path, 0, offset, offset - file_start, first, true, {}});
   offset += size;
 }
 
@@ -187,7 +194,7 @@ void read_jsonl(const std::filesystem::path& path, std::uint64_t& offset, Batche
     offset += end + skip;
     pending.erase(0, end + skip);
     if (text.find_first_not_of(" \t\r") == std::string::npos) return;  // a blank line is no document
-    batcher.add(Unit{std::move(text), &path, line, start, true, true, {}});
+    batcher.add(Unit{std::move(text), &path, line, start, 0, true, true, {}});
   };
   while (file.read_more(pending)) {
     for (std::size_t newline; (newline = pending.find('\n')) != std::string::npos;) take_line(newline, 1);

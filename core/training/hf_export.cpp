@@ -1,12 +1,13 @@
 #include "core/training/hf_export.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <span>
+#include <stdexcept>
 
 #include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/hf_layout.hpp"
@@ -36,26 +37,44 @@ std::string read_whole(const fs::path& path) {
   return text;
 }
 
-// OUT_DIR may be new, or an empty directory; anything else holds what the export must not replace.
-void check_out_dir(const fs::path& out_dir) {
+// Where the export goes: OUT_DIR made absolute and normal (a trailing slash, "x/.." and a symlink
+// to a directory resolved), which may be new or an empty directory; anything else holds what the
+// export must not replace.
+fs::path export_target(const fs::path& out_dir) {
+  const std::string option = "--hf " + out_dir.string();
   std::error_code error;
-  const fs::file_status status = fs::symlink_status(out_dir, error);
-  if (!fs::exists(status)) return;
+  if (fs::is_symlink(out_dir, error) && !fs::is_directory(out_dir, error))
+    throw ManifestError(option + ": is a symlink to a file or to nothing, not a directory");
+  fs::path target = fs::weakly_canonical(fs::absolute(out_dir), error);
+  if (error) throw ManifestError(option + ": cannot be resolved (" + error.message() + ")");
+  if (target.filename().empty()) target = target.parent_path();  // a trailing separator
+  if (target == target.root_path() || target == fs::weakly_canonical(fs::current_path(), error))
+    throw ManifestError(option + ": is " +
+                        (target == target.root_path() ? "the root directory" : "the working directory") +
+                        "; --hf names a directory to create");
+  const fs::file_status status = fs::status(target, error);
+  if (!fs::exists(status)) return target;
   if (!fs::is_directory(status))
-    throw ManifestError("--hf " + out_dir.string() +
-                        ": is a file, not a directory: --hf names the directory to create");
-  if (!fs::is_empty(out_dir, error))
-    throw ManifestError("--hf " + out_dir.string() +
+    throw ManifestError(option + ": is a file, not a directory: --hf names the directory to create");
+  if (!fs::is_empty(target, error))
+    throw ManifestError(option +
                         ": holds files already; the export writes a new directory (name another, or empty this one)");
+  return target;
 }
 
-// Removes the half-made directory unless the export finished.
+// The half-made directory beside the target, under a name no other export has (mkdtemp), removed
+// unless the export finished: a killed export's leftovers are never reused.
 class PartialDirectory {
  public:
-  explicit PartialDirectory(fs::path path) : path_(std::move(path)) {
+  explicit PartialDirectory(const fs::path& target) {
     std::error_code error;
-    fs::create_directories(path_, error);
-    if (error) throw ManifestError(path_.string() + ": cannot be created (" + error.message() + ")");
+    fs::create_directories(target.parent_path(), error);
+    std::string name = (target.parent_path() / ("." + target.filename().string() + ".partial-XXXXXX")).string();
+    if (error || ::mkdtemp(name.data()) == nullptr)
+      throw ManifestError("--hf " + target.string() + ": cannot create a directory beside it in " +
+                          target.parent_path().string() + " (" +
+                          (error ? error.message() : std::error_code(errno, std::generic_category()).message()) + ")");
+    path_ = name;
   }
   ~PartialDirectory() {
     std::error_code error;
@@ -84,7 +103,7 @@ HfExport export_hf(const Manifest& manifest, PluginRegistry& registry, const fs:
   if (options.dtype != "f32" && options.dtype != "bf16")
     throw ManifestError("--dtype " + options.dtype + ": not f32 or bf16");
   if (options.shard_bytes == 0) throw ManifestError("--shard-size: must be above 0 bytes");
-  check_out_dir(out_dir);
+  const fs::path target = export_target(out_dir);
   std::unique_ptr<Tokenizer> tokenizer;
   if (manifest.data.tokenizer) tokenizer = load_tokenizer(*manifest.data.tokenizer);
 
@@ -105,8 +124,7 @@ HfExport export_hf(const Manifest& manifest, PluginRegistry& registry, const fs:
   result.tensors = static_cast<int>(exported.size());
   result.shards = shard_of.empty() ? 1 : shard_of.back() + 1;
 
-  const fs::path parent = fs::absolute(out_dir).parent_path();
-  PartialDirectory partial(parent / ("." + out_dir.filename().string() + ".partial-" + std::to_string(::getpid())));
+  PartialDirectory partial(target);
   std::map<std::string, std::string> weight_map;
   // One shard at a time in memory: its tensors' values, converted, written, then released.
   for (std::size_t first = 0, end = 0; first < exported.size(); first = end) {
@@ -154,14 +172,15 @@ HfExport export_hf(const Manifest& manifest, PluginRegistry& registry, const fs:
     }
   }
   sync_directory(partial.path());
+  // rename() replaces an empty directory in one step; anything else in the way (another export
+  // that finished first) makes this run fail, leaving that one whole.
   std::error_code error;
-  if (fs::is_directory(out_dir, error)) fs::remove(out_dir, error);  // empty: check_out_dir said so
-  fs::rename(partial.path(), out_dir, error);
+  fs::rename(partial.path(), target, error);
   if (error)
-    throw ManifestError("--hf " + out_dir.string() + ": cannot move the written directory into place (" +
-                        error.message() + ")");
+    throw std::runtime_error("--hf " + out_dir.string() + ": cannot move the written directory into place (" +
+                             error.message() + ")");
   partial.finished();
-  sync_directory(parent);
+  sync_directory(target.parent_path());
   return result;
 }
 

@@ -5,9 +5,11 @@
 // bf16, and the tokenizer's files when the manifest names a tokenizer. `[model] from = OUT_DIR`
 // reads it back; in f32 the weights come back bit for bit.
 //
-// OUT_DIR is made whole or not at all: everything is written into a new directory beside it, each
-// file fsynced, and that directory is renamed to OUT_DIR at the end. An existing OUT_DIR is
-// refused unless it is an empty directory.
+// OUT_DIR is made whole or not at all: everything is written into a new directory beside it (a
+// name no other export uses), each file fsynced, and that directory is renamed to OUT_DIR at the
+// end. An existing OUT_DIR is refused unless it is an empty directory (a symlink to one counts);
+// so are the working and the root directory. A rename that fails (another export finished there
+// first) fails the run and leaves what is there.
 #include <cstdint>
 #include <filesystem>
 #include <string>

@@ -90,6 +90,11 @@ echo "ok: .jsonl documents and a validation split (SentencePiece)"
 printf 'fine\n\xC3(\n' > "$work/bad_utf8.txt"
 fault "prepare: text that is not UTF-8" 2 "bad_utf8.txt: the text is not valid UTF-8 at byte 5" -- \
   "$strata" prepare --tokenizer "$refs/gpt2" --out "$work/never.bin" "$work/bad_utf8.txt"
+# Past the first 8 MiB read (a later chunk): the offset is still the file's.
+"$python" -c 'import sys; open(sys.argv[1], "wb").write(b"plain words on a line\n" * 500000 + b"bad \xff here\n")' \
+  "$work/late_bad_utf8.txt"
+fault "prepare: text that is not UTF-8, 11 MB in" 2 "late_bad_utf8.txt: the text is not valid UTF-8 at byte 11000004" -- \
+  "$strata" prepare --tokenizer "$refs/gpt2" --out "$work/never.bin" "$work/late_bad_utf8.txt"
 printf '{"text": "one"}\n{"txt": "two"}\n' > "$work/no_field.jsonl"
 fault "prepare: a .jsonl line without the text field" 2 "no_field.jsonl:2: no string field \"text\"" -- \
   "$strata" prepare --tokenizer "$refs/gpt2" --out "$work/never.bin" "$work/no_field.jsonl"
