@@ -6,7 +6,7 @@
 #                           [--profile CONFIG] [gpu_bench.sh's arguments...]
 #   --export: where the test logs and any hang report go, and the benchmark's table and logs under bench/ (e.g. "$OUT")
 #   --tests: groups of gtest filters, each run with its own time limit (default: the flash plugin's
-#            end-to-end test alone, then every other CUDA test and the plugin probe)
+#            end-to-end tests (flash, flash_bf16) alone, then every other CUDA test and the plugin probe)
 #   --no-flash-bench: skip strata_flash_attention_gpu_bench (bench/gpu/flash_attention_bench.cu: both
 #            flash kernels against a float64 reference, then timed), which runs first otherwise
 #   --profile: after the benchmark, `strata train bench/gpu/CONFIG.toml --profile` (per-kernel device times)
@@ -16,7 +16,7 @@
 # end of the output holds the benchmark's table.
 set -uo pipefail
 export_dir=runs/gpu-check run_tests=1 flash_bench=1 profile="" bench_args=()
-groups='CudaTraining.FlashAttentionPluginMatchesTheCpu:75 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.FlashAttentionPluginMatchesTheCpu:120'
+groups='CudaTraining.Flash*:90 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.Flash*:150'
 while [ $# -gt 0 ]; do
   case $1 in
     --tests) groups=$2; shift 2 ;;
