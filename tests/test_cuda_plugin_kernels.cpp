@@ -142,6 +142,7 @@ TEST(CudaPluginKernels, LoraDropoutMaskIsBitwiseTheHosts) {
 #endif
 }
 
+#if STRATA_HAVE_CUDA
 // ||a - b|| / ||b|| over a whole buffer; a NaN (an element never written) fails it.
 double norm_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   double diff2 = 0.0, ref2 = 0.0;
@@ -152,6 +153,7 @@ double norm_relative_error(const std::vector<float>& a, const std::vector<float>
   }
   return std::sqrt(diff2 / std::max(ref2, 1e-300));
 }
+#endif
 
 TEST(CudaPluginKernels, FlashAttentionOnTensorCoresStaysNearTheCpuKernel) {
   STRATA_SKIP_WITHOUT_CUDA();
