@@ -109,13 +109,13 @@ class Batcher {
       field_text = object[options_.field].get<std::string>();
       text = field_text;
     }
-    // A chunk of a .txt file: a byte offset in the file, not in the chunk.
-    if (unit.line == 0)
-      if (const auto bad = first_invalid_utf8(text))
-        throw DataError(where + ": the text is not valid UTF-8 at byte " + std::to_string(unit.file_offset + *bad));
     try {
       encoder.encode(text, unit.ids);
     } catch (const TokenizerError& error) {
+      // A chunk of a .txt file: a bad byte's offset in the file, found again only on this path.
+      if (unit.line == 0)
+        if (const auto bad = first_invalid_utf8(text))
+          throw DataError(where + ": the text is not valid UTF-8 at byte " + std::to_string(unit.file_offset + *bad));
       throw DataError(where + ": " + error.what() + (unit.line > 0 ? " of its text" : " of this chunk"));
     }
   }

@@ -37,10 +37,13 @@ plugin = "csv"
 path = "/dev/null"
 TOML
 
-source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS
+source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS; export_round_trip
+numpy_loss() {  # safetensors file
+  "$python" "$reference" loss "$1" "$work/tokens.bin" $heads $positions
+}
 
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens.bin" | tail -n 1)
-agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.safetensors" "$work/tokens.bin" $heads $positions)"
+agree "HF -> Strata" "$strata_loss" "$(numpy_loss "$work/hf.safetensors")"
 # The same weights as a Hugging Face directory (config.json, two bf16 shards and their index):
 # [model] from takes every key from config.json (seq_len is n_positions), and the loss is NumPy's on
 # the bf16 values.
@@ -50,7 +53,7 @@ agree "HF -> Strata" "$strata_loss" "$("$python" "$reference" loss "$work/hf.saf
 { printf '[model]\nfrom = "%s"\n' "$work/hfdir"; sed -n '/^\[data\]/,$p' "$work/m.toml"; } > "$work/from.toml"
 strata_loss=$("$strata" eval "$work/from.toml" --checkpoint "$work/hfdir" --data "$work/tokens.bin" | tail -n 1)
 agree "HF directory -> Strata ([model] from, sharded bf16)" "$strata_loss" \
-  "$("$python" "$reference" loss "$work/hfdir.safetensors" "$work/tokens.bin" $heads $positions)"
+  "$(numpy_loss "$work/hfdir.safetensors")"
 set +e
 output=$("$strata" validate "$work/from.toml" --set model.seq_len=8 2>&1)
 set -e
@@ -87,24 +90,8 @@ for precision in fp32 bf16; do
   "$python" "$reference" check-names "$saved" $layers $vocab $width
   strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$saved" --data "$work/tokens.bin" | tail -n 1)
   agree "Strata ($precision training) -> HF" "$strata_loss" \
-    "$("$python" "$reference" loss "$saved" "$work/tokens.bin" $heads $positions)"
-  # Strata -> HF directory (export --hf): the layout transformers reads with the save's values
-  # (f32: exactly; bf16 storage: their bf16 rounding), and back in through [model] from.
-  dtype=$([ $precision = fp32 ] && echo f32 || echo bf16)
-  exported="$work/export-$precision"
-  rm -rf "$exported"
-  "$strata" export "$work/m.toml" --set "precision.plugin=\"$precision\"" --checkpoint "$work/ckpt" --hf "$exported" \
-    --dtype $dtype --shard-size 40KB > "$work/export-$precision.log" || { cat "$work/export-$precision.log"; exit 1; }
-  "$python" tests/hf/hf_directory.py check "$exported" "$saved" "$(tr a-z A-Z <<< $dtype)" --min-shards 2
-  back=$("$strata" eval "$work/from.toml" --set "model.from=\"$exported\"" --checkpoint "$exported" \
-    --data "$work/tokens.bin" | tail -n 1)
-  if [ $precision = fp32 ]; then
-    [ "$back" = "$strata_loss" ] || { echo "FAIL: export --hf and back: $back, the save: $strata_loss"; exit 1; }
-    echo "ok: export --hf (f32) and back through [model] from: $back, the save's own"
-  else
-    "$python" tests/hf/hf_directory.py join "$exported" "$work/export-joined.safetensors"
-    agree "Strata (bf16 storage) -> HF directory (export --hf --dtype bf16) -> Strata" "$back" \
-      "$("$python" "$reference" loss "$work/export-joined.safetensors" "$work/tokens.bin" $heads $positions)"
-  fi
+    "$(numpy_loss "$saved")"
+  # Strata -> HF directory (export --hf) and back (hf_agree.sh).
+  export_round_trip "$work" $precision "$saved" "$strata_loss" 40KB 2
 done
 echo "hf interop: both directions agree"

@@ -36,7 +36,7 @@ tail -n 1 "$work/selftest.log"
 layers=2 heads=4 kv_heads=2 width=32 ff=64 vocab=300 positions=16 theta=500000.0 eps=1e-5
 "$python" "$reference" make-tokens "$work/tokens.bin" 4000 $vocab 1
 
-source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS
+source "$(dirname "$0")/hf_agree.sh"  # agree NAME EVAL_LINE NUMPY_LOSS; export_round_trip
 
 numpy_loss() {  # safetensors file; tied, and biased (qwen2), or not as $flag says
   "$python" "$reference" loss "$1" "$work/tokens.bin" $heads $kv_heads $positions $theta $eps "${flag[@]}"
@@ -114,25 +114,8 @@ TOML
     strata_loss=$("$strata" eval "$run/m.toml" --checkpoint "$saved" --data "$work/tokens.bin" | tail -n 1)
     agree "Strata ($precision training, tie_embeddings = $tied) -> HF" "$strata_loss" "$(numpy_loss "$saved")"
 
-    # Strata -> HF directory (export --hf, shards of at most 24 KB): the layout transformers reads,
-    # the save's values (f32: exactly; bf16 storage: their bf16 rounding), and back in through
-    # [model] from: an f32 export gives the save's own loss, bit for bit; a bf16 one NumPy's.
-    dtype=$([ $precision = fp32 ] && echo f32 || echo bf16)
-    exported="$run/export-$precision"
-    rm -rf "$exported"
-    "$strata" export "$run/m.toml" --set "precision.plugin=\"$precision\"" --checkpoint "$run/ckpt" --hf "$exported" \
-      --dtype $dtype --shard-size 24KB > "$run/export-$precision.log" || { cat "$run/export-$precision.log"; exit 1; }
-    "$python" tests/hf/hf_directory.py check "$exported" "$saved" "$(tr a-z A-Z <<< $dtype)" --min-shards 3
-    back=$("$strata" eval "$run/from.toml" --set "model.from=\"$exported\"" --checkpoint "$exported" \
-      --data "$work/tokens.bin" | tail -n 1)
-    if [ $precision = fp32 ]; then
-      [ "$back" = "$strata_loss" ] || { echo "FAIL: export --hf and back: $back, the save: $strata_loss"; exit 1; }
-      echo "ok: export --hf (f32) and back through [model] from: $back, the save's own"
-    else
-      "$python" tests/hf/hf_directory.py join "$exported" "$run/export-joined.safetensors"
-      agree "Strata (bf16 storage) -> HF directory (export --hf --dtype bf16) -> Strata" "$back" \
-        "$(numpy_loss "$run/export-joined.safetensors")"
-    fi
+    # Strata -> HF directory (export --hf, shards of at most 24 KB) and back (hf_agree.sh).
+    export_round_trip "$run" $precision "$saved" "$strata_loss" 24KB 3
   done
 done
 # Llama 3's rope_scaling (Llama 3.1, 3.2): a directory whose config.json has it gives NumPy's loss

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plugins/flash_attention/cuda/flash_attention_launch.cuh"
 #include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
@@ -23,10 +24,17 @@ namespace strata::flash::cuda {
 
 namespace {
 
-constexpr int kTile = 64;           // query rows and key columns per tile
-constexpr int kThreads = 256;       // 16 x 16 threads
-constexpr int kSide = 16;           // threads along a tile side
-constexpr int kPadded = kTile + 4;  // row length of the transposed [d][row] tiles: float4 rows
+using launching::launch;
+using launching::Problem;
+using launching::problem_of;
+using launching::score_gradient;
+using launching::tiles;
+using launching::Upstream;
+
+constexpr int kTile = launching::kTile;  // query rows and key columns per tile
+constexpr int kThreads = 256;            // 16 x 16 threads
+constexpr int kSide = 16;                // threads along a tile side
+constexpr int kPadded = kTile + 4;       // row length of the transposed [d][row] tiles: float4 rows
 constexpr int kWarpSize = 32;
 constexpr int kDeltaRowsPerBlock = 8;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -96,16 +104,6 @@ __device__ __forceinline__ float row_max(float value) {
   for (int offset = kSide / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(kFullMask, value, offset));
   return value;
 }
-
-// Where one (batch row, head) pair's data lives.
-struct Problem {
-  const float* q;
-  const float* k;
-  const float* v;
-  std::int64_t q_stride, kv_stride;
-  int seq_len, n_head, group;
-  float scale;
-};
 
 template <int D>
 constexpr int forward_smem_floats() {
@@ -203,26 +201,15 @@ __global__ void delta_kernel(float* delta, const float* dout, const float* out, 
   if (lane == 0) delta[((bt / seq_len) * n_head + h) * seq_len + bt % seq_len] = sum;
 }
 
-// The softmax-derivative inputs of the backward kernels: dout (B, T, n_head, D) and per score row
-// the log-sum-exp and delta (B, n_head, T).
-struct Upstream {
-  const float* dout;
-  const float* lse;
-  const float* delta;
-};
-
 template <int D>
 constexpr int backward_kv_smem_floats() {
   return 4 * D * kPadded + 2 * kTile * D + kTile * kPadded + 2 * kTile;
 }
 
 // One score of the backward pass, recomputed: P = exp(scale * score - lse), zero above the
-// diagonal (key > row) and past the sequence; and dS = P * (dP - delta) * scale, in place of dP.
+// diagonal (key > row) and past the sequence; score_gradient turns it into dS, in place of dP.
 __device__ __forceinline__ float recomputed_probability(float score, int key, int row, int T, float scale, float lse) {
   return key <= row && row < T ? expf(score * scale - lse) : 0.0f;
-}
-__device__ __forceinline__ float score_gradient(float p, float dp, float delta, float scale) {
-  return p * (dp - delta) * scale;
 }
 
 // Loads rows of query tile qt of head h: q and dout both ways, and the row statistics.
@@ -377,51 +364,31 @@ bool runnable(const AttentionShape& shape, Operands operands) {
   return shape.batch > 0 && shape.seq_len > 0 && shape.n_kv_head > 0 && supports(shape, operands);
 }
 
-Problem problem_of(const AttentionShape& shape, const AttentionInputs& in) {
-  return {in.q,
-          in.k,
-          in.v,
-          in.q_stride,
-          in.kv_stride,
-          shape.seq_len,
-          shape.n_head,
-          shape.n_head / shape.n_kv_head,
-          1.0f / std::sqrt(static_cast<float>(shape.head_dim))};
+constexpr int smem_bytes(int floats) {
+  return floats * static_cast<int>(sizeof(float));
 }
 
 std::int64_t row_floats(const AttentionShape& shape) {
   return static_cast<std::int64_t>(shape.batch) * shape.n_head * shape.seq_len;
 }
 
-unsigned tiles(const AttentionShape& shape) {
-  return static_cast<unsigned>((shape.seq_len + kTile - 1) / kTile);
-}
-
-// Tile kernels use more than the default 48 KiB of dynamic shared memory; the attribute is set
-// before every launch (cheap, and keeps no state here).
-template <typename Kernel, typename... Args>
-void launch(Kernel kernel, dim3 grid, int smem_floats, cudaStream_t stream, Args... args) {
-  const int bytes = smem_floats * static_cast<int>(sizeof(float));
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  kernel<<<grid, kThreads, bytes, stream>>>(args...);
-}
-
 template <int D>
 void launch_forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse,
                     const AttentionInputs& in) {
   const dim3 grid(tiles(shape), static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.batch));
-  launch(flash_forward_kernel<D>, grid, forward_smem_floats<D>(), stream, out, lse, problem_of(shape, in));
+  launch(flash_forward_kernel<D>, grid, kThreads, smem_bytes(forward_smem_floats<D>()), stream, out, lse,
+         problem_of(shape, in));
 }
 
 template <int D>
 void launch_backward(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads,
                      const Problem& problem, const Upstream& up) {
   const dim3 kv_grid(tiles(shape), static_cast<unsigned>(shape.n_kv_head), static_cast<unsigned>(shape.batch));
-  launch(flash_backward_kv_kernel<D>, kv_grid, backward_kv_smem_floats<D>(), stream, grads.dk, grads.dv,
-         grads.kv_stride, problem, up);
+  launch(flash_backward_kv_kernel<D>, kv_grid, kThreads, smem_bytes(backward_kv_smem_floats<D>()), stream, grads.dk,
+         grads.dv, grads.kv_stride, problem, up);
   const dim3 q_grid(tiles(shape), static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.batch));
-  launch(flash_backward_q_kernel<D>, q_grid, backward_q_smem_floats<D>(), stream, grads.dq, grads.q_stride, problem,
-         up);
+  launch(flash_backward_q_kernel<D>, q_grid, kThreads, smem_bytes(backward_q_smem_floats<D>()), stream, grads.dq,
+         grads.q_stride, problem, up);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 #include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
 
-#include <algorithm>
 #include <cmath>
 
 #include <cuda_bf16.h>
 #include <mma.h>
+
+#include "plugins/flash_attention/cuda/flash_attention_launch.cuh"
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
 // - Every kernel runs 4 warps (128 threads) over a 64-row tile; warp w owns rows 16w .. 16w+15 of
@@ -26,8 +27,14 @@ namespace {
 
 using namespace nvcuda;
 using Bf16 = __nv_bfloat16;
+using launching::launch;
+using launching::Problem;
+using launching::problem_of;
+using launching::score_gradient;
+using launching::tiles;
+using launching::Upstream;
 
-constexpr int kTile = 64;  // query rows and key columns per tile
+constexpr int kTile = launching::kTile;  // query rows and key columns per tile
 constexpr int kWarps = 4;
 constexpr int kWarpSize = 32;
 constexpr int kThreads = kWarps * kWarpSize;
@@ -83,23 +90,28 @@ struct BackwardLayout : Layout<D> {
   static_assert(2 * kWarps * L::kWarpScores >= kWarps * L::kWarpOut, "the output stage fits the score regions");
 };
 
-// Where one attention's data lives.
-struct Problem {
-  const float* q;
-  const float* k;
-  const float* v;
-  std::int64_t q_stride, kv_stride;
-  int seq_len, n_head, group;
-  float scale;
-  bool vector_loads;  // every row of q, k, v starts 16-byte aligned
-};
-
-// The softmax-derivative inputs of the backward kernels: dout (B, T, n_head, D) and per score row
-// the log-sum-exp and delta (B, n_head, T).
-struct Upstream {
-  const float* dout;
-  const float* lse;
-  const float* delta;
+// One warp's view of a backward block's shared memory (BackwardLayout): the four row tiles, in
+// the order its kernel names them, the warp's own score, dP, P and dS tiles, the row statistics,
+// and, once the loop is over, the warp's output stage.
+template <int D>
+struct BackwardShared {
+  using L = BackwardLayout<D>;
+  __device__ BackwardShared(unsigned char* shared, int warp)
+      : scores(reinterpret_cast<float*>(shared + L::scores + warp * L::kWarpScores)),
+        dp(reinterpret_cast<float*>(shared + L::second + warp * L::kWarpScores)),
+        p(reinterpret_cast<Bf16*>(shared + L::probabilities + warp * L::kWarpBf16)),
+        ds(reinterpret_cast<Bf16*>(shared + L::score_grads + warp * L::kWarpBf16)),
+        lse(reinterpret_cast<float*>(shared + L::lse)),
+        delta(reinterpret_cast<float*>(shared + L::delta)),
+        stage(reinterpret_cast<float*>(shared + L::scores) + warp * kFrag * L::kLdOut) {
+#pragma unroll
+    for (int t = 0; t < 4; ++t) tile[t] = reinterpret_cast<Bf16*>(shared + L::tiles + t * L::kRowTile);
+  }
+  Bf16* tile[4];
+  float *scores, *dp;
+  Bf16 *p, *ds;
+  float *lse, *delta;
+  float* stage;
 };
 
 // dst[r][d] (row length D + 8) = bf16 of src row first_row + r, for r < 64; rows >= limit are 0.
@@ -312,16 +324,10 @@ __global__ void __launch_bounds__(kThreads)
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  Bf16* k_s = reinterpret_cast<Bf16*>(shared + L::tiles);
-  Bf16* v_s = k_s + kTile * L::kLdRows;
-  Bf16* q_s = v_s + kTile * L::kLdRows;
-  Bf16* do_s = q_s + kTile * L::kLdRows;
-  float* s_w = reinterpret_cast<float*>(shared + L::scores + warp * L::kWarpScores);
-  float* dp_w = reinterpret_cast<float*>(shared + L::second + warp * L::kWarpScores);
-  Bf16* p_w = reinterpret_cast<Bf16*>(shared + L::probabilities + warp * L::kWarpBf16);
-  Bf16* ds_w = reinterpret_cast<Bf16*>(shared + L::score_grads + warp * L::kWarpBf16);
-  float* lse_s = reinterpret_cast<float*>(shared + L::lse);
-  float* delta_s = reinterpret_cast<float*>(shared + L::delta);
+  const BackwardShared<D> sm(shared, warp);
+  Bf16 *k_s = sm.tile[0], *v_s = sm.tile[1], *q_s = sm.tile[2], *do_s = sm.tile[3];
+  float *s_w = sm.scores, *dp_w = sm.dp;
+  Bf16 *p_w = sm.p, *ds_w = sm.ds;
   const int T = problem.seq_len, n_tiles = static_cast<int>(gridDim.x);
   const int kt = static_cast<int>(blockIdx.x), kv_head = static_cast<int>(blockIdx.y);
   const int b = static_cast<int>(blockIdx.z);
@@ -342,7 +348,7 @@ __global__ void __launch_bounds__(kThreads)
     const int h = kv_head * problem.group + g;
     for (int qt = kt; qt < n_tiles; ++qt) {
       __syncthreads();  // the previous tile's operands are no longer read
-      load_query_tile<D>(q_s, do_s, lse_s, delta_s, problem, up, b, h, qt);
+      load_query_tile<D>(q_s, do_s, sm.lse, sm.delta, problem, up, b, h, qt);
       __syncthreads();
       // Transposed tiles: row r is key 16*warp + r, column c is query c of the tile.
       product_transposed<D>(s_w, k_s + warp * kFrag * L::kLdRows, q_s);
@@ -358,8 +364,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
           const int query = qt * kTile + c + t;
-          p[t] = key <= query && query < T ? exp2f(sv[t] * scale_log2 - lse_s[c + t]) : 0.0f;
-          ds[t] = p[t] * (dpv[t] - delta_s[c + t]) * problem.scale;
+          p[t] = key <= query && query < T ? exp2f(sv[t] * scale_log2 - sm.lse[c + t]) : 0.0f;
+          ds[t] = score_gradient(p[t], dpv[t], sm.delta[c + t], problem.scale);
         }
         auto* p_pair = reinterpret_cast<__nv_bfloat162*>(p_w + r * kLdProbabilities + c);
         p_pair[0] = __floats2bfloat162_rn(p[0], p[1]);
@@ -375,11 +381,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   __syncthreads();  // the score tiles become each warp's output stage
-  float* stage = reinterpret_cast<float*>(shared + L::scores) + warp * kFrag * L::kLdOut;
   const std::int64_t column = static_cast<std::int64_t>(b) * T * dkv_stride + kv_head * D;
   const int first_key = kt * kTile + warp * kFrag;
-  add_rows<D>(dk + column, dkv_stride, first_key, T, dk_acc, stage, lane);
-  add_rows<D>(dv + column, dkv_stride, first_key, T, dv_acc, stage, lane);
+  add_rows<D>(dk + column, dkv_stride, first_key, T, dk_acc, sm.stage, lane);
+  add_rows<D>(dv + column, dkv_stride, first_key, T, dv_acc, sm.stage, lane);
 }
 
 // dq += the gradient of query tile qt of head blockIdx.y, key tiles in order.
@@ -389,20 +394,15 @@ __global__ void __launch_bounds__(kThreads)
   using L = BackwardLayout<D>;
   extern __shared__ __align__(128) unsigned char shared[];
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  Bf16* q_s = reinterpret_cast<Bf16*>(shared + L::tiles);
-  Bf16* do_s = q_s + kTile * L::kLdRows;
-  Bf16* k_s = do_s + kTile * L::kLdRows;
-  Bf16* v_s = k_s + kTile * L::kLdRows;
-  float* s_w = reinterpret_cast<float*>(shared + L::scores + warp * L::kWarpScores);
-  float* dp_w = reinterpret_cast<float*>(shared + L::second + warp * L::kWarpScores);
-  Bf16* ds_w = reinterpret_cast<Bf16*>(shared + L::score_grads + warp * L::kWarpBf16);
-  float* lse_s = reinterpret_cast<float*>(shared + L::lse);
-  float* delta_s = reinterpret_cast<float*>(shared + L::delta);
+  const BackwardShared<D> sm(shared, warp);
+  Bf16 *q_s = sm.tile[0], *do_s = sm.tile[1], *k_s = sm.tile[2], *v_s = sm.tile[3];
+  float *s_w = sm.scores, *dp_w = sm.dp;
+  Bf16* ds_w = sm.ds;
   const int T = problem.seq_len;
   const int qt = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int h = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z), kv_head = h / problem.group;
   const std::int64_t kv_offset = static_cast<std::int64_t>(b) * T * problem.kv_stride + kv_head * D;
-  load_query_tile<D>(q_s, do_s, lse_s, delta_s, problem, up, b, h, qt);
+  load_query_tile<D>(q_s, do_s, sm.lse, sm.delta, problem, up, b, h, qt);
 
   const int r = lane % kFrag, half = lane / kFrag;
   const int local_row = warp * kFrag + r, row = qt * kTile + local_row;
@@ -418,7 +418,7 @@ __global__ void __launch_bounds__(kThreads)
     product_transposed<D>(s_w, q_s + warp * kFrag * L::kLdRows, k_s);
     product_transposed<D>(dp_w, do_s + warp * kFrag * L::kLdRows, v_s);
     __syncwarp();
-    const float row_lse = lse_s[local_row], row_delta = delta_s[local_row];
+    const float row_lse = sm.lse[local_row], row_delta = sm.delta[local_row];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int c = lane_column(half, j);
@@ -430,7 +430,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int t = 0; t < 4; ++t) {
         const int key = kt * kTile + c + t;
         const float p = key <= row && row < T ? exp2f(sv[t] * scale_log2 - row_lse) : 0.0f;
-        ds[t] = p * (dpv[t] - row_delta) * problem.scale;
+        ds[t] = score_gradient(p, dpv[t], row_delta, problem.scale);
       }
       auto* pair = reinterpret_cast<__nv_bfloat162*>(ds_w + r * kLdProbabilities + c);
       pair[0] = __floats2bfloat162_rn(ds[0], ds[1]);
@@ -440,57 +440,26 @@ __global__ void __launch_bounds__(kThreads)
     accumulate_product<D>(dq_acc, ds_w, k_s);  // dQ += dS K
   }
 
-  __syncthreads();
-  float* stage = reinterpret_cast<float*>(shared + L::scores) + warp * kFrag * L::kLdOut;
+  __syncthreads();  // the score tiles become each warp's output stage
   add_rows<D>(dq + static_cast<std::int64_t>(b) * T * dq_stride + h * D, dq_stride, qt * kTile + warp * kFrag, T,
-              dq_acc, stage, lane);
-}
-
-bool aligned(const void* pointer) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
-}
-
-Problem problem_of(const AttentionShape& shape, const AttentionInputs& in) {
-  const bool vector_loads =
-      in.q_stride % 4 == 0 && in.kv_stride % 4 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v);
-  return {in.q,
-          in.k,
-          in.v,
-          in.q_stride,
-          in.kv_stride,
-          shape.seq_len,
-          shape.n_head,
-          shape.n_head / shape.n_kv_head,
-          1.0f / std::sqrt(static_cast<float>(shape.head_dim)),
-          vector_loads};
-}
-
-unsigned tiles(const AttentionShape& shape) {
-  return static_cast<unsigned>((shape.seq_len + kTile - 1) / kTile);
-}
-
-// The kernels use more than the default 48 KiB of dynamic shared memory; the attribute is set
-// before every launch (cheap, and keeps no state here).
-template <typename Kernel, typename... Args>
-void launch(Kernel kernel, dim3 grid, int bytes, cudaStream_t stream, Args... args) {
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  kernel<<<grid, kThreads, bytes, stream>>>(args...);
+              dq_acc, sm.stage, lane);
 }
 
 template <int D>
 void forward_for(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in) {
   const dim3 grid(tiles(shape), static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.batch));
-  launch(forward_kernel<D>, grid, ForwardLayout<D>::bytes, stream, out, lse, problem_of(shape, in));
+  launch(forward_kernel<D>, grid, kThreads, ForwardLayout<D>::bytes, stream, out, lse, problem_of(shape, in));
 }
 
 template <int D>
 void backward_for(cudaStream_t stream, const AttentionShape& shape, const AttentionGrads& grads, const Problem& problem,
                   const Upstream& up) {
   const dim3 kv_grid(tiles(shape), static_cast<unsigned>(shape.n_kv_head), static_cast<unsigned>(shape.batch));
-  launch(backward_kv_kernel<D>, kv_grid, BackwardLayout<D>::bytes, stream, grads.dk, grads.dv, grads.kv_stride, problem,
-         up);
+  launch(backward_kv_kernel<D>, kv_grid, kThreads, BackwardLayout<D>::bytes, stream, grads.dk, grads.dv,
+         grads.kv_stride, problem, up);
   const dim3 q_grid(tiles(shape), static_cast<unsigned>(shape.n_head), static_cast<unsigned>(shape.batch));
-  launch(backward_q_kernel<D>, q_grid, BackwardLayout<D>::bytes, stream, grads.dq, grads.q_stride, problem, up);
+  launch(backward_q_kernel<D>, q_grid, kThreads, BackwardLayout<D>::bytes, stream, grads.dq, grads.q_stride, problem,
+         up);
 }
 
 }  // namespace
