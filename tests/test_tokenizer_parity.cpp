@@ -58,6 +58,40 @@ void expect_parity(const std::string& name, bool round_trip, const std::string& 
   EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << cases.size() << " texts differ";
 }
 
+// Cutting the reference texts, joined into one, wherever last_exact_cut finds a place, right to
+// left, gives the ids of the whole at every cut: what lets `strata prepare` and a run's tokenized
+// cache read a .txt larger than memory in chunks on several threads.
+int count_exact_cuts(const std::string& name) {
+  const auto directory = references() / name;
+  const auto tokenizer = load_tokenizer(directory);
+  const auto expected = nlohmann::json::parse(std::ifstream(directory / "expected.json"));
+  std::string text;
+  for (const auto& each : expected.at("cases")) text += each.at("text").get<std::string>() + "\n";
+  const std::vector<std::uint32_t> whole = tokenizer->encode(text);
+  int cuts = 0;
+  for (std::size_t end = text.size();;) {
+    const auto cut = tokenizer->last_exact_cut(std::string_view(text).substr(0, end));
+    if (!cut) break;
+    std::vector<std::uint32_t> ids = tokenizer->encode(text.substr(0, cut->end));
+    const std::vector<std::uint32_t> after = tokenizer->encode(text.substr(cut->resume));
+    ids.insert(ids.end(), after.begin(), after.end());
+    EXPECT_EQ(ids, whole) << name << ": cut at byte " << cut->end << ", resumed at " << cut->resume;
+    if (ids != whole) break;
+    ++cuts;
+    end = cut->end;
+  }
+  return cuts;
+}
+
+TEST(TokenizerParity, CutsWhereTheTokenizerSaysEncodeAsTheWhole) {
+  ASSERT_FALSE(references().empty()) << "STRATA_TOKENIZER_REFERENCES is not set: run through CTest";
+  EXPECT_GE(count_exact_cuts("gpt2"), 10);
+  EXPECT_GE(count_exact_cuts("llama3"), 10);
+  EXPECT_GE(count_exact_cuts("spm_bpe"), 100);
+  // Unigram's Viterbi ties break by float sums that depend on where the text starts: never cut.
+  EXPECT_EQ(count_exact_cuts("spm_unigram"), 0);
+}
+
 // NFC and Qwen2's split pattern on GPT-2's vocabulary: decomposed accents, singletons, Hangul
 // jamo, canonical reordering (ids only: decoding gives NFC(x), not x).
 TEST(TokenizerParity, NfcNormalizerMatchesHuggingFaceTokenizersJs) {

@@ -49,12 +49,18 @@ std::vector<std::int64_t> state_file_shape(const Model& model, const ParameterRo
   return row.shape;
 }
 
-void require_finite(const std::vector<float>& values, const fs::path& file, const std::string& name) {
+// `first`: the index of values[0] in the tensor, when they are a slice of it.
+void require_finite(const std::vector<float>& values, const fs::path& file, const std::string& name,
+                    std::size_t first = 0) {
   const auto bad = std::find_if(values.begin(), values.end(), [](float value) { return !std::isfinite(value); });
   if (bad != values.end())
     throw CheckpointError(file.string() + ": corrupt checkpoint: tensor '" + name + "' holds " + std::to_string(*bad) +
-                          " at element " + std::to_string(bad - values.begin()));
+                          " at element " + std::to_string(first + static_cast<std::size_t>(bad - values.begin())));
 }
+
+// Elements converted to f32 at a time when a parameter takes slices: 16 MiB of f32, so a large
+// matrix (an embedding) never exists whole in f32 beside its stored form.
+constexpr std::size_t kLoadSliceElements = std::size_t{4} << 20;
 
 // Metadata of a save that left its frozen parameters out (Model::frozen_fingerprint) and of one
 // with adapters (Model::adapter_description).
@@ -81,6 +87,13 @@ class TensorSource {
   std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& shape) const {
     std::vector<float> values = holder(name).tensor(name, shape);
     holder(name).release(name);
+    return values;
+  }
+  // Elements [first, first + count) of it as f32, their pages released once read.
+  std::vector<float> tensor_slice(const std::string& name, const std::vector<std::int64_t>& shape, std::size_t first,
+                                  std::size_t count) const {
+    std::vector<float> values = holder(name).tensor_slice(name, shape, first, count);
+    holder(name).release_slice(name, first, count);
     return values;
   }
   // The file that holds `name`; a missing tensor is a CheckpointError naming the source.
@@ -296,9 +309,20 @@ void load_weights_from(const TensorSource& weights, Model& model) {
                             "manifest it was trained with (`strata export --merge` writes a complete file)");
     // A NaN or infinite weight is a corrupt checkpoint; found here, it would otherwise surface
     // as a NaN loss (eval) or steps later as "divergence" (resume).
-    const std::vector<float> values = weights.tensor(name, model.stored_shape(rows));
-    require_finite(values, weights.file_of(name), name);
-    model.write_values(rows, values);
+    const std::vector<std::int64_t> shape = model.stored_shape(rows);
+    if (model.writes_value_slices(rows)) {
+      std::size_t elements = 1;
+      for (std::int64_t extent : shape) elements *= static_cast<std::size_t>(extent);
+      for (std::size_t first = 0; first < elements; first += kLoadSliceElements) {
+        const std::vector<float> values = weights.tensor_slice(name, shape, first, kLoadSliceElements);
+        require_finite(values, weights.file_of(name), name, first);
+        model.write_values(rows, values, first);
+      }
+    } else {
+      const std::vector<float> values = weights.tensor(name, shape);
+      require_finite(values, weights.file_of(name), name);
+      model.write_values(rows, values);
+    }
   }
   model.store().publish_weights();
   if (from_a_run)

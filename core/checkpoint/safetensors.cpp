@@ -191,10 +191,22 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
 void SafetensorsFile::release(const std::string& name) const noexcept {
   const auto found = entries_.find(name);
   if (!mapped_ || found == entries_.end()) return;
-  // Whole pages inside the tensor's bytes only: a page it shares with a neighbour stays.
+  release_bytes(found->second.begin, found->second.end);
+}
+
+void SafetensorsFile::release_slice(const std::string& name, std::size_t first, std::size_t count) const noexcept {
+  const auto found = entries_.find(name);
+  if (!mapped_ || found == entries_.end()) return;
+  const std::size_t size = dtype_size(found->second.dtype);
+  const std::uint64_t begin = found->second.begin + first * size;
+  release_bytes(begin, std::min<std::uint64_t>(found->second.end, begin + count * size));
+}
+
+void SafetensorsFile::release_bytes(std::uint64_t begin_offset, std::uint64_t end_offset) const noexcept {
+  // Whole pages inside the bytes only: a page shared with a neighbour stays.
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(payload() + found->second.begin);
-  const auto end = reinterpret_cast<std::uintptr_t>(payload() + found->second.end);
+  const auto begin = reinterpret_cast<std::uintptr_t>(payload() + begin_offset);
+  const auto end = reinterpret_cast<std::uintptr_t>(payload() + end_offset);
   const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
@@ -350,6 +362,12 @@ std::span<const std::byte> SafetensorsFile::raw(const std::string& name, const s
 
 std::vector<float> SafetensorsFile::tensor(const std::string& name,
                                            const std::vector<std::int64_t>& expected_shape) const {
+  return tensor_slice(name, expected_shape, 0, std::numeric_limits<std::size_t>::max());
+}
+
+std::vector<float> SafetensorsFile::tensor_slice(const std::string& name,
+                                                 const std::vector<std::int64_t>& expected_shape, std::size_t first,
+                                                 std::size_t count) const {
   const Entry& e = entry(name);
   if (e.shape != expected_shape)
     throw CheckpointError(path_.string() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
@@ -357,9 +375,11 @@ std::vector<float> SafetensorsFile::tensor(const std::string& name,
   const std::size_t size = dtype_size(e.dtype);
   if (size == 0 || !floating(e.dtype))
     throw CheckpointError(path_.string() + ": tensor '" + name + "' has unsupported dtype " + e.dtype);
-  const std::size_t count = (e.end - e.begin) / size;
+  const std::size_t elements = (e.end - e.begin) / size;
+  first = std::min(first, elements);
+  count = std::min(count, elements - first);
   std::vector<float> values(count);
-  const char* source = payload() + e.begin;
+  const char* source = payload() + e.begin + first * size;
   if (e.dtype == "F32") {
     if (count != 0) std::memcpy(values.data(), source, count * 4);  // an empty vector's data() may be null
   } else {

@@ -85,6 +85,10 @@ class SafetensorsFile {
                                  const std::vector<std::int64_t>& expected_shape) const;
   // The tensor as f32, checked against an expected shape.
   std::vector<float> tensor(const std::string& name, const std::vector<std::int64_t>& expected_shape) const;
+  // Elements [first, first + count) of it, in row-major order, as f32: a large tensor converted a
+  // slice at a time.
+  std::vector<float> tensor_slice(const std::string& name, const std::vector<std::int64_t>& expected_shape,
+                                  std::size_t first, std::size_t count) const;
   // The first value of a floating tensor (F32, F16, BF16) that is not finite, as f32, and its
   // index; none for a finite or non-floating tensor. Reads in place, without a copy.
   struct NonFinite {
@@ -95,6 +99,8 @@ class SafetensorsFile {
   // Drops the pages holding only `name` from this process's memory (they are read again from the
   // file if touched); nothing for a file read in.
   void release(const std::string& name) const noexcept;
+  // The same for the pages holding only elements [first, first + count) of it.
+  void release_slice(const std::string& name, std::size_t first, std::size_t count) const noexcept;
   const std::map<std::string, Entry>& entries() const noexcept { return entries_; }
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   const std::filesystem::path& path() const noexcept { return path_; }
@@ -105,6 +111,7 @@ class SafetensorsFile {
                                        const std::filesystem::path& path);
   // Throws CheckpointError naming the first tensor whose bytes differ from their recorded checksum.
   void verify_checksums() const;
+  void release_bytes(std::uint64_t begin_offset, std::uint64_t end_offset) const noexcept;
 
   std::filesystem::path path_;
   const char* payload() const noexcept { return bytes_.data() + payload_begin_; }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/data/token_file.hpp"
 #include "core/tokenizer/utf8.hpp"
@@ -17,6 +18,10 @@ namespace {
 
 constexpr std::size_t kReadBlock = 8u << 20;    // bytes read at a time
 constexpr std::size_t kBatchBytes = 32u << 20;  // text tokenized between two emits
+// A .txt chunk's size, about: SentencePiece's encoder holds some hundred bytes per character of its
+// input, so a chunk of 8 MiB would cost gigabytes.
+constexpr std::size_t kChunkBytes = 256u << 10;
+constexpr std::size_t kLargeUncutBytes = 64u << 20;  // text held whole past this gets a warning
 
 struct Unit {
   std::string text;
@@ -131,17 +136,6 @@ class Batcher {
   CorpusSummary summary_;
 };
 
-// The last place in `text` where a chunk may end: after a newline that follows a non-space, before
-// an ASCII letter (Tokenizer::splits_exactly_at_line_starts). Nothing when there is none.
-std::optional<std::size_t> last_line_start(std::string_view text) {
-  for (std::size_t p = text.size(); p-- > 2;) {
-    if (text[p - 1] != '\n') continue;
-    const auto before = static_cast<unsigned char>(text[p - 2]);
-    if (std::isalpha(static_cast<unsigned char>(text[p])) && !std::isspace(before)) return p;
-  }
-  return std::nullopt;
-}
-
 class InputFile {
  public:
   explicit InputFile(const std::filesystem::path& path) : path_(path), in_(path, std::ios::binary) {
@@ -163,20 +157,34 @@ class InputFile {
   std::ifstream in_;
 };
 
-void read_text(const std::filesystem::path& path, bool chunked, std::uint64_t& offset, Batcher& batcher) {
+void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, std::uint64_t& offset,
+               Batcher& batcher) {
   InputFile file(path);
   std::string pending;
-  bool first = true;
+  bool first = true, warned = false;
   const std::uint64_t file_start = offset;
   while (file.read_more(pending)) {
-    if (!chunked) continue;
-    const auto cut = last_line_start(pending);
-    if (!cut) continue;
-    Unit unit{pending.substr(0, *cut), &path, 0, offset, offset - file_start, first, false, {}};
-    offset += *cut;
-    pending.erase(0, *cut);
-    first = false;
-    batcher.add(std::move(unit));
+    // Chunks of about kChunkBytes, each ending at the last exact cut within its first kChunkBytes; a
+    // stretch with no cut in kChunkBytes is cut as late as the read allows.
+    std::size_t done = 0;
+    while (pending.size() - done > kChunkBytes) {
+      const std::string_view rest = std::string_view(pending).substr(done);
+      auto cut = tokenizer.last_exact_cut(rest.substr(0, kChunkBytes));
+      if (!cut) cut = tokenizer.last_exact_cut(rest);
+      if (!cut) break;
+      batcher.add(Unit{std::string(rest.substr(0, cut->end)), &path, 0, offset, offset - file_start, first, false, {}});
+      offset += cut->resume;
+      done += cut->resume;
+      first = false;
+    }
+    pending.erase(0, done);
+    if (!warned && pending.size() >= kLargeUncutBytes) {
+      spdlog::warn("{}: {} MiB read without a place where the {} tokenizer can be cut exactly: the text is "
+                   "encoded whole, which takes some hundred bytes of memory per byte for a SentencePiece model; "
+                   "a .jsonl of documents is encoded document by document",
+                   path.string(), pending.size() >> 20, tokenizer.kind());
+      warned = true;
+    }
   }
   const std::uint64_t size = pending.size();
   batcher.add(Unit{std::move(pending), &path, 0, offset, offset - file_start, first, true, {}});
@@ -228,7 +236,7 @@ CorpusSummary tokenize_corpus(const std::vector<std::filesystem::path>& inputs, 
     if (*corpus_format(input) == CorpusFormat::jsonl)
       read_jsonl(input, offset, batcher);
     else
-      read_text(input, tokenizer.splits_exactly_at_line_starts(), offset, batcher);
+      read_text(input, tokenizer, offset, batcher);
   }
   batcher.flush();
   return batcher.summary();

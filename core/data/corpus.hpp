@@ -4,9 +4,9 @@
 // memory streams through, tokenized on several threads, and handed on in input order. A document
 // is framed as the tokenizer says: bos first when it adds one, eos last when it has one.
 //
-// Threads work on units: a .jsonl line, or a chunk of a .txt file cut where a line starts with a
-// letter when the tokenizer encodes such cuts exactly (Tokenizer::splits_exactly_at_line_starts;
-// otherwise a .txt file is one unit, held whole).
+// Threads work on units: a .jsonl line, or a chunk of a .txt file cut where the tokenizer says a cut
+// is exact (Tokenizer::last_exact_cut; a .txt file whose tokenizer cannot be cut, a SentencePiece
+// unigram model's, is one unit, held whole).
 #include <cstdint>
 #include <filesystem>
 #include <functional>

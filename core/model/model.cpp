@@ -108,13 +108,13 @@ void Model::free_layer_activations(int layer, bool keep_output) {
   }
 }
 
-void Model::write_values(const ParameterRows& rows, std::span<const float> values) {
+void Model::write_values(const ParameterRows& rows, std::span<const float> values, std::size_t first) {
   if (rows.role == ParameterRole::frozen) frozen_fingerprint_.reset();
   if (rows.master >= 0) {
-    ops().copy_from_host(store_.f32(rows.master), values.data(), values.size_bytes());  // published later
+    ops().copy_from_host(store_.f32(rows.master) + first, values.data(), values.size_bytes());  // published later
     return;
   }
-  store_.write_stored_values(rows, values);
+  store_.write_stored_values(rows, values, first);
 }
 
 void Model::declare_weight_scratch_and_head(std::int64_t largest_matrix_scratch, const LmHeadShape& shape,

@@ -138,11 +138,16 @@ class Model {
   std::string frozen_fingerprint();
   // The planned adapters, "qkv: lora rank 8 alpha 16, fc: ..."; empty without any.
   std::string adapter_description() const { return adapters_.description(); }
-  // Writes the first values.size() elements of a parameter's f32 value from host memory: into its
-  // f32 value row (the master copy, when there is one), or, for a weight without a master copy (a
-  // model built for evaluation), into its storage: rounded to bf16, or quantized whole. The caller
-  // publishes the weights afterwards.
-  void write_values(const ParameterRows& rows, std::span<const float> values);
+  // Writes values.size() elements of a parameter's f32 value from host memory, from element `first`
+  // on: into its f32 value row (the master copy, when there is one), or, for a weight without a
+  // master copy (a model built for evaluation), into its storage: rounded to bf16, or quantized
+  // whole. The caller publishes the weights afterwards.
+  void write_values(const ParameterRows& rows, std::span<const float> values, std::size_t first = 0);
+  // Whether write_values takes a slice of the parameter (f32 and bf16 values do; quantized storage
+  // takes the whole tensor at once).
+  bool writes_value_slices(const ParameterRows& rows) const noexcept {
+    return rows.master >= 0 || store_.writes_stored_slices(rows);
+  }
 
   // --- the step, piece by piece.
   void begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets);

@@ -113,9 +113,13 @@ class TensorStore {
   // nothing to do with f32 weights. `step`: the update the masters hold (0: initial or loaded
   // values; a resume: the checkpoint's step), for a rounding of the precision policy's own.
   void publish_weights(std::int64_t step = 0);
-  // Writes f32 values into a parameter that has no master (evaluation): narrowed or quantized on
-  // the way, through an f32 staging buffer in the device arena for a quantized matrix.
-  void write_stored_values(const ParameterRows& rows, std::span<const float> values);
+  // Writes f32 values, from element `first` on, into a parameter that has no master (evaluation):
+  // narrowed or quantized on the way, through an f32 staging buffer in the device arena for a
+  // quantized matrix. Only f32 and plainly rounded bf16 storage take a slice
+  // (writes_stored_slices); quantized weights, and a precision policy's own bf16 rounding, take
+  // the whole tensor at once.
+  void write_stored_values(const ParameterRows& rows, std::span<const float> values, std::size_t first = 0);
+  bool writes_stored_slices(const ParameterRows& rows) const noexcept;
   void zero_grads();
   void zero(float* data, std::int64_t count);
 

@@ -355,6 +355,17 @@ std::optional<std::uint32_t> ByteLevelBpe::token_id(const std::string& token) co
   return found->second;
 }
 
+std::optional<TextCut> ByteLevelBpe::last_exact_cut(std::string_view text) const {
+  if (!splits_at_line_starts_) return std::nullopt;
+  // After a newline that follows a non-space, before an ASCII letter.
+  for (std::size_t p = text.size(); p-- > 2;) {
+    if (text[p - 1] != '\n') continue;
+    const auto before = static_cast<unsigned char>(text[p - 2]);
+    if (std::isalpha(static_cast<unsigned char>(text[p])) && !std::isspace(before)) return TextCut{p, p};
+  }
+  return std::nullopt;
+}
+
 std::string ByteLevelBpe::decode(std::span<const std::uint32_t> ids) const {
   std::string text;
   for (std::uint32_t id : ids) {

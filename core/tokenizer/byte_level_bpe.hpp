@@ -40,7 +40,7 @@ class ByteLevelBpe final : public Tokenizer {
   std::int64_t vocab_size() const override { return static_cast<std::int64_t>(token_bytes_.size()); }
   std::string kind() const override { return "byte-level BPE (tokenizer.json)"; }
   std::uint64_t fingerprint() const override { return fingerprint_; }
-  bool splits_exactly_at_line_starts() const override { return splits_at_line_starts_; }
+  std::optional<TextCut> last_exact_cut(std::string_view text) const override;
 
   // The id of a vocabulary entry or added token spelled as tokenizer.json spells it.
   std::optional<std::uint32_t> token_id(const std::string& token) const;

@@ -1,5 +1,7 @@
 #include "core/tokenizer/sentencepiece_tokenizer.hpp"
 
+#include <cctype>
+
 #include <sentencepiece_processor.h>
 
 #include <nlohmann/json.hpp>
@@ -33,7 +35,101 @@ class SentencePieceEncoder final : public TokenEncoder {
   std::vector<int> scratch_;
 };
 
+// Protobuf's wire format, as far as finding one field needs: each field is a varint key (number << 3
+// | wire type) followed by a varint (type 0), 8 bytes (1), a varint length and that many bytes (2),
+// or 4 bytes (5).
+class ProtoReader {
+ public:
+  explicit ProtoReader(std::string_view bytes) : bytes_(bytes) {}
+  bool at_end() const { return at_ >= bytes_.size(); }
+  std::optional<std::uint64_t> varint() {
+    std::uint64_t value = 0;
+    for (int shift = 0; shift < 64 && at_ < bytes_.size(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(bytes_[at_++]);
+      value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return value;
+    }
+    return std::nullopt;
+  }
+  // Reads one field; its payload when it is length-delimited, its value when it is a varint.
+  struct Field {
+    std::uint64_t number;
+    std::uint64_t value;
+    std::string_view bytes;
+  };
+  std::optional<Field> field() {
+    const auto key = varint();
+    if (!key) return std::nullopt;
+    Field field{*key >> 3, 0, {}};
+    switch (*key & 7) {
+      case 0: {
+        const auto value = varint();
+        if (!value) return std::nullopt;
+        field.value = *value;
+        return field;
+      }
+      case 1: return skip(8) ? std::optional<Field>(field) : std::nullopt;
+      case 5: return skip(4) ? std::optional<Field>(field) : std::nullopt;
+      case 2: {
+        const auto length = varint();
+        if (!length || *length > bytes_.size() - at_) return std::nullopt;
+        field.bytes = bytes_.substr(at_, *length);
+        at_ += *length;
+        return field;
+      }
+      default: return std::nullopt;  // groups (3, 4) are not in SentencePiece's format
+    }
+  }
+
+ private:
+  bool skip(std::size_t count) {
+    if (count > bytes_.size() - at_) return false;
+    at_ += count;
+    return true;
+  }
+  std::string_view bytes_;
+  std::size_t at_ = 0;
+};
+
+constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's "▁"
+
+// Whether a piece holds "▁" after a character other than "▁": a piece that could join a word to the
+// one after it.
+bool joins_words(std::string_view piece) {
+  for (std::size_t at = piece.find(kEscapedSpace, 1); at != std::string_view::npos;
+       at = piece.find(kEscapedSpace, at + 1)) {
+    if (at < kEscapedSpace.size() || piece.substr(at - kEscapedSpace.size(), kEscapedSpace.size()) != kEscapedSpace)
+      return true;
+  }
+  return false;
+}
+
+// Single spaces between ASCII words in a text: the places a cut may go.
+bool cuttable_space(std::string_view text, std::size_t at) {
+  return at > 0 && at + 1 < text.size() && text[at] == ' ' &&
+         std::isalnum(static_cast<unsigned char>(text[at - 1])) && std::isalpha(static_cast<unsigned char>(text[at + 1]));
+}
+
 }  // namespace
+
+std::optional<int> sentencepiece_model_type(std::string_view model) {
+  constexpr std::uint64_t kTrainerSpec = 2;  // ModelProto.trainer_spec
+  constexpr std::uint64_t kModelType = 3;    // TrainerSpec.model_type
+  std::optional<int> type;
+  ProtoReader reader(model);
+  while (!reader.at_end()) {
+    const auto field = reader.field();
+    if (!field) return std::nullopt;
+    if (field->number != kTrainerSpec) continue;
+    ProtoReader spec(field->bytes);
+    while (!spec.at_end()) {
+      const auto inner = spec.field();
+      if (!inner) return std::nullopt;
+      if (inner->number == kModelType) type = static_cast<int>(inner->value);
+    }
+  }
+  return type.value_or(1);
+}
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const std::filesystem::path& file,
                                                const nlohmann::json& config, std::uint64_t fingerprint)
@@ -68,6 +164,48 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const s
   special_.add_bos = special_.bos.has_value();
   if (config.is_object() && config.contains("add_bos_token") && config["add_bos_token"].is_boolean())
     special_.add_bos = config["add_bos_token"].get<bool>() && special_.bos.has_value();
+  cut_at_space_ = choose_cut_at_space(bytes);
+}
+
+SentencePieceTokenizer::CutAtSpace SentencePieceTokenizer::choose_cut_at_space(std::string_view model) const {
+  constexpr int kBpe = 2;
+  if (sentencepiece_model_type(model) != kBpe) return CutAtSpace::never;
+  for (int id = 0; id < processor_->GetPieceSize(); ++id) {
+    if (joins_words(processor_->IdToPiece(id))) return CutAtSpace::never;
+  }
+  // Whether the part after a cut starts as the whole does after the space: through the model's dummy
+  // prefix (the space dropped), or with the space kept. Every cut of a few texts must agree.
+  const auto ids_of = [&](std::string_view text) {
+    std::vector<int> ids;
+    if (!processor_->Encode(text, &ids).ok()) ids.assign(1, -1);
+    return ids;
+  };
+  bool dropping = true, keeping = true;
+  for (std::string_view probe : {"a b", "The cat sat on the mat", "x1 y2 z3 w", "one two  three"}) {
+    const std::vector<int> whole = ids_of(probe);
+    for (std::size_t at = 0; at < probe.size(); ++at) {
+      if (!cuttable_space(probe, at)) continue;
+      std::vector<int> before = ids_of(probe.substr(0, at));
+      const auto joined = [&](std::size_t resume) {
+        std::vector<int> ids = before;
+        const std::vector<int> after = ids_of(probe.substr(resume));
+        ids.insert(ids.end(), after.begin(), after.end());
+        return ids == whole;
+      };
+      dropping = dropping && joined(at + 1);
+      keeping = keeping && joined(at);
+    }
+  }
+  return dropping ? CutAtSpace::dropping_the_space : keeping ? CutAtSpace::keeping_the_space : CutAtSpace::never;
+}
+
+std::optional<TextCut> SentencePieceTokenizer::last_exact_cut(std::string_view text) const {
+  if (cut_at_space_ == CutAtSpace::never) return std::nullopt;
+  for (std::size_t at = text.size(); at-- > 0;) {
+    if (!cuttable_space(text, at)) continue;
+    return TextCut{at, cut_at_space_ == CutAtSpace::dropping_the_space ? at + 1 : at};
+  }
+  return std::nullopt;
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

@@ -2,9 +2,20 @@
 // A SentencePiece model (tokenizer.model: LLaMA 1 and 2, Mistral), encoded and decoded by
 // Debian's libsentencepiece, the library that trained it. bos and eos come from
 // tokenizer_config.json when it names them, else from the model itself.
+//
+// A corpus text is cut for encoding on several threads at a single space between two ASCII words,
+// when that is exact: the model is BPE, and no piece holds "▁" (the escaped space) after another
+// character, so no merge can join the word before the cut to the word after it, and the merges on
+// either side do not depend on each other. The second part then encodes as the whole does after
+// the cut: with the model's dummy "▁" prefix standing for the space, or with the space kept, which a
+// probe at load time tells apart. A unigram model is never cut: its Viterbi segmentation breaks
+// ties (a run of "=" as 16 + 16 + 1 + 1 or 1 + 1 + 16 + 16) by sums of float scores, which depend
+// on where the text starts.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -28,11 +39,18 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::int64_t vocab_size() const override;
   std::string kind() const override { return "SentencePiece (tokenizer.model)"; }
   std::uint64_t fingerprint() const override { return fingerprint_; }
-  bool splits_exactly_at_line_starts() const override { return false; }
+  std::optional<TextCut> last_exact_cut(std::string_view text) const override;
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   std::uint64_t fingerprint_;
+  enum class CutAtSpace { never, dropping_the_space, keeping_the_space };
+  CutAtSpace choose_cut_at_space(std::string_view model) const;
+  CutAtSpace cut_at_space_ = CutAtSpace::never;
 };
+
+// ModelProto.trainer_spec.model_type of a serialized model (1 unigram, 2 BPE, 3 word, 4 char; 1
+// when absent, as the format's default says); nothing when the bytes cannot be walked.
+std::optional<int> sentencepiece_model_type(std::string_view model);
 
 }  // namespace strata

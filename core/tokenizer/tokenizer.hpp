@@ -6,6 +6,7 @@
 //   tokenizer.model, a SentencePiece model (LLaMA 1/2, Mistral), through libsentencepiece.
 // tokenizer_config.json, when present, names the bos and eos tokens. Anything else a directory
 // may describe (WordPiece, Unigram in tokenizer.json, a normalizer such as NFC) is refused by name.
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -33,6 +34,13 @@ struct SpecialTokens {
   bool add_bos = false;
 };
 
+// Where a text is cut: the first part ends at `end`, the second starts at `resume` (after a space
+// that the second part's encoding puts back, or at `end`).
+struct TextCut {
+  std::size_t end;
+  std::size_t resume;
+};
+
 // Encodes on one thread at a time; it keeps what it has learned (a cache of encoded words), so a
 // thread keeps its encoder for the whole text.
 class TokenEncoder {
@@ -57,11 +65,13 @@ class Tokenizer {
   virtual std::string kind() const = 0;
   // A digest of the files it was read from: a tokenized-data cache made with another is stale.
   virtual std::uint64_t fingerprint() const = 0;
-  // Whether a text split where a line ends after a non-space character and the next line starts
-  // with an ASCII letter encodes, piece by piece, to exactly the ids of the whole: true for GPT-2's
-  // and LLaMA 3's pre-tokenizer patterns (every piece with a newline ends at it), so a corpus file
-  // can be tokenized in chunks on several threads. SentencePiece's whitespace handling spans lines.
-  virtual bool splits_exactly_at_line_starts() const = 0;
+  // The last place in `text` where it may be cut so that encoding text[0, end) and then
+  // text[resume, ...) gives exactly the ids of the whole, so a corpus file can be tokenized in
+  // chunks on several threads; nothing when there is none or the tokenizer cannot be cut exactly.
+  // Byte-level BPE cuts where a line ends after a non-space character and the next line starts with
+  // an ASCII letter (GPT-2's and LLaMA 3's patterns end every piece holding a newline at it);
+  // SentencePiece BPE at a single space between ASCII words (sentencepiece_tokenizer.hpp).
+  virtual std::optional<TextCut> last_exact_cut(std::string_view text) const = 0;
   const SpecialTokens& special() const noexcept { return special_; }
 
   // encode() through a fresh encoder, for one-off texts.

@@ -61,14 +61,14 @@ text = ''.join(parts)
 open(sys.argv[2], 'w', encoding='utf-8', newline='').write(text)
 open(sys.argv[3], 'w', encoding='utf-8').write(json.dumps({'text': text}) + '\n')
 PY
-for tokenizer in gpt2 llama3; do
+for tokenizer in gpt2 llama3 spm_bpe spm_unigram; do
   "$strata" prepare --tokenizer "$refs/$tokenizer" --out "$work/one.bin" --threads 1 "$work/big.txt" > /dev/null
   "$strata" prepare --tokenizer "$refs/$tokenizer" --out "$work/two.bin" --threads 2 "$work/big.txt" > /dev/null
   "$strata" prepare --tokenizer "$refs/$tokenizer" --out "$work/whole.bin" "$work/big.jsonl" > /dev/null
   cmp -s "$work/one.bin" "$work/two.bin" || fail "$tokenizer: one thread and two differ"
   cmp -s "$work/one.bin" "$work/whole.bin" || fail "$tokenizer: chunked text differs from the text encoded whole"
 done
-echo "ok: chunked on two threads == whole (GPT-2, LLaMA 3)"
+echo "ok: chunked on two threads == whole (GPT-2, LLaMA 3, SentencePiece BPE; unigram is held whole)"
 
 # Documents of a .jsonl, a validation split, SentencePiece.
 "$python" - "$work/docs.jsonl" <<'PY'
