@@ -7,8 +7,8 @@
 #include <fstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "core/data/token_file.hpp"
 #include "core/tokenizer/utf8.hpp"
@@ -157,8 +157,7 @@ class InputFile {
   std::ifstream in_;
 };
 
-void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, std::uint64_t& offset,
-               Batcher& batcher) {
+void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, std::uint64_t& offset, Batcher& batcher) {
   InputFile file(path);
   std::string pending;
   bool first = true, warned = false;
@@ -179,10 +178,11 @@ void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, st
     }
     pending.erase(0, done);
     if (!warned && pending.size() >= kLargeUncutBytes) {
-      spdlog::warn("{}: {} MiB read without a place where the {} tokenizer can be cut exactly: the text is "
-                   "encoded whole, which takes some hundred bytes of memory per byte for a SentencePiece model; "
-                   "a .jsonl of documents is encoded document by document",
-                   path.string(), pending.size() >> 20, tokenizer.kind());
+      spdlog::warn(
+          "{}: {} MiB read without a place where the {} tokenizer can be cut exactly: the text is "
+          "encoded whole, which takes some hundred bytes of memory per byte for a SentencePiece model; "
+          "a .jsonl of documents is encoded document by document",
+          path.string(), pending.size() >> 20, tokenizer.kind());
       warned = true;
     }
   }

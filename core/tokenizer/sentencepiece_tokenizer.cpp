@@ -106,8 +106,8 @@ bool joins_words(std::string_view piece) {
 
 // Single spaces between ASCII words in a text: the places a cut may go.
 bool cuttable_space(std::string_view text, std::size_t at) {
-  return at > 0 && at + 1 < text.size() && text[at] == ' ' &&
-         std::isalnum(static_cast<unsigned char>(text[at - 1])) && std::isalpha(static_cast<unsigned char>(text[at + 1]));
+  return at > 0 && at + 1 < text.size() && text[at] == ' ' && std::isalnum(static_cast<unsigned char>(text[at - 1])) &&
+         std::isalpha(static_cast<unsigned char>(text[at + 1]));
 }
 
 }  // namespace
