@@ -213,7 +213,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"data", {"train", "val", "val_fraction", "tokenizer"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
-        "divergence_factor", "divergence_steps", "init_from"}},
+        "divergence_factor", "divergence_steps", "init_from", "sample_every", "sample_tokens", "sample_prompt"}},
       {"device", {"kind", "memory_limit", "tf32"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
@@ -416,6 +416,9 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     t.threads = static_cast<int>(train.get_int("threads", 0, 0, 4096));
     t.divergence_factor = train.get_double("divergence_factor", 100.0, 0.0, 1e12);
     t.divergence_steps = train.get_int("divergence_steps", 8, 1, 1'000'000);
+    t.sample_every = train.get_int("sample_every", 0, 0, std::numeric_limits<std::int64_t>::max());
+    t.sample_tokens = train.get_int("sample_tokens", 32, 1, 1'000'000);
+    t.sample_prompt = train.get_string("sample_prompt", "", {});
     if (t.divergence_factor > 0.0 && t.divergence_factor <= 1.0)
       train.report_error("divergence_factor",
                          (std::ostringstream() << "divergence_factor = " << t.divergence_factor).str() +

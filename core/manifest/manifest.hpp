@@ -37,6 +37,11 @@ struct TrainSpec {
   int threads = 0;                    // 0: all cores
   double divergence_factor = 100.0;   // stop when the loss stays this far above its best; 0: never
   std::int64_t divergence_steps = 8;  // ... for this many steps in a row (also non-finite steps)
+  // A greedy continuation of sample_prompt printed every sample_every steps (0: never);
+  // core/training/training_sample.hpp.
+  std::int64_t sample_every = 0;
+  std::int64_t sample_tokens = 32;
+  std::string sample_prompt;  // empty: bos or eos, else the validation split's first tokens
   // Fine-tuning: the weights to start from (a checkpoint directory or a safetensors file, weights
   // only: the optimizer starts fresh) instead of a random initialisation; unset: random.
   std::optional<std::filesystem::path> init_from;

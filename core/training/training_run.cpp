@@ -111,6 +111,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   const int rows = manifest.train.micro_batch_rows();
   const auto tokenizer = tokenizer_for(manifest);
   const Dataset dataset(data_options(manifest, tokenizer.get()));
+  std::optional<TrainingSampler> sampler;  // its prompt checked before anything is written
+  if (train.sample_every > 0) sampler.emplace(manifest, tokenizer.get(), dataset);
   // What a save records of the data, and a resume compares: its content, not only its path, and
   // the tokenizer that turned text into tokens.
   std::string data_identity =
@@ -290,6 +292,14 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
     // The step's records are written before the run stops, so the log shows the blow-up.
     if (auto diverged = divergence.observe(step, outcome.loss)) throw std::runtime_error(*diverged);
+    if (sampler && step % train.sample_every == 0) {
+      model.store().complete_all_moves();
+      device->synchronize();  // the weights are read as the step left them
+      TrainingSample sample = sampler->sample(model, step);
+      spdlog::info("step {}: greedy sample of {} tokens after {} of prompt:\n{}{}", step, sample.tokens.size(),
+                   sample.prompt.size(), sample.prompt_text, sample.text);
+      result.samples.push_back(std::move(sample));
+    }
     result.stopped_by_signal = stop_signal.received();
     const bool checkpoint_now =
         manifest.checkpoint.dir && (step == last_step || result.stopped_by_signal != 0 ||

@@ -11,6 +11,7 @@
 #include "core/device/backend.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
+#include "core/training/training_sample.hpp"
 #include "strata/telemetry_sink.hpp"
 
 namespace strata {
@@ -45,6 +46,7 @@ struct TrainResult {
   int stopped_by_signal = 0;
   // Not empty when a resume found the run already at its last step: why nothing was trained.
   std::string nothing_to_train;
+  std::vector<TrainingSample> samples;  // train.sample_every's, in step order
 };
 
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and

@@ -1,0 +1,102 @@
+#include "core/training/training_sample.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include "core/data/token_file.hpp"
+#include "core/device/backends.hpp"
+#include "core/generate/generator.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/model/make_model.hpp"
+#include "core/model/ops_attention_kernel.hpp"
+
+namespace strata {
+namespace {
+
+constexpr std::int64_t kDataPromptTokens = 8;  // a prompt from the validation split
+
+// Whether the run reads its training file as text, a token per byte (no tokenizer).
+bool reads_bytes(const std::filesystem::path& train) {
+  std::ifstream in(train, std::ios::binary);
+  std::vector<char> head(1024);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return token_file_format(head, train) == TokenFileFormat::text_bytes;
+}
+
+}  // namespace
+
+TrainingSampler::TrainingSampler(const Manifest& manifest, const Tokenizer* tokenizer, const Dataset& dataset)
+    : manifest_(manifest), tokenizer_(tokenizer), text_is_bytes_(!tokenizer && reads_bytes(manifest.data.train)) {
+  const std::string& prompt = manifest.train.sample_prompt;
+  if (!prompt.empty()) {
+    if (tokenizer_) {
+      if (tokenizer_->special().add_bos) prompt_.push_back(static_cast<std::int32_t>(*tokenizer_->special().bos));
+      for (std::uint32_t id : tokenizer_->encode(prompt)) prompt_.push_back(static_cast<std::int32_t>(id));
+    } else if (text_is_bytes_) {
+      for (unsigned char byte : prompt) prompt_.push_back(byte);
+    } else {
+      throw ManifestError(manifest.path.string() + ": train.sample_prompt is text, but " +
+                          manifest.data.train.string() +
+                          " is a token file and the run has no tokenizer to encode it ([data] tokenizer)");
+    }
+  } else if (tokenizer_ && (tokenizer_->special().bos || tokenizer_->special().eos)) {
+    prompt_.push_back(
+        static_cast<std::int32_t>(tokenizer_->special().bos ? *tokenizer_->special().bos : *tokenizer_->special().eos));
+  } else {
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(manifest.model.seq_len()));
+    std::vector<std::int32_t> targets(inputs.size());
+    dataset.val_window(0, inputs.data(), targets.data());
+    inputs.resize(static_cast<std::size_t>(std::min<std::int64_t>(kDataPromptTokens, manifest.model.seq_len() - 1)));
+    prompt_ = std::move(inputs);
+  }
+  if (static_cast<std::int64_t>(prompt_.size()) >= manifest.model.seq_len())
+    throw ManifestError(manifest.path.string() + ": train.sample_prompt is " + std::to_string(prompt_.size()) +
+                        " tokens, and the model's context is " + std::to_string(manifest.model.seq_len()) +
+                        ": leave room for the continuation");
+}
+
+std::string TrainingSampler::text_of(std::span<const std::int32_t> ids) const {
+  std::string text;
+  if (tokenizer_) {
+    const std::vector<std::uint32_t> unsigned_ids(ids.begin(), ids.end());
+    return tokenizer_->decode(unsigned_ids);
+  }
+  for (std::int32_t id : ids) {
+    if (!text_is_bytes_)
+      text += (text.empty() ? "" : " ") + std::to_string(id);
+    else  // a vocabulary wider than bytes has untrained rows past 255: U+FFFD
+      text += id < 256 ? std::string(1, static_cast<char>(id)) : "\xEF\xBF\xBD";
+  }
+  return text;
+}
+
+TrainingSample TrainingSampler::sample(Model& model, std::int64_t step) const {
+  const std::unique_ptr<Backend> cpu = make_backend("cpu", 0);
+  OpsAttentionKernel attention(cpu->ops());
+  ModelOptions options;
+  options.batch = 1;
+  options.purpose = Purpose::evaluation;
+  const std::unique_ptr<Model> copy = make_model(manifest_.model, *cpu, attention, options);
+  std::map<std::string, const ParameterRows*> by_name;
+  for (const ParameterRows& rows : copy->parameters()) by_name.emplace(rows.name, &rows);
+  for (const ParameterRows& rows : model.parameters()) {
+    if (rows.role == ParameterRole::adapter) continue;  // folded into its matrix
+    const auto found = by_name.find(rows.name);
+    if (found == by_name.end()) throw std::logic_error("sample: the decoding model has no parameter " + rows.name);
+    copy->write_values(*found->second, model.merged_values(rows));
+  }
+  copy->store().publish_weights();
+
+  GenerationOptions generation;
+  generation.sampling.temperature = 0.0f;  // greedy: the same weights give the same text
+  generation.max_new_tokens = static_cast<int>(manifest_.train.sample_tokens);
+  if (tokenizer_ && tokenizer_->special().eos)
+    generation.stop_token = static_cast<std::int32_t>(*tokenizer_->special().eos);
+  const GenerationResult result = generate(*copy, prompt_, generation, [](std::int32_t) {});
+  return TrainingSample{step, prompt_, result.tokens, text_of(prompt_), text_of(result.tokens)};
+}
+
+}  // namespace strata
