@@ -85,6 +85,22 @@ grep -q "| 9 new tokens" <<< "$output" || fail "40 prompt tokens in 48 positions
 expect 0 "its first 13 tokens are dropped" -- "$strata" generate "$work/gpt2.toml" --from "$work/gpt2.safetensors" \
   --prompt "$(printf 'y%.0s' $(seq 60))" --max-new-tokens 2 --temperature 0
 
+# train.sample_every: a greedy sample in the training log, and a prompt the run cannot encode refused.
+"$strata" train "$work/gpt2.toml" --set train.steps=4 --set train.batch=2 --set train.sample_every=2 \
+  --set 'train.sample_prompt="In the"' --set train.sample_tokens=5 > "$work/sample.log" 2>&1 ||
+  fail "train with sample_every failed: $(cat "$work/sample.log")"
+[ "$(grep -c "greedy sample of 5 tokens after 6 of prompt" "$work/sample.log")" = 2 ] ||
+  fail "two samples (steps 2 and 4) expected: $(cat "$work/sample.log")"
+echo "ok: train.sample_every logs a greedy sample"
+"$python" -c "
+import sys, numpy as np
+header = np.zeros(256, dtype='<i4'); header[:3] = (20240520, 1, 4096)
+open(sys.argv[1], 'wb').write(header.tobytes() + np.arange(4096, dtype='<u2').__mod__(300).astype('<u2').tobytes())
+" "$work/ids.bin"
+fault "train: sample_prompt with a token file and no tokenizer" 2 "train.sample_prompt is text, but" -- \
+  "$strata" train "$work/gpt2.toml" --set "data.train=\"$work/ids.bin\"" --set train.sample_every=2 \
+  --set 'train.sample_prompt="In the"'
+
 # Bad arguments.
 g=(generate "$work/gpt2.toml" --from "$work/gpt2.safetensors")
 fault "generate: both --prompt and --prompt-file" 2 "give exactly one of --prompt and --prompt-file" -- \
