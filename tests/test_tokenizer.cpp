@@ -237,6 +237,52 @@ TEST_F(TokenizerFiles, ANameInTokenizerConfigMustBeAToken) {
   }
 }
 
+// The expected strings are what Hugging Face's clean_up_tokenization (Python's str.replace, in its
+// order) gives for the same input.
+TEST(CleanUpTokenization, TakesOutSpacesAsHuggingFaceDoes) {
+  EXPECT_EQ(
+      clean_up_tokenization("Hello , world ! It 's a dog 's life . Is n't it ? I 'm sure they 're here , we 've won ."),
+      "Hello, world! It's a dog's life. Isn't it? I'm sure they're here, we've won.");
+  EXPECT_EQ(clean_up_tokenization("a ' b ' ' c  . .. ?!"), "a'b'' c ...?!");
+  EXPECT_EQ(clean_up_tokenization("no change: it's fine."), "no change: it's fine.");
+  EXPECT_EQ(clean_up_tokenization(" .leading and trailing ,"), ".leading and trailing,");
+  EXPECT_EQ(clean_up_tokenization("x ' 's y"), "x''s y");
+}
+
+TEST_F(TokenizerFiles, CleanUpTokenizationSpacesIsReadFromTheConfig) {
+  const std::vector<std::uint32_t> ids = {'a', ' ', ',', ' ', 'b', ' ', '.'};
+  EXPECT_EQ(load(tokenizer_json({}))->decode(ids), "a , b .");  // absent: off
+  EXPECT_EQ(load(tokenizer_json({}), Json{{"clean_up_tokenization_spaces", false}})->decode(ids), "a , b .");
+  const auto cleaning = load(tokenizer_json({}), Json{{"clean_up_tokenization_spaces", true}});
+  EXPECT_TRUE(cleaning->cleans_up_spaces());
+  EXPECT_EQ(cleaning->decode(ids), "a, b.");
+  EXPECT_EQ(cleaning->decode_raw(ids), "a , b .");
+  try {
+    load(tokenizer_json({}), Json{{"clean_up_tokenization_spaces", "yes"}});
+    FAIL() << "loaded";
+  } catch (const TokenizerError& error) {
+    EXPECT_NE(std::string(error.what()).find("tokenizer_config.json: clean_up_tokenization_spaces = \"yes\""),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// Streamed a token at a time, the settled text only ever grows, and ends as decode() of the whole.
+TEST_F(TokenizerFiles, ASettledTextOnlyGrowsAndEndsCleanedUp) {
+  const auto cleaning = load(tokenizer_json({}), Json{{"clean_up_tokenization_spaces", true}});
+  const std::string text = "It ' s a , b ' c 's . Is n't x ' ' y .";
+  const std::vector<std::uint32_t> ids(text.begin(), text.end());
+  std::string shown;
+  for (std::size_t n = 1; n <= ids.size(); ++n) {
+    const std::string settled = cleaning->decode_settled(std::span(ids).first(n), n == ids.size());
+    ASSERT_TRUE(settled.starts_with(shown))
+        << "after " << n << " ids: \"" << settled << "\" does not extend \"" << shown << "\"";
+    shown = settled;
+  }
+  EXPECT_EQ(shown, cleaning->decode(ids));
+  EXPECT_EQ(shown, "It's a, b'c's. Isn't x'' y.");
+}
+
 TEST_F(TokenizerFiles, ADirectoryWithoutATokenizerIsRefused) {
   EXPECT_FALSE(has_tokenizer(directory_));
   EXPECT_THROW(load_tokenizer(directory_), TokenizerError);

@@ -154,6 +154,7 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
   };
   special_.bos = named("bos_token");
   special_.eos = named("eos_token");
+  read_common_config(config, file.parent_path());
   if (config.is_object() && config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
     special_.add_bos = config["add_bos_token"].get<bool>() && special_.bos.has_value();
   } else if (special_.bos && json.contains("post_processor")) {
@@ -366,7 +367,7 @@ std::optional<TextCut> ByteLevelBpe::last_exact_cut(std::string_view text) const
   return std::nullopt;
 }
 
-std::string ByteLevelBpe::decode(std::span<const std::uint32_t> ids) const {
+std::string ByteLevelBpe::decode_raw(std::span<const std::uint32_t> ids) const {
   std::string text;
   for (std::uint32_t id : ids) {
     if (id >= token_bytes_.size() || !token_defined_[id])

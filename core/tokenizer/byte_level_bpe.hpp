@@ -36,7 +36,7 @@ class ByteLevelBpe final : public Tokenizer {
   ~ByteLevelBpe() override;
 
   std::unique_ptr<TokenEncoder> make_encoder() const override;
-  std::string decode(std::span<const std::uint32_t> ids) const override;
+  std::string decode_raw(std::span<const std::uint32_t> ids) const override;
   std::int64_t vocab_size() const override { return static_cast<std::int64_t>(token_bytes_.size()); }
   std::string kind() const override { return "byte-level BPE (tokenizer.json)"; }
   std::uint64_t fingerprint() const override { return fingerprint_; }

@@ -160,6 +160,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const s
   };
   special_.bos = named("bos_token", processor_->bos_id());
   special_.eos = named("eos_token", processor_->eos_id());
+  read_common_config(config, file.parent_path());
   // LLaMA's tokenizers start every text with bos unless tokenizer_config.json says otherwise.
   special_.add_bos = special_.bos.has_value();
   if (config.is_object() && config.contains("add_bos_token") && config["add_bos_token"].is_boolean())
@@ -218,7 +219,7 @@ std::int64_t SentencePieceTokenizer::vocab_size() const {
   return processor_->GetPieceSize();
 }
 
-std::string SentencePieceTokenizer::decode(std::span<const std::uint32_t> ids) const {
+std::string SentencePieceTokenizer::decode_raw(std::span<const std::uint32_t> ids) const {
   std::vector<int> as_int;
   as_int.reserve(ids.size());
   for (std::uint32_t id : ids) {

@@ -35,7 +35,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   ~SentencePieceTokenizer() override;
 
   std::unique_ptr<TokenEncoder> make_encoder() const override;
-  std::string decode(std::span<const std::uint32_t> ids) const override;
+  std::string decode_raw(std::span<const std::uint32_t> ids) const override;
   std::int64_t vocab_size() const override;
   std::string kind() const override { return "SentencePiece (tokenizer.model)"; }
   std::uint64_t fingerprint() const override { return fingerprint_; }

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #define XXH_INLINE_ALL
@@ -35,6 +36,57 @@ bool is_file(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+std::string Tokenizer::decode(std::span<const std::uint32_t> ids) const {
+  std::string text = decode_raw(ids);
+  return clean_up_spaces_ ? clean_up_tokenization(text) : text;
+}
+
+std::string Tokenizer::decode_settled(std::span<const std::uint32_t> ids, bool final) const {
+  std::string raw = decode_raw(ids);
+  if (!clean_up_spaces_) return raw;
+  if (!final)
+    if (const std::size_t space = raw.rfind(' '); space != std::string::npos) {
+      raw.resize(space);
+      while (raw.ends_with(" '")) raw.resize(raw.size() - 2);
+    }
+  return clean_up_tokenization(raw);
+}
+
+void Tokenizer::read_common_config(const nlohmann::json& config, const std::filesystem::path& directory) {
+  if (!config.is_object() || !config.contains("clean_up_tokenization_spaces")) return;
+  const nlohmann::json& flag = config["clean_up_tokenization_spaces"];
+  if (flag.is_null()) return;
+  if (!flag.is_boolean())
+    throw TokenizerError((directory / "tokenizer_config.json").string() +
+                         ": clean_up_tokenization_spaces = " + flag.dump() + " is not true or false");
+  clean_up_spaces_ = flag.get<bool>();
+}
+
+std::string clean_up_tokenization(std::string_view text) {
+  std::string out(text);
+  const auto replace_all = [&out](std::string_view from, std::string_view to) {
+    std::string result;
+    result.reserve(out.size());
+    std::size_t at = 0;
+    for (std::size_t found; (found = out.find(from, at)) != std::string::npos; at = found + from.size())
+      result.append(out, at, found - at).append(to);
+    result.append(out, at, std::string::npos);
+    out = std::move(result);
+  };
+  for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{" .", "."},
+                                 {" ?", "?"},
+                                 {" !", "!"},
+                                 {" ,", ","},
+                                 {" ' ", "'"},
+                                 {" n't", "n't"},
+                                 {" 'm", "'m"},
+                                 {" 's", "'s"},
+                                 {" 've", "'ve"},
+                                 {" 're", "'re"}})
+    replace_all(from, to);
+  return out;
+}
 
 std::vector<std::uint32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<std::uint32_t> ids;

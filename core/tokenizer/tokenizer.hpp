@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/data/data_error.hpp"
 
 namespace strata {
@@ -56,9 +58,19 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   // One per thread; the tokenizer must outlive it.
   virtual std::unique_ptr<TokenEncoder> make_encoder() const = 0;
-  // The text of `ids`; special tokens appear as their text. Throws TokenizerError on an id at or
-  // above vocab_size().
-  virtual std::string decode(std::span<const std::uint32_t> ids) const = 0;
+  // The text of `ids`; special tokens appear as their text. With tokenizer_config.json's
+  // clean_up_tokenization_spaces = true, cleaned as Hugging Face's decode cleans it
+  // (clean_up_tokenization below). Throws TokenizerError on an id at or above vocab_size().
+  std::string decode(std::span<const std::uint32_t> ids) const;
+  // The same, never cleaned: what a stream prints as the tokens come (clean-up may take back a space
+  // that a later token follows).
+  virtual std::string decode_raw(std::span<const std::uint32_t> ids) const = 0;
+  bool cleans_up_spaces() const noexcept { return clean_up_spaces_; }
+  // decode() of a sequence still growing, as far as it stays whatever ids follow; all of it when
+  // `final`. With the clean-up, the text from the last space on may still change (a following "."
+  // or "'s" takes that space back, and " ' " the one after the quote too, so a quote after a space
+  // waits with it).
+  std::string decode_settled(std::span<const std::uint32_t> ids, bool final) const;
   // The largest id it can produce, plus one.
   virtual std::int64_t vocab_size() const = 0;
   // "byte-level BPE (tokenizer.json)" or "SentencePiece BPE (tokenizer.model)".
@@ -78,8 +90,19 @@ class Tokenizer {
   std::vector<std::uint32_t> encode(std::string_view text) const;
 
  protected:
+  // What every kind reads from tokenizer_config.json (`config`, null when there is none) beside bos
+  // and eos: clean_up_tokenization_spaces, false when absent (Hugging Face's default since
+  // transformers 4.45). `directory` names the file in messages.
+  void read_common_config(const nlohmann::json& config, const std::filesystem::path& directory);
+
   SpecialTokens special_;
+  bool clean_up_spaces_ = false;
 };
+
+// Hugging Face's clean_up_tokenization: the spaces a word-level tokenizer put before punctuation
+// and English contractions taken out, " ." " ?" " !" " ," " ' " " n't" " 'm" " 's" " 've" " 're"
+// replaced in that order, each everywhere, left to right.
+std::string clean_up_tokenization(std::string_view text);
 
 // Reads DIR's tokenizer.json when it describes a kind Strata implements, else DIR's
 // tokenizer.model; throws TokenizerError naming what it found and could not use.

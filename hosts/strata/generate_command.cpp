@@ -44,7 +44,8 @@ struct TextCodec {
     for (std::uint32_t id : tokenizer->encode(text)) ids.push_back(static_cast<std::int32_t>(id));
     return ids;
   }
-  std::string decode(const std::vector<std::int32_t>& ids) const {
+  // The text of `ids` as it stays whatever tokens follow; all of it when `final`.
+  std::string settled_text(const std::vector<std::int32_t>& ids, bool final) const {
     if (!tokenizer) {
       // Bytes; an id above 255 (a vocabulary wider than bytes, untrained rows) is no byte: U+FFFD.
       std::string text;
@@ -52,7 +53,7 @@ struct TextCodec {
       return text;
     }
     const std::vector<std::uint32_t> unsigned_ids(ids.begin(), ids.end());
-    return tokenizer->decode(unsigned_ids);
+    return tokenizer->decode_settled(unsigned_ids, final);
   }
 };
 
@@ -134,16 +135,19 @@ int command_generate(const std::vector<std::string>& arguments) {
 
     std::vector<std::int32_t> produced;
     std::size_t printed = 0;
-    const GenerationResult result = generate(*run.model, prompt_ids, generation, [&](std::int32_t token) {
-      produced.push_back(token);
-      if (print_ids) return;
+    const auto show = [&](bool final) {
       // The text so far, less what is already out: a tokenizer may join tokens across a boundary.
-      const std::string text = codec.decode(produced);
+      const std::string text = codec.settled_text(produced, final);
       if (text.size() > printed) {
         std::cout << text.substr(printed) << std::flush;
         printed = text.size();
       }
+    };
+    const GenerationResult result = generate(*run.model, prompt_ids, generation, [&](std::int32_t token) {
+      produced.push_back(token);
+      if (!print_ids) show(false);
     });
+    if (!print_ids) show(true);
     if (print_ids) {
       for (std::size_t i = 0; i < produced.size(); ++i) std::cout << (i ? " " : "") << produced[i];
     }
