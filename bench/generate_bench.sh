@@ -6,15 +6,24 @@
 # NEW tokens, both on every core. Rounds alternate the two; tokens/s are decode steps (after the
 # prefill) per second. The two greedy continuations are compared as a check that both computed
 # the same model.
-#   bash bench/generate_bench.sh [NEW=128] [ROUNDS=3]
+#   bash bench/generate_bench.sh [NEW=128] [ROUNDS=3] [DEVICE=cpu]
+# DEVICE cuda:0 runs both on the GPU, in f32 (TF32 off on both): strata generate with [device] kind
+# = "cuda:0", PyTorch with a static KV cache (bench/torch_generate.py --device cuda --static-cache).
+# STRATA (default build/bin/strata) and PYTHON (default /usr/bin/python3, Debian's) name the
+# programs: on the GPU machine, the bundle's strata and PyTorch 2.x's python3 (bench/gpu_check.sh
+# --generate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 new=${1:-128}
 rounds=${2:-3}
+device=${3:-cpu}
+strata=${STRATA:-build/bin/strata}
 work=${BENCH_WORK:-/tmp/strata-generate-bench}
 mkdir -p "$work"
-python=/usr/bin/python3
+python=${PYTHON:-/usr/bin/python3}
 "$python" -c 'import torch' 2>/dev/null || { echo "python3-torch is not installed: apt-get install python3-torch"; exit 2; }
+torch_flags=()
+[ "$device" != cpu ] && torch_flags=(--device cuda --static-cache --context 1024)
 threads=$(nproc)
 prompt="The quick brown fox jumps over"  # bytes as ids: a 30-token prompt (below every vocabulary)
 prompt=${prompt:0:16}
@@ -31,6 +40,8 @@ vocab = 50257
 seq_len = 1024
 [data]
 train = "data/kjv.txt"
+[device]
+kind = "$device"
 TOML
 cat > "$work/llama.toml" <<TOML
 [model]
@@ -46,19 +57,21 @@ rope_theta = 10000.0
 norm_eps = 1e-5
 [data]
 train = "data/kjv.txt"
+[device]
+kind = "$device"
 TOML
-echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); prompt ${#prompt} tokens, $new new tokens, greedy, f32"
+echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); device $device; prompt ${#prompt} tokens, $new new tokens, greedy, f32"
 printf '%-6s %-7s %-24s %12s %12s %s\n' round model implementation "prefill s" "decode tok/s" "same ids as torch"
 for round in $(seq 1 "$rounds"); do
   for model in gpt2 llama; do
     if [ "$model" = gpt2 ]; then
-      torch_json=$("$python" bench/torch_generate.py gpt2 "$work/gpt2.safetensors" 12 "$prompt_ids" "$new" "$threads")
+      torch_json=$("$python" bench/torch_generate.py "${torch_flags[@]}" gpt2 "$work/gpt2.safetensors" 12 "$prompt_ids" "$new" "$threads")
     else
-      torch_json=$("$python" bench/torch_generate.py llama "$work/llama.safetensors" 12 4 10000.0 1e-5 "$prompt_ids" "$new" "$threads")
+      torch_json=$("$python" bench/torch_generate.py "${torch_flags[@]}" llama "$work/llama.safetensors" 12 4 10000.0 1e-5 "$prompt_ids" "$new" "$threads")
     fi
     read -r torch_prefill torch_rate torch_ids < <("$python" -c "import json,sys; d=json.loads(sys.argv[1]); print('%.3f %.1f %s' % (d['prefill_s'], d['decode_tokens_per_s'], ' '.join(map(str, d['ids']))))" "$torch_json")
     printf '%-6s %-7s %-24s %12s %12s\n' "$round" "$model" "PyTorch $("$python" -c 'import torch; print(torch.__version__)')" "$torch_prefill" "$torch_rate"
-    ours=$(build/bin/strata generate "$work/$model.toml" --from "$work/$model.safetensors" --prompt "$prompt" \
+    ours=$("$strata" generate "$work/$model.toml" --from "$work/$model.safetensors" --prompt "$prompt" \
       --max-new-tokens "$new" --temperature 0 --ids 2> "$work/strata.err")
     rate=$(sed -n 's/.*decode \([0-9.]*\) tokens\/s.*/\1/p' "$work/strata.err")
     prefill_rate=$(sed -n 's/.*prefill \([0-9.]*\) tokens\/s.*/\1/p' "$work/strata.err")

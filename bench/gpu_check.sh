@@ -3,19 +3,21 @@
 # a profile. Run from the repository root there, with the bundle scripts/device-bundle.sh made from
 # a CUDA build carried beside it:
 #   bash bench/gpu_check.sh [--export DIR] [--tests "FILTER:SECONDS ..."] [--no-tests] [--no-flash-bench]
-#                           [--profile CONFIG] [gpu_bench.sh's arguments...]
+#                           [--profile CONFIG] [--generate] [gpu_bench.sh's arguments...]
 #   --export: where the test logs and any hang report go, and the benchmark's table and logs under bench/ (e.g. "$OUT")
 #   --tests: groups of gtest filters, each run with its own time limit (default: the flash plugin's
 #            end-to-end tests (flash, flash_bf16) alone, then every other CUDA test and the plugin probe)
 #   --no-flash-bench: skip strata_flash_attention_gpu_bench (bench/gpu/flash_attention_bench.cu: both
 #            flash kernels against a float64 reference, then timed), which runs first otherwise
 #   --profile: after the benchmark, `strata train bench/gpu/CONFIG.toml --profile` (per-kernel device times)
+#   --generate: then `strata generate` on the GPU against PyTorch eager with a static KV cache
+#            (bench/generate_bench.sh 128 2 cuda:0: GPT-2 124M and a 110M LLaMA, f32, greedy)
 # A group that outlives its limit is stopped, after a report of where its processes stood (their
 # threads' kernel stacks, and cuda-gdb's backtraces) is written to DIR/hang-N.txt: one stuck test
 # costs its limit, not the whole call. The console gets each group's failures and summary, so the
 # end of the output holds the benchmark's table.
 set -uo pipefail
-export_dir=runs/gpu-check run_tests=1 flash_bench=1 profile="" bench_args=()
+export_dir=runs/gpu-check run_tests=1 flash_bench=1 profile="" generate=0 bench_args=()
 groups='CudaTraining.Flash*:90 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.Flash*:150'
 while [ $# -gt 0 ]; do
   case $1 in
@@ -23,6 +25,7 @@ while [ $# -gt 0 ]; do
     --no-tests) run_tests=0; shift ;;
     --no-flash-bench) flash_bench=0; shift ;;
     --profile) profile=$2; shift 2 ;;
+    --generate) generate=1; shift ;;
     --export) export_dir=$2; bench_args+=(--export "$2/bench"); shift 2 ;;
     *) bench_args+=("$1"); shift ;;
   esac
@@ -92,6 +95,12 @@ if [ -n "$profile" ]; then
     --set "telemetry.0.path=\"runs/gpu-check-profile.jsonl\"") > "$export_dir/profile.log" 2>&1
   echo "== profile of $profile: exit $? (log: $export_dir/profile.log)"
   grep -A 30 -iE '^(kernel|profile)' "$export_dir/profile.log" | tail -n 30
+fi
+if [ "$generate" = 1 ]; then
+  (. .device-bundle/env.sh && STRATA=strata PYTHON=${PYTHON:-python3} BENCH_WORK=runs/gpu-generate \
+    timeout -k 5 240 bash bench/generate_bench.sh 128 2 cuda:0) > "$export_dir/generate.log" 2>&1
+  echo "== generate on the GPU against PyTorch: exit $? (log: $export_dir/generate.log)"
+  tail -n 12 "$export_dir/generate.log"
 fi
 echo "== gpu_check: tests exit $tests_rc, benchmark exit $bench_rc"
 [ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ]
