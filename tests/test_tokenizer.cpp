@@ -267,20 +267,33 @@ TEST_F(TokenizerFiles, CleanUpTokenizationSpacesIsReadFromTheConfig) {
   }
 }
 
-// Streamed a token at a time, the settled text only ever grows, and ends as decode() of the whole.
-TEST_F(TokenizerFiles, ASettledTextOnlyGrowsAndEndsCleanedUp) {
+// Streamed a character at a time, the settled text only ever grows, and ends as the clean-up of the
+// whole: on texts where rules chain (" ' " then " 's" takes a space that a later character decides).
+TEST_F(TokenizerFiles, AContinuationStreamedOnlyGrowsAndEndsCleanedUp) {
   const auto cleaning = load(tokenizer_json({}), Json{{"clean_up_tokenization_spaces", true}});
-  const std::string text = "It ' s a , b ' c 's . Is n't x ' ' y .";
-  const std::vector<std::uint32_t> ids(text.begin(), text.end());
-  std::string shown;
-  for (std::size_t n = 1; n <= ids.size(); ++n) {
-    const std::string settled = cleaning->decode_settled(std::span(ids).first(n), n == ids.size());
-    ASSERT_TRUE(settled.starts_with(shown))
-        << "after " << n << " ids: \"" << settled << "\" does not extend \"" << shown << "\"";
-    shown = settled;
+  std::vector<std::string> texts = {"It ' s a , b ' c 's . Is n't x ' ' y .", "Q.  ' s", " ' m .", "  ' ' 's n't"};
+  std::uint64_t state = 7;  // and random texts over the rules' characters
+  for (int t = 0; t < 3000; ++t) {
+    std::string text;
+    for (int i = 0; i < 14; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      text += " '.,?!nmtsvrex"[(state >> 33) % 14];
+    }
+    texts.push_back(text);
   }
-  EXPECT_EQ(shown, cleaning->decode(ids));
-  EXPECT_EQ(shown, "It's a, b'c's. Isn't x'' y.");
+  const std::vector<std::uint32_t> prompt = {'>'};
+  for (const std::string& text : texts) {
+    const std::vector<std::uint32_t> ids(text.begin(), text.end());
+    std::string shown;
+    for (std::size_t n = 1; n <= ids.size(); ++n) {
+      const std::string settled = cleaning->decode_continuation(prompt, std::span(ids).first(n), n == ids.size());
+      ASSERT_TRUE(settled.starts_with(shown))
+          << "\"" << text << "\" after " << n << ": \"" << settled << "\" does not extend \"" << shown << "\"";
+      shown = settled;
+    }
+    ASSERT_EQ(shown, clean_up_tokenization(text)) << text;
+  }
+  EXPECT_EQ(cleaning->decode_continuation(prompt, std::vector<std::uint32_t>{' ', ',', ' ', 'a'}, true), ", a");
 }
 
 TEST_F(TokenizerFiles, ADirectoryWithoutATokenizerIsRefused) {

@@ -3,10 +3,11 @@
 // trained by Debian's spm_train encoded by its Python binding. The references, with a corpus of
 // Unicode, emoji, CJK, whitespace runs, digits and contractions, are made into the build tree by
 // tests/tokenizers/make_all.sh (the CTest fixture tokenizer_references) and named by
-// STRATA_TOKENIZER_REFERENCES. Every id must be the reference's, and decode(encode(x)) == x
+// STRATA_TOKENIZER_REFERENCES. Every id must be the reference's, and decode_raw(encode(x)) == x
 // where the tokenizer does not normalize.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -51,8 +52,12 @@ void expect_parity(const std::string& name, bool round_trip, const std::string& 
         }
       ADD_FAILURE() << name << ": ids differ for " << nlohmann::json(text).dump() << " (" << shown << ")";
     }
+    // decode_raw: LLaMA 3's tokenizer_config.json asks decode() to clean up spaces, as Hugging Face's
+    // decode does (CleanUpTokenization's tests).
     if (round_trip) {
-      EXPECT_EQ(tokenizer->decode(got), text) << name << ": decode(encode(x)) != x";
+      EXPECT_EQ(tokenizer->decode_raw(got), text) << name << ": decode_raw(encode(x)) != x";
+      EXPECT_EQ(tokenizer->decode(got),
+                tokenizer->cleans_up_spaces() ? clean_up_tokenization(tokenizer->decode_raw(got)) : text);
     }
   }
   EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << cases.size() << " texts differ";
@@ -90,6 +95,25 @@ TEST(TokenizerParity, CutsWhereTheTokenizerSaysEncodeAsTheWhole) {
   EXPECT_GE(count_exact_cuts("spm_bpe"), 100);
   // Unigram's Viterbi ties break by float sums that depend on where the text starts: never cut.
   EXPECT_EQ(count_exact_cuts("spm_unigram"), 0);
+}
+
+// A continuation's text is what it adds after the prompt: a SentencePiece piece that starts a word
+// keeps its space, which decoding the continuation alone loses as the start of a text.
+TEST(TokenizerParity, AContinuationKeepsTheSpaceItStartsWith) {
+  ASSERT_FALSE(references().empty()) << "STRATA_TOKENIZER_REFERENCES is not set: run through CTest";
+  for (const std::string name : {"spm_bpe", "gpt2"}) {
+    const auto tokenizer = load_tokenizer(references() / name);
+    const std::vector<std::uint32_t> whole = tokenizer->encode("And God said the end");
+    const std::vector<std::uint32_t> prompt = tokenizer->encode("And God said");
+    ASSERT_TRUE(std::equal(prompt.begin(), prompt.end(), whole.begin())) << name;
+    const std::vector<std::uint32_t> continuation(whole.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                                  whole.end());
+    EXPECT_EQ(tokenizer->decode_continuation(prompt, continuation, true), " the end") << name;
+    // Decoded alone, SentencePiece drops the space: what the continuation must not do.
+    if (name == "spm_bpe") {
+      EXPECT_EQ(tokenizer->decode(continuation), "the end");
+    }
+  }
 }
 
 // NFC and Qwen2's split pattern on GPT-2's vocabulary: decomposed accents, singletons, Hangul

@@ -42,15 +42,21 @@ std::string Tokenizer::decode(std::span<const std::uint32_t> ids) const {
   return clean_up_spaces_ ? clean_up_tokenization(text) : text;
 }
 
-std::string Tokenizer::decode_settled(std::span<const std::uint32_t> ids, bool final) const {
-  std::string raw = decode_raw(ids);
+std::string Tokenizer::decode_continuation(std::span<const std::uint32_t> prompt,
+                                           std::span<const std::uint32_t> continuation, bool final) const {
+  std::vector<std::uint32_t> both(prompt.begin(), prompt.end());
+  both.insert(both.end(), continuation.begin(), continuation.end());
+  const std::string whole = decode_raw(both), before = decode_raw(prompt);
+  std::string raw = whole.starts_with(before) ? whole.substr(before.size()) : decode_raw(continuation);
   if (!clean_up_spaces_) return raw;
-  if (!final)
-    if (const std::size_t space = raw.rfind(' '); space != std::string::npos) {
-      raw.resize(space);
-      while (raw.ends_with(" '")) raw.resize(raw.size() - 2);
-    }
+  if (!final) raw.resize(settled_length(raw));
   return clean_up_tokenization(raw);
+}
+
+std::size_t settled_length(std::string_view text) {
+  for (std::size_t end = text.size(); end >= 3; --end)
+    if (text[end - 1] != ' ' && text[end - 2] != ' ' && text[end - 3] != ' ') return end;
+  return 0;
 }
 
 void Tokenizer::read_common_config(const nlohmann::json& config, const std::filesystem::path& directory) {

@@ -66,11 +66,12 @@ class Tokenizer {
   // that a later token follows).
   virtual std::string decode_raw(std::span<const std::uint32_t> ids) const = 0;
   bool cleans_up_spaces() const noexcept { return clean_up_spaces_; }
-  // decode() of a sequence still growing, as far as it stays whatever ids follow; all of it when
-  // `final`. With the clean-up, the text from the last space on may still change (a following "."
-  // or "'s" takes that space back, and " ' " the one after the quote too, so a quote after a space
-  // waits with it).
-  std::string decode_settled(std::span<const std::uint32_t> ids, bool final) const;
+  // The text `continuation` adds after `prompt`: the raw decoding of both less the prompt's own,
+  // so a SentencePiece piece keeps the space it starts with (decoded alone, it would lose it as the
+  // first of a text). Cleaned up, on its own, when the tokenizer says so. When not `final`, only
+  // as far as it stays whatever ids follow (settled_length).
+  std::string decode_continuation(std::span<const std::uint32_t> prompt, std::span<const std::uint32_t> continuation,
+                                  bool final) const;
   // The largest id it can produce, plus one.
   virtual std::int64_t vocab_size() const = 0;
   // "byte-level BPE (tokenizer.json)" or "SentencePiece BPE (tokenizer.model)".
@@ -103,6 +104,12 @@ class Tokenizer {
 // and English contractions taken out, " ." " ?" " !" " ," " ' " " n't" " 'm" " 's" " 've" " 're"
 // replaced in that order, each everywhere, left to right.
 std::string clean_up_tokenization(std::string_view text);
+
+// How much of a text still growing clean_up_tokenization leaves as it will stay whatever follows:
+// up to the last 3 characters in a row that are not spaces. The clean-up only takes out spaces,
+// each by a rule 2 to 4 characters long that starts at a space, so no rule can match across such
+// a boundary, before or after earlier rules have run.
+std::size_t settled_length(std::string_view text);
 
 // Reads DIR's tokenizer.json when it describes a kind Strata implements, else DIR's
 // tokenizer.model; throws TokenizerError naming what it found and could not use.

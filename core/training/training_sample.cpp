@@ -28,21 +28,33 @@ bool reads_bytes(const std::filesystem::path& train) {
 
 }  // namespace
 
-TrainingSampler::TrainingSampler(const Manifest& manifest, const Tokenizer* tokenizer, const Dataset& dataset)
-    : manifest_(manifest), tokenizer_(tokenizer), text_is_bytes_(!tokenizer && reads_bytes(manifest.data.train)) {
+std::vector<std::int32_t> sample_prompt_ids(const Manifest& manifest, const Tokenizer* tokenizer) {
   const std::string& prompt = manifest.train.sample_prompt;
-  if (!prompt.empty()) {
-    if (tokenizer_) {
-      if (tokenizer_->special().add_bos) prompt_.push_back(static_cast<std::int32_t>(*tokenizer_->special().bos));
-      for (std::uint32_t id : tokenizer_->encode(prompt)) prompt_.push_back(static_cast<std::int32_t>(id));
-    } else if (text_is_bytes_) {
-      for (unsigned char byte : prompt) prompt_.push_back(byte);
-    } else {
-      throw ManifestError(manifest.path.string() + ": train.sample_prompt is text, but " +
-                          manifest.data.train.string() +
-                          " is a token file and the run has no tokenizer to encode it ([data] tokenizer)");
-    }
-  } else if (tokenizer_ && (tokenizer_->special().bos || tokenizer_->special().eos)) {
+  std::vector<std::int32_t> ids;
+  if (prompt.empty()) return ids;
+  if (tokenizer) {
+    if (tokenizer->special().add_bos) ids.push_back(static_cast<std::int32_t>(*tokenizer->special().bos));
+    for (std::uint32_t id : tokenizer->encode(prompt)) ids.push_back(static_cast<std::int32_t>(id));
+  } else if (reads_bytes(manifest.data.train)) {
+    for (unsigned char byte : prompt) ids.push_back(byte);
+  } else {
+    throw ManifestError(manifest.path.string() + ": train.sample_prompt is text, but " + manifest.data.train.string() +
+                        " is a token file and the run has no tokenizer to encode it ([data] tokenizer)");
+  }
+  if (static_cast<std::int64_t>(ids.size()) >= manifest.model.seq_len())
+    throw ManifestError(manifest.path.string() + ": train.sample_prompt is " + std::to_string(ids.size()) +
+                        " tokens, and the model's context is " + std::to_string(manifest.model.seq_len()) +
+                        ": leave room for the continuation");
+  return ids;
+}
+
+TrainingSampler::TrainingSampler(const Manifest& manifest, const Tokenizer* tokenizer, const Dataset& dataset)
+    : manifest_(manifest),
+      tokenizer_(tokenizer),
+      text_is_bytes_(!tokenizer && reads_bytes(manifest.data.train)),
+      prompt_(sample_prompt_ids(manifest, tokenizer)) {
+  if (!prompt_.empty()) return;
+  if (tokenizer_ && (tokenizer_->special().bos || tokenizer_->special().eos)) {
     prompt_.push_back(
         static_cast<std::int32_t>(tokenizer_->special().bos ? *tokenizer_->special().bos : *tokenizer_->special().eos));
   } else {
@@ -52,21 +64,17 @@ TrainingSampler::TrainingSampler(const Manifest& manifest, const Tokenizer* toke
     inputs.resize(static_cast<std::size_t>(std::min<std::int64_t>(kDataPromptTokens, manifest.model.seq_len() - 1)));
     prompt_ = std::move(inputs);
   }
-  if (static_cast<std::int64_t>(prompt_.size()) >= manifest.model.seq_len())
-    throw ManifestError(manifest.path.string() + ": train.sample_prompt is " + std::to_string(prompt_.size()) +
-                        " tokens, and the model's context is " + std::to_string(manifest.model.seq_len()) +
-                        ": leave room for the continuation");
 }
 
-std::string TrainingSampler::text_of(std::span<const std::int32_t> ids) const {
-  std::string text;
+std::string TrainingSampler::text_of(std::span<const std::int32_t> ids, std::span<const std::int32_t> before) const {
   if (tokenizer_) {
-    const std::vector<std::uint32_t> unsigned_ids(ids.begin(), ids.end());
-    return tokenizer_->decode(unsigned_ids);
+    const std::vector<std::uint32_t> prompt(before.begin(), before.end()), continuation(ids.begin(), ids.end());
+    return tokenizer_->decode_continuation(prompt, continuation, true);
   }
+  std::string text;
   for (std::int32_t id : ids) {
-    if (!text_is_bytes_)
-      text += (text.empty() ? "" : " ") + std::to_string(id);
+    if (!text_is_bytes_)  // ids, each after a space but the text's first
+      text += (text.empty() && before.empty() ? "" : " ") + std::to_string(id);
     else  // a vocabulary wider than bytes has untrained rows past 255: U+FFFD
       text += id < 256 ? std::string(1, static_cast<char>(id)) : "\xEF\xBF\xBD";
   }
@@ -96,7 +104,7 @@ TrainingSample TrainingSampler::sample(Model& model, std::int64_t step) const {
   if (tokenizer_ && tokenizer_->special().eos)
     generation.stop_token = static_cast<std::int32_t>(*tokenizer_->special().eos);
   const GenerationResult result = generate(*copy, prompt_, generation, [](std::int32_t) {});
-  return TrainingSample{step, prompt_, result.tokens, text_of(prompt_), text_of(result.tokens)};
+  return TrainingSample{step, prompt_, result.tokens, text_of(prompt_, {}), text_of(result.tokens, prompt_)};
 }
 
 }  // namespace strata

@@ -8,7 +8,7 @@
 // LoRA adapters folded in). So the run's device memory, arena peak and telemetry are untouched,
 // and the training model is only read; sampling costs host memory of 4 bytes per parameter and a KV
 // cache while it runs. The continuation is the one `strata generate --temperature 0` prints from
-// the step's checkpoint, for f32 weights (tests/test_training_sample.cpp).
+// the step's checkpoint with the same prompt, for f32 weights (tests/test_training_sample.cpp).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -26,8 +26,13 @@ struct TrainingSample {
   std::vector<std::int32_t> prompt;
   std::vector<std::int32_t> tokens;  // the continuation
   std::string prompt_text;           // as the run reads text; ids, space-separated, when it has no text
-  std::string text;                  // the continuation, the same way
+  std::string text;                  // what the continuation adds after it, the same way
 };
+
+// train.sample_prompt as ids, encoded as the run encodes text (bos first when the tokenizer adds
+// one); empty for an empty prompt. Throws ManifestError for a prompt the run cannot encode (a token
+// file and no tokenizer) or that leaves no room in the context: what `strata validate` checks.
+std::vector<std::int32_t> sample_prompt_ids(const Manifest& manifest, const Tokenizer* tokenizer);
 
 class TrainingSampler {
  public:
@@ -41,7 +46,8 @@ class TrainingSampler {
   TrainingSample sample(Model& model, std::int64_t step) const;
 
  private:
-  std::string text_of(std::span<const std::int32_t> ids) const;
+  // The text `ids` add after `before`.
+  std::string text_of(std::span<const std::int32_t> ids, std::span<const std::int32_t> before) const;
 
   const Manifest& manifest_;
   const Tokenizer* tokenizer_;

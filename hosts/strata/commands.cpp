@@ -31,6 +31,7 @@
 #include "core/training/merged_export.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/training/training_run.hpp"
+#include "core/training/training_sample.hpp"
 #include "core/util/format_bytes.hpp"
 #include "core/util/path_inside.hpp"
 #include "exit_codes.hpp"
@@ -328,6 +329,12 @@ int command_validate(const std::vector<std::string>& arguments) {
       gather([&] {
         check_tokenizer_fits(*load_tokenizer(*manifest.data.tokenizer), *manifest.data.tokenizer,
                              manifest.model.vocab());
+      });
+    // The sample prompt encodes and leaves room in the context, as train checks it.
+    if (manifest.train.sample_every > 0 && !manifest.data.train.empty())
+      gather([&] {
+        const auto tokenizer = manifest.data.tokenizer ? load_tokenizer(*manifest.data.tokenizer) : nullptr;
+        (void)sample_prompt_ids(manifest, tokenizer.get());
       });
     // The device exists in this build and machine (a kind of neither form is already named).
     if (manifest.device.kind == "cpu" || manifest.device.kind.starts_with("cuda:"))

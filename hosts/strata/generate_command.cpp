@@ -44,16 +44,18 @@ struct TextCodec {
     for (std::uint32_t id : tokenizer->encode(text)) ids.push_back(static_cast<std::int32_t>(id));
     return ids;
   }
-  // The text of `ids` as it stays whatever tokens follow; all of it when `final`.
-  std::string settled_text(const std::vector<std::int32_t>& ids, bool final) const {
+  // The text `produced` adds after `prompt`, as far as it stays whatever tokens follow; all of it
+  // when `final`.
+  std::string continuation_text(const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& produced,
+                                bool final) const {
     if (!tokenizer) {
       // Bytes; an id above 255 (a vocabulary wider than bytes, untrained rows) is no byte: U+FFFD.
       std::string text;
-      for (std::int32_t id : ids) text += id < 256 ? std::string(1, static_cast<char>(id)) : "\xEF\xBF\xBD";
+      for (std::int32_t id : produced) text += id < 256 ? std::string(1, static_cast<char>(id)) : "\xEF\xBF\xBD";
       return text;
     }
-    const std::vector<std::uint32_t> unsigned_ids(ids.begin(), ids.end());
-    return tokenizer->decode_settled(unsigned_ids, final);
+    const std::vector<std::uint32_t> before(prompt.begin(), prompt.end()), after(produced.begin(), produced.end());
+    return tokenizer->decode_continuation(before, after, final);
   }
 };
 
@@ -115,7 +117,14 @@ int command_generate(const std::vector<std::string>& arguments) {
                           std::to_string(manifest.model.vocab()) + ")");
     }
     std::vector<std::int32_t> prompt_ids = codec.encode(prompt);
-    if (prompt_ids.empty()) throw DataError("the prompt is empty, and the tokenizer adds no bos to start from");
+    if (prompt_ids.empty() && codec.tokenizer && (codec.tokenizer->special().bos || codec.tokenizer->special().eos)) {
+      // As llm.c samples from <|endoftext|>, and train.sample_every with no prompt.
+      const SpecialTokens& special = codec.tokenizer->special();
+      prompt_ids.push_back(static_cast<std::int32_t>(special.bos ? *special.bos : *special.eos));
+      spdlog::info("the prompt is empty: starting from the tokenizer's {} (token {})", special.bos ? "bos" : "eos",
+                   prompt_ids.front());
+    }
+    if (prompt_ids.empty()) throw DataError("the prompt is empty, and the tokenizer has no bos or eos to start from");
     const std::int64_t context = manifest.model.seq_len();
     if (static_cast<std::int64_t>(prompt_ids.size()) >= context) {
       // Keep the end, which the continuation follows, and room for one new token.
@@ -137,7 +146,7 @@ int command_generate(const std::vector<std::string>& arguments) {
     std::size_t printed = 0;
     const auto show = [&](bool final) {
       // The text so far, less what is already out: a tokenizer may join tokens across a boundary.
-      const std::string text = codec.settled_text(produced, final);
+      const std::string text = codec.continuation_text(prompt_ids, produced, final);
       if (text.size() > printed) {
         std::cout << text.substr(printed) << std::flush;
         printed = text.size();

@@ -100,6 +100,14 @@ open(sys.argv[1], 'wb').write(header.tobytes() + np.arange(4096, dtype='<u2').__
 fault "train: sample_prompt with a token file and no tokenizer" 2 "train.sample_prompt is text, but" -- \
   "$strata" train "$work/gpt2.toml" --set "data.train=\"$work/ids.bin\"" --set train.sample_every=2 \
   --set 'train.sample_prompt="In the"'
+fault "validate: a sample_prompt that fills the context" 2 "train.sample_prompt is 48 tokens" -- \
+  "$strata" validate "$work/gpt2.toml" --set train.sample_every=2 --set "train.sample_prompt=\"$(printf 'x%.0s' $(seq 48))\""
+# Without a tokenizer, a token file's sample is ids: the continuation's are apart from the prompt's.
+"$strata" train "$work/gpt2.toml" --set "data.train=\"$work/ids.bin\"" --set train.steps=2 --set train.batch=2 \
+  --set train.sample_every=2 --set train.sample_tokens=3 > "$work/ids_sample.log" 2>&1 ||
+  fail "train on ids with a sample: $(cat "$work/ids_sample.log")"
+grep -A1 "greedy sample of 3 tokens after 8 of prompt" "$work/ids_sample.log" | tail -n 1 |
+  grep -qE '^([0-9]+ ){10}[0-9]+$' || fail "the sample's 11 ids are not apart: $(cat "$work/ids_sample.log")"
 
 # Bad arguments.
 g=(generate "$work/gpt2.toml" --from "$work/gpt2.safetensors")
