@@ -295,9 +295,12 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (sampler && step % train.sample_every == 0) {
       model.store().complete_all_moves();
       device->synchronize();  // the weights are read as the step left them
+      const auto sample_start = std::chrono::steady_clock::now();
       TrainingSample sample = sampler->sample(model, step);
-      spdlog::info("step {}: greedy sample of {} tokens after {} of prompt:\n{}{}", step, sample.tokens.size(),
-                   sample.prompt.size(), sample.prompt_text, sample.text);
+      spdlog::info("step {}: greedy sample of {} tokens after {} of prompt ({:.2f} s):\n{}{}", step,
+                   sample.tokens.size(), sample.prompt.size(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - sample_start).count(),
+                   sample.prompt_text, sample.text);
       result.samples.push_back(std::move(sample));
     }
     result.stopped_by_signal = stop_signal.received();
