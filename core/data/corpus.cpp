@@ -164,12 +164,16 @@ void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, st
   const std::uint64_t file_start = offset;
   while (file.read_more(pending)) {
     // Chunks of about kChunkBytes, each ending at the last exact cut within its first kChunkBytes; a
-    // stretch with no cut in kChunkBytes is cut as late as the read allows.
+    // stretch with no cut there ends at the last cut of the smallest window, doubled, that holds one.
     std::size_t done = 0;
     while (pending.size() - done > kChunkBytes) {
       const std::string_view rest = std::string_view(pending).substr(done);
-      auto cut = tokenizer.last_exact_cut(rest.substr(0, kChunkBytes));
-      if (!cut) cut = tokenizer.last_exact_cut(rest);
+      // The last cut in the first kChunkBytes, else in windows twice as long, and so on.
+      std::optional<TextCut> cut;
+      for (std::size_t window = kChunkBytes; !cut; window *= 2) {
+        cut = tokenizer.last_exact_cut(rest.substr(0, window));
+        if (window >= rest.size()) break;
+      }
       if (!cut) break;
       batcher.add(Unit{std::string(rest.substr(0, cut->end)), &path, 0, offset, offset - file_start, first, false, {}});
       offset += cut->resume;

@@ -111,6 +111,9 @@ void Model::free_layer_activations(int layer, bool keep_output) {
 void Model::write_values(const ParameterRows& rows, std::span<const float> values, std::size_t first) {
   if (rows.role == ParameterRole::frozen) frozen_fingerprint_.reset();
   if (rows.master >= 0) {
+    if (first + values.size() > static_cast<std::size_t>(table().row(rows.master).elements()))
+      throw std::logic_error("write_values: " + rows.name + " has fewer elements than " +
+                             std::to_string(first + values.size()));
     ops().copy_from_host(store_.f32(rows.master) + first, values.data(), values.size_bytes());  // published later
     return;
   }

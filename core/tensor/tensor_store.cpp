@@ -177,12 +177,12 @@ bool TensorStore::writes_stored_slices(const ParameterRows& rows) const noexcept
 
 void TensorStore::write_stored_values(const ParameterRows& rows, std::span<const float> values, std::size_t first) {
   const TensorRow& row = table_.row(rows.param);
-  if (first != 0 || values.size() != static_cast<std::size_t>(row.elements())) {
-    if (!writes_stored_slices(rows) || first + values.size() > static_cast<std::size_t>(row.elements()))
-      throw std::logic_error("tensor store: " + row.name + " takes its " + std::to_string(row.elements()) +
-                             " values whole; elements from " + std::to_string(first) + ", " +
-                             std::to_string(values.size()) + " of them, were given");
-  }
+  // A tensor's first values may be all it is given (the padded rows of an embedding stay as they
+  // are); a slice from further on only where the storage takes slices.
+  if (first + values.size() > static_cast<std::size_t>(row.elements()) || (first != 0 && !writes_stored_slices(rows)))
+    throw std::logic_error("tensor store: " + row.name + " (" + std::to_string(row.elements()) +
+                           " values) cannot take elements from " + std::to_string(first) + ", " +
+                           std::to_string(values.size()) + " of them");
   if (row.element == DType::f32) {
     backend_.ops().copy_from_host(f32(rows.param) + first, values.data(), values.size_bytes());
   } else if (row.element == DType::bf16 && rounding_ != nullptr) {
@@ -196,6 +196,9 @@ void TensorStore::write_stored_values(const ParameterRows& rows, std::span<const
     for (std::size_t i = 0; i < values.size(); ++i) narrowed[i] = f32_to_bf16(values[i]);
     backend_.ops().copy_from_host(bf16(rows.param) + first, narrowed.data(), narrowed.size() * sizeof(std::uint16_t));
   } else {
+    if (values.size() != static_cast<std::size_t>(row.elements()))
+      throw std::logic_error("tensor store: " + row.name + " is quantized whole; " + std::to_string(values.size()) +
+                             " of its " + std::to_string(row.elements()) + " values were given");
     Buffer staging = backend_.device_memory().allocate(values.size_bytes(), MemoryCategory::workspace, "core");
     backend_.ops().copy_from_host(staging.data(), values.data(), values.size_bytes());
     quantize(rows, static_cast<const float*>(staging.data()));

@@ -48,6 +48,10 @@ std::string Tokenizer::decode_continuation(std::span<const std::uint32_t> prompt
   both.insert(both.end(), continuation.begin(), continuation.end());
   const std::string whole = decode_raw(both), before = decode_raw(prompt);
   std::string raw = whole.starts_with(before) ? whole.substr(before.size()) : decode_raw(continuation);
+  // A character SentencePiece spells in byte pieces reads as U+FFFD until its last byte comes.
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  if (!final)
+    while (raw.ends_with(kReplacement)) raw.resize(raw.size() - kReplacement.size());
   if (!clean_up_spaces_) return raw;
   if (!final) raw.resize(settled_length(raw));
   return clean_up_tokenization(raw);

@@ -69,7 +69,8 @@ class Tokenizer {
   // The text `continuation` adds after `prompt`: the raw decoding of both less the prompt's own,
   // so a SentencePiece piece keeps the space it starts with (decoded alone, it would lose it as the
   // first of a text). Cleaned up, on its own, when the tokenizer says so. When not `final`, only
-  // as far as it stays whatever ids follow (settled_length).
+  // as far as it stays whatever ids follow: a trailing U+FFFD (a character whose byte pieces have not
+  // all come) waits, and so does what the clean-up may still change (settled_length).
   std::string decode_continuation(std::span<const std::uint32_t> prompt, std::span<const std::uint32_t> continuation,
                                   bool final) const;
   // The largest id it can produce, plus one.

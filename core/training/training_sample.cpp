@@ -68,8 +68,18 @@ TrainingSampler::TrainingSampler(const Manifest& manifest, const Tokenizer* toke
 
 std::string TrainingSampler::text_of(std::span<const std::int32_t> ids, std::span<const std::int32_t> before) const {
   if (tokenizer_) {
-    const std::vector<std::uint32_t> prompt(before.begin(), before.end()), continuation(ids.begin(), ids.end());
-    return tokenizer_->decode_continuation(prompt, continuation, true);
+    // A model may have more rows than the tokenizer has ids (model.vocab is at least its size): an
+    // id past them, which an early sample can pick, has no text and is left out, said so.
+    const auto known = [this](std::int32_t id) { return id >= 0 && id < tokenizer_->vocab_size(); };
+    std::vector<std::uint32_t> prompt, continuation;
+    for (std::int32_t id : before)
+      if (known(id)) prompt.push_back(static_cast<std::uint32_t>(id));
+    for (std::int32_t id : ids)
+      if (known(id)) continuation.push_back(static_cast<std::uint32_t>(id));
+    std::string text = tokenizer_->decode_continuation(prompt, continuation, true);
+    if (const std::size_t unknown = ids.size() - continuation.size(); unknown > 0)
+      text += " [" + std::to_string(unknown) + " ids past the tokenizer's vocabulary left out]";
+    return text;
   }
   std::string text;
   for (std::int32_t id : ids) {

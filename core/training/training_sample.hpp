@@ -4,11 +4,13 @@
 //
 // The continuation is decoded by a model of its own: batch 1, f32 weights, on a CPU backend with its
 // own attention op, built for the sample and dropped after it. The training model's weights are
-// copied in as its matmuls see them (Model::merged_values: narrowed or quantized storage as stored,
-// LoRA adapters folded in). So the run's device memory, arena peak and telemetry are untouched,
-// and the training model is only read; sampling costs host memory of 4 bytes per parameter and a KV
-// cache while it runs. The continuation is the one `strata generate --temperature 0` prints from
-// the step's checkpoint with the same prompt, for f32 weights (tests/test_training_sample.cpp).
+// copied in as Model::merged_values gives them: the f32 master where there is one, else the stored
+// form widened (bf16) or dequantized (int8), LoRA adapters folded in. The training model is only
+// read, and the run's device memory is untouched but for int8 weights without a master (a frozen
+// base), dequantized through a small workspace in the run's arena. Sampling costs host memory of 4
+// bytes per parameter and a KV cache while it runs. The continuation is the one `strata generate
+// --temperature 0` prints from the step's checkpoint with the same prompt, for f32 weights
+// (tests/test_training_sample.cpp).
 #include <cstdint>
 #include <span>
 #include <string>
