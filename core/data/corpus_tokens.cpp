@@ -10,17 +10,6 @@
 #include "core/data/token_file.hpp"
 
 namespace strata {
-namespace {
-
-std::vector<char> first_bytes(const std::filesystem::path& path) {
-  std::vector<char> bytes(4);
-  std::ifstream in(path, std::ios::binary);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  bytes.resize(static_cast<std::size_t>(in.gcount()));
-  return bytes;
-}
-
-}  // namespace
 
 std::filesystem::path tokenized_cache_path(const std::filesystem::path& text, const Tokenizer& tokenizer) {
   std::error_code error;
@@ -46,8 +35,7 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const std::filesystem::pat
 
 TokenSequence load_corpus_tokens(const std::filesystem::path& path, int vocab, const Tokenizer* tokenizer) {
   check_data_file(path);
-  const auto head = first_bytes(path);
-  const TokenFileFormat format = token_file_format(head, path);
+  const TokenFileFormat format = token_file_format(path);
   if (format == TokenFileFormat::llmc_tokens || tokenizer == nullptr) {
     if (format == TokenFileFormat::text_bytes && vocab > 256)
       spdlog::warn(

@@ -96,6 +96,14 @@ TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesy
   return TokenFileFormat::text_bytes;
 }
 
+TokenFileFormat token_file_format(const std::filesystem::path& path) {
+  std::vector<char> head(4);  // the magic number
+  std::ifstream in(path, std::ios::binary);
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return token_file_format(head, path);
+}
+
 std::vector<std::uint32_t> parse_tokens(std::span<const char> bytes, const std::filesystem::path& path, int vocab) {
   std::vector<std::uint32_t> tokens;
   const TokenFileFormat format = token_file_format(bytes, path);

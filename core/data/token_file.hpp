@@ -27,6 +27,8 @@ inline constexpr std::size_t kTokenFileHeaderInts = 256;
 // anything else is text, one token per byte here, or a tokenizer's.
 enum class TokenFileFormat { llmc_tokens, text_bytes, json };
 TokenFileFormat token_file_format(std::span<const char> bytes, const std::filesystem::path& path);
+// The same for the file at `path`, read from its first bytes.
+TokenFileFormat token_file_format(const std::filesystem::path& path);
 
 // Throws DataError when `path` is missing, a directory, or not a regular file (a FIFO would block
 // forever, a device never ends).

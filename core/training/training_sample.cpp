@@ -1,7 +1,6 @@
 #include "core/training/training_sample.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -17,15 +16,6 @@ namespace {
 
 constexpr std::int64_t kDataPromptTokens = 8;  // a prompt from the validation split
 
-// Whether the run reads its training file as text, a token per byte (no tokenizer).
-bool reads_bytes(const std::filesystem::path& train) {
-  std::ifstream in(train, std::ios::binary);
-  std::vector<char> head(1024);
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  return token_file_format(head, train) == TokenFileFormat::text_bytes;
-}
-
 }  // namespace
 
 std::vector<std::int32_t> sample_prompt_ids(const Manifest& manifest, const Tokenizer* tokenizer) {
@@ -35,7 +25,7 @@ std::vector<std::int32_t> sample_prompt_ids(const Manifest& manifest, const Toke
   if (tokenizer) {
     if (tokenizer->special().add_bos) ids.push_back(static_cast<std::int32_t>(*tokenizer->special().bos));
     for (std::uint32_t id : tokenizer->encode(prompt)) ids.push_back(static_cast<std::int32_t>(id));
-  } else if (reads_bytes(manifest.data.train)) {
+  } else if (token_file_format(manifest.data.train) == TokenFileFormat::text_bytes) {
     for (unsigned char byte : prompt) ids.push_back(byte);
   } else {
     throw ManifestError(manifest.path.string() + ": train.sample_prompt is text, but " + manifest.data.train.string() +
@@ -51,7 +41,7 @@ std::vector<std::int32_t> sample_prompt_ids(const Manifest& manifest, const Toke
 TrainingSampler::TrainingSampler(const Manifest& manifest, const Tokenizer* tokenizer, const Dataset& dataset)
     : manifest_(manifest),
       tokenizer_(tokenizer),
-      text_is_bytes_(!tokenizer && reads_bytes(manifest.data.train)),
+      text_is_bytes_(!tokenizer && token_file_format(manifest.data.train) == TokenFileFormat::text_bytes),
       prompt_(sample_prompt_ids(manifest, tokenizer)) {
   if (!prompt_.empty()) return;
   if (tokenizer_ && (tokenizer_->special().bos || tokenizer_->special().eos)) {
