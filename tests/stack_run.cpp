@@ -12,6 +12,7 @@
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/training_run.hpp"
 #include "test_support.hpp"
 
 namespace strata::test {
@@ -36,6 +37,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   Stack stack = build_stack(manifest, registry, host);
   const int rows = manifest.train.micro_batch_rows();
   auto device = make_cpu_backend(0);
+  std::unique_ptr<DiskTier> disk_tier;  // outlives the model
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
@@ -43,7 +45,12 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
                     ExecutorOptions{steps, 0, manifest.train.lr, nullptr, stack.strategy_labels});
-  executor.attach();
+  executor.attach_without_allocating();
+  if (model.store().any_on_disk()) {
+    disk_tier = open_disk_tier(manifest, *device);
+    model.store().use_disk_tier(*disk_tier);
+  }
+  model.store().allocate_persistent();
   model.init_weights(manifest.train.seed);
   const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len(), rows});
 
@@ -79,6 +86,11 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
     if (rows_of.layer == 0 && model.table().row(rows_of.param).shape.size() == 2)
       run.layer_matrix_bytes += stored_bytes;
     if (rows_of.layer < 0) run.global_weight_bytes += stored_bytes;
+    std::uint64_t state_bytes = rows_of.master >= 0 ? model.table().row(rows_of.master).bytes() : 0;
+    for (int row : rows_of.state)
+      if (row >= 0) state_bytes += model.table().row(row).bytes();
+    if (rows_of.layer == 0) run.layer_state_bytes += state_bytes;
+    if (rows_of.layer < 0) run.global_state_bytes += state_bytes;
   }
   run.logits_bytes = model.table().row(*model.table().find("act.logits")).bytes();
   for (const TensorRow& row : model.table().rows())
@@ -86,6 +98,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
       run.attention_saved_floats = row.elements();
       run.attention_saved_bytes = row.bytes();
     }
+  if (disk_tier) run.disk = disk_tier->stats();
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
   return run;

@@ -3,10 +3,12 @@
 // storage tests compare: losses, the last gradients and weights, and the allocator's peaks.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/device/allocator.hpp"
+#include "core/device/disk_tier.hpp"
 
 namespace strata::test {
 
@@ -26,6 +28,9 @@ struct StackRun {
   std::uint64_t logits_bytes = 0;           // the logits row, as the strategies sized it
   std::int64_t attention_saved_floats = 0;  // one block's attention-kernel row
   std::uint64_t attention_saved_bytes = 0;  // the same, as allocated (padded)
+  std::uint64_t layer_state_bytes = 0;      // one block's optimizer state (masters included)
+  std::uint64_t global_state_bytes = 0;     // the same, outside the blocks
+  std::optional<DiskTierStats> disk;        // when a strategy put rows on disk ([device] disk_path)
 };
 
 // The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with

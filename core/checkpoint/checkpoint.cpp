@@ -166,6 +166,11 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
     // save records its fingerprint instead, and a load checks it against the model's.
     if (rows.role == ParameterRole::frozen) continue;
     const std::vector<std::int64_t> shape = model.stored_shape(rows);
+    // State on disk (the disk tier) is read in for the copy, and dropped again.
+    std::vector<int> state_rows{rows.master};
+    state_rows.insert(state_rows.end(), rows.state.begin(), rows.state.end());
+    std::erase(state_rows, -1);
+    const DiskLoan state(model.store(), state_rows, DiskLoan::Access::read);
     // f32: the master copy under bf16 or quantized storage.
     host_values.push_back(read_row(model, model.store().value_row(rows), stored_elements(shape)));
     weights.push_back({rows.name, shape, host_values.back(), {}, "F32"});
@@ -447,6 +452,9 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
       if (Status status = checker->check_state(rows.name, buffers); !status)
         throw CheckpointError(optimizer_path.string() + ": corrupt checkpoint: optimizer '" + state.optimizer +
                               "' refuses its state: " + status.message());
+    std::vector<int> state_rows(rows.state.begin(), rows.state.end());
+    std::erase(state_rows, -1);
+    const DiskLoan state(model.store(), state_rows, DiskLoan::Access::write);  // the disk tier's, if there
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0)
         model.backend().ops().copy_from_host(model.store().data(rows.state[s]), buffers[s].bytes.data(),

@@ -28,6 +28,21 @@ class ExecutorHookContext final : public HookContext {
   Status evict(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, false); }
   Status fetch_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::device, true); }
   Status evict_async(int layer, TensorGroup group) noexcept override { return move(layer, group, Home::host, true); }
+  Status evict_to_disk(int layer, TensorGroup group) noexcept override {
+    return guarded([&] {
+      if (layer != kGlobalParameters) check_layer(layer);
+      if (group != TensorGroup::optimizer_state)
+        throw std::invalid_argument(std::string("only optimizer state may live on disk so far, not ") +
+                                    std::string(group_name(group)));
+      if (!executor_.optimizer_.steps_in_parts())
+        throw std::invalid_argument(
+            "the optimizer steps every parameter at once (it has no step in parts, SDK 9.3), so its state cannot "
+            "live on disk");
+      TensorStore& store = executor_.model_.store();
+      store.move_group(layer, group, Home::host);  // from the device, if the state is there
+      store.move_group(layer, group, Home::disk);
+    });
+  }
   Status wait_transfers() noexcept override {
     return guarded([&] { executor_.model_.store().complete_all_moves(); });
   }
@@ -113,8 +128,10 @@ class ExecutorHookContext final : public HookContext {
       const TensorRow& r = rows[i];
       if (r.layer != layer) continue;
       const int row = static_cast<int>(i);
-      const Residence where =
-          !store.allocated(row) ? Residence::absent : (r.home == Home::device ? Residence::device : Residence::host);
+      const Residence where = !store.allocated(row)    ? Residence::absent
+                              : r.home == Home::device ? Residence::device
+                              : r.home == Home::host   ? Residence::host
+                                                       : Residence::disk;
       const int kind = layer >= 0 && r.group == TensorGroup::activations ? model.activation_kind(layer, row) : -1;
       const std::string_view recomputed_by = kind >= 0 ? std::string_view(model.recompute_op(kind)) : "";
       listed.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});
@@ -301,11 +318,12 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
   return loss_sum / static_cast<double>(micro_batches.size());
 }
 
-std::vector<ParamSlot> Executor::parameter_slots() {
+std::vector<ParamSlot> Executor::parameter_slots(std::optional<int> layer) {
   std::vector<ParamSlot> slots;
   slots.reserve(model_.parameters().size());
   for (const ParameterRows& rows : model_.parameters()) {
     if (rows.grad < 0) continue;  // frozen: the optimizer never sees it
+    if (layer && rows.layer != *layer) continue;
     ParamSlot slot;
     slot.name = rows.name;
     slot.layer = rows.layer;
@@ -385,16 +403,57 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   run_hooks(Hook::before_step, -1, false);
   store.complete_all_moves();  // the optimizer writes where the strategies put the tensors
   store.drop_stale_weight_copies();
-  if (!outcome.skipped) {
-    auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
-    std::vector<ParamSlot> slots = parameter_slots();
-    OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
-    if (Status status = optimizer_.step(info, slots, outcome.report); !status) throw HookFailed(status.message());
+  if (store.any_on_disk()) {
+    step_in_parts(step, outcome.skipped, outcome.report);
+  } else {
+    if (!outcome.skipped) {
+      auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
+      std::vector<ParamSlot> slots = parameter_slots();
+      OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
+      if (Status status = optimizer_.step(info, slots, outcome.report); !status) throw HookFailed(status.message());
+    }
+    // bf16 weights: round the updated masters. A skipped step rounds its unchanged masters again,
+    // as a resume from its checkpoint does, so a rounding that depends on the step resumes bitwise.
+    store.publish_weights(step);
   }
-  // bf16 weights: round the updated masters. A skipped step rounds its unchanged masters again, as
-  // a resume from its checkpoint does, so a rounding that depends on the step resumes bitwise.
-  store.publish_weights(step);
   run_hooks(Hook::after_step, -1, true);
+}
+
+void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report) {
+  TensorStore& store = model_.store();
+  const OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
+  if (!skipped) {
+    auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
+    const std::vector<ParamSlot> all = parameter_slots();  // state on disk reads as empty views
+    if (Status status = optimizer_.begin_step(info, all, report); !status) throw HookFailed(status.message());
+  }
+  std::vector<int> layers{kGlobalParameters};
+  for (int layer = 0; layer < model_.n_layer(); ++layer) layers.push_back(layer);
+  std::vector<bool> from_disk;
+  for (int layer : layers) from_disk.push_back(store.residence(layer, TensorGroup::optimizer_state) == Residence::disk);
+  const auto read_in = [&](std::size_t i) {
+    if (i < layers.size() && from_disk[i]) store.begin_move_group(layers[i], TensorGroup::optimizer_state, Home::host);
+  };
+  read_in(0);
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    // The block before has been written back (the tier's transfers run in order, so the write
+    // ends before the next read starts anyway): at most two blocks' state is in host memory.
+    if (i > 0) store.complete_moves(layers[i - 1], TensorGroup::optimizer_state);
+    read_in(i + 1);  // the next block's state arrives while this one updates
+    store.complete_moves(layers[i], TensorGroup::optimizer_state);
+    if (!skipped) {
+      auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
+      std::vector<ParamSlot> slots = parameter_slots(layers[i]);
+      if (!slots.empty())
+        if (Status status = optimizer_.step_part(info, slots); !status) throw HookFailed(status.message());
+    }
+    store.publish_layer_weights(step, layers[i]);
+    if (from_disk[i]) {
+      // Written behind: the next blocks' updates, and the next step's forward, overlap the write.
+      const std::vector<int> rows = store.group_rows(layers[i], TensorGroup::optimizer_state);
+      store.return_to_disk(rows, !skipped);
+    }
+  }
 }
 
 // Forward only: no gradient is computed and the optimizer does not run; the controller moves the

@@ -4,6 +4,7 @@
 // unless the phase is predict, blocks backward in reverse with hooks, the precision check, step
 // hooks and the optimizer. A predict step hands the update to the phase controller instead.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,7 +81,10 @@ class Executor {
   // The embedding and every layer forward, with the forward hooks; not the head. Without
   // keep_activations (nothing goes backward), a layer's activations go once the next has run.
   void forward_layers(bool keep_activations);
-  std::vector<ParamSlot> parameter_slots();
+  std::vector<ParamSlot> parameter_slots(std::optional<int> layer = std::nullopt);
+  // The optimizer step block by block, for optimizer state on disk: each block's state is read in
+  // while the block before updates, and written back behind it. A skipped step only publishes.
+  void step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report);
   std::vector<ControlledParameter> controlled_parameters();
   void full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
   void predicted_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);

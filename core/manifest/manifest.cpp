@@ -214,7 +214,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
         "divergence_factor", "divergence_steps", "init_from", "sample_every", "sample_tokens", "sample_prompt"}},
-      {"device", {"kind", "memory_limit", "tf32"}},
+      {"device", {"kind", "memory_limit", "tf32", "disk_path", "disk_limit"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
   };
@@ -468,6 +468,23 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
       }
     }
     manifest.device.tf32 = device.get_bool("tf32", false);
+    if (device.has("disk_path")) {
+      const std::string text = device.get_string("disk_path", "", {});
+      if (text.empty())
+        device.report_error("disk_path", "disk_path must name a directory");
+      else
+        manifest.device.disk_path = std::filesystem::path(text);
+    }
+    if (device.has("disk_limit")) {
+      const std::string text = device.get_string("disk_limit", "", {});
+      const auto bytes = parse_bytes(text);
+      if (!bytes || *bytes == 0)
+        device.report_error("disk_limit", "disk_limit = \"" + text + "\" is not a size; write e.g. \"50GiB\"");
+      else if (!device.has("disk_path"))
+        device.report_error("disk_limit", "disk_limit bounds the disk tier: set disk_path as well");
+      else
+        manifest.device.disk_limit = *bytes;
+    }
     collect(device);
   }
   {

@@ -114,6 +114,7 @@ void Model::write_values(const ParameterRows& rows, std::span<const float> value
     if (first + values.size() > static_cast<std::size_t>(table().row(rows.master).elements()))
       throw std::logic_error("write_values: " + rows.name + " has fewer elements than " +
                              std::to_string(first + values.size()));
+    const DiskLoan master(store_, {rows.master}, DiskLoan::Access::write);
     ops().copy_from_host(store_.f32(rows.master) + first, values.data(), values.size_bytes());  // published later
     return;
   }
@@ -170,6 +171,7 @@ std::vector<float> Model::effective_values(const ParameterRows& rows) {
   for (std::int64_t extent : shape) count *= extent;
   std::vector<float> values(static_cast<std::size_t>(count));
   const int row = store_.value_row(rows);
+  const DiskLoan value(store_, {row}, DiskLoan::Access::read);
   const DType element = table().row(row).element;
   if (element == DType::f32) {
     ops().copy_to_host(values.data(), store_.data(row), values.size() * sizeof(float));

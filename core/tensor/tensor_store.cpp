@@ -1,5 +1,6 @@
 #include "core/tensor/tensor_store.hpp"
 
+#include "core/device/disk_tier.hpp"
 #include "core/tensor/quantized_matmul_ops.hpp"
 
 #include <algorithm>
@@ -24,7 +25,8 @@ TensorStore::~TensorStore() {
   // from a device failure the wait may throw too: the buffers are then abandoned with the device.
   try {
     for (PendingMove& move : pending_)
-      if (move.ticket != 0) (void)backend_.copy_stream().wait(move.ticket);
+      if (move.ticket != 0)
+        (void)(move.disk ? disk_tier_->wait(move.ticket) : backend_.copy_stream().wait(move.ticket));
   } catch (...) {
   }
 }
@@ -43,6 +45,7 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
   buffers_.emplace_back();
   pending_.emplace_back();
   host_copy_.emplace_back();
+  disk_offset_.push_back(-1);
   return index;
 }
 
@@ -100,6 +103,16 @@ void TensorStore::allocate_persistent() {
 
 void TensorStore::allocate(int row, bool zero) {
   const TensorRow& r = table_.row(row);
+  if (r.home == Home::disk) {
+    // A fresh extent reads as zeros: the row starts there, never in memory.
+    if (disk_tier_ == nullptr)
+      throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
+    const std::size_t index = static_cast<std::size_t>(row);
+    if (disk_offset_[index] < 0)
+      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name));
+    disk_tier_->hold(r.category, r.bytes());
+    return;
+  }
   Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
   Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
   buffer = arena.allocate(r.bytes(), r.category, "core");
@@ -147,22 +160,38 @@ TensorView TensorStore::view(int row) const noexcept {
                     r.element, r.elements(), r.home == Home::device ? MemorySpace::device : MemorySpace::host};
 }
 
+bool TensorStore::any_on_disk() const {
+  return std::any_of(table_.rows().begin(), table_.rows().end(),
+                     [](const TensorRow& r) { return r.home == Home::disk; });
+}
+
 void TensorStore::publish_weights(std::int64_t step) {
   if (std::none_of(parameters_.begin(), parameters_.end(), [](const ParameterRows& rows) { return rows.master >= 0; }))
     return;
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
   for (const ParameterRows& rows : parameters_) {
     if (rows.master < 0) continue;
-    complete_rows({rows.param, rows.master});
-    if (rows.scales >= 0) complete_rows({rows.scales});
-    if (table_.row(rows.param).element == DType::bf16 && rounding_ != nullptr)
-      rounding_->round(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements(),
-                       RoundingCall{rows.name, step, true});
-    else if (table_.row(rows.param).element == DType::bf16)
-      backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
-    else
-      quantize(rows, f32(rows.master));
+    const DiskLoan master(*this, {rows.master}, DiskLoan::Access::read);
+    publish(rows, step);
   }
+}
+
+void TensorStore::publish_layer_weights(std::int64_t step, int layer) {
+  auto timer = profiler_.scope(ProfileKind::bf16_convert);
+  for (const ParameterRows& rows : parameters_)
+    if (rows.master >= 0 && rows.layer == layer) publish(rows, step);
+}
+
+void TensorStore::publish(const ParameterRows& rows, std::int64_t step) {
+  complete_rows({rows.param, rows.master});
+  if (rows.scales >= 0) complete_rows({rows.scales});
+  if (table_.row(rows.param).element == DType::bf16 && rounding_ != nullptr)
+    rounding_->round(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements(),
+                     RoundingCall{rows.name, step, true});
+  else if (table_.row(rows.param).element == DType::bf16)
+    backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
+  else
+    quantize(rows, f32(rows.master));
 }
 
 void TensorStore::quantize(const ParameterRows& rows, const float* master) {
@@ -274,7 +303,12 @@ Residence TensorStore::residence(int layer, TensorGroup group) const {
     }
     return all_held ? Residence::device : Residence::absent;
   }
-  return table_.row(rows.front()).home == Home::device ? Residence::device : Residence::host;
+  switch (table_.row(rows.front()).home) {
+    case Home::device: return Residence::device;
+    case Home::host: return Residence::host;
+    case Home::disk: return Residence::disk;
+  }
+  return Residence::absent;
 }
 
 void TensorStore::move_group(int layer, TensorGroup group, Home to) {
@@ -290,6 +324,10 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
   for (int row : rows) {
     TensorRow& r = table_.row(row);
     if (r.home == to) continue;
+    if (to == Home::disk || r.home == Home::disk) {
+      begin_disk_move(row, to);
+      continue;
+    }
     if (!allocated(row)) {
       // Not allocated: a persistent row's home changes and it is allocated there later; an
       // activation not held now (dropped, or not yet computed) is computed on the device.
@@ -314,6 +352,62 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
   }
 }
 
+void TensorStore::begin_disk_move(int row, Home to) {
+  TensorRow& r = table_.row(row);
+  const std::size_t index = static_cast<std::size_t>(row);
+  if (r.group == TensorGroup::activations || r.group == TensorGroup::grads)
+    throw std::invalid_argument(r.name + ": only optimizer state and weights may live on disk");
+  if (!allocated(row)) {  // placed before allocation: it starts there
+    r.home = to;
+    return;
+  }
+  if (to == Home::device || r.home == Home::device)
+    throw std::logic_error(r.name + ": rows move between the disk and the host only (" + home_name(r.home) + " to " +
+                           home_name(to) + ")");
+  if (disk_tier_ == nullptr)
+    throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
+  if (pending_[index].ticket != 0) complete_rows({row});
+  PendingMove& move = pending_[index];
+  if (to == Home::disk) {
+    if (disk_offset_[index] < 0)
+      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name));
+    move.ticket = disk_tier_->write(static_cast<std::uint64_t>(disk_offset_[index]), data(row), r.bytes());
+    disk_tier_->hold(r.category, r.bytes());
+  } else {
+    move.destination = backend_.host_memory().allocate(r.bytes(), r.category, "core");
+    move.ticket = disk_tier_->read(static_cast<std::uint64_t>(disk_offset_[index]), move.destination.data(), r.bytes());
+    disk_tier_->release(r.category, r.bytes());
+  }
+  move.disk = true;
+  r.home = to;
+  ++moves_in_flight_;
+}
+
+std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
+  std::vector<int> borrowed;
+  for (int row : rows)
+    if (table_.row(row).home == Home::disk && allocated(row)) borrowed.push_back(row);
+  if (borrowed.empty()) return borrowed;
+  begin_move_rows(borrowed, Home::host);
+  complete_rows(borrowed);
+  return borrowed;
+}
+
+void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
+  if (changed) {
+    begin_move_rows(rows, Home::disk);
+    return;
+  }
+  complete_rows(rows);
+  for (int row : rows) {
+    TensorRow& r = table_.row(row);
+    if (r.home != Home::host || disk_offset_[static_cast<std::size_t>(row)] < 0) continue;
+    buffers_[static_cast<std::size_t>(row)].reset();  // the disk's copy is current
+    r.home = Home::disk;
+    disk_tier_->hold(r.category, r.bytes());
+  }
+}
+
 void TensorStore::bring_to_device(const std::vector<int>& rows) {
   if (moves_in_flight_ > 0) complete_rows(rows);
   const auto on_host = [&](int row) { return allocated(row) && table_.row(row).home == Home::host; };
@@ -324,12 +418,18 @@ void TensorStore::bring_to_device(const std::vector<int>& rows) {
 
 void TensorStore::complete_rows(const std::vector<int>& rows) {
   CopyTicket last = 0;
-  for (int row : rows) last = std::max(last, pending_[static_cast<std::size_t>(row)].ticket);
-  if (last == 0) return;
+  CopyTicket last_disk = 0;
+  for (int row : rows) {
+    const PendingMove& move = pending_[static_cast<std::size_t>(row)];
+    CopyTicket& newest = move.disk ? last_disk : last;
+    newest = std::max(newest, move.ticket);
+  }
+  if (last == 0 && last_disk == 0) return;
   {
     // Copies complete in issue order, so waiting for the newest covers them all.
     auto timer = profiler_.scope(ProfileKind::residency_transfer);
-    transfers_.exposed_seconds += backend_.copy_stream().wait(last);
+    if (last != 0) transfers_.exposed_seconds += backend_.copy_stream().wait(last);
+    if (last_disk != 0) transfers_.exposed_seconds += disk_tier_->wait(last_disk);
   }
   for (int row : rows) {
     PendingMove& move = pending_[static_cast<std::size_t>(row)];
@@ -338,8 +438,9 @@ void TensorStore::complete_rows(const std::vector<int>& rows) {
     const TensorRow& r = table_.row(row);
     if (r.group == TensorGroup::weights && r.home == Home::device)
       host_copy_[static_cast<std::size_t>(row)] = std::move(source);  // kept: evicting these weights is free
-    source = std::move(move.destination);                             // frees the source unless kept above
+    source = std::move(move.destination);  // frees the source unless kept above (a disk write: always)
     move.ticket = 0;
+    move.disk = false;
     --moves_in_flight_;
   }
 }
@@ -357,9 +458,11 @@ void TensorStore::drop_stale_weight_copies() {
 void TensorStore::collect_finished_moves() {
   if (moves_in_flight_ == 0) return;
   const CopyTicket landed = backend_.copy_stream().completed();
+  const CopyTicket landed_on_disk = disk_tier_ != nullptr ? disk_tier_->completed() : 0;
   std::vector<int> rows;
   for (std::size_t row = 0; row < pending_.size(); ++row)
-    if (pending_[row].ticket != 0 && pending_[row].ticket <= landed) rows.push_back(static_cast<int>(row));
+    if (pending_[row].ticket != 0 && pending_[row].ticket <= (pending_[row].disk ? landed_on_disk : landed))
+      rows.push_back(static_cast<int>(row));
   complete_rows(rows);
 }
 

@@ -19,6 +19,8 @@
 
 namespace strata {
 
+class DiskTier;
+
 // What a parameter is to the strategies' plan (core/model/trainable_plan.hpp): trained, frozen
 // (kept as initialised or loaded: a checkpoint leaves it out and records its fingerprint), or an
 // adapter's tensor (strata/matmul_adapter.hpp), which trains and which a base model file lacks.
@@ -95,7 +97,24 @@ class TensorStore {
   void allocate(int row, bool zero = false);
   // Frees a row (waiting for a copy in flight); an activation row's home goes back to the device.
   void release(int row);
-  bool allocated(int row) const noexcept { return static_cast<bool>(buffers_[static_cast<std::size_t>(row)]); }
+  // Held somewhere: in memory, or on disk (where data() is null).
+  bool allocated(int row) const noexcept {
+    const std::size_t index = static_cast<std::size_t>(row);
+    return static_cast<bool>(buffers_[index]) || (table_.row(row).home == Home::disk && disk_offset_[index] >= 0);
+  }
+
+  // The disk home (core/device/disk_tier.hpp), set before allocate_persistent when a strategy may
+  // put rows there. Rows move between the host and the disk only; a row placed on disk before
+  // allocation starts there, zeroed. Readers and writers outside the step borrow such rows
+  // (DiskLoan, below).
+  void use_disk_tier(DiskTier& tier) noexcept { disk_tier_ = &tier; }
+  DiskTier* disk_tier() const noexcept { return disk_tier_; }
+  bool any_on_disk() const;
+  // Brings those of `rows` that live on disk to host memory and waits; returns them.
+  std::vector<int> borrow_from_disk(const std::vector<int>& rows);
+  // Sends borrowed rows back: written (on the tier's thread) when `changed`, else dropped, the
+  // disk holding them still.
+  void return_to_disk(const std::vector<int>& rows, bool changed);
 
   // Pointers into a row's memory, for ops (null when unallocated). The caller never reads them on
   // the host unless the row's home is the host.
@@ -113,6 +132,9 @@ class TensorStore {
   // nothing to do with f32 weights. `step`: the update the masters hold (0: initial or loaded
   // values; a resume: the checkpoint's step), for a rounding of the precision policy's own.
   void publish_weights(std::int64_t step = 0);
+  // The same for one layer's parameters (kGlobalParameters: those outside the blocks), whose
+  // masters must be in memory: the step in parts publishes each block while its state is in.
+  void publish_layer_weights(std::int64_t step, int layer);
   // Writes f32 values, from element `first` on, into a parameter that has no master (evaluation):
   // narrowed or quantized on the way, through an f32 staging buffer in the device arena for a
   // quantized matrix. Only f32 and plainly rounded bf16 storage take a slice
@@ -149,15 +171,19 @@ class TensorStore {
   // it writes weights that are on the device, whose host copies would go stale.
   void drop_stale_weight_copies();
   const TransferTotals& transfers() const noexcept { return transfers_; }
-
- private:
+  // The rows of a layer's group (kGlobalParameters: outside the blocks).
   std::vector<int> group_rows(int layer, TensorGroup group) const;
 
-  // A move in flight: the destination buffer and the copy's ticket, per row.
+ private:
+  // A move in flight: the destination buffer and the copy's ticket, per row; `disk`: the ticket is
+  // the disk tier's (a write leaves no destination: the source is freed when it lands).
   struct PendingMove {
     Buffer destination;
     CopyTicket ticket = 0;
+    bool disk = false;
   };
+  void begin_disk_move(int row, Home to);
+  void publish(const ParameterRows& rows, std::int64_t step);
 
   void quantize(const ParameterRows& rows, const float* master);
 
@@ -169,11 +195,37 @@ class TensorStore {
   std::vector<int> parameter_of_row_;  // parallel to table rows: the parameter whose value row it is, or -1
   TensorTable table_;
   std::vector<ParameterRows> parameters_;
-  std::vector<Buffer> buffers_;       // parallel to table rows
-  std::vector<PendingMove> pending_;  // parallel to table rows
-  std::size_t moves_in_flight_ = 0;   // rows with a pending move: lets hooks skip the scan when 0
-  std::vector<Buffer> host_copy_;     // parallel to table rows: clean host copies of fetched weights
+  std::vector<Buffer> buffers_;            // parallel to table rows
+  std::vector<PendingMove> pending_;       // parallel to table rows
+  std::size_t moves_in_flight_ = 0;        // rows with a pending move: lets hooks skip the scan when 0
+  std::vector<Buffer> host_copy_;          // parallel to table rows: clean host copies of fetched weights
+  std::vector<std::int64_t> disk_offset_;  // parallel to table rows: the row's extent on disk, or -1
+  DiskTier* disk_tier_ = nullptr;
   TransferTotals transfers_;
+};
+
+// Rows that live on disk, in host memory for as long as the loan lasts (a checkpoint's save or
+// load, an export, initial values), then back on disk: written back when the borrower writes them,
+// else dropped. Rows held elsewhere are left alone, so any reader of rows may take one.
+class DiskLoan {
+ public:
+  enum class Access : std::uint8_t { read, write };
+  DiskLoan(TensorStore& store, const std::vector<int>& rows, Access access)
+      : store_(store), rows_(store.borrow_from_disk(rows)), access_(access) {}
+  // A return that fails leaves the rows in host memory, which loses nothing.
+  ~DiskLoan() {
+    try {
+      store_.return_to_disk(rows_, access_ == Access::write);
+    } catch (...) {
+    }
+  }
+  DiskLoan(const DiskLoan&) = delete;
+  DiskLoan& operator=(const DiskLoan&) = delete;
+
+ private:
+  TensorStore& store_;
+  std::vector<int> rows_;
+  Access access_;
 };
 
 }  // namespace strata

@@ -92,13 +92,13 @@ void TensorTable::print(std::ostream& out, bool summarize_layers) const {
             : folded      ? "x" + std::to_string(layer_count)
                           : std::to_string(row.layer))
         << std::setw(20) << shape_text(row.shape) << std::setw(6) << dtype_name(row.element) << std::setw(13)
-        << category_name(row.category) << std::setw(8) << (row.home == Home::device ? "device" : "host") << std::right
-        << std::setw(12) << format_mib(bytes) << '\n';
+        << category_name(row.category) << std::setw(8) << home_name(row.home) << std::right << std::setw(12)
+        << format_mib(bytes) << '\n';
   }
-  for (Home home : {Home::device, Home::host}) {
+  for (Home home : {Home::device, Home::host, Home::disk}) {
     const CategoryBytes totals_by_category = totals(home);
     if (total_bytes(totals_by_category) == 0) continue;
-    out << (home == Home::device ? "device" : "host") << " totals:";
+    out << home_name(home) << " totals:";
     for (MemoryCategory category : kAllMemoryCategories)
       out << "  " << category_name(category) << ' ' << format_mib(totals_by_category[category_index(category)]);
     out << "  | all " << format_mib(total_bytes(totals_by_category)) << " MiB\n";

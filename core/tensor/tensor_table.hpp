@@ -16,7 +16,12 @@
 
 namespace strata {
 
-enum class Home : std::uint8_t { device, host };
+// Where a row's bytes live: device memory, the host arena, or the disk tier (core/device/disk_tier.hpp).
+enum class Home : std::uint8_t { device, host, disk };
+
+constexpr const char* home_name(Home home) noexcept {
+  return home == Home::device ? "device" : home == Home::host ? "host" : "disk";
+}
 
 // Allocations are rounded up to this many bytes; rows report the rounded size, so the table's
 // totals equal the allocator's live bytes exactly.

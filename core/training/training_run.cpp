@@ -19,6 +19,7 @@
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
 #include "core/device/backends.hpp"
+#include "core/device/disk_tier.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/hook_failed.hpp"
 #include "core/manifest/manifest_error.hpp"
@@ -31,6 +32,7 @@
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
 #include "core/util/address_space.hpp"
+#include "core/util/format_bytes.hpp"
 
 namespace strata {
 
@@ -100,6 +102,21 @@ void configure_threads(int threads) {
   openblas_set_num_threads(count);
 }
 
+std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device) {
+  if (!manifest.device.disk_path)
+    throw ManifestError(manifest.path.string() +
+                        ": a strategy put rows on disk, but [device] disk_path is not set: name a directory for the "
+                        "disk tier's file");
+  if (const std::string problem = disk_directory_problem(*manifest.device.disk_path); !problem.empty())
+    throw ManifestError(manifest.path.string() + ": [device] disk_path = \"" + manifest.device.disk_path->string() +
+                        "\" " + problem);
+  DiskTierOptions options;
+  options.directory = *manifest.device.disk_path;
+  options.limit = manifest.device.disk_limit;
+  options.staging_arena = &device.host_memory();
+  return std::make_unique<DiskTier>(std::move(options));
+}
+
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options) {
   configure_threads(manifest.train.threads);
   // The backend first: an unknown device is invalid input, refused before anything is written,
@@ -134,6 +151,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       manifest.checkpoint.dir && check_earlier_run(*manifest.checkpoint.dir, options.resume, options.fresh);
 
   host.use_backend(*device);
+  std::unique_ptr<DiskTier> disk_tier;  // outlives the model, whose rows it may hold
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
                  ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
@@ -142,7 +160,17 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   Executor executor(
       model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
       ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels});
-  executor.attach();  // strategies place the rows, then they are allocated
+  executor.attach_without_allocating();  // strategies place the rows
+  if (model.store().any_on_disk()) {
+    disk_tier = open_disk_tier(manifest, *device);
+    if (stack.predictor)
+      throw ManifestError(
+          "[predictor] moves the weights through their optimizer state, which a strategy put on disk: "
+          "keep the state in memory (offload optimizer_state = \"host\") with a predictor");
+    model.store().use_disk_tier(*disk_tier);
+    spdlog::info("disk tier: {}", disk_tier->description());
+  }
+  model.store().allocate_persistent();  // then allocated where they belong
   // Room for a BLAS work buffer per thread, proved now rather than found missing mid-step.
   if (const std::string shortfall =
           address_space_shortfall(2 * static_cast<std::uint64_t>(omp_get_max_threads()) * kOpenBlasBufferBytes);
@@ -370,6 +398,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   for (const auto& sink : stack.telemetry)
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed(status.message());
   summary.plugin_memory = {};
+  if (disk_tier) {
+    model.store().complete_all_moves();  // the last step's state written back
+    result.disk = disk_tier->stats();
+    spdlog::info("disk tier: {} read, {} written, I/O busy {:.2f} s, compute waited {:.2f} s; peak on disk {}",
+                 format_bytes(result.disk->bytes_read), format_bytes(result.disk->bytes_written),
+                 result.disk->busy_seconds, result.disk->waited_seconds, format_bytes(result.disk->peak_total));
+  }
   if (options.profile) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device/backend.hpp"
+#include "core/device/disk_tier.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/training/training_sample.hpp"
@@ -47,11 +48,16 @@ struct TrainResult {
   // Not empty when a resume found the run already at its last step: why nothing was trained.
   std::string nothing_to_train;
   std::vector<TrainingSample> samples;  // train.sample_every's, in step order
+  std::optional<DiskTierStats> disk;    // the disk tier's totals, when a strategy used it
 };
 
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and
 // std::runtime_error (the run failed).
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options);
+
+// The disk tier in [device] disk_path, its staging accounted in the backend's host arena; throws
+// ManifestError when disk_path is not set or cannot hold the tier's file.
+std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device);
 
 // The manifest's [device] backend; throws ManifestError when this build has none of that kind.
 std::unique_ptr<Backend> backend_for(const Manifest& manifest);

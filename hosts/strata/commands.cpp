@@ -21,6 +21,7 @@
 #include "core/device/backend.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/executor/executor.hpp"
+#include "core/executor/hook_failed.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
@@ -310,9 +311,34 @@ int command_validate(const std::vector<std::string>& arguments) {
       }
     };
     PluginRegistry registry = load_plugins(manifest);
+    const std::unique_ptr<Backend> table_device = make_cpu_backend(0);   // for the placement check, below
     HostServicesImpl host(manifest.model.info(), manifest.device.kind);  // outlives the stack's objects
     std::optional<Stack> stack;
     gather([&] { stack.emplace(build_stack(manifest, registry, host, "console", reading.model_as_written)); });
+    // The disk tier's directory can hold its file; and rows a strategy puts on disk (as `strata
+    // plan` places them, nothing allocated) have a directory to go to.
+    if (manifest.device.disk_path)
+      if (const std::string problem = disk_directory_problem(*manifest.device.disk_path); !problem.empty())
+        problems.push_back(manifest.path.string() + ": [device] disk_path = \"" + manifest.device.disk_path->string() +
+                           "\" " + problem);
+    if (stack && reading.model_as_written)
+      gather([&] {
+        host.use_backend(*table_device);
+        const std::unique_ptr<Model> model = make_model(
+            manifest.model, *table_device, stack->attention_on(*table_device, manifest.model.attention_shape(1)),
+            ModelOptions{manifest.train.micro_batch_rows(), state_layout_of(*stack->optimizer), Allocation::deferred,
+                         stack->storage_on(*table_device), Purpose::training, stack->trainable});
+        Executor executor(*model, *stack->optimizer, *stack->precision, stack->strategy_pointers(), ExecutorOptions{});
+        try {
+          executor.attach_without_allocating();
+        } catch (const HookFailed& e) {  // a strategy refusing the placement it was asked for
+          throw ManifestError(e.what());
+        }
+        if (model->store().any_on_disk() && !manifest.device.disk_path)
+          throw ManifestError(manifest.path.string() +
+                              ": a strategy puts rows on disk, but [device] disk_path is not set: name a directory "
+                              "for the disk tier's file");
+      });
     const auto check_data = [&](const std::filesystem::path& path, const char* key) {
       gather([&] {
         try {

@@ -16,12 +16,18 @@ class AdamW final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {
-      Ops& ops = host_.ops();
-      const float grad_scale = config_.begin_step(ops, info, slots, report);
-      for (ParamSlot& slot : slots)
-        ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
-                         config_.hyper(report, info, slot, grad_scale));
+      begin(info, slots, report);
+      update(info, slots);
     });
+  }
+
+  // In parts (the disk tier): the norm, the lr and the clipping first, then block by block.
+  bool steps_in_parts() const noexcept override { return true; }
+  Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) override {
+    return guarded([&] { begin(info, slots, report); });
+  }
+  Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) override {
+    return guarded([&] { update(info, slots); });
   }
 
   // The second moment is a running mean of squares: a negative value is corruption, and would be a
@@ -31,8 +37,21 @@ class AdamW final : public Optimizer {
   }
 
  private:
+  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
+    grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
+    report_ = report;
+  }
+  void update(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {
+    Ops& ops = host_.ops();
+    for (ParamSlot& slot : slots)
+      ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
+                       config_.hyper(report_, info, slot, grad_scale_));
+  }
+
   HostServices& host_;
   plugins::AdamWConfig config_;
+  OptimizerReport report_;  // this step's lr and norm, settled before its first part
+  float grad_scale_ = 1.0f;
 };
 
 const FactoryDescriptor kFactories[] = {make_factory<Optimizer, AdamW>(

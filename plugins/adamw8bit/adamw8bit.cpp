@@ -68,26 +68,24 @@ class AdamW8bit final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {
-      Ops& ops = host_.ops();
-      const float grad_scale = config_.begin_step(ops, info, slots, report);
-      for (ParamSlot& slot : slots) {
-        const AdamWHyper hyper = config_.hyper(report, info, slot, grad_scale);
-        if (slot.state[0].dtype == DType::f32) {  // a small tensor: f32 moments
-          ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(),
-                           slot.param.count, hyper);
-          continue;
-        }
-        const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
-        const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
-#if STRATA_ADAMW8BIT_CUDA
-        if (cuda_tables_ != nullptr) {
-          update_on_cuda(slot, m, v, hyper);
-          continue;
-        }
-#endif
-        adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
-      }
+      grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
+      report_ = report;
+      update(info, slots);
     });
+  }
+
+  // In parts (the disk tier): the norm, the lr and the clipping first, then block by block.
+  bool steps_in_parts() const noexcept override {
+    return true;
+  }
+  Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) override {
+    return guarded([&] {
+      grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
+      report_ = report;
+    });
+  }
+  Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) override {
+    return guarded([&] { update(info, slots); });
   }
 
   // Every code decodes to a valid moment (v's map is unsigned); what can break is a scale: each
@@ -103,6 +101,27 @@ class AdamW8bit final : public Optimizer {
   }
 
  private:
+  void update(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {
+    Ops& ops = host_.ops();
+    for (ParamSlot& slot : slots) {
+      const AdamWHyper hyper = config_.hyper(report_, info, slot, grad_scale_);
+      if (slot.state[0].dtype == DType::f32) {  // a small tensor: f32 moments
+        ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
+                         hyper);
+        continue;
+      }
+      const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
+      const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
+#if STRATA_ADAMW8BIT_CUDA
+      if (cuda_tables_ != nullptr) {
+        update_on_cuda(slot, m, v, hyper);
+        continue;
+      }
+#endif
+      adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
+    }
+  }
+
 #if STRATA_ADAMW8BIT_CUDA
   void update_on_cuda(ParamSlot& slot, adamw8bit::QuantizedMoment m, adamw8bit::QuantizedMoment v,
                       const AdamWHyper& hyper) {
@@ -119,6 +138,8 @@ class AdamW8bit final : public Optimizer {
   plugins::AdamWConfig config_;
   std::int64_t block_size_;
   std::int64_t min_8bit_size_;
+  OptimizerReport report_;  // this step's lr and norm, settled before its first part
+  float grad_scale_ = 1.0f;
 };
 
 constexpr const char* kKeys[] = {"betas",    "eps",          "weight_decay", "grad_clip",

@@ -5,6 +5,10 @@
 //                              next layer's backward), the optimizer updates host weights with the
 //                              host's vectorized AdamW, and the new weights stream back to the
 //                              device during the next forward.
+//   optimizer_state = "disk"   as "host", with the optimizer state (moments, and the f32 masters
+//                              of bf16 or quantized weights) in the disk tier's file ([device]
+//                              disk_path): the optimizer steps block by block, each block's state
+//                              read in ahead of its update and written back behind it.
 //   max_resident_layers = K    block weights (and their gradients) live on the host; at most K
 //   prefetch = P               blocks are on the device at once, and blocks i+1..i+P (forward) or
 //                              i-1..i-P (backward) are fetched on the copy stream while block i
@@ -34,9 +38,10 @@ class Offload final : public MemoryStrategy {
   Offload(ConfigView& config, HostServices& host) : n_layer_(host.model().n_layer) {
     // An empty default tells a refused value (reported by the view) from one not written, so the
     // checks between keys below never complain about a value the user did not write.
-    const std::string optimizer_state = config.get_string("optimizer_state", "", {"device", "host"});
+    const std::string optimizer_state = config.get_string("optimizer_state", "", {"device", "host", "disk"});
     const bool optimizer_state_refused = config.has("optimizer_state") && optimizer_state.empty();
-    host_optimizer_ = optimizer_state == "host";
+    disk_optimizer_ = optimizer_state == "disk";
+    host_optimizer_ = optimizer_state == "host" || disk_optimizer_;
     streaming_ = config.has("max_resident_layers");
     if (streaming_) {
       max_resident_ = static_cast<int>(config.get_int("max_resident_layers", n_layer_, 1, n_layer_));
@@ -68,6 +73,8 @@ class Offload final : public MemoryStrategy {
     if (!host_optimizer_) return {};
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
       if (Status s = context.evict(layer, TensorGroup::optimizer_state); !s) return s;
+      if (disk_optimizer_)
+        if (Status s = context.evict_to_disk(layer, TensorGroup::optimizer_state); !s) return s;
       if (Status s = context.evict(layer, TensorGroup::grads); !s) return s;
       if (streaming_ && layer >= 0)
         if (Status s = context.evict(layer, TensorGroup::weights); !s) return s;
@@ -194,6 +201,7 @@ class Offload final : public MemoryStrategy {
 
   int n_layer_;
   bool host_optimizer_ = false;
+  bool disk_optimizer_ = false;  // the optimizer state in the disk tier (host_optimizer_ too)
   bool streaming_ = false;
   bool activations_ = false;
   int max_resident_ = 0;

@@ -26,28 +26,49 @@ class Sgd final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {
-      Ops& ops = host_.ops();
-      double sum_of_squares = 0.0;
-      for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
-      report.grad_norm = std::sqrt(sum_of_squares);
-      report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
-      const float scale =
-          grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
-      for (ParamSlot& slot : slots) {
-        const SgdHyper hyper{static_cast<float>(report.lr), momentum_, slot.decay ? weight_decay_ : 0.0f, scale};
-        ops.sgd_update(slot.param.f32(), slot.grad.f32(), momentum_ > 0.0f ? slot.state[0].f32() : nullptr,
-                       slot.param.count, hyper);
-      }
+      begin(info, slots, report);
+      update(slots);
     });
   }
 
+  // In parts (the disk tier): the norm, the lr and the clipping first, then block by block.
+  bool steps_in_parts() const noexcept override { return true; }
+  Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) override {
+    return guarded([&] { begin(info, slots, report); });
+  }
+  Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) override {
+    (void)info;
+    return guarded([&] { update(slots); });
+  }
+
  private:
+  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
+    Ops& ops = host_.ops();
+    double sum_of_squares = 0.0;
+    for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
+    report.grad_norm = std::sqrt(sum_of_squares);
+    report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
+    lr_ = report.lr;
+    scale_ =
+        grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
+  }
+  void update(std::span<ParamSlot> slots) {
+    Ops& ops = host_.ops();
+    for (ParamSlot& slot : slots) {
+      const SgdHyper hyper{static_cast<float>(lr_), momentum_, slot.decay ? weight_decay_ : 0.0f, scale_};
+      ops.sgd_update(slot.param.f32(), slot.grad.f32(), momentum_ > 0.0f ? slot.state[0].f32() : nullptr,
+                     slot.param.count, hyper);
+    }
+  }
+
   HostServices& host_;
   float momentum_ = 0.9f;
   float weight_decay_ = 0.0f;
   double grad_clip_ = 0.0;
   std::string schedule_;
   double min_lr_ratio_ = 0.1;
+  double lr_ = 0.0;     // this step's, settled before its first part
+  float scale_ = 1.0f;  // the clipping's
 };
 
 constexpr const char* kKeys[] = {"momentum", "weight_decay", "grad_clip", "schedule", "min_lr_ratio"};

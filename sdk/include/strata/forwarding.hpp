@@ -103,6 +103,16 @@ class Forwarder<Optimizer, Policy> final : public Optimizer {
     if (!policy_.has(1)) return Optimizer::check_state(parameter, buffers);
     return policy_.answer("check_state", [&] { return object_->check_state(parameter, buffers); });
   }
+  bool steps_in_parts() const noexcept override { return policy_.has(3) && object_->steps_in_parts(); }
+  Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots,
+                    OptimizerReport& report) noexcept override {
+    if (!policy_.has(3)) return Optimizer::begin_step(info, slots, report);
+    return policy_.call("begin_step", at_step(info.step), [&] { return object_->begin_step(info, slots, report); });
+  }
+  Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) noexcept override {
+    if (!policy_.has(3)) return Optimizer::step_part(info, slots);
+    return policy_.call("step_part", at_step(info.step), [&] { return object_->step_part(info, slots); });
+  }
 
  private:
   std::shared_ptr<Optimizer> object_;

@@ -101,6 +101,20 @@ class HookContext {
   // (recompute_activations, above). A name that is not such a tensor of this block is an error
   // naming it and those that are.
   virtual Status drop_activation_tensors(int layer, std::span<const std::string_view> names) noexcept = 0;
+
+  // ABI 9.3 -------------------------------------------------------------------------------------
+  // (optional, since 9.3) The disk tier: moves a layer's optimizer state (its moments, and the f32
+  // masters of bf16 or quantized weights) to the file the run keeps in [device] disk_path, and
+  // waits. From then on residence() reads disk, and the optimizer steps one block at a time
+  // (Optimizer::steps_in_parts): each block's state is read in ahead of its update and written
+  // back behind it, so at most two blocks' state is in host memory at once. Call it from
+  // on_attach, where it only changes the rows' home. Only optimizer state goes to disk so far;
+  // another group, a run without disk_path, or an optimizer that cannot step in parts is an error.
+  virtual Status evict_to_disk(int layer, TensorGroup group) noexcept {
+    (void)layer;
+    (void)group;
+    return Status::error("this host has no disk tier");
+  }
 };
 
 }  // namespace strata

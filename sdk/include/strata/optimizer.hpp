@@ -81,6 +81,27 @@ class Optimizer {
     (void)buffers;
     return {};
   }
+
+  // ABI 9.3 -------------------------------------------------------------------------------------
+  // (optional, since 9.3) The step in parts, for state that is never all in memory at once (the
+  // disk tier, HookContext::evict_to_disk). begin_step sees every trained parameter's gradient,
+  // with `param` and `state` views that may be empty (their bytes are on disk), and settles what
+  // the whole step shares: the schedule's lr, the global gradient norm and its clipping. Then
+  // step_part updates some of the slots, with everything in memory; each slot comes in exactly one
+  // part per step, in the model's order. The parts together must give step()'s bits. The host calls
+  // them only when steps_in_parts() says so; an optimizer without them keeps its state off the disk.
+  virtual bool steps_in_parts() const noexcept { return false; }
+  virtual Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
+    (void)info;
+    (void)slots;
+    (void)report;
+    return Status::error("this optimizer does not step in parts");
+  }
+  virtual Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {
+    (void)info;
+    (void)slots;
+    return Status::error("this optimizer does not step in parts");
+  }
 };
 
 }  // namespace strata

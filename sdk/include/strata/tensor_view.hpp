@@ -21,9 +21,9 @@ constexpr std::string_view group_name(TensorGroup group) noexcept {
   return "weights";
 }
 
-// Where a tensor group lives right now. (A later minor may add homes, such as a disk tier, at the
-// end: handle unknown values.)
-enum class Residence : std::uint8_t { device, host, absent };
+// Where a tensor group lives right now. (A later minor may add homes at the end: handle unknown
+// values.) disk (since 9.3): the disk tier, [device] disk_path (HookContext::evict_to_disk).
+enum class Residence : std::uint8_t { device, host, absent, disk };
 
 // Where a view's memory is: the backend's (device) memory, which only ops and explicit copies
 // touch, or host memory the caller may read.

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The disk tier's speed and memory cost: GPT-2 XL (examples/gpt2-xl-24gib.toml) with its optimizer
+# state (8-bit moments and f32 masters) on the host, then in the disk tier, side by side in one
+# run, ROUNDS times. Per run: median s/step from the JSONL, peak RSS from /usr/bin/time, and the
+# disk tier's own totals from the log (bytes read and written, I/O busy time, compute's wait).
+# Usage: bash bench/disk_tier_bench.sh [STEPS] [ROUNDS] [DISK_DIR]
+set -euo pipefail
+steps=${1:-5}
+rounds=${2:-1}
+dir=runs/bench-disk-tier
+tier=${3:-$dir/tier}
+strata=${STRATA_BIN:-./build/bin/strata}
+mkdir -p "$dir" "$tier"
+median_step_s() {  # the median of the steps after the first (which reads the tier's zeros in too)
+  python3 -c '
+import json, statistics, sys
+ms = [json.loads(l)["ms"] for l in open(sys.argv[1]) if "\"ms\"" in l][1:]
+print(f"{statistics.median(ms) / 1000:.1f}")' "$1"
+}
+for round in $(seq "$rounds"); do
+  for home in host disk; do
+    out=$dir/$home-$round
+    echo "== round $round: optimizer_state = \"$home\", $steps steps"
+    /usr/bin/time -v "$strata" train examples/gpt2-xl-24gib.toml --set train.steps="$steps" \
+      --set strategy.1.optimizer_state=\"$home\" --set device.disk_path=\"$tier\" \
+      --set telemetry.2.path=\"$out.jsonl\" > "$out.log" 2>&1
+    rss_kib=$(grep "Maximum resident set size" "$out.log" | awk '{print $NF}')
+    echo "$home: $(median_step_s "$out.jsonl") s/step (median of steps 2..$steps), peak RSS $((rss_kib / 1024)) MiB"
+    grep -E "disk tier: .* read" "$out.log" | sed -e 's/^\[[^]]*\] \[info\] //' || true
+    grep -E "Elapsed \(wall clock\)" "$out.log"
+  done
+done

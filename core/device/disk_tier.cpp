@@ -1,0 +1,372 @@
+#include "core/device/disk_tier.hpp"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "core/device/allocator.hpp"
+#include "core/util/format_bytes.hpp"
+
+namespace strata {
+
+namespace {
+
+constexpr std::uint64_t round_up(std::uint64_t bytes, std::uint64_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+std::string error_text(int error) {
+  return std::strerror(error);
+}
+
+// An unnamed file in `directory`: O_TMPFILE where the filesystem has it, else a named file
+// unlinked at once. Returns the descriptor, or -1 with errno set.
+int open_unnamed(const DiskTierOptions& options, int extra_flags) {
+  const std::string directory = options.directory.string();
+  int fd = options.open_file(directory.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC | extra_flags, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != ENOENT)) return fd;
+  // No O_TMPFILE: a unique name, removed at once, so nothing outlives the run either way.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::string name =
+        directory + "/.strata-disk-tier-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+    fd = options.open_file(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | extra_flags, 0600);
+    if (fd >= 0) {
+      ::unlink(name.c_str());
+      return fd;
+    }
+    if (errno != EEXIST) return -1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+struct DiskTier::State {
+  struct Job {
+    bool write = false;
+    std::byte* host = nullptr;
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+  };
+
+  explicit State(DiskTierOptions given) : options(std::move(given)) {
+    if (!options.open_file)
+      options.open_file = [](const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); };
+    if (!options.reserve_space)
+      options.reserve_space = [](int fd, off_t offset, off_t length) { return ::posix_fallocate(fd, offset, length); };
+    options.staging_bytes = std::max(round_up(options.staging_bytes, kDiskBlockBytes), kDiskBlockBytes);
+    fd = open_unnamed(options, O_DIRECT);
+    if (fd < 0 && errno == EINVAL) {
+      // The filesystem refuses O_DIRECT (some network and FUSE filesystems): buffered I/O works
+      // everywhere, at the price of the page cache.
+      spdlog::warn("disk tier: {} refuses O_DIRECT ({}); using buffered I/O", options.directory.string(),
+                   error_text(EINVAL));
+      direct_io = false;
+      fd = open_unnamed(options, 0);
+    }
+    if (fd < 0)
+      throw std::invalid_argument("[device] disk_path = \"" + options.directory.string() +
+                                  "\": cannot create the disk tier's file there: " + error_text(errno));
+    if (const int error = io_uring_queue_init(4, &ring, 0); error < 0) {
+      spdlog::warn("disk tier: io_uring is not available ({}); using pread/pwrite on the tier's thread",
+                   error_text(-error));
+      uring = false;
+    }
+    for (std::size_t s = 0; s < staging.size(); ++s) {
+      const std::uint64_t bytes = options.staging_bytes + kDiskBlockBytes;
+      if (options.staging_arena != nullptr) {
+        staging_buffers[s] = options.staging_arena->allocate(bytes, MemoryCategory::workspace, "disk tier");
+        staging_base[s] = static_cast<std::byte*>(staging_buffers[s].data());
+      } else {
+        owned_staging[s] = std::make_unique<std::byte[]>(bytes);
+        staging_base[s] = owned_staging[s].get();
+      }
+      const auto address = reinterpret_cast<std::uintptr_t>(staging_base[s]);
+      staging[s] = staging_base[s] + (round_up(address, kDiskBlockBytes) - address);
+    }
+    worker = std::jthread([this](std::stop_token stop) { run(stop); });
+  }
+
+  ~State() {
+    worker.request_stop();
+    if (worker.joinable()) worker.join();  // drains the queue first
+    if (uring) io_uring_queue_exit(&ring);
+    ::close(fd);
+  }
+
+  CopyTicket enqueue(const Job& job) {
+    std::lock_guard lock(mutex);
+    const CopyTicket ticket = ++issued;
+    jobs.push_back(job);
+    work_ready.notify_one();
+    return ticket;
+  }
+
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mutex);
+    while (true) {
+      if (!work_ready.wait(lock, stop, [&] { return !jobs.empty(); })) return;
+      const Job job = jobs.front();
+      jobs.pop_front();
+      const bool failed_before = !error.empty();
+      lock.unlock();
+      const auto start = std::chrono::steady_clock::now();
+      std::string problem;
+      if (!failed_before) problem = transfer(job);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      lock.lock();
+      busy_seconds += seconds;
+      (job.write ? bytes_written : bytes_read) += problem.empty() && !failed_before ? job.bytes : 0;
+      if (!problem.empty() && error.empty()) error = problem;
+      ++completed;
+      job_done.notify_all();
+    }
+  }
+
+  // One chunk in one staging slot: submitted, then finished.
+  struct Slot {
+    bool busy = false;
+    bool done = false;
+    int result = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+  };
+
+  void submit(std::size_t s, bool write, std::uint64_t offset, std::uint64_t bytes) {
+    Slot& slot = slots[s];
+    slot = Slot{true, false, 0, offset, bytes};
+    if (!uring) {
+      slot.result = write ? static_cast<int>(::pwrite(fd, staging[s], bytes, static_cast<off_t>(offset)))
+                          : static_cast<int>(::pread(fd, staging[s], bytes, static_cast<off_t>(offset)));
+      if (slot.result < 0) slot.result = -errno;
+      slot.done = true;
+      return;
+    }
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    if (write)
+      io_uring_prep_write(sqe, fd, staging[s], static_cast<unsigned>(bytes), offset);
+    else
+      io_uring_prep_read(sqe, fd, staging[s], static_cast<unsigned>(bytes), offset);
+    io_uring_sqe_set_data64(sqe, s);
+    io_uring_submit(&ring);
+  }
+
+  // Waits for slot s's chunk; a short transfer is finished with pread/pwrite. "" or the problem.
+  std::string finish(std::size_t s, bool write) {
+    Slot& slot = slots[s];
+    while (!slot.done) {
+      io_uring_cqe* cqe = nullptr;
+      if (const int waited = io_uring_wait_cqe(&ring, &cqe); waited < 0) {
+        if (waited == -EINTR) continue;
+        return "io_uring: " + error_text(-waited);
+      }
+      Slot& landed = slots[static_cast<std::size_t>(io_uring_cqe_get_data64(cqe))];
+      landed.result = cqe->res;
+      landed.done = true;
+      io_uring_cqe_seen(&ring, cqe);
+    }
+    slot.busy = false;
+    std::uint64_t moved = slot.result > 0 ? static_cast<std::uint64_t>(slot.result) : 0;
+    int result = slot.result;
+    while (result >= 0 && moved < slot.bytes) {
+      const std::uint64_t left = slot.bytes - moved;
+      const auto at = static_cast<off_t>(slot.offset + moved);
+      const ssize_t n = write ? ::pwrite(fd, staging[s] + moved, left, at) : ::pread(fd, staging[s] + moved, left, at);
+      if (n <= 0) {
+        result = n < 0 ? -errno : -EIO;  // a read past the end or a write that makes no progress
+        break;
+      }
+      moved += static_cast<std::uint64_t>(n);
+    }
+    if (result < 0)
+      return std::string(write ? "writing " : "reading ") + format_bytes(slot.bytes) + " at offset " +
+             std::to_string(slot.offset) + " of the disk tier in " + options.directory.string() + ": " +
+             error_text(-result);
+    return {};
+  }
+
+  // A job in chunks of the staging size: while one slot's chunk is on its way, the other's is copied.
+  std::string transfer(const Job& job) {
+    const std::uint64_t chunk = options.staging_bytes;
+    const std::uint64_t chunks = (job.bytes + chunk - 1) / chunk;
+    const auto span = [&](std::uint64_t c) {
+      const std::uint64_t first = c * chunk;
+      return std::pair{first, std::min(chunk, job.bytes - first)};
+    };
+    std::string problem;
+    const auto finish_all = [&] {
+      for (std::size_t s = 0; s < slots.size(); ++s)
+        if (slots[s].busy)
+          if (std::string p = finish(s, job.write); problem.empty()) problem = std::move(p);
+    };
+    if (job.write) {
+      for (std::uint64_t c = 0; c < chunks && problem.empty(); ++c) {
+        const std::size_t s = c % 2;
+        if (slots[s].busy) problem = finish(s, true);
+        if (!problem.empty()) break;
+        const auto [first, bytes] = span(c);
+        std::memcpy(staging[s], job.host + first, bytes);
+        const std::uint64_t padded = round_up(bytes, kDiskBlockBytes);
+        std::memset(staging[s] + bytes, 0, padded - bytes);
+        submit(s, true, job.offset + first, padded);
+      }
+      finish_all();
+      return problem;
+    }
+    for (std::uint64_t c = 0; c < std::min<std::uint64_t>(chunks, 2); ++c) {
+      const auto [first, bytes] = span(c);
+      submit(c % 2, false, job.offset + first, round_up(bytes, kDiskBlockBytes));
+    }
+    for (std::uint64_t c = 0; c < chunks; ++c) {
+      const std::size_t s = c % 2;
+      problem = finish(s, false);
+      if (!problem.empty()) break;
+      const auto [first, bytes] = span(c);
+      std::memcpy(job.host + first, staging[s], bytes);
+      if (c + 2 < chunks) {
+        const auto [next_first, next_bytes] = span(c + 2);
+        submit(s, false, job.offset + next_first, round_up(next_bytes, kDiskBlockBytes));
+      }
+    }
+    finish_all();
+    return problem;
+  }
+
+  DiskTierOptions options;
+  int fd = -1;
+  bool direct_io = true;
+  bool uring = true;
+  io_uring ring{};
+  std::array<Buffer, 2> staging_buffers;
+  std::array<std::unique_ptr<std::byte[]>, 2> owned_staging;
+  std::array<std::byte*, 2> staging_base{};
+  std::array<std::byte*, 2> staging{};  // aligned to kDiskBlockBytes
+  std::array<Slot, 2> slots{};          // the tier's thread's own
+
+  std::uint64_t file_bytes = 0;  // the caller's thread's own
+  CategoryBytes live{};
+  CategoryBytes peak{};
+  std::uint64_t peak_total = 0;
+  double waited_seconds = 0.0;
+
+  mutable std::mutex mutex;  // guards what follows
+  std::condition_variable_any work_ready;
+  std::condition_variable job_done;
+  std::deque<Job> jobs;
+  CopyTicket issued = 0;
+  CopyTicket completed = 0;
+  std::string error;  // the first transfer that failed; every later one fails with it
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  double busy_seconds = 0.0;
+  std::jthread worker;  // last: it starts after, and stops before, the state it uses
+};
+
+DiskTier::DiskTier(DiskTierOptions options) : state_(std::make_unique<State>(std::move(options))) {}
+
+DiskTier::~DiskTier() = default;
+
+std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row) {
+  State& s = *state_;
+  const std::uint64_t extent = round_up(std::max<std::uint64_t>(bytes, 1), kDiskBlockBytes);
+  const std::uint64_t offset = s.file_bytes;
+  if (s.options.limit > 0 && offset + extent > s.options.limit)
+    throw std::runtime_error("disk tier: " + std::string(row) + " needs " + format_bytes(extent) +
+                             " more on disk, past [device] disk_limit = " + format_bytes(s.options.limit) + " (" +
+                             format_bytes(offset) + " held already)");
+  if (const int error = s.options.reserve_space(s.fd, static_cast<off_t>(offset), static_cast<off_t>(extent));
+      error != 0)
+    throw std::runtime_error("disk tier: no room for " + std::string(row) + " in " + s.options.directory.string() +
+                             ": " + std::to_string(extent) + " bytes more needed (the tier's file holds " +
+                             std::to_string(offset) + "): " + error_text(error));
+  s.file_bytes = offset + extent;
+  return offset;
+}
+
+CopyTicket DiskTier::write(std::uint64_t offset, const void* source, std::uint64_t bytes) {
+  return state_->enqueue({true, static_cast<std::byte*>(const_cast<void*>(source)), offset, bytes});
+}
+
+CopyTicket DiskTier::read(std::uint64_t offset, void* destination, std::uint64_t bytes) {
+  return state_->enqueue({false, static_cast<std::byte*>(destination), offset, bytes});
+}
+
+double DiskTier::wait(CopyTicket ticket) {
+  State& s = *state_;
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock lock(s.mutex);
+  s.job_done.wait(lock, [&] { return s.completed >= ticket; });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.waited_seconds += seconds;
+  if (!s.error.empty()) throw std::runtime_error("disk tier: " + s.error);
+  return seconds;
+}
+
+CopyTicket DiskTier::completed() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->completed;
+}
+
+void DiskTier::hold(MemoryCategory category, std::uint64_t bytes) {
+  State& s = *state_;
+  std::uint64_t& live = s.live[category_index(category)];
+  live += bytes;
+  s.peak[category_index(category)] = std::max(s.peak[category_index(category)], live);
+  s.peak_total = std::max(s.peak_total, total_bytes(s.live));
+}
+
+void DiskTier::release(MemoryCategory category, std::uint64_t bytes) {
+  std::uint64_t& live = state_->live[category_index(category)];
+  live -= std::min(live, bytes);
+}
+
+DiskTierStats DiskTier::stats() const {
+  const State& s = *state_;
+  DiskTierStats stats;
+  stats.file_bytes = s.file_bytes;
+  stats.live = s.live;
+  stats.peak = s.peak;
+  stats.peak_total = s.peak_total;
+  stats.waited_seconds = s.waited_seconds;
+  stats.direct_io = s.direct_io;
+  stats.io_uring = s.uring;
+  std::lock_guard lock(s.mutex);
+  stats.bytes_read = s.bytes_read;
+  stats.bytes_written = s.bytes_written;
+  stats.busy_seconds = s.busy_seconds;
+  return stats;
+}
+
+std::string DiskTier::description() const {
+  return state_->options.directory.string() + " (" + (state_->direct_io ? "O_DIRECT" : "buffered") + ", " +
+         (state_->uring ? "io_uring" : "pread/pwrite") + ")";
+}
+
+std::string disk_directory_problem(const std::filesystem::path& directory) {
+  std::error_code error;
+  const auto status = std::filesystem::status(directory, error);
+  if (!std::filesystem::exists(status)) return "does not exist";
+  if (!std::filesystem::is_directory(status)) return "is not a directory";
+  // Root passes every permission check, so try what the run will do: create an unnamed file.
+  DiskTierOptions probe;
+  probe.directory = directory;
+  probe.open_file = [](const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); };
+  const int fd = open_unnamed(probe, 0);
+  if (fd < 0) return "is not writable: " + error_text(errno);
+  ::close(fd);
+  return {};
+}
+
+}  // namespace strata

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The disk tier from the command line: optimizer state on disk trains to the losses of the state on
+# the host, bit for bit; a run killed mid-step (kill -9, mid-write to the tier) resumes to the
+# uninterrupted run's losses and leaves no tier file behind; a bad disk_path is refused at validate
+# time (exit 2); a full filesystem ends the run (exit 1) naming the bytes, and the last checkpoint
+# stays intact. With RELIABILITY_TABLE set, the faults add rows to docs/reliability.md's table.
+set -uo pipefail
+source "$(dirname "$0")/expect.sh" "$1" "$2"
+digest() { find "$@" -type f -exec sha256sum {} + | sort; }
+losses() { python3 -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
+small=(--set model.n_layer=3 --set model.d_model=32 --set model.seq_len=16 --set train.batch=4
+  --set train.eval_batches=2 --set train.eval_every=0 --set checkpoint.keep_last=1)
+launch=""  # "exec" in a background subshell, so that its pid is the run's (kill -9 reaches it)
+tier=$work/tier
+mkdir -p "$tier"
+manifest() {  # manifest NAME OPTIMIZER_STATE: the quickstart with offload of the optimizer state
+  { cat "$q"; printf '[[strategy]]\nplugin = "offload"\noptimizer_state = "%s"\n' "$2"; } > "$work/$1.toml"
+}
+manifest host host
+manifest disk disk
+train() {  # train MANIFEST NAME STEPS [args...]: checkpoints and telemetry under $work/NAME
+  local toml=$1 name=$2 steps=$3; shift 3
+  $launch "$strata" train "$work/$toml.toml" "${small[@]}" --set train.steps="$steps" \
+    --set checkpoint.dir=\"$work/$name/checkpoints\" --set telemetry.1.path=\"$work/$name/steps.jsonl\" \
+    --set device.disk_path=\"$tier\" "$@"
+}
+
+# Disk against host: the same losses, to the last bit; the log says where the tier was.
+train host host 6 > "$work/host.log" 2>&1 || { cat "$work/host.log"; fail "host-offload run failed"; }
+train disk disk 6 > "$work/disk.log" 2>&1 || { cat "$work/disk.log"; fail "disk-tier run failed"; }
+grep -q "disk tier: $tier (" "$work/disk.log" || fail "the log does not say where the disk tier is: $(cat "$work/disk.log")"
+grep -q "disk tier: .* read, .* written" "$work/disk.log" || fail "no disk-tier totals in the log"
+[ "$(losses "$work/host/steps.jsonl")" = "$(losses "$work/disk/steps.jsonl")" ] ||
+  fail "disk tier changed the losses: host $(losses "$work/host/steps.jsonl"), disk $(losses "$work/disk/steps.jsonl")"
+[ -z "$(ls -A "$tier")" ] || fail "the tier's file outlived its run: $(ls -A "$tier")"
+echo "ok: disk-tier losses equal the host's: $(losses "$work/disk/steps.jsonl")"
+
+# kill -9 mid-run, a moment after the first save (the state's reads and writes run all through a
+# step), then --resume: the losses after the save are the uninterrupted run's.
+big=(--set model.d_model=128 --set model.n_layer=4 --set checkpoint.every=5)
+train disk whole 40 "${big[@]}" > "$work/whole.log" 2>&1 || fail "uninterrupted run failed"
+for delay in 0.1 0.4; do
+  rm -rf "$work/killed"
+  (exec > "$work/killed.log" 2>&1; launch=exec; train disk killed 40 "${big[@]}") &
+  pid=$!
+  for _ in $(seq 600); do [ -f "$work/killed/checkpoints/latest" ] && break; sleep 0.05; done
+  sleep "$delay"
+  kill -9 "$pid" 2> /dev/null
+  wait "$pid" 2> /dev/null
+  grep -q "step 40/40" "$work/killed.log" && echo "note: the run finished before kill -9 at ${delay}s"
+  train disk killed 40 "${big[@]}" --resume >> "$work/killed.log" 2>&1 ||
+    { cat "$work/killed.log"; fail "resume after kill -9 failed"; }
+  resumed=$(losses "$work/killed/steps.jsonl" | awk '{print $NF}')
+  whole=$(losses "$work/whole/steps.jsonl" | awk '{print $NF}')
+  [ "$resumed" = "$whole" ] || fail "after kill -9 at ${delay}s and --resume the last loss is $resumed, not $whole"
+  [ -z "$(ls -A "$tier")" ] || fail "a killed run left tier files: $(ls -A "$tier")"
+  echo "ok: kill -9 at ${delay}s, resumed to the uninterrupted last loss $whole"
+done
+
+# A directory that cannot hold the tier, or none named: refused at validate time.
+fault "[device] disk_path that does not exist" 2 "disk_path = \"$work/missing\" does not exist" -- \
+  "$strata" validate "$work/disk.toml" --set device.disk_path=\"$work/missing\"
+fault "[device] disk_path on a read-only filesystem" 2 "disk_path = \"/proc\" is not writable" -- \
+  "$strata" validate "$work/disk.toml" --set device.disk_path=\"/proc\"
+fault "optimizer_state = \"disk\" without [device] disk_path" 2 "a strategy puts rows on disk, but [device] disk_path is not set" -- \
+  "$strata" validate "$work/disk.toml"
+fault "[device] disk_limit without disk_path" 2 "disk_limit bounds the disk tier: set disk_path as well" -- \
+  "$strata" validate "$work/disk.toml" --set device.disk_limit=\"1GiB\"
+
+# No room: disk_limit below the state, and a full filesystem (a small tmpfs, where the machine lets
+# us mount one). The run stops before its first step, naming the bytes; the save stays as it was.
+before=$(digest "$work/disk/checkpoints")
+fault "disk_limit below the optimizer state" 1 "more on disk, past [device] disk_limit = 64.0 KiB" -- \
+  train disk disk 8 --resume --set device.disk_limit=\"64KiB\"
+[ "$(digest "$work/disk/checkpoints")" = "$before" ] || fail "a refused resume changed the checkpoint"
+small_fs=$work/small_fs
+mkdir -p "$small_fs"
+if mount -t tmpfs -o size=256k tmpfs "$small_fs" 2> /dev/null; then
+  fault "disk tier on a full filesystem" 1 "bytes more needed" -- \
+    "$strata" train "$work/disk.toml" "${small[@]}" --set train.steps=8 --resume \
+    --set checkpoint.dir=\"$work/disk/checkpoints\" --set telemetry.1.path=\"$work/disk/steps.jsonl\" \
+    --set device.disk_path=\"$small_fs\"
+  umount "$small_fs"
+  [ "$(digest "$work/disk/checkpoints")" = "$before" ] || fail "a run on a full disk changed the checkpoint"
+else
+  echo "skipped: the full-filesystem case needs a tmpfs mount, which this machine refuses"
+fi
+echo "all disk-tier checks passed"

@@ -1,0 +1,192 @@
+// The disk tier: its transfers against the bytes given, the refusals it must survive or report
+// (O_DIRECT, a full filesystem, its limit), and training with optimizer state on disk, bitwise
+// equal to the state on the host.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "core/device/allocator.hpp"
+#include "core/device/disk_tier.hpp"
+#include "stack_run.hpp"
+#include "test_support.hpp"
+
+namespace strata::test {
+namespace {
+
+DiskTierOptions options_in(const std::filesystem::path& directory, std::uint64_t staging_bytes = 4 << 20,
+                           std::uint64_t limit = 0, Allocator* staging_arena = nullptr) {
+  DiskTierOptions options;
+  options.directory = directory;
+  options.limit = limit;
+  options.staging_arena = staging_arena;
+  options.staging_bytes = staging_bytes;
+  return options;
+}
+
+std::vector<std::byte> random_bytes(std::size_t count, unsigned seed) {
+  std::mt19937 random(seed);
+  std::vector<std::byte> bytes(count);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(random() & 0xff);
+  return bytes;
+}
+
+// Extents of awkward sizes, several transfers in flight, staging smaller than most of them (so
+// each goes in pipelined chunks): every byte read back is the byte written.
+void expect_round_trip(DiskTierOptions options) {
+  DiskTier tier(std::move(options));
+  const std::vector<std::size_t> sizes = {1, 4095, 4096, 4097, 3 * 8192 + 5, 100000};
+  std::vector<std::vector<std::byte>> written;
+  std::vector<std::uint64_t> offsets;
+  CopyTicket last = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    written.push_back(random_bytes(sizes[i], static_cast<unsigned>(i + 1)));
+    offsets.push_back(tier.reserve(sizes[i], "row " + std::to_string(i)));
+    EXPECT_EQ(offsets.back() % kDiskBlockBytes, 0u);
+    last = tier.write(offsets.back(), written.back().data(), sizes[i]);
+  }
+  tier.wait(last);
+  std::vector<std::vector<std::byte>> read(sizes.size());
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    read[i].assign(sizes[i], std::byte{0x5a});
+    last = tier.read(offsets[i], read[i].data(), sizes[i]);
+  }
+  tier.wait(last);
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(read[i].data(), written[i].data(), sizes[i])) << "extent " << i << ", " << sizes[i];
+  const DiskTierStats stats = tier.stats();
+  std::uint64_t total = 0;
+  for (std::size_t size : sizes) total += size;
+  EXPECT_EQ(stats.bytes_written, total);
+  EXPECT_EQ(stats.bytes_read, total);
+  EXPECT_GT(stats.file_bytes, total);
+}
+
+TEST(DiskTier, ReadsBackEveryByteWrittenThroughDoubleBufferedStaging) {
+  const auto dir = temporary_directory("disk_tier_round_trip");
+  Allocator host("host", make_aligned_host_resource());
+  expect_round_trip(options_in(dir, 8192, 0, &host));
+  // The staging is accounted as the tier's, and returned.
+  EXPECT_EQ(host.stats().peak[category_index(MemoryCategory::workspace)], 2 * (8192 + kDiskBlockBytes));
+  EXPECT_EQ(host.live_total(), 0u);
+  // Nothing stays behind in the directory: the file had no name.
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+TEST(DiskTier, AFilesystemRefusingODirectGetsBufferedIo) {
+  const auto dir = temporary_directory("disk_tier_no_direct");
+  int direct_refusals = 0;
+  DiskTierOptions options = options_in(dir, 8192);
+  options.open_file = [&direct_refusals](const char* path, int flags, mode_t mode) {
+    if ((flags & O_DIRECT) != 0) {
+      ++direct_refusals;
+      errno = EINVAL;
+      return -1;
+    }
+    return ::open(path, flags, mode);
+  };
+  expect_round_trip(options);
+  EXPECT_GE(direct_refusals, 1);
+  DiskTier tier(options);
+  EXPECT_FALSE(tier.stats().direct_io);
+  EXPECT_NE(tier.description().find("buffered"), std::string::npos) << tier.description();
+}
+
+TEST(DiskTier, NoRoomIsAnErrorNamingTheRowTheBytesAndTheDirectory) {
+  const auto dir = temporary_directory("disk_tier_full");
+  {
+    DiskTier limited(options_in(dir, 4 << 20, 3 * kDiskBlockBytes));
+    EXPECT_EQ(limited.reserve(4096, "h.0.mlp.state0"), 0u);
+    try {
+      (void)limited.reserve(2 * 4096 + 1, "h.1.mlp.state0");
+      FAIL() << "a reservation past disk_limit was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("h.1.mlp.state0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("disk_limit"), std::string::npos) << e.what();
+    }
+  }
+  DiskTierOptions options = options_in(dir);
+  options.reserve_space = [](int, off_t, off_t) { return ENOSPC; };
+  DiskTier full(options);
+  try {
+    (void)full.reserve(5000, "wte.weight.master");
+    FAIL() << "a reservation the filesystem refused was accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("wte.weight.master"), std::string::npos) << text;
+    EXPECT_NE(text.find("8192 bytes more needed"), std::string::npos) << text;
+    EXPECT_NE(text.find(dir.string()), std::string::npos) << text;
+    EXPECT_NE(text.find(std::strerror(ENOSPC)), std::string::npos) << text;
+  }
+}
+
+TEST(DiskTier, ADirectoryThatCannotHoldTheFileIsNamed) {
+  const auto dir = temporary_directory("disk_tier_directories");
+  EXPECT_EQ(disk_directory_problem(dir), "");
+  EXPECT_EQ(disk_directory_problem(dir / "missing"), "does not exist");
+  write_text(dir / "file", "x");
+  EXPECT_EQ(disk_directory_problem(dir / "file"), "is not a directory");
+  EXPECT_NE(disk_directory_problem("/proc").find("is not writable"), std::string::npos);
+  EXPECT_THROW(DiskTier(options_in("/proc")), std::invalid_argument);
+}
+
+std::string disk_offload(const std::string& extra = "") {
+  return "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"disk\"\n" + extra;
+}
+
+// Optimizer state on disk: the same bits as on the host (the update is the same, in parts), with
+// AdamW, 8-bit AdamW (u8 codes and f32 scales) and SGD, under bf16 storage (f32 masters on disk
+// too) and with layer streaming; and the host holds at most two blocks' state at once.
+TEST(DiskTierTraining, OptimizerStateOnDiskKeepsTheMathBitwise) {
+  const auto tier_dir = temporary_directory("disk_tier_training");
+  const std::vector<std::string> on_disk = {"device.disk_path=\"" + tier_dir.string() + "\""};
+  const std::string adamw8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 64\nblock_size = 256\n";
+  const std::string sgd = "[optimizer]\nplugin = \"sgd\"\n";
+  const std::string bf16 = "[precision]\nplugin = \"bf16\"\n";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    struct Case {
+      std::string name, strategies_host, strategies_disk, precision, optimizer;
+    };
+    const std::vector<Case> cases = {
+        {"adamw", kOptimizerOffload, disk_offload(), "", ""},
+        {"adamw8bit", kOptimizerOffload, disk_offload(), "", adamw8bit},
+        {"sgd", kOptimizerOffload, disk_offload(), "", sgd},
+        {"bf16", kOptimizerOffload, disk_offload(), bf16, ""},
+        {"streamed", kStreaming, disk_offload("max_resident_layers = 2\nprefetch = 1\n"), "", ""},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      const StackRun host = run_stack(family, "host_" + c.name, c.strategies_host, 3, c.precision, {}, c.optimizer);
+      const StackRun disk =
+          run_stack(family, "disk_" + c.name, c.strategies_disk, 3, c.precision, on_disk, c.optimizer);
+      expect_bitwise_equal(host, disk);
+      ASSERT_TRUE(disk.disk.has_value());
+      const std::uint64_t state = peak(host.host, MemoryCategory::optimizer);
+      EXPECT_EQ(disk.disk->peak[category_index(MemoryCategory::optimizer)], state) << "all the state lives on disk";
+      // Read in and written back every step (the first step's read included).
+      EXPECT_GE(disk.disk->bytes_read, 3 * state);
+      EXPECT_GE(disk.disk->bytes_written, 3 * state);
+      // In host memory: at most two blocks' state (one updating or written back, one read ahead),
+      // or the parameters outside the blocks' and the first block's.
+      EXPECT_LE(peak(disk.host, MemoryCategory::optimizer), 2 * disk.layer_state_bytes + disk.global_state_bytes);
+      EXPECT_LT(peak(disk.host, MemoryCategory::optimizer), state);
+      EXPECT_EQ(peak(disk.device, MemoryCategory::optimizer), 0u);
+      EXPECT_TRUE(std::filesystem::is_empty(tier_dir)) << "the tier's file outlived its run";
+    }
+  }
+}
+
+TEST(DiskTierTraining, StateOnDiskWithoutADiskPathOrAPredictorIsRefused) {
+  try {
+    (void)run_stack(kFamilies[0], "disk_without_path", disk_offload(), 1);
+    FAIL() << "optimizer state went to disk without [device] disk_path";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("disk_path"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata::test
