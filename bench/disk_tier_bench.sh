@@ -22,8 +22,8 @@ for round in $(seq "$rounds"); do
     out=$dir/$home-$round
     echo "== round $round: optimizer_state = \"$home\", $steps steps"
     /usr/bin/time -v "$strata" train examples/gpt2-xl-24gib.toml --set train.steps="$steps" \
-      --set strategy.1.optimizer_state=\"$home\" --set device.disk_path=\"$tier\" \
-      --set telemetry.2.path=\"$out.jsonl\" > "$out.log" 2>&1
+      --set strategy.0.optimizer_state=\"$home\" --set device.disk_path=\"$tier\" \
+      --set telemetry.1.path=\"$out.jsonl\" > "$out.log" 2>&1
     rss_kib=$(grep "Maximum resident set size" "$out.log" | awk '{print $NF}')
     echo "$home: $(median_step_s "$out.jsonl") s/step (median of steps 2..$steps), peak RSS $((rss_kib / 1024)) MiB"
     grep -E "disk tier: .* read" "$out.log" | sed -e 's/^\[[^]]*\] \[info\] //' || true

@@ -364,7 +364,7 @@ std::string disk_directory_problem(const std::filesystem::path& directory) {
   probe.directory = directory;
   probe.open_file = [](const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); };
   const int fd = open_unnamed(probe, 0);
-  if (fd < 0) return "is not writable: " + error_text(errno);
+  if (fd < 0) return "refuses new files (" + error_text(errno) + ")";
   ::close(fd);
   return {};
 }

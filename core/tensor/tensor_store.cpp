@@ -395,7 +395,11 @@ std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
 
 void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
   if (changed) {
+    // One return's writes in flight at a time: the earlier one's host copies go first, so a run of
+    // returns (initial values, a load) never holds more than two tensors' rows in memory.
+    complete_rows(returning_);
     begin_move_rows(rows, Home::disk);
+    returning_ = rows;
     return;
   }
   complete_rows(rows);

@@ -113,7 +113,7 @@ class TensorStore {
   // Brings those of `rows` that live on disk to host memory and waits; returns them.
   std::vector<int> borrow_from_disk(const std::vector<int>& rows);
   // Sends borrowed rows back: written (on the tier's thread) when `changed`, else dropped, the
-  // disk holding them still.
+  // disk holding them still. A write waits for the previous return's to land first.
   void return_to_disk(const std::vector<int>& rows, bool changed);
 
   // Pointers into a row's memory, for ops (null when unallocated). The caller never reads them on
@@ -200,6 +200,7 @@ class TensorStore {
   std::size_t moves_in_flight_ = 0;        // rows with a pending move: lets hooks skip the scan when 0
   std::vector<Buffer> host_copy_;          // parallel to table rows: clean host copies of fetched weights
   std::vector<std::int64_t> disk_offset_;  // parallel to table rows: the row's extent on disk, or -1
+  std::vector<int> returning_;             // the rows of the last return_to_disk whose writes may be in flight
   DiskTier* disk_tier_ = nullptr;
   TransferTotals transfers_;
 };

@@ -60,7 +60,7 @@ done
 # A directory that cannot hold the tier, or none named: refused at validate time.
 fault "[device] disk_path that does not exist" 2 "disk_path = \"$work/missing\" does not exist" -- \
   "$strata" validate "$work/disk.toml" --set device.disk_path=\"$work/missing\"
-fault "[device] disk_path on a read-only filesystem" 2 "disk_path = \"/proc\" is not writable" -- \
+fault "[device] disk_path where no file can be created (/proc)" 2 "disk_path = \"/proc\" refuses new files" -- \
   "$strata" validate "$work/disk.toml" --set device.disk_path=\"/proc\"
 fault "optimizer_state = \"disk\" without [device] disk_path" 2 "a strategy puts rows on disk, but [device] disk_path is not set" -- \
   "$strata" validate "$work/disk.toml"

@@ -47,14 +47,16 @@ diff <(ids_of "$work/llama3.bin") <(echo 128000; expected_ids llama3 128001) > /
   fail "LLaMA 3 prepare differs from tokenizers.js"
 echo "ok: prepare's ids are tokenizers.js's (GPT-2, LLaMA 3)"
 
-# A text large enough to be cut into chunks (10 MB in 8 MiB reads), on one thread and two, and the same text
-# as one .jsonl document, encoded whole: one file, byte for byte.
-"$python" - "$corpus" "$work/big.txt" "$work/big.jsonl" <<'PY'
+# A text large enough to be cut into chunks (about 256 KiB each), on one thread and two, and the
+# same text as one .jsonl document, encoded whole: one file, byte for byte. 10 MB (40 chunks, more
+# than one 8 MiB read); the sanitized suite sets STRATA_CLI_TEXT_BYTES lower, since the same code
+# runs on every chunk and the cut itself has its own unit test there.
+"$python" - "$corpus" "$work/big.txt" "$work/big.jsonl" "${STRATA_CLI_TEXT_BYTES:-10000000}" <<'PY'
 import sys, json, random
 lines = open(sys.argv[1], encoding='utf-8', newline='').read().split('\n')
 random.seed(7)
 parts, size = [], 0
-while size < 10_000_000:
+while size < int(sys.argv[4]):
     line = random.choice(lines) + random.choice(['\n', '\n', '\n\n', ' \n', '\r\n'])
     parts.append(line); size += len(line.encode())
 text = ''.join(parts)
