@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -84,6 +85,7 @@ struct DiskTier::State {
                    error_text(-error));
       uring = false;
     }
+    ring_open = uring;
     for (std::size_t s = 0; s < staging.size(); ++s) {
       const std::uint64_t bytes = options.staging_bytes + kDiskBlockBytes;
       if (options.staging_arena != nullptr) {
@@ -102,7 +104,7 @@ struct DiskTier::State {
   ~State() {
     worker.request_stop();
     if (worker.joinable()) worker.join();  // drains the queue first
-    if (uring) io_uring_queue_exit(&ring);
+    if (ring_open) io_uring_queue_exit(&ring);
     ::close(fd);
   }
 
@@ -147,20 +149,23 @@ struct DiskTier::State {
   void submit(std::size_t s, bool write, std::uint64_t offset, std::uint64_t bytes) {
     Slot& slot = slots[s];
     slot = Slot{true, false, 0, offset, bytes};
-    if (!uring) {
-      slot.result = write ? static_cast<int>(::pwrite(fd, staging[s], bytes, static_cast<off_t>(offset)))
-                          : static_cast<int>(::pread(fd, staging[s], bytes, static_cast<off_t>(offset)));
-      if (slot.result < 0) slot.result = -errno;
-      slot.done = true;
-      return;
+    if (uring) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);  // never null: at most two of the ring's four in flight
+      if (write)
+        io_uring_prep_write(sqe, fd, staging[s], static_cast<unsigned>(bytes), offset);
+      else
+        io_uring_prep_read(sqe, fd, staging[s], static_cast<unsigned>(bytes), offset);
+      io_uring_sqe_set_data64(sqe, s);
+      if (const int submitted = io_uring_submit(&ring); submitted == 1) return;
+      // Not submitted: no completion will come for it. This chunk, and every later one, go the
+      // synchronous way; a chunk already in the ring still completes there.
+      spdlog::warn("disk tier: io_uring refused a transfer; using pread/pwrite from now on");
+      uring = false;
     }
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    if (write)
-      io_uring_prep_write(sqe, fd, staging[s], static_cast<unsigned>(bytes), offset);
-    else
-      io_uring_prep_read(sqe, fd, staging[s], static_cast<unsigned>(bytes), offset);
-    io_uring_sqe_set_data64(sqe, s);
-    io_uring_submit(&ring);
+    slot.result = write ? static_cast<int>(::pwrite(fd, staging[s], bytes, static_cast<off_t>(offset)))
+                        : static_cast<int>(::pread(fd, staging[s], bytes, static_cast<off_t>(offset)));
+    if (slot.result < 0) slot.result = -errno;
+    slot.done = true;
   }
 
   // Waits for slot s's chunk; a short transfer is finished with pread/pwrite. "" or the problem.
@@ -247,7 +252,8 @@ struct DiskTier::State {
   DiskTierOptions options;
   int fd = -1;
   bool direct_io = true;
-  bool uring = true;
+  std::atomic<bool> uring{true};  // transfers go through the ring; the tier's thread may turn it off
+  bool ring_open = false;         // the ring was set up, and is torn down at the end
   io_uring ring{};
   std::array<Buffer, 2> staging_buffers;
   std::array<std::unique_ptr<std::byte[]>, 2> owned_staging;

@@ -449,7 +449,9 @@ void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& r
     }
     store.publish_layer_weights(step, layers[i]);
     if (from_disk[i]) {
-      // Written behind: the next blocks' updates, and the next step's forward, overlap the write.
+      // Written back on the tier's thread. The next block waits for it before its own read goes
+      // out (two blocks' state in memory at most), so only the last block's write overlaps
+      // compute: the next step's forward.
       const std::vector<int> rows = store.group_rows(layers[i], TensorGroup::optimizer_state);
       store.return_to_disk(rows, !skipped);
     }

@@ -357,6 +357,8 @@ void TensorStore::begin_disk_move(int row, Home to) {
   const std::size_t index = static_cast<std::size_t>(row);
   if (r.group == TensorGroup::activations || r.group == TensorGroup::grads)
     throw std::invalid_argument(r.name + ": only optimizer state and weights may live on disk");
+  // A move in flight lands first: a row being read in is held nowhere until then.
+  if (pending_[index].ticket != 0) complete_rows({row});
   if (!allocated(row)) {  // placed before allocation: it starts there
     r.home = to;
     return;
@@ -366,7 +368,6 @@ void TensorStore::begin_disk_move(int row, Home to) {
                            home_name(to) + ")");
   if (disk_tier_ == nullptr)
     throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
-  if (pending_[index].ticket != 0) complete_rows({row});
   PendingMove& move = pending_[index];
   if (to == Home::disk) {
     if (disk_offset_[index] < 0)
@@ -394,6 +395,9 @@ std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
 }
 
 void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
+  // The device may still be running kernels on these rows (on CUDA they are mapped host memory):
+  // they finish before the tier's thread reads the rows or their buffers go back to the arena.
+  backend_.synchronize();
   if (changed) {
     // One return's writes in flight at a time: the earlier one's host copies go first, so a run of
     // returns (initial values, a load) never holds more than two tensors' rows in memory.

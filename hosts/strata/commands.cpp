@@ -334,6 +334,10 @@ int command_validate(const std::vector<std::string>& arguments) {
         } catch (const HookFailed& e) {  // a strategy refusing the placement it was asked for
           throw ManifestError(e.what());
         }
+        if (model->store().any_on_disk() && stack->predictor)
+          problems.push_back(manifest.path.string() +
+                             ": [predictor] moves the weights through their optimizer state, which a strategy puts on "
+                             "disk: keep the state in memory (offload optimizer_state = \"host\") with a predictor");
         if (model->store().any_on_disk() && !manifest.device.disk_path)
           throw ManifestError(manifest.path.string() +
                               ": a strategy puts rows on disk, but [device] disk_path is not set: name a directory "

@@ -64,6 +64,9 @@ fault "[device] disk_path where no file can be created (/proc)" 2 "disk_path = \
   "$strata" validate "$work/disk.toml" --set device.disk_path=\"/proc\"
 fault "optimizer_state = \"disk\" without [device] disk_path" 2 "a strategy puts rows on disk, but [device] disk_path is not set" -- \
   "$strata" validate "$work/disk.toml"
+{ cat "$work/disk.toml"; printf '[predictor]\nplugin = "rssm_predictor"\n'; } > "$work/predictor.toml"
+fault "optimizer_state = \"disk\" with a [predictor]" 2 "[predictor] moves the weights through their optimizer state, which a strategy puts on disk" -- \
+  "$strata" validate "$work/predictor.toml" --set device.disk_path=\"$tier\"
 fault "[device] disk_limit without disk_path" 2 "disk_limit bounds the disk tier: set disk_path as well" -- \
   "$strata" validate "$work/disk.toml" --set device.disk_limit=\"1GiB\"
 
