@@ -128,10 +128,7 @@ class ExecutorHookContext final : public HookContext {
       const TensorRow& r = rows[i];
       if (r.layer != layer) continue;
       const int row = static_cast<int>(i);
-      const Residence where = !store.allocated(row)    ? Residence::absent
-                              : r.home == Home::device ? Residence::device
-                              : r.home == Home::host   ? Residence::host
-                                                       : Residence::disk;
+      const Residence where = store.allocated(row) ? residence_of(r.home) : Residence::absent;
       const int kind = layer >= 0 && r.group == TensorGroup::activations ? model.activation_kind(layer, row) : -1;
       const std::string_view recomputed_by = kind >= 0 ? std::string_view(model.recompute_op(kind)) : "";
       listed.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});

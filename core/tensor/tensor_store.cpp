@@ -303,12 +303,7 @@ Residence TensorStore::residence(int layer, TensorGroup group) const {
     }
     return all_held ? Residence::device : Residence::absent;
   }
-  switch (table_.row(rows.front()).home) {
-    case Home::device: return Residence::device;
-    case Home::host: return Residence::host;
-    case Home::disk: return Residence::disk;
-  }
-  return Residence::absent;
+  return residence_of(table_.row(rows.front()).home);
 }
 
 void TensorStore::move_group(int layer, TensorGroup group, Home to) {

@@ -23,6 +23,11 @@ constexpr const char* home_name(Home home) noexcept {
   return home == Home::device ? "device" : home == Home::host ? "host" : "disk";
 }
 
+// The SDK's word for a held row's home.
+constexpr Residence residence_of(Home home) noexcept {
+  return home == Home::device ? Residence::device : home == Home::host ? Residence::host : Residence::disk;
+}
+
 // Allocations are rounded up to this many bytes; rows report the rounded size, so the table's
 // totals equal the allocator's live bytes exactly.
 inline constexpr std::uint64_t kAllocationGranularity = 64;

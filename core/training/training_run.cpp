@@ -102,14 +102,26 @@ void configure_threads(int threads) {
   openblas_set_num_threads(count);
 }
 
-std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device) {
-  if (!manifest.device.disk_path)
-    throw ManifestError(manifest.path.string() +
-                        ": a strategy put rows on disk, but [device] disk_path is not set: name a directory for the "
-                        "disk tier's file");
-  if (const std::string problem = disk_directory_problem(*manifest.device.disk_path); !problem.empty())
-    throw ManifestError(manifest.path.string() + ": [device] disk_path = \"" + manifest.device.disk_path->string() +
-                        "\" " + problem);
+std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_on_disk, bool has_predictor) {
+  std::vector<std::string> problems;
+  const std::string where = manifest.path.string() + ": ";
+  if (manifest.device.disk_path)
+    if (const std::string problem = disk_directory_problem(*manifest.device.disk_path); !problem.empty())
+      problems.push_back(where + "[device] disk_path = \"" + manifest.device.disk_path->string() + "\" " + problem);
+  if (rows_on_disk && !manifest.device.disk_path)
+    problems.push_back(where +
+                       "a strategy puts rows on disk, but [device] disk_path is not set: name a directory for the "
+                       "disk tier's file");
+  if (rows_on_disk && has_predictor)
+    problems.push_back(where +
+                       "[predictor] moves the weights through their optimizer state, which a strategy puts on disk: "
+                       "keep the state in memory (offload optimizer_state = \"host\") with a predictor");
+  return problems;
+}
+
+std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor) {
+  if (std::vector<std::string> problems = disk_tier_problems(manifest, true, has_predictor); !problems.empty())
+    throw ManifestError(problems);
   DiskTierOptions options;
   options.directory = *manifest.device.disk_path;
   options.limit = manifest.device.disk_limit;
@@ -162,11 +174,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels});
   executor.attach_without_allocating();  // strategies place the rows
   if (model.store().any_on_disk()) {
-    disk_tier = open_disk_tier(manifest, *device);
-    if (stack.predictor)
-      throw ManifestError(
-          "[predictor] moves the weights through their optimizer state, which a strategy put on disk: "
-          "keep the state in memory (offload optimizer_state = \"host\") with a predictor");
+    disk_tier = open_disk_tier(manifest, *device, stack.predictor != nullptr);
     model.store().use_disk_tier(*disk_tier);
     spdlog::info("disk tier: {}", disk_tier->description());
   }

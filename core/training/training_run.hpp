@@ -55,9 +55,13 @@ struct TrainResult {
 // std::runtime_error (the run failed).
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options);
 
+// What keeps the manifest's disk tier from working, one problem each: a disk_path that cannot hold
+// the tier's file; and, when a strategy puts rows on disk, no disk_path, or a phase controller.
+std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_on_disk, bool has_predictor);
+
 // The disk tier in [device] disk_path, its staging accounted in the backend's host arena; throws
-// ManifestError when disk_path is not set or cannot hold the tier's file.
-std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device);
+// ManifestError with disk_tier_problems when there are any.
+std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor = false);
 
 // The manifest's [device] backend; throws ManifestError when this build has none of that kind.
 std::unique_ptr<Backend> backend_for(const Manifest& manifest);

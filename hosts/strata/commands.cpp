@@ -316,11 +316,8 @@ int command_validate(const std::vector<std::string>& arguments) {
     std::optional<Stack> stack;
     gather([&] { stack.emplace(build_stack(manifest, registry, host, "console", reading.model_as_written)); });
     // The disk tier's directory can hold its file; and rows a strategy puts on disk (as `strata
-    // plan` places them, nothing allocated) have a directory to go to.
-    if (manifest.device.disk_path)
-      if (const std::string problem = disk_directory_problem(*manifest.device.disk_path); !problem.empty())
-        problems.push_back(manifest.path.string() + ": [device] disk_path = \"" + manifest.device.disk_path->string() +
-                           "\" " + problem);
+    // plan` places them, nothing allocated) have a directory to go to, and no predictor.
+    bool rows_on_disk = false;
     if (stack && reading.model_as_written)
       gather([&] {
         host.use_backend(*table_device);
@@ -334,15 +331,10 @@ int command_validate(const std::vector<std::string>& arguments) {
         } catch (const HookFailed& e) {  // a strategy refusing the placement it was asked for
           throw ManifestError(e.what());
         }
-        if (model->store().any_on_disk() && stack->predictor)
-          problems.push_back(manifest.path.string() +
-                             ": [predictor] moves the weights through their optimizer state, which a strategy puts on "
-                             "disk: keep the state in memory (offload optimizer_state = \"host\") with a predictor");
-        if (model->store().any_on_disk() && !manifest.device.disk_path)
-          throw ManifestError(manifest.path.string() +
-                              ": a strategy puts rows on disk, but [device] disk_path is not set: name a directory "
-                              "for the disk tier's file");
+        rows_on_disk = model->store().any_on_disk();
       });
+    for (std::string& problem : disk_tier_problems(manifest, rows_on_disk, stack && stack->predictor))
+      problems.push_back(std::move(problem));
     const auto check_data = [&](const std::filesystem::path& path, const char* key) {
       gather([&] {
         try {

@@ -68,8 +68,7 @@ class AdamW8bit final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {
-      grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
-      report_ = report;
+      begin(info, slots, report);
       update(info, slots);
     });
   }
@@ -79,10 +78,7 @@ class AdamW8bit final : public Optimizer {
     return true;
   }
   Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) override {
-    return guarded([&] {
-      grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
-      report_ = report;
-    });
+    return guarded([&] { begin(info, slots, report); });
   }
   Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) override {
     return guarded([&] { update(info, slots); });
@@ -101,6 +97,10 @@ class AdamW8bit final : public Optimizer {
   }
 
  private:
+  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
+    grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
+    report_ = report;
+  }
   void update(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {
     Ops& ops = host_.ops();
     for (ParamSlot& slot : slots) {
