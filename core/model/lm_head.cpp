@@ -28,7 +28,15 @@ float* LmHead::chunk_logits(std::int64_t first) {
   return logits + shape_.rows * first;
 }
 
-Weight LmHead::weight_chunk(int weight_row, std::int64_t first, std::int64_t width) {
+HeadOperand LmHead::head_columns(int weight_row, std::int64_t first) {
+  const Weight weight = store_.weight(weight_row);
+  const std::int64_t C = shape_.channels;
+  if (weight.dtype != DType::bf16) return {{store_.f32(weight_row) + first * C, DType::f32}, Scratch{}};
+  return {{store_.bf16(weight_row) + first * C, DType::bf16},
+          Scratch{store_.f32(rows_.weight_scratch), rows_.weight_scratch_elements}};
+}
+
+Weight LmHead::widened_columns(int weight_row, std::int64_t first, std::int64_t width) {
   const Weight weight = store_.weight(weight_row);
   const std::int64_t C = shape_.channels;
   if (weight.dtype != DType::bf16) return {store_.f32(weight_row) + first * C, DType::f32};
@@ -38,11 +46,11 @@ Weight LmHead::weight_chunk(int weight_row, std::int64_t first, std::int64_t wid
   return {scratch, DType::f32};
 }
 
-void LmHead::chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width,
+void LmHead::chunk_logits_forward(float* logits, const float* hidden, const HeadOperand& head, std::int64_t width,
                                   std::int64_t rows) {
   auto timer = store_.profiler().scope(ProfileKind::lm_head_forward);
-  store_.ops().matmul_forward(logits, hidden, weight, nullptr,
-                              MatmulShape{rows, shape_.channels, width, WeightLayout::out_in}, Scratch{});
+  store_.ops().matmul_forward(logits, hidden, head.weight, nullptr,
+                              MatmulShape{rows, shape_.channels, width, WeightLayout::out_in}, head.scratch);
 }
 
 std::vector<float> LmHead::row_logits(const float* hidden_row, int weight_row) {
@@ -51,7 +59,7 @@ std::vector<float> LmHead::row_logits(const float* hidden_row, int weight_row) {
   std::vector<float> host(static_cast<std::size_t>(shape_.vocab));
   for (std::int64_t first = 0; first < shape_.vocab; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, shape_.padded_vocab - first);
-    chunk_logits_forward(logits, hidden_row, weight_chunk(weight_row, first, width), width, 1);
+    chunk_logits_forward(logits, hidden_row, {widened_columns(weight_row, first, width), Scratch{}}, width, 1);
     const std::int64_t kept = std::min(width, shape_.vocab - first);  // padding columns are not logits
     store_.ops().copy_to_host(host.data() + first, logits, static_cast<std::uint64_t>(kept) * sizeof(float));
   }
@@ -68,7 +76,7 @@ double LmHead::forward(const float* hidden, int weight_row, const std::int32_t* 
   for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, Vp - first);
     float* logits = chunk_logits(first);
-    chunk_logits_forward(logits, hidden, weight_chunk(weight_row, first, width), width, N);
+    chunk_logits_forward(logits, hidden, head_columns(weight_row, first), width, N);
     auto timer = store_.profiler().scope(ProfileKind::cross_entropy_forward);
     ops.cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, N, first, width,
                                     shape_.vocab);
@@ -86,8 +94,8 @@ void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float*
   for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, Vp - first);
     float* logits = chunk_logits(first);
-    const Weight weight = weight_chunk(weight_row, first, width);
-    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, weight, width, N);
+    const HeadOperand head = head_columns(weight_row, first);
+    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, head, width, N);
     {
       auto timer = store_.profiler().scope(ProfileKind::cross_entropy_backward);
       // In place: the chunk's logits become its dlogits.
@@ -96,8 +104,8 @@ void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float*
     }
     auto timer = store_.profiler().scope(ProfileKind::lm_head_backward);
     // d_hidden sums over the chunks; each chunk's rows of dweight (null: a frozen head) are its own.
-    ops.matmul_backward(d_hidden, dweight != nullptr ? dweight + first * C : nullptr, nullptr, logits, hidden, weight,
-                        MatmulShape{N, C, width, WeightLayout::out_in}, Scratch{},
+    ops.matmul_backward(d_hidden, dweight != nullptr ? dweight + first * C : nullptr, nullptr, logits, hidden,
+                        head.weight, MatmulShape{N, C, width, WeightLayout::out_in}, head.scratch,
                         first == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
   }
 }

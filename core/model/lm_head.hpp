@@ -1,8 +1,10 @@
 #pragma once
 // The LM head and its loss, one vocabulary chunk at a time, shared by every family: logits =
 // hidden (N, C) @ W^T for a (padded_vocab, C) head weight (tied wte, or an untied lm_head), then
-// chunked cross-entropy. A bf16 head weight is widened a chunk at a time into the weight scratch,
-// so the logits need not exist all at once.
+// chunked cross-entropy, so the logits need not exist all at once. A bf16 head weight goes to the
+// matmul op as stored, with the weight scratch, as the blocks' bf16 matrices do: the CPU widens each
+// chunk there and runs the f32 product, a GPU runs bf16 operands on its tensor cores (f32
+// accumulation). Decoding's one-position logits widen the chunk first (the CPU's matrix-vector path).
 //
 // LogitsMode: `keep` stores every chunk's logits from the forward pass for the backward
 // (chunk-major: chunk c is an (N, width) block); `recompute` keeps one chunk's room and
@@ -27,6 +29,12 @@ struct LmHeadRows {
   int target_logits = -1;
   int weight_scratch = -1;  // f32 workspace of weight_scratch_elements, or -1 when no weight is bf16
   std::int64_t weight_scratch_elements = 0;
+};
+
+// A chunk of the head weight as a matmul operand, with the scratch a bf16 one is widened in.
+struct HeadOperand {
+  Weight weight;
+  Scratch scratch;
 };
 
 struct LmHeadShape {
@@ -57,8 +65,11 @@ class LmHead {
 
  private:
   float* chunk_logits(std::int64_t first);
-  Weight weight_chunk(int weight_row, std::int64_t first, std::int64_t width);
-  void chunk_logits_forward(float* logits, const float* hidden, Weight weight, std::int64_t width, std::int64_t rows);
+  // Rows [first, first + width) of the head weight (its logits' columns): as stored, or widened to f32.
+  HeadOperand head_columns(int weight_row, std::int64_t first);
+  Weight widened_columns(int weight_row, std::int64_t first, std::int64_t width);
+  void chunk_logits_forward(float* logits, const float* hidden, const HeadOperand& head, std::int64_t width,
+                            std::int64_t rows);
 
   TensorStore& store_;
   LmHeadShape shape_;
