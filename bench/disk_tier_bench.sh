@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The disk tier's speed and memory cost: GPT-2 XL (examples/gpt2-xl-24gib.toml) with its optimizer
-# state (8-bit moments and f32 masters) on the host, then in the disk tier, side by side in one
-# run, ROUNDS times. Per run: median s/step from the JSONL, peak RSS from /usr/bin/time, and the
+# state (8-bit moments and f32 masters) on the host, then in the disk tier, then in the disk tier
+# with the fused update (train.update = "fused": one block's gradients at a time), side by side in
+# one run, ROUNDS times. Per run: median s/step from the JSONL, peak RSS from /usr/bin/time, and the
 # disk tier's own totals from the log (bytes read and written, I/O busy time, compute's wait).
 # Usage: bash bench/disk_tier_bench.sh [STEPS] [ROUNDS] [DISK_DIR]
+#   MODES="host disk disk-fused" (the default) chooses the runs.
 set -euo pipefail
 steps=${1:-5}
 rounds=${2:-1}
@@ -18,14 +20,17 @@ ms = [json.loads(l)["ms"] for l in open(sys.argv[1]) if "\"ms\"" in l][1:]
 print(f"{statistics.median(ms) / 1000:.1f}")' "$1"
 }
 for round in $(seq "$rounds"); do
-  for home in host disk; do
-    out=$dir/$home-$round
-    echo "== round $round: optimizer_state = \"$home\", $steps steps"
+  for mode in ${MODES:-host disk disk-fused}; do
+    home=${mode%-fused}
+    update=full
+    [ "$mode" != "$home" ] && update=fused
+    out=$dir/$mode-$round
+    echo "== round $round: optimizer_state = \"$home\", update = \"$update\", $steps steps"
     /usr/bin/time -v "$strata" train examples/gpt2-xl-24gib.toml --set train.steps="$steps" \
       --set strategy.0.optimizer_state=\"$home\" --set device.disk_path=\"$tier\" \
-      --set telemetry.1.path=\"$out.jsonl\" > "$out.log" 2>&1
+      --set train.update=\"$update\" --set telemetry.1.path=\"$out.jsonl\" > "$out.log" 2>&1
     rss_kib=$(grep "Maximum resident set size" "$out.log" | awk '{print $NF}')
-    echo "$home: $(median_step_s "$out.jsonl") s/step (median of steps 2..$steps), peak RSS $((rss_kib / 1024)) MiB"
+    echo "$mode: $(median_step_s "$out.jsonl") s/step (median of steps 2..$steps), peak RSS $((rss_kib / 1024)) MiB"
     grep -E "disk tier: .* read" "$out.log" | sed -e 's/^\[[^]]*\] \[info\] //' || true
     grep -E "Elapsed \(wall clock\)" "$out.log"
   done

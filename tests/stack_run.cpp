@@ -44,7 +44,8 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
                               Purpose::training, stack.trainable});
   Model& model = *model_owner;
   Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{steps, 0, manifest.train.lr, nullptr, stack.strategy_labels});
+                    ExecutorOptions{steps, 0, manifest.train.lr, nullptr, stack.strategy_labels, UpdateMode::full,
+                                    FusedClip::previous});
   executor.attach_without_allocating();
   if (model.store().any_on_disk()) {
     disk_tier = open_disk_tier(manifest, *device);

@@ -38,7 +38,7 @@ TEST(Checkpoint, SaveLoadRoundTripStoresExactlyVocabRows) {
   ModelFixture a;
   a.model.init_weights(1);
   for (const ParameterRows& rows : a.model.parameters()) test::f32(a.model, rows.state[0])[0] = 0.25f;
-  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", "", "", "", {}, "", {}});
+  const auto saved = save_checkpoint(dir, a.model, {5, 9, "adamw", "", "", "", "", {}, "", {}, {}});
   EXPECT_EQ(resolve_checkpoint(dir), saved);
   const SafetensorsFile file = SafetensorsFile::read(saved / "model.safetensors");
   EXPECT_EQ(file.entry("wte.weight").shape, (std::vector<std::int64_t>{50, 16}))
@@ -84,7 +84,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedFilesAreRefused) {
   const auto dir = test::temporary_directory("ckpt_bad");
   ModelFixture a;
   a.model.init_weights(3);
-  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, "", {}});
+  const auto saved = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, "", {}, {}});
   const auto size = std::filesystem::file_size(saved / "model.safetensors");
   std::filesystem::copy_file(saved / "model.safetensors", dir / "truncated.safetensors");
   std::filesystem::resize_file(dir / "truncated.safetensors", size / 2);
@@ -143,10 +143,10 @@ TEST(Checkpoint, ASaveThatFailsItsReadBackNeverBecomesLatest) {
   const auto dir = test::temporary_directory("ckpt_readback");
   ModelFixture a;
   a.model.init_weights(4);
-  const auto first = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, "", {}});
+  const auto first = save_checkpoint(dir, a.model, {1, 1, "adamw", "", "", "", "", {}, "", {}, {}});
   test::f32(a.model, a.model.parameters()[0].param)[3] = std::numeric_limits<float>::quiet_NaN();
   try {
-    save_checkpoint(dir, a.model, {2, 1, "adamw", "", "", "", "", {}, "", {}});
+    save_checkpoint(dir, a.model, {2, 1, "adamw", "", "", "", "", {}, "", {}, {}});
     FAIL() << "a NaN weight was saved";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("failed its read-back check"), std::string::npos) << e.what();
@@ -204,7 +204,7 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   GPT2Model deeper(GPT2Config{3, 2, 16, 50, 8}, *device, *attention, model_options(1, f32_state_layout(2)));
   deeper.init_weights(1);
-  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", "", {}, "", {}});
+  const auto saved = save_checkpoint(dir / "deep", deeper, {1, 1, "adamw", "", "", "", "", {}, "", {}, {}});
   ModelFixture shallow;
   try {
     load_weights(saved / "model.safetensors", shallow.model);
@@ -221,7 +221,7 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
   ModelFixture a;
   a.model.init_weights(2);
   for (std::int64_t step : {1, 2, 3, 4}) {
-    save_checkpoint(dir, a.model, {step, 1, "adamw", "", "", "", "", {}, "", {}});
+    save_checkpoint(dir, a.model, {step, 1, "adamw", "", "", "", "", {}, "", {}, {}});
     prune_checkpoints(dir, 2);
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "step_00000001"));

@@ -1,9 +1,9 @@
 // The CUDA backend end to end, through run_training with the real plugins: 20 steps of the tiny
 // GPT-2 and the tiny LLaMA on cuda:0 match the CPU's losses (f32, 1e-4 relative), two CUDA runs are
-// bitwise equal, the checkpoint and offload plugins (optimizer state on disk too) keep the CUDA math
-// bitwise, bf16 storage stays near the CPU's, the hard memory limit holds, and the driver's view of
-// device memory covers the arena's; the flash-attention plugin runs there as on the CPU. Every test
-// skips, saying why, where no CUDA device is visible.
+// bitwise equal, the checkpoint and offload plugins (optimizer state on disk too) and the fused
+// update keep the CUDA math bitwise, bf16 storage stays near the CPU's, the hard memory limit holds, and the driver's
+// view of device memory covers the arena's; the flash-attention plugin runs there as on the CPU. Every test skips,
+// saying why, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +121,29 @@ TEST(CudaTraining, OptimizerStateOnDiskKeepsTheMathBitwise) {
       ASSERT_TRUE(disk.disk.has_value());
       EXPECT_GT(disk.disk->bytes_read, 0u);
       EXPECT_GT(disk.disk->bytes_written, 0u);
+    }
+  }
+}
+
+// The fused update on the GPU (each block updated right after its backward, its gradients freed):
+// without clipping, the full update's bits, under bf16 storage and with the state offloaded too.
+TEST(CudaTraining, FusedUpdateIsBitwiseTheFullUpdate) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> full = {"train.micro_batches=1", "optimizer.grad_clip=0.0"};
+  std::vector<std::string> fused = full;
+  fused.push_back("train.update=\"fused\"");
+  for (const Family& family : {kFamilies[0], kFamilies[1]}) {
+    for (const std::string& stack : {std::string{}, kBf16, kBf16 + kOptimizerOffload}) {
+      SCOPED_TRACE(family.name + ": " + stack);
+      const TrainResult expected = train(family, "cuda:0", stack, full);
+      const TrainResult actual = train(family, "cuda:0", stack, fused);
+      ASSERT_EQ(expected.losses.size(), actual.losses.size());
+      for (std::size_t i = 0; i < expected.losses.size(); ++i)
+        EXPECT_EQ(expected.losses[i], actual.losses[i]) << "step " << i;
+      const auto grads = [](const TrainResult& result) {
+        return result.summary.peak_device_bytes_by_category[category_index(MemoryCategory::grads)];
+      };
+      EXPECT_LT(grads(actual), grads(expected)) << "the fused update held every block's gradients";
     }
   }
 }

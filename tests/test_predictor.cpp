@@ -131,9 +131,14 @@ struct SteppedRun {
     optimizer = std::make_unique<CountingOptimizer>(*stack.optimizer);
     if (inject_at > 0) injector = std::make_unique<LossInjector>(*stack.predictor, inject_at);
     PhaseController* controller = injector ? injector.get() : stack.predictor.get();
-    executor = std::make_unique<Executor>(
-        *model, *optimizer, *stack.precision, stack.strategy_pointers(),
-        ExecutorOptions{manifest.train.steps, manifest.train.warmup_steps, manifest.train.lr, controller, {}});
+    executor = std::make_unique<Executor>(*model, *optimizer, *stack.precision, stack.strategy_pointers(),
+                                          ExecutorOptions{manifest.train.steps,
+                                                          manifest.train.warmup_steps,
+                                                          manifest.train.lr,
+                                                          controller,
+                                                          {},
+                                                          UpdateMode::full,
+                                                          FusedClip::previous});
     executor->attach();
     memory = std::make_unique<PluginMemoryImpl>(*device, "rssm_predictor");
     executor->attach_controller(*memory);

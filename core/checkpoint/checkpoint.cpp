@@ -215,6 +215,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
       {"model", model.config_json()}};
+  if (state.fused_clip_norm) trainer["fused_clip_norm"] = *state.fused_clip_norm;
   std::map<std::string, std::string> side_files;
   if (!state.predictor.empty()) side_files["predictor.bin"] = state.predictor;
   for (const auto& [key, bytes] : state.strategies) side_files[key + ".bin"] = bytes;
@@ -378,6 +379,13 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     state.data = trainer.value("data", std::string());
     state.data_fingerprint = trainer.value("data_fingerprint", std::string());
     state.precision = trainer.value("precision_state", std::string());
+    if (trainer.contains("fused_clip_norm")) {
+      const nlohmann::json& norm = trainer.at("fused_clip_norm");
+      if (!norm.is_number() || !std::isfinite(norm.get<double>()) || norm.get<double>() < 0.0)
+        throw CheckpointError(trainer_path.string() + ": corrupt: fused_clip_norm " + norm.dump() +
+                              " is not a gradient norm");
+      state.fused_clip_norm = norm.get<double>();
+    }
     if (trainer.at("model") != model.config_json())
       throw CheckpointError(trainer_path.string() + ": saved for model " + trainer.at("model").dump() +
                             ", but the manifest describes " + model.config_json().dump());

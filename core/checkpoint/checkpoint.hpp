@@ -44,6 +44,8 @@ struct TrainerState {
   std::string data_fingerprint;
   // The step's training loss, which pruning compares (prune_checkpoints); none in older saves.
   std::optional<double> loss;
+  // train.update = "fused" with fused_clip = "previous": the norm the next step clips by.
+  std::optional<double> fused_clip_norm;
 };
 
 // "strategy_2_lora": the file stem of the state of the manifest's strategy `index` (0-based).

@@ -192,6 +192,9 @@ void Executor::attach() {
 
 void Executor::attach_without_allocating() {
   run_hooks(Hook::attach, -1, false);
+  if (options_.update == UpdateMode::fused)
+    for (int layer = 0; layer < model_.n_layer(); ++layer)
+      model_.store().allocate_on_demand(block_gradient_rows(layer));
 }
 
 void Executor::run_hooks(Hook hook, int layer, bool reverse) {
@@ -293,11 +296,13 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     loss_sum += model_.head_forward();
     if (phase_needs_gradients(phase)) {
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
+      if (fusing_) begin_fused_block(kGlobalParameters);
       model_.head_backward(dloss);
       for (int l = L - 1; l >= 0; --l) {
         run_hooks(Hook::before_backward, l, true);
         ensure_on_device(l, TensorGroup::weights);
         ensure_on_device(l, TensorGroup::grads);
+        if (fusing_) begin_fused_block(l);
         bring_back_activations(l);
         if (!model_.layer_activations_present(l)) {
           ExecutorHookContext context(*this, l);
@@ -306,9 +311,11 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         model_.layer_backward(l);
         model_.free_layer_activations(l, false);
         run_hooks(Hook::after_backward, l, true);
+        if (fusing_) fused_step_block(l);
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       model_.embed_backward();
+      if (fusing_) fused_step_block(kGlobalParameters);
     }
     model_.end_micro_batch();
   }
@@ -379,6 +386,19 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
 void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome) {
   TensorStore& store = model_.store();
   store.zero_grads();
+  if (options_.update == UpdateMode::fused) {
+    fusing_ = true;
+    fused_sum_of_squares_ = 0.0;
+    try {
+      outcome.loss = forward_backward(step, micro_batches, outcome.phase);
+    } catch (...) {
+      fusing_ = false;
+      throw;
+    }
+    fusing_ = false;
+    finish_fused_step(outcome);
+    return;
+  }
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
   store.complete_all_moves();  // the precision check and the optimizer read every gradient
 

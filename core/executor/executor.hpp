@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/manifest/manifest.hpp"
 #include "core/model/model.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
@@ -30,6 +31,8 @@ struct ExecutorOptions {
   PhaseController* controller = nullptr;  // null: every step is a full step
   // How errors name each strategy, in manifest order ("[[strategy]] #1 'checkpoint'").
   std::vector<std::string> strategy_labels;
+  UpdateMode update = UpdateMode::full;
+  FusedClip fused_clip = FusedClip::previous;
 };
 
 struct StepOutcome {
@@ -53,7 +56,8 @@ class Executor {
   // Hands the phase controller (if any) the trained parameters and the memory it asks for; after
   // attach(), before a resume restores its state.
   void attach_controller(PhaseControllerMemory& memory);
-  // on_attach only, for `strata plan`: the table shows where rows would live.
+  // on_attach only, for `strata plan`: the table shows where rows would live. The fused update's
+  // block gradients are left to allocate_persistent's caller's step loop (allocated block by block).
   void attach_without_allocating();
   // One optimizer step over these micro batches (their count is train.micro_batches).
   StepOutcome train_step(std::int64_t step, std::span<const MicroBatch> micro_batches);
@@ -64,6 +68,11 @@ class Executor {
   double forward_loss_sum(const MicroBatch& batch, int rows);
 
   Model& model() noexcept { return model_; }
+  // The fused update's clipping norm for the next step (fused_clip = "previous": the last step's
+  // global gradient norm; none before the first step). Checkpoints keep it, so a resume clips as
+  // the uninterrupted run does.
+  std::optional<double> fused_clip_norm() const noexcept { return previous_grad_norm_; }
+  void restore_fused_clip_norm(std::optional<double> norm) noexcept { previous_grad_norm_ = norm; }
 
  private:
   friend class ExecutorHookContext;
@@ -85,6 +94,13 @@ class Executor {
   // The optimizer step block by block, for optimizer state on disk: each block's state is read in
   // while the block before updates, and written back behind it. A skipped step only publishes.
   void step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report);
+  // The fused update (core/executor/fused_update.cpp): blocks' gradients exist only from their
+  // backward to their update; each block steps right after its backward, the globals after the
+  // embedding's, and the report sums the blocks' norms into the step's.
+  std::vector<int> block_gradient_rows(int layer) const;
+  void begin_fused_block(int layer);
+  void fused_step_block(int layer);
+  void finish_fused_step(StepOutcome& outcome);
   std::vector<ControlledParameter> controlled_parameters();
   void full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
   void predicted_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
@@ -105,6 +121,11 @@ class Executor {
   int forward_layer_ = -1;                    // the block whose forward ran last, until the next block's forward
   bool keep_activations_ = true;              // false in a forward pass that goes no backward
   std::vector<int> dropped_by_, evicted_by_;  // per block, this micro batch: which strategy, or -1
+  bool fusing_ = false;                       // this backward pass updates each block after its backward
+  double fused_sum_of_squares_ = 0.0;         // this step's blocks' squared gradient norms so far
+  OptimizerReport fused_report_;
+  std::optional<double> previous_grad_norm_;
+  std::vector<bool> state_from_disk_;  // per layer + 1 (the globals first): read in for this step's update
 };
 
 }  // namespace strata

@@ -213,7 +213,8 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
       {"data", {"train", "val", "val_fraction", "tokenizer"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
-        "divergence_factor", "divergence_steps", "init_from", "sample_every", "sample_tokens", "sample_prompt"}},
+        "divergence_factor", "divergence_steps", "init_from", "sample_every", "sample_tokens", "sample_prompt",
+        "update", "fused_clip"}},
       {"device", {"kind", "memory_limit", "tf32", "disk_path", "disk_limit"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
       {"kernels", {"attention"}},
@@ -435,6 +436,17 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
         train.report_error("init_from", "init_from = \"" + t.init_from->string() +
                                             "\": no such checkpoint directory or safetensors file");
     }
+    t.update = train.get_string("update", "full", {"full", "fused"}) == "fused" ? UpdateMode::fused : UpdateMode::full;
+    if (train.has("fused_clip") && t.update != UpdateMode::fused)
+      train.report_error("fused_clip", "fused_clip applies to update = \"fused\" only");
+    t.fused_clip = train.get_string("fused_clip", "previous", {"previous", "per_block"}) == "per_block"
+                       ? FusedClip::per_block
+                       : FusedClip::previous;
+    if (t.update == UpdateMode::fused && t.micro_batches > 1)
+      train.report_error("update",
+                         "update = \"fused\" updates each block as soon as its gradients are complete, so "
+                         "micro batches cannot accumulate into them: set micro_batches = 1 (now " +
+                             std::to_string(t.micro_batches) + "), or update = \"full\"");
     if (t.batch % t.micro_batches != 0)
       train.report_error("micro_batches", "micro_batches = " + std::to_string(t.micro_batches) +
                                               " must divide batch = " + std::to_string(t.batch));

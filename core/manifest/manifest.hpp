@@ -24,6 +24,12 @@ struct PluginSpec {
   std::string dotted_path;             // "optimizer", "strategy.0"
 };
 
+// When the optimizer runs: after the whole backward pass (full), or block by block as each block's
+// gradients are complete (fused: the full set of gradients never exists; docs/architecture.md,
+// "The fused update"). Fused clipping needs a norm before the step's global one exists.
+enum class UpdateMode : std::uint8_t { full, fused };
+enum class FusedClip : std::uint8_t { previous, per_block };
+
 struct TrainSpec {
   std::int64_t steps = 100;
   int batch = 8;
@@ -45,6 +51,8 @@ struct TrainSpec {
   // Fine-tuning: the weights to start from (a checkpoint directory or a safetensors file, weights
   // only: the optimizer starts fresh) instead of a random initialisation; unset: random.
   std::optional<std::filesystem::path> init_from;
+  UpdateMode update = UpdateMode::full;
+  FusedClip fused_clip = FusedClip::previous;  // fused only: the last step's global norm, or each block's own
 };
 
 struct DataSpec {

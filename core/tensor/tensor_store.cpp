@@ -98,7 +98,8 @@ void TensorStore::use_weight_quantizer(WeightQuantizer& quantizer) {
 
 void TensorStore::allocate_persistent() {
   for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row)
-    if (table_.row(row).category != MemoryCategory::activations && !allocated(row)) allocate(row, true);
+    if (table_.row(row).category != MemoryCategory::activations && !allocated(row) && !on_demand_.contains(row))
+      allocate(row, true);
 }
 
 void TensorStore::allocate(int row, bool zero) {
@@ -246,7 +247,7 @@ void TensorStore::zero_grads() {
     if (rows.grad >= 0) grad_rows.push_back(rows.grad);
   complete_rows(grad_rows);
   for (const ParameterRows& rows : parameters_) {
-    if (rows.grad < 0) continue;
+    if (rows.grad < 0 || !allocated(rows.grad)) continue;  // the fused update's blocks: allocated zeroed when used
     const TensorRow& r = table_.row(rows.grad);
     if (r.home == Home::device) {
       zero(f32(rows.grad), r.elements());

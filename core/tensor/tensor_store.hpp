@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -93,7 +94,10 @@ class TensorStore {
   const std::vector<ParameterRows>& parameters() const noexcept { return parameters_; }
 
   // Allocation. Persistent rows are zeroed (through the backend's fill op on the device).
-  void allocate_persistent();  // every unallocated row that is not an activation, in its home
+  // Every unallocated row that is not an activation, in its home, but rows allocated on demand.
+  void allocate_persistent();
+  // Rows their user allocates and releases itself (the fused update's block gradients).
+  void allocate_on_demand(const std::vector<int>& rows) { on_demand_.insert(rows.begin(), rows.end()); }
   void allocate(int row, bool zero = false);
   // Frees a row (waiting for a copy in flight); an activation row's home goes back to the device.
   void release(int row);
@@ -200,6 +204,7 @@ class TensorStore {
   std::size_t moves_in_flight_ = 0;        // rows with a pending move: lets hooks skip the scan when 0
   std::vector<Buffer> host_copy_;          // parallel to table rows: clean host copies of fetched weights
   std::vector<std::int64_t> disk_offset_;  // parallel to table rows: the row's extent on disk, or -1
+  std::set<int> on_demand_;                // rows allocate_persistent leaves alone
   std::vector<int> returning_;             // the rows of the last return_to_disk whose writes may be in flight
   DiskTier* disk_tier_ = nullptr;
   TransferTotals transfers_;

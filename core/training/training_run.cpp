@@ -119,6 +119,26 @@ std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_
   return problems;
 }
 
+std::vector<std::string> fused_update_problems(const Manifest& manifest, const Stack& stack) {
+  std::vector<std::string> problems;
+  if (manifest.train.update != UpdateMode::fused) return problems;
+  const std::string where = manifest.path.string() + ": train.update = \"fused\": ";
+  const std::string optimizer = "[optimizer] plugin = \"" + manifest.optimizer.plugin + "\"";
+  if (!stack.optimizer->steps_in_parts())
+    problems.push_back(where + optimizer + " does not step in parts (SDK 9.3: begin_step, step_part)");
+  else if (manifest.train.fused_clip == FusedClip::previous && !stack.optimizer->clips_by_given_norm())
+    problems.push_back(where + optimizer +
+                       " cannot clip by the previous step's norm (SDK 9.4: begin_step_with_norm): set "
+                       "train.fused_clip = \"per_block\"");
+  if (stack.predictor)
+    problems.push_back(where + "[predictor] steps update the weights without gradients: use update = \"full\"");
+  if (manifest.precision.plugin == "fp16")
+    problems.push_back(where +
+                       "fp16 skips every step whose scaled gradients overflow, and a fused step cannot be skipped "
+                       "once blocks above are updated: use bf16, or update = \"full\"");
+  return problems;
+}
+
 std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor) {
   if (std::vector<std::string> problems = disk_tier_problems(manifest, true, has_predictor); !problems.empty())
     throw ManifestError(problems);
@@ -136,6 +156,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   std::unique_ptr<Backend> device = options.backend ? options.backend(manifest) : backend_for(manifest);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
+  if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
+    throw ManifestError(problems);
   const TrainSpec& train = manifest.train;
   const int rows = manifest.train.micro_batch_rows();
   const auto tokenizer = tokenizer_for(manifest);
@@ -169,9 +191,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                  ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
                               Purpose::training, stack.trainable});
   Model& model = *model_owner;
-  Executor executor(
-      model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-      ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels});
+  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
+                    ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(),
+                                    stack.strategy_labels, train.update, train.fused_clip});
   executor.attach_without_allocating();  // strategies place the rows
   if (model.store().any_on_disk()) {
     disk_tier = open_disk_tier(manifest, *device, stack.predictor != nullptr);
@@ -225,6 +247,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       if (Status status = stack.strategies[i]->restore_state(strategy_state); !status)
         throw CheckpointError(options.resume->string() + ": " + status.message());
     }
+    executor.restore_fused_clip_norm(state.fused_clip_norm);
     start_step = state.step;
     spdlog::info("resumed from {} at step {}", resolve_checkpoint(*options.resume).string(), start_step);
     // Nothing to train is said plainly, and nothing is written (no telemetry, no save, no prune).
@@ -362,7 +385,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                          std::move(predictor_state),
                          {},
                          data_identity,
-                         outcome.loss};
+                         outcome.loss,
+                         executor.fused_clip_norm()};
       for (std::size_t i = 0; i < stack.strategies.size(); ++i) {
         std::string strategy_state;
         if (Status status = stack.strategies[i]->state(strategy_state); !status) throw HookFailed(status.message());

@@ -17,6 +17,8 @@
 
 namespace strata {
 
+struct Stack;
+
 // Builds a run's backend from its manifest. Empty: backend_for, the manifest's [device]. Tests
 // pass one to run on a backend no manifest names (tests/sealed_backend.hpp).
 using BackendFactory = std::function<std::unique_ptr<Backend>(const Manifest&)>;
@@ -58,6 +60,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 // What keeps the manifest's disk tier from working, one problem each: a disk_path that cannot hold
 // the tier's file; and, when a strategy puts rows on disk, no disk_path, or a phase controller.
 std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_on_disk, bool has_predictor);
+
+// What keeps train.update = "fused" from running with this stack, one problem each: an optimizer
+// that does not step in parts (or, for fused_clip = "previous", cannot clip by a given norm), a
+// phase controller, fp16's loss scaling (whose overflow steps are skipped by design).
+std::vector<std::string> fused_update_problems(const Manifest& manifest, const Stack& stack);
 
 // The disk tier in [device] disk_path, its staging accounted in the backend's host arena; throws
 // ManifestError with disk_tier_problems when there are any.

@@ -335,6 +335,8 @@ int command_validate(const std::vector<std::string>& arguments) {
       });
     for (std::string& problem : disk_tier_problems(manifest, rows_on_disk, stack && stack->predictor))
       problems.push_back(std::move(problem));
+    if (stack)
+      for (std::string& problem : fused_update_problems(manifest, *stack)) problems.push_back(std::move(problem));
     const auto check_data = [&](const std::filesystem::path& path, const char* key) {
       gather([&] {
         try {

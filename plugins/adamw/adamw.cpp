@@ -29,6 +29,12 @@ class AdamW final : public Optimizer {
   Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) override {
     return guarded([&] { update(info, slots); });
   }
+  // The fused update's clipping by the previous step's norm.
+  bool clips_by_given_norm() const noexcept override { return true; }
+  Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
+                              OptimizerReport& report) override {
+    return guarded([&] { begin(info, slots, report, clip_norm); });
+  }
 
   // The second moment is a running mean of squares: a negative value is corruption, and would be a
   // NaN (its square root) at the first step.
@@ -37,8 +43,9 @@ class AdamW final : public Optimizer {
   }
 
  private:
-  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
-    grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
+  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report,
+             std::optional<double> clip_norm = std::nullopt) {
+    grad_scale_ = config_.begin_step(host_.ops(), info, slots, report, clip_norm);
     report_ = report;
   }
   void update(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {

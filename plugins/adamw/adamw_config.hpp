@@ -2,6 +2,7 @@
 // The keys AdamW and its 8-bit variant share, and the step's global-norm clipping: one reading of
 // the manifest and one schedule for both plugins.
 #include <cmath>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,15 +45,15 @@ struct AdamWConfig {
   }
 
   // The step's learning rate and gradient norm (through the backend's reduction), and the factor
-  // that clips the gradients to grad_clip.
-  float begin_step(Ops& ops, const OptimizerStepInfo& info, std::span<const ParamSlot> slots,
-                   OptimizerReport& report) const {
+  // that clips the gradients to grad_clip: by their own norm, or by `clip_norm` when it is given
+  // (Optimizer::begin_step_with_norm).
+  float begin_step(Ops& ops, const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report,
+                   std::optional<double> clip_norm = std::nullopt) const {
     double sum_of_squares = 0.0;
     for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
     report.grad_norm = std::sqrt(sum_of_squares);
     report.lr = scheduled_lr(info, schedule.c_str(), min_lr_ratio);
-    if (grad_clip > 0.0 && report.grad_norm > grad_clip) return static_cast<float>(grad_clip / report.grad_norm);
-    return 1.0f;
+    return clip_factor(grad_clip, clip_norm.value_or(report.grad_norm));
   }
 
   AdamWHyper hyper(const OptimizerReport& report, const OptimizerStepInfo& info, const ParamSlot& slot,

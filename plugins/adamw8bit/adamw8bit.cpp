@@ -83,6 +83,14 @@ class AdamW8bit final : public Optimizer {
   Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) override {
     return guarded([&] { update(info, slots); });
   }
+  // The fused update's clipping by the previous step's norm.
+  bool clips_by_given_norm() const noexcept override {
+    return true;
+  }
+  Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
+                              OptimizerReport& report) override {
+    return guarded([&] { begin(info, slots, report, clip_norm); });
+  }
 
   // Every code decodes to a valid moment (v's map is unsigned); what can break is a scale: each
   // block's absmax is never negative. Small tensors keep f32 moments, as AdamW.
@@ -97,8 +105,9 @@ class AdamW8bit final : public Optimizer {
   }
 
  private:
-  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
-    grad_scale_ = config_.begin_step(host_.ops(), info, slots, report);
+  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report,
+             std::optional<double> clip_norm = std::nullopt) {
+    grad_scale_ = config_.begin_step(host_.ops(), info, slots, report, clip_norm);
     report_ = report;
   }
   void update(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {

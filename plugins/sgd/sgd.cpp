@@ -1,6 +1,7 @@
 // SGD with optional momentum and decoupled weight decay, same schedule as adamw; the update is
 // the backend's sgd_update op.
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "../adamw/lr_schedule.hpp"
@@ -40,17 +41,23 @@ class Sgd final : public Optimizer {
     (void)info;
     return guarded([&] { update(slots); });
   }
+  // The fused update's clipping by the previous step's norm.
+  bool clips_by_given_norm() const noexcept override { return true; }
+  Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
+                              OptimizerReport& report) override {
+    return guarded([&] { begin(info, slots, report, clip_norm); });
+  }
 
  private:
-  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report) {
+  void begin(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, OptimizerReport& report,
+             std::optional<double> clip_norm = std::nullopt) {
     Ops& ops = host_.ops();
     double sum_of_squares = 0.0;
     for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
     report.grad_norm = std::sqrt(sum_of_squares);
     report.lr = plugins::scheduled_lr(info, schedule_.c_str(), min_lr_ratio_);
     lr_ = report.lr;
-    scale_ =
-        grad_clip_ > 0.0 && report.grad_norm > grad_clip_ ? static_cast<float>(grad_clip_ / report.grad_norm) : 1.0f;
+    scale_ = plugins::clip_factor(grad_clip_, clip_norm.value_or(report.grad_norm));
   }
   void update(std::span<ParamSlot> slots) {
     Ops& ops = host_.ops();

@@ -113,6 +113,13 @@ class Forwarder<Optimizer, Policy> final : public Optimizer {
     if (!policy_.has(3)) return Optimizer::step_part(info, slots);
     return policy_.call("step_part", at_step(info.step), [&] { return object_->step_part(info, slots); });
   }
+  bool clips_by_given_norm() const noexcept override { return policy_.has(4) && object_->clips_by_given_norm(); }
+  Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
+                              OptimizerReport& report) noexcept override {
+    if (!policy_.has(4)) return Optimizer::begin_step_with_norm(info, slots, clip_norm, report);
+    return policy_.call("begin_step_with_norm", at_step(info.step),
+                        [&] { return object_->begin_step_with_norm(info, slots, clip_norm, report); });
+  }
 
  private:
   std::shared_ptr<Optimizer> object_;

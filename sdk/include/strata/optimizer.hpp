@@ -102,6 +102,22 @@ class Optimizer {
     (void)slots;
     return Status::error("this optimizer does not step in parts");
   }
+
+  // ABI 9.4 -------------------------------------------------------------------------------------
+  // (optional, since 9.4) begin_step clipping by a norm the host gives instead of the norm of the
+  // gradients in `slots`: the fused update (train.update = "fused") steps each block as soon as its
+  // gradients are complete, so the step's global norm does not exist yet; with train.fused_clip =
+  // "previous" it passes the last step's. The report's grad_norm stays the slots' own. The host
+  // calls it only when clips_by_given_norm() says so.
+  virtual bool clips_by_given_norm() const noexcept { return false; }
+  virtual Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
+                                      OptimizerReport& report) {
+    (void)info;
+    (void)slots;
+    (void)clip_norm;
+    (void)report;
+    return Status::error("this optimizer does not clip by a given norm");
+  }
 };
 
 }  // namespace strata

@@ -1,0 +1,104 @@
+// The fused update (train.update = "fused"; docs/architecture.md, "The fused update"): each block
+// is updated as soon as its backward has run, before the backward of the block below, and its
+// gradients are freed at once, so the full set of gradients never exists (LOMO's memory saving;
+// Fuyou overlaps the same step with backward). The globals (embeddings, final norm, an untied head)
+// are updated last, after the embedding's backward, since a tied head's gradient has two parts.
+//
+// The optimizer steps in parts (SDK 9.3: begin_step, step_part) over one block's slots at a time.
+// Clipping cannot use the step's global norm, which exists only once every block has stepped:
+// fused_clip = "previous" clips every block by the last step's global norm (SDK 9.4,
+// begin_step_with_norm; the first step is not clipped), "per_block" clips each block by its own.
+// A step cannot be skipped once blocks above have changed: non-finite gradients stop the run.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/executor/executor.hpp"
+#include "core/executor/hook_failed.hpp"
+
+namespace strata {
+
+namespace {
+
+std::string block_name(int layer) {
+  return layer == kGlobalParameters ? std::string("the global parameters") : "block " + std::to_string(layer);
+}
+
+}  // namespace
+
+std::vector<int> Executor::block_gradient_rows(int layer) const {
+  std::vector<int> rows;
+  for (const ParameterRows& parameter : model_.parameters())
+    if (parameter.layer == layer && parameter.grad >= 0) rows.push_back(parameter.grad);
+  return rows;
+}
+
+void Executor::begin_fused_block(int layer) {
+  TensorStore& store = model_.store();
+  if (layer >= 0) {
+    // The block's gradients exist from here to its update, zeroed, on the device (where the
+    // block's backward writes them; a strategy may move them before the update).
+    const std::vector<int> grads = block_gradient_rows(layer);
+    store.begin_move_rows(grads, Home::device);  // unallocated: only the home changes
+    for (int row : grads) store.allocate(row, /*zero=*/true);
+  }
+  // State on disk is read in while the block's backward runs, and written back after its update.
+  const bool on_disk = store.residence(layer, TensorGroup::optimizer_state) == Residence::disk;
+  state_from_disk_.resize(static_cast<std::size_t>(model_.n_layer()) + 1);
+  state_from_disk_[static_cast<std::size_t>(layer + 1)] = on_disk;
+  if (on_disk) store.begin_move_group(layer, TensorGroup::optimizer_state, Home::host);
+}
+
+void Executor::fused_step_block(int layer) {
+  TensorStore& store = model_.store();
+  const bool from_disk = state_from_disk_[static_cast<std::size_t>(layer + 1)];
+  for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})
+    store.complete_moves(layer, group);
+  store.drop_stale_weight_copies();  // the update writes the block's weights
+  std::vector<ParamSlot> slots = parameter_slots(layer);
+  if (!slots.empty()) {
+    auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
+    std::vector<TensorView> grads;
+    for (const ParamSlot& slot : slots) grads.push_back(slot.grad);
+    PrecisionDecision decision;
+    if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
+      throw HookFailed(status.message());
+    if (decision.skip_step)
+      throw std::runtime_error("step " + std::to_string(step_) + ": the gradients of " + block_name(layer) +
+                               " are not finite, and the precision policy would skip the step, but update = "
+                               "\"fused\" has already updated the blocks above it, so it cannot; the run stops "
+                               "(saved checkpoints are untouched: resume from one with a lower lr, or train with "
+                               "update = \"full\")");
+    const OptimizerStepInfo info{step_, options_.total_steps, options_.warmup_steps, options_.lr};
+    OptimizerReport report;
+    const Status begun = options_.fused_clip == FusedClip::previous
+                             ? optimizer_.begin_step_with_norm(info, slots, previous_grad_norm_.value_or(0.0), report)
+                             : optimizer_.begin_step(info, slots, report);
+    if (!begun) throw HookFailed(begun.message());
+    fused_sum_of_squares_ += report.grad_norm * report.grad_norm;
+    fused_report_.lr = report.lr;
+    if (Status status = optimizer_.step_part(info, slots); !status) throw HookFailed(status.message());
+  }
+  store.publish_layer_weights(step_, layer);
+  if (from_disk) store.return_to_disk(store.group_rows(layer, TensorGroup::optimizer_state), !slots.empty());
+  if (layer >= 0)
+    for (int row : block_gradient_rows(layer)) store.release(row);
+}
+
+void Executor::finish_fused_step(StepOutcome& outcome) {
+  outcome.report = fused_report_;
+  outcome.report.grad_norm = std::sqrt(fused_sum_of_squares_);
+  outcome.skipped = false;
+  outcome.loss_scale = precision_.loss_scale();
+  previous_grad_norm_ = outcome.report.grad_norm;
+  model_.backend().synchronize();  // an op's failure surfaces here, not as a NaN loss
+  if (!std::isfinite(outcome.loss))
+    throw std::runtime_error("training diverged: the loss is " + std::to_string(outcome.loss) + " at step " +
+                             std::to_string(step_) + " (update = \"fused\": every block is already updated)");
+  // The optimizer has run block by block: no before_step hook (nothing is left for it to prepare);
+  // after_step hooks see the updated weights, as after a full update.
+  model_.store().complete_all_moves();
+  run_hooks(Hook::after_step, -1, true);
+}
+
+}  // namespace strata
