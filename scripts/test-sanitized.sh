@@ -25,4 +25,5 @@ cd build-asan
 # Left out here, run in the Release suite: what tests/CMakeLists.txt labels release_only, and the two
 # convergence runs (hundreds of steps on the corpus, 90 s under the sanitizers) whose bf16 and int8
 # kernels the unit and sealed-device tests cover under the sanitizers. CI stays under 30 minutes.
-ctest --output-on-failure -j1 -LE release_only -E 'Training\.(LowBit|Bf16)StorageTracksF32OnTheShippedCorpus'
+export OMP_WAIT_POLICY=passive  # two tests at a time, as scripts/test.sh runs them
+ctest --output-on-failure -j"$(nproc)" -LE release_only -E 'Training\.(LowBit|Bf16)StorageTracksF32OnTheShippedCorpus'

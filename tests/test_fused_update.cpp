@@ -1,7 +1,7 @@
 // train.update = "fused" (core/executor/fused_update.cpp): each block is updated right after its
 // backward and its gradients freed. Without clipping the optimizer sees exactly what the full update
 // gives it, so the runs are bitwise equal (losses, saved weights and optimizer state) with every
-// built-in optimizer, bf16 storage, checkpointing and offload to host or disk; only one block's
+// built-in optimizer, bf16 storage, checkpointing, offload to host or disk and layer streaming; only one block's
 // gradients exist at a time; the two clipping choices stay within a bound of exact clipping; the
 // previous step's norm survives a resume; and the combinations it cannot run are refused.
 #include <gtest/gtest.h>
@@ -75,9 +75,17 @@ TEST(FusedUpdate, WithoutClippingIsBitwiseTheFullUpdate) {
   };
   const std::string adamw = "[optimizer]\nplugin = \"adamw\"\ngrad_clip = 0.0\n";
   const std::vector<Case> cases = {
-      {"adamw", adamw, "", {}},         {"adamw_llama", adamw, "", kLlama},
-      {"adamw8bit", adamw8bit, "", {}}, {"sgd", sgd, "", kLlama},
-      {"bf16", adamw, bf16, {}},        {"checkpoint_offload", adamw, checkpoint + host, kLlama},
+      {"adamw", adamw, "", {}},
+      {"adamw_llama", adamw, "", kLlama},
+      {"adamw8bit", adamw8bit, "", {}},
+      {"sgd", sgd, "", kLlama},
+      {"bf16", adamw, bf16, {}},
+      {"checkpoint_offload", adamw, checkpoint + host, kLlama},
+      {"streamed",
+       adamw,
+       "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\nmax_resident_layers = 2\n"
+       "prefetch = 1\n",
+       {}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -184,7 +192,7 @@ TEST(FusedUpdate, WhatItCannotRunIsRefused) {
   const std::string adamw = "[optimizer]\nplugin = \"adamw\"\n";
   EXPECT_NE(refusal(adamw, {kFused, "train.micro_batches=2"}).find("micro batches cannot accumulate"),
             std::string::npos);
-  EXPECT_NE(refusal(adamw + "[precision]\nplugin = \"fp16\"\n", {kFused}).find("fp16 skips every step"),
+  EXPECT_NE(refusal(adamw + "[precision]\nplugin = \"fp16\"\n", {kFused}).find("scales the loss and skips every step"),
             std::string::npos);
   EXPECT_NE(refusal(adamw, {"train.fused_clip=\"per_block\""}).find("fused_clip applies to update = \"fused\""),
             std::string::npos);

@@ -193,7 +193,7 @@ void Executor::attach() {
 void Executor::attach_without_allocating() {
   run_hooks(Hook::attach, -1, false);
   if (options_.update == UpdateMode::fused)
-    for (int layer = 0; layer < model_.n_layer(); ++layer)
+    for (int layer = kGlobalParameters; layer < model_.n_layer(); ++layer)
       model_.store().allocate_on_demand(block_gradient_rows(layer));
 }
 
@@ -314,6 +314,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         if (fusing_) fused_step_block(l);
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
+      if (fusing_) read_fused_state_from_disk(kGlobalParameters);
       model_.embed_backward();
       if (fusing_) fused_step_block(kGlobalParameters);
     }

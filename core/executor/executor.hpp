@@ -99,6 +99,7 @@ class Executor {
   // embedding's, and the report sums the blocks' norms into the step's.
   std::vector<int> block_gradient_rows(int layer) const;
   void begin_fused_block(int layer);
+  void read_fused_state_from_disk(int layer);
   void fused_step_block(int layer);
   void finish_fused_step(StepOutcome& outcome);
   std::vector<ControlledParameter> controlled_parameters();

@@ -34,15 +34,20 @@ std::vector<int> Executor::block_gradient_rows(int layer) const {
 }
 
 void Executor::begin_fused_block(int layer) {
+  // The gradients exist from here to the update, zeroed, on the device (where backward writes
+  // them; a strategy may move them before the update). The globals' start before the head's
+  // backward and are complete after the embedding's.
   TensorStore& store = model_.store();
-  if (layer >= 0) {
-    // The block's gradients exist from here to its update, zeroed, on the device (where the
-    // block's backward writes them; a strategy may move them before the update).
-    const std::vector<int> grads = block_gradient_rows(layer);
-    store.begin_move_rows(grads, Home::device);  // unallocated: only the home changes
-    for (int row : grads) store.allocate(row, /*zero=*/true);
-  }
-  // State on disk is read in while the block's backward runs, and written back after its update.
+  const std::vector<int> grads = block_gradient_rows(layer);
+  store.begin_move_rows(grads, Home::device);  // unallocated: only the home changes
+  for (int row : grads) store.allocate(row, /*zero=*/true);
+  // A block's state on disk is read in while its backward runs; the globals' once the last block
+  // has updated (read_fused_state_from_disk), so that at most two layers' state is in memory.
+  if (layer >= 0) read_fused_state_from_disk(layer);
+}
+
+void Executor::read_fused_state_from_disk(int layer) {
+  TensorStore& store = model_.store();
   const bool on_disk = store.residence(layer, TensorGroup::optimizer_state) == Residence::disk;
   state_from_disk_.resize(static_cast<std::size_t>(model_.n_layer()) + 1);
   state_from_disk_[static_cast<std::size_t>(layer + 1)] = on_disk;
@@ -54,7 +59,7 @@ void Executor::fused_step_block(int layer) {
   const bool from_disk = state_from_disk_[static_cast<std::size_t>(layer + 1)];
   for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})
     store.complete_moves(layer, group);
-  store.drop_stale_weight_copies();  // the update writes the block's weights
+  store.drop_stale_weight_copies(layer);  // the update writes the block's weights
   std::vector<ParamSlot> slots = parameter_slots(layer);
   if (!slots.empty()) {
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
@@ -81,8 +86,7 @@ void Executor::fused_step_block(int layer) {
   }
   store.publish_layer_weights(step_, layer);
   if (from_disk) store.return_to_disk(store.group_rows(layer, TensorGroup::optimizer_state), !slots.empty());
-  if (layer >= 0)
-    for (int row : block_gradient_rows(layer)) store.release(row);
+  for (int row : block_gradient_rows(layer)) store.release(row);
 }
 
 void Executor::finish_fused_step(StepOutcome& outcome) {

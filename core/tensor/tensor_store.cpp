@@ -454,9 +454,10 @@ void TensorStore::complete_moves(int layer, TensorGroup group) {
   complete_rows(group_rows(layer, group));
 }
 
-void TensorStore::drop_stale_weight_copies() {
+void TensorStore::drop_stale_weight_copies(std::optional<int> layer) {
   for (const ParameterRows& rows : parameters_)
-    if (table_.row(rows.param).home == Home::device) host_copy_[static_cast<std::size_t>(rows.param)].reset();
+    if ((!layer || rows.layer == *layer) && table_.row(rows.param).home == Home::device)
+      host_copy_[static_cast<std::size_t>(rows.param)].reset();
 }
 
 void TensorStore::collect_finished_moves() {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -173,7 +174,7 @@ class TensorStore {
   // Weights fetched from the host keep their host copy (ZeRO-Infinity's parameter offload): until
   // the weights change, evicting them only frees the device copy. The optimizer calls this before
   // it writes weights that are on the device, whose host copies would go stale.
-  void drop_stale_weight_copies();
+  void drop_stale_weight_copies(std::optional<int> layer = std::nullopt);  // one layer's, or all
   const TransferTotals& transfers() const noexcept { return transfers_; }
   // The rows of a layer's group (kGlobalParameters: outside the blocks).
   std::vector<int> group_rows(int layer, TensorGroup group) const;

@@ -124,18 +124,18 @@ std::vector<std::string> fused_update_problems(const Manifest& manifest, const S
   if (manifest.train.update != UpdateMode::fused) return problems;
   const std::string where = manifest.path.string() + ": train.update = \"fused\": ";
   const std::string optimizer = "[optimizer] plugin = \"" + manifest.optimizer.plugin + "\"";
-  if (!stack.optimizer->steps_in_parts())
-    problems.push_back(where + optimizer + " does not step in parts (SDK 9.3: begin_step, step_part)");
-  else if (manifest.train.fused_clip == FusedClip::previous && !stack.optimizer->clips_by_given_norm())
+  // SDK 9.4's clips_by_given_norm() also says the optimizer takes begin_step once per block (9.3's
+  // steps in parts promise one begin_step over every gradient).
+  if (!stack.optimizer->steps_in_parts() || !stack.optimizer->clips_by_given_norm())
     problems.push_back(where + optimizer +
-                       " cannot clip by the previous step's norm (SDK 9.4: begin_step_with_norm): set "
-                       "train.fused_clip = \"per_block\"");
+                       " does not take the fused update's per-block steps (SDK 9.4: steps_in_parts and "
+                       "begin_step_with_norm)");
   if (stack.predictor)
     problems.push_back(where + "[predictor] steps update the weights without gradients: use update = \"full\"");
-  if (manifest.precision.plugin == "fp16")
-    problems.push_back(where +
-                       "fp16 skips every step whose scaled gradients overflow, and a fused step cannot be skipped "
-                       "once blocks above are updated: use bf16, or update = \"full\"");
+  if (manifest.precision.plugin == "fp16" || stack.precision->loss_scale() != 1.0)
+    problems.push_back(where + "[precision] plugin = \"" + manifest.precision.plugin +
+                       "\" scales the loss and skips every step whose scaled gradients overflow, and a fused step "
+                       "cannot be skipped once blocks above are updated: use bf16, or update = \"full\"");
   return problems;
 }
 

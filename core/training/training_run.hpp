@@ -62,8 +62,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_on_disk, bool has_predictor);
 
 // What keeps train.update = "fused" from running with this stack, one problem each: an optimizer
-// that does not step in parts (or, for fused_clip = "previous", cannot clip by a given norm), a
-// phase controller, fp16's loss scaling (whose overflow steps are skipped by design).
+// that does not take per-block steps (SDK 9.4), a phase controller, a scaled loss (fp16's: its
+// overflow steps are skipped by design).
 std::vector<std::string> fused_update_problems(const Manifest& manifest, const Stack& stack);
 
 // The disk tier in [device] disk_path, its staging accounted in the backend's host arena; throws

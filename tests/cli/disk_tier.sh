@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The disk tier from the command line: optimizer state on disk trains to the losses of the state on
 # the host, bit for bit; a run killed mid-step (kill -9, mid-write to the tier) resumes to the
-# uninterrupted run's losses and leaves no tier file behind; a bad disk_path is refused at validate
+# uninterrupted run's losses and leaves no tier file behind, with the full and the fused update; a bad disk_path is refused at validate
 # time (exit 2); a full filesystem ends the run (exit 1) naming the bytes, and the last checkpoint
 # stays intact. With RELIABILITY_TABLE set, the faults add rows to docs/reliability.md's table.
 set -uo pipefail
@@ -36,25 +36,31 @@ grep -q "disk tier: .* read, .* written" "$work/disk.log" || fail "no disk-tier 
 echo "ok: disk-tier losses equal the host's: $(losses "$work/disk/steps.jsonl")"
 
 # kill -9 mid-run, a moment after the first save (the state's reads and writes run all through a
-# step), then --resume: the losses after the save are the uninterrupted run's.
+# step), then --resume: the losses after the save are the uninterrupted run's. Also under the fused
+# update, whose blocks' state moves during backward and whose clipping norm is saved.
 big=(--set model.d_model=128 --set model.n_layer=4 --set checkpoint.every=5)
-train disk whole 40 "${big[@]}" > "$work/whole.log" 2>&1 || fail "uninterrupted run failed"
-for delay in 0.1 0.4; do
+for case in "full 0.1" "full 0.4" "fused 0.25"; do
+  read -r update delay <<< "$case"
+  if [ ! -f "$work/whole-$update/steps.jsonl" ]; then
+    train disk "whole-$update" 40 "${big[@]}" --set train.update=\"$update\" > "$work/whole.log" 2>&1 ||
+      { cat "$work/whole.log"; fail "uninterrupted run (update = $update) failed"; }
+  fi
   rm -rf "$work/killed"
-  (exec > "$work/killed.log" 2>&1; launch=exec; train disk killed 40 "${big[@]}") &
+  (exec > "$work/killed.log" 2>&1; launch=exec; train disk killed 40 "${big[@]}" --set train.update=\"$update\") &
   pid=$!
   for _ in $(seq 600); do [ -f "$work/killed/checkpoints/latest" ] && break; sleep 0.05; done
   sleep "$delay"
   kill -9 "$pid" 2> /dev/null
   wait "$pid" 2> /dev/null
   grep -q "step 40/40" "$work/killed.log" && echo "note: the run finished before kill -9 at ${delay}s"
-  train disk killed 40 "${big[@]}" --resume >> "$work/killed.log" 2>&1 ||
-    { cat "$work/killed.log"; fail "resume after kill -9 failed"; }
+  train disk killed 40 "${big[@]}" --set train.update=\"$update\" --resume >> "$work/killed.log" 2>&1 ||
+    { cat "$work/killed.log"; fail "resume after kill -9 failed (update = $update)"; }
   resumed=$(losses "$work/killed/steps.jsonl" | awk '{print $NF}')
-  whole=$(losses "$work/whole/steps.jsonl" | awk '{print $NF}')
-  [ "$resumed" = "$whole" ] || fail "after kill -9 at ${delay}s and --resume the last loss is $resumed, not $whole"
+  whole=$(losses "$work/whole-$update/steps.jsonl" | awk '{print $NF}')
+  [ "$resumed" = "$whole" ] ||
+    fail "after kill -9 at ${delay}s and --resume (update = $update) the last loss is $resumed, not $whole"
   [ -z "$(ls -A "$tier")" ] || fail "a killed run left tier files: $(ls -A "$tier")"
-  echo "ok: kill -9 at ${delay}s, resumed to the uninterrupted last loss $whole"
+  echo "ok: update = $update, kill -9 at ${delay}s, resumed to the uninterrupted last loss $whole"
 done
 
 # A directory that cannot hold the tier, or none named: refused at validate time.

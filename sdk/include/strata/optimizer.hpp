@@ -104,11 +104,13 @@ class Optimizer {
   }
 
   // ABI 9.4 -------------------------------------------------------------------------------------
-  // (optional, since 9.4) begin_step clipping by a norm the host gives instead of the norm of the
-  // gradients in `slots`: the fused update (train.update = "fused") steps each block as soon as its
-  // gradients are complete, so the step's global norm does not exist yet; with train.fused_clip =
-  // "previous" it passes the last step's. The report's grad_norm stays the slots' own. The host
-  // calls it only when clips_by_given_norm() says so.
+  // (optional, since 9.4) The fused update (train.update = "fused") steps each block as soon as its
+  // gradients are complete: per block, begin_step (fused_clip = "per_block") or begin_step_with_norm
+  // over that block's slots alone, then step_part over the same slots; blocks from the last to the
+  // first, the globals last. So the step's global norm does not exist yet: begin_step_with_norm
+  // clips by a norm the host gives (the last step's global norm) instead of the slots' own; the
+  // report's grad_norm stays the slots' own. clips_by_given_norm() says the optimizer takes both
+  // (the host refuses the fused update otherwise).
   virtual bool clips_by_given_norm() const noexcept { return false; }
   virtual Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
                                       OptimizerReport& report) {
