@@ -3,7 +3,8 @@
 // gives it, so the runs are bitwise equal (losses, saved weights and optimizer state) with every
 // built-in optimizer, bf16 storage, checkpointing, offload to host or disk and layer streaming; only one block's
 // gradients exist at a time; the two clipping choices stay within a bound of exact clipping; the
-// previous step's norm survives a resume; and the combinations it cannot run are refused.
+// previous step's norm survives a resume; non-finite gradients stop the run; and the combinations
+// it cannot run are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,6 +173,19 @@ TEST(FusedUpdate, StateOnDiskIsBitwiseStateOnTheHost) {
   ASSERT_TRUE(disk.result.disk.has_value());
   EXPECT_GT(disk.result.disk->bytes_read, 0u);
   EXPECT_TRUE(std::filesystem::is_empty(tier_dir)) << "the tier's file outlived its run";
+}
+
+// A step whose gradients are not finite cannot be skipped once blocks are updated: the run stops,
+// naming the step and the block (SGD at lr 10 diverges within a few steps).
+TEST(FusedUpdate, NonFiniteGradientsStopTheRun) {
+  try {
+    (void)train("nonfinite", "", {kFused, "train.lr=10", "train.steps=20"}, "[optimizer]\nplugin = \"sgd\"\n");
+    FAIL() << "SGD at lr 10 trained 20 fused steps without a non-finite gradient";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("are not finite"), std::string::npos) << message;
+    EXPECT_NE(message.find("cannot skip a step"), std::string::npos) << message;
+  }
 }
 
 std::string refusal(const std::string& tables, const std::vector<std::string>& overrides) {

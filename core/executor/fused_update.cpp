@@ -70,10 +70,10 @@ void Executor::fused_step_block(int layer) {
       throw HookFailed(status.message());
     if (decision.skip_step)
       throw std::runtime_error("step " + std::to_string(step_) + ": the gradients of " + block_name(layer) +
-                               " are not finite, and the precision policy would skip the step, but update = "
-                               "\"fused\" has already updated the blocks above it, so it cannot; the run stops "
-                               "(saved checkpoints are untouched: resume from one with a lower lr, or train with "
-                               "update = \"full\")");
+                               " are not finite, and the precision policy would skip the step; update = \"fused\" "
+                               "cannot skip a step (it updates each block as soon as its gradients are complete), "
+                               "so the run stops (saved checkpoints are untouched: resume from one with a lower lr, "
+                               "or train with update = \"full\")");
     const OptimizerStepInfo info{step_, options_.total_steps, options_.warmup_steps, options_.lr};
     OptimizerReport report;
     const Status begun = options_.fused_clip == FusedClip::previous
