@@ -50,12 +50,7 @@ TrainResult train(const Family& family, const std::string& device, const std::st
   return run_training(manifest, registry, TrainOptions{});
 }
 
-double worst_relative_difference(const std::vector<double>& expected, const std::vector<double>& actual) {
-  double worst = 0.0;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    worst = std::max(worst, std::abs(actual[i] - expected[i]) / std::abs(expected[i]));
-  return worst;
-}
+using test::worst_relative_difference;
 
 TEST(CudaTraining, TwentyStepsMatchTheCpuLosses) {
   STRATA_SKIP_WITHOUT_CUDA();

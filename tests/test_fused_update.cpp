@@ -113,13 +113,6 @@ TEST(FusedUpdate, OnlyOneBlocksGradientsExistAtATime) {
   EXPECT_EQ(peak_grads(fused), peak_grads(full) - 3 * block);
 }
 
-double worst_relative_difference(const std::vector<double>& expected, const std::vector<double>& actual) {
-  double worst = 0.0;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    worst = std::max(worst, std::abs(actual[i] - expected[i]) / std::abs(expected[i]));
-  return worst;
-}
-
 // grad_clip = 0.5 is below every step's norm here, so clipping acts on every step. Clipping by the
 // previous step's norm, or each block by its own, changes the update's scale but not its
 // direction within a block: the losses stay within a few percent of exact global-norm clipping.

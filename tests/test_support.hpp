@@ -3,6 +3,8 @@
 // (SGD, fp32) so model-level tests need no plugin.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,14 @@
 #include "strata/precision_policy.hpp"
 
 namespace strata::test {
+
+// The largest |actual - expected| / |expected| over two runs' losses, step by step.
+inline double worst_relative_difference(const std::vector<double>& expected, const std::vector<double>& actual) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    worst = std::max(worst, std::abs(actual[i] - expected[i]) / std::abs(expected[i]));
+  return worst;
+}
 
 inline std::filesystem::path temporary_directory(const std::string& name) {
   const auto path = std::filesystem::temp_directory_path() / ("strata_test_" + name + "_" + std::to_string(::getpid()));

@@ -194,7 +194,7 @@ void Executor::attach_without_allocating() {
   run_hooks(Hook::attach, -1, false);
   if (options_.update == UpdateMode::fused)
     for (int layer = kGlobalParameters; layer < model_.n_layer(); ++layer)
-      model_.store().allocate_on_demand(block_gradient_rows(layer));
+      model_.store().allocate_on_demand(model_.store().group_rows(layer, TensorGroup::grads));
 }
 
 void Executor::run_hooks(Hook hook, int layer, bool reverse) {

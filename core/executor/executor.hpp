@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/manifest/manifest.hpp"
+#include "core/manifest/update_mode.hpp"
 #include "core/model/model.hpp"
 #include "strata/memory_strategy.hpp"
 #include "strata/optimizer.hpp"
@@ -56,8 +56,9 @@ class Executor {
   // Hands the phase controller (if any) the trained parameters and the memory it asks for; after
   // attach(), before a resume restores its state.
   void attach_controller(PhaseControllerMemory& memory);
-  // on_attach only, for `strata plan`: the table shows where rows would live. The fused update's
-  // block gradients are left to allocate_persistent's caller's step loop (allocated block by block).
+  // on_attach only, for `strata plan`: the table shows where rows would live. Under the fused
+  // update the gradients are allocated on demand: allocate_persistent leaves them, and each
+  // layer's are allocated when its backward starts.
   void attach_without_allocating();
   // One optimizer step over these micro batches (their count is train.micro_batches).
   StepOutcome train_step(std::int64_t step, std::span<const MicroBatch> micro_batches);
@@ -97,7 +98,6 @@ class Executor {
   // The fused update (core/executor/fused_update.cpp): blocks' gradients exist only from their
   // backward to their update; each block steps right after its backward, the globals after the
   // embedding's, and the report sums the blocks' norms into the step's.
-  std::vector<int> block_gradient_rows(int layer) const;
   void begin_fused_block(int layer);
   void read_fused_state_from_disk(int layer);
   void fused_step_block(int layer);

@@ -26,19 +26,12 @@ std::string block_name(int layer) {
 
 }  // namespace
 
-std::vector<int> Executor::block_gradient_rows(int layer) const {
-  std::vector<int> rows;
-  for (const ParameterRows& parameter : model_.parameters())
-    if (parameter.layer == layer && parameter.grad >= 0) rows.push_back(parameter.grad);
-  return rows;
-}
-
 void Executor::begin_fused_block(int layer) {
   // The gradients exist from here to the update, zeroed, on the device (where backward writes
   // them; a strategy may move them before the update). The globals' start before the head's
   // backward and are complete after the embedding's.
   TensorStore& store = model_.store();
-  const std::vector<int> grads = block_gradient_rows(layer);
+  const std::vector<int> grads = store.group_rows(layer, TensorGroup::grads);
   store.begin_move_rows(grads, Home::device);  // unallocated: only the home changes
   for (int row : grads) store.allocate(row, /*zero=*/true);
   // A block's state on disk is read in while its backward runs; the globals' once the last block
@@ -86,7 +79,7 @@ void Executor::fused_step_block(int layer) {
   }
   store.publish_layer_weights(step_, layer);
   if (from_disk) store.return_to_disk(store.group_rows(layer, TensorGroup::optimizer_state), !slots.empty());
-  for (int row : block_gradient_rows(layer)) store.release(row);
+  for (int row : store.group_rows(layer, TensorGroup::grads)) store.release(row);
 }
 
 void Executor::finish_fused_step(StepOutcome& outcome) {

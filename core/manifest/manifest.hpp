@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/manifest/update_mode.hpp"
 #include "core/model/model_spec.hpp"
 
 namespace strata {
@@ -23,12 +24,6 @@ struct PluginSpec {
   std::string label;                   // "[optimizer]", "[[strategy]] #1"
   std::string dotted_path;             // "optimizer", "strategy.0"
 };
-
-// When the optimizer runs: after the whole backward pass (full), or block by block as each block's
-// gradients are complete (fused: the full set of gradients never exists; docs/architecture.md,
-// "The fused update"). Fused clipping needs a norm before the step's global one exists.
-enum class UpdateMode : std::uint8_t { full, fused };
-enum class FusedClip : std::uint8_t { previous, per_block };
 
 struct TrainSpec {
   std::int64_t steps = 100;

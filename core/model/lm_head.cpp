@@ -37,13 +37,11 @@ HeadOperand LmHead::head_columns(int weight_row, std::int64_t first) {
 }
 
 Weight LmHead::widened_columns(int weight_row, std::int64_t first, std::int64_t width) {
-  const Weight weight = store_.weight(weight_row);
-  const std::int64_t C = shape_.channels;
-  if (weight.dtype != DType::bf16) return {store_.f32(weight_row) + first * C, DType::f32};
+  const HeadOperand head = head_columns(weight_row, first);
+  if (head.weight.dtype != DType::bf16) return head.weight;
   auto timer = store_.profiler().scope(ProfileKind::bf16_convert);
-  float* scratch = store_.f32(rows_.weight_scratch);
-  store_.ops().widen(scratch, store_.bf16(weight_row) + first * C, width * C);
-  return {scratch, DType::f32};
+  store_.ops().widen(head.scratch.data, static_cast<const std::uint16_t*>(head.weight.data), width * shape_.channels);
+  return {head.scratch.data, DType::f32};
 }
 
 void LmHead::chunk_logits_forward(float* logits, const float* hidden, const HeadOperand& head, std::int64_t width,

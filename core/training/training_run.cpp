@@ -132,7 +132,7 @@ std::vector<std::string> fused_update_problems(const Manifest& manifest, const S
                        "begin_step_with_norm)");
   if (stack.predictor)
     problems.push_back(where + "[predictor] steps update the weights without gradients: use update = \"full\"");
-  if (manifest.precision.plugin == "fp16" || stack.precision->loss_scale() != 1.0)
+  if (stack.precision->loss_scale() != 1.0)
     problems.push_back(where + "[precision] plugin = \"" + manifest.precision.plugin +
                        "\" scales the loss and skips every step whose scaled gradients overflow, and a fused step "
                        "cannot be skipped once blocks above are updated: use bf16, or update = \"full\"");
