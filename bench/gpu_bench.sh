@@ -23,7 +23,10 @@
 #   --configs: names in bench/gpu/ without .toml (default: all of them)
 #   --torch-modes: PyTorch's modes to run (default: eager and compile)
 #   --model: tinyllama runs bench/gpu/tinyllama-*.toml (a TinyLlama-1.1B-shaped LLaMA, B 4, T 2048)
-#            against torch_gpt2_gpu.py --shape tinyllama-1.1b --batch 4 instead of GPT-2 124M
+#            against torch_gpt2_gpu.py --shape tinyllama-1.1b --batch 4 instead of GPT-2 124M;
+#            llama-7b and llama-13b run bench/gpu/llama-7b-*.toml or llama-13b-*.toml (int8 weights,
+#            8-bit AdamW state on the host, the fused update, held to 24 GiB), Strata only: PyTorch
+#            has no counterpart of these stacks here
 #   --smoke: tiny shapes on the CPU, to check this script where there is no GPU
 set -uo pipefail
 bundle=.device-bundle out=runs/gpu-bench export_dir="" steps=10 torch_steps=20 peak=989e12 budget=540 only="" smoke=0
@@ -68,7 +71,12 @@ case $model in
     table_args+=(--shape "22,2048,2048,32000")
     tokens=runs/bench/llama_tokens.bin tokens_vocab=32000
     torch_timeout_eager=150 strata_timeout=150 ;;
-  *) echo "gpu_bench.sh: --model '$model': gpt2 or tinyllama" >&2; exit 2 ;;
+  llama-7b | llama-13b)
+    [ "$configs_given" = 1 ] || configs=$(cd bench/gpu && ls "$model"-*.toml | sed 's/\.toml$//')
+    if [ "$model" = llama-7b ]; then table_args+=(--shape "32,4096,2048,32000"); else table_args+=(--shape "40,5120,2048,32000"); fi
+    tokens=runs/bench/llama_tokens.bin tokens_vocab=32000
+    only=strata strata_timeout=420 ;;
+  *) echo "gpu_bench.sh: --model '$model': gpt2, tinyllama, llama-7b or llama-13b" >&2; exit 2 ;;
 esac
 if [ "$smoke" = 1 ]; then
   strata_keys=(--set 'device.kind="cpu"' --set model.n_layer=2 --set model.n_head=2 --set model.d_model=64

@@ -4,12 +4,15 @@
 //   decision thresholds: several steps, odd counts (a partial last block), every block size
 //   class, and a block whose moments are zero;
 // - LoRA's dropout mask (plugins/lora/dropout_mask.hpp), overwriting and accumulating;
+// - int8 weight quantization (codes and scales, every group kind, zero and non-finite groups), and
+//   its dequantization into bf16 against the CPU's f32 values rounded to bf16;
 // and within a bound where the GPU rounds differently:
 // - flash attention on the tensor cores (`flash_bf16`: bf16 operands, f32 accumulation) against
 //   the flash plugin's f32 CPU kernel, forward and backward, and bit for bit across two runs.
 // Skips, saying why, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include "plugins/adamw8bit/cpu/adamw8bit_cpu.hpp"
 #include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
 #include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
+#include "plugins/int8/cpu/int8_weights_cpu.hpp"
 #include "plugins/lora/dropout_mask.hpp"
 
 #if STRATA_HAVE_CUDA
@@ -27,6 +31,7 @@
 
 #include "plugins/adamw8bit/cuda/adamw8bit_cuda.hpp"
 #include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
+#include "plugins/int8/cuda/int8_weights_cuda.hpp"
 #include "plugins/lora/cuda/lora_dropout_cuda.hpp"
 #endif
 
@@ -137,6 +142,61 @@ TEST(CudaPluginKernels, LoraDropoutMaskIsBitwiseTheHosts) {
       ASSERT_EQ(cudaGetLastError(), cudaSuccess);
       EXPECT_EQ(differing(expected, on_gpu.download(into, count)), 0u);
       EXPECT_NEAR(static_cast<double>(kept) / count, 1.0 - p, 0.01) << "the mask keeps about 1 - p";
+    }
+  }
+#endif
+}
+
+TEST(CudaPluginKernels, Int8QuantizationIsBitwiseTheCpus) {
+  STRATA_SKIP_WITHOUT_CUDA();
+#if STRATA_HAVE_CUDA
+  const std::unique_ptr<Backend> gpu = make_backend("cuda:0", 0);
+  const auto stream = static_cast<cudaStream_t>(gpu->kernel_target().stream);
+  const std::int64_t in_features = 96, out_features = 320;
+  for (const WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
+    for (const std::int64_t group_size : {std::int64_t{0}, std::int64_t{32}}) {
+      SCOPED_TRACE(std::string(layout == WeightLayout::in_out ? "in_out" : "out_in") + ", group size " +
+                   std::to_string(group_size));
+      std::vector<float> master = cpu::test::random_vector<float>(in_features * out_features, 41, 0.05);
+      // Stored row 0 all zero (a zero group for every grouping but in_out's per-column one, whose
+      // column 5 is zeroed instead); an infinity in stored row 3, a NaN in column 7 of row 9.
+      const std::int64_t row_length = layout == WeightLayout::in_out ? out_features : in_features;
+      std::fill(master.begin(), master.begin() + row_length, 0.0f);
+      for (std::int64_t r = 0; r < in_features * out_features / row_length; ++r) master[r * row_length + 5] = 0.0f;
+      master[3 * row_length + 11] = INFINITY;
+      master[9 * row_length + 7] = NAN;
+      for (std::size_t i = 100; i < master.size(); i += 997) master[i] *= 40.0f;  // outliers set the scales
+      const std::int64_t scales = int8::scale_count(in_features, out_features, layout, group_size);
+      std::vector<std::int8_t> codes(master.size());
+      std::vector<float> scale_values(scales);
+      int8::quantize({codes.data(), scale_values.data(), group_size}, master.data(), in_features, out_features, layout);
+      std::vector<float> dequantized(master.size());
+      int8::dequantize(dequantized.data(), {codes.data(), scale_values.data(), group_size}, in_features, out_features,
+                       layout);
+
+      test::BackendBuffers on_gpu(*gpu);
+      const float* d_master = on_gpu.upload(master);
+      std::int8_t* d_codes = on_gpu.upload(std::vector<std::int8_t>(master.size(), 99));  // every code written
+      float* d_scales = on_gpu.upload(std::vector<float>(scales, -1.0f));
+      std::uint16_t* d_bf16 = on_gpu.upload(std::vector<std::uint16_t>(master.size(), 0xdead));
+      int8::cuda::quantize(stream, {d_codes, d_scales, group_size}, d_master, in_features, out_features, layout);
+      int8::cuda::dequantize_bf16(stream, d_bf16, {d_codes, d_scales, group_size}, in_features, out_features, layout);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      EXPECT_EQ(differing(codes, on_gpu.download(d_codes, codes.size())), 0u) << "codes";
+      const std::vector<float> gpu_scales = on_gpu.download(d_scales, scale_values.size());
+      EXPECT_EQ(differing(scale_values, gpu_scales), 0u) << "scales";
+      EXPECT_GT(std::count_if(gpu_scales.begin(), gpu_scales.end(), [](float s) { return std::isnan(s); }), 0)
+          << "a non-finite group gets a NaN scale";
+      EXPECT_GT(std::count(gpu_scales.begin(), gpu_scales.end(), 0.0f), 0) << "a zero group gets scale 0";
+      // bf16 of the CPU's dequantized f32 value; a NaN group is NaN on both sides.
+      const std::vector<std::uint16_t> gpu_bf16 = on_gpu.download(d_bf16, master.size());
+      std::size_t mismatched = 0;
+      for (std::size_t i = 0; i < dequantized.size(); ++i) {
+        const float widened = bf16_to_f32(gpu_bf16[i]);
+        if (std::isnan(dequantized[i]) ? !std::isnan(widened) : gpu_bf16[i] != f32_to_bf16(dequantized[i]))
+          ++mismatched;
+      }
+      EXPECT_EQ(mismatched, 0u) << "dequantized bf16 values";
     }
   }
 #endif

@@ -1,9 +1,9 @@
 // The CUDA backend end to end, through run_training with the real plugins: 20 steps of the tiny
 // GPT-2 and the tiny LLaMA on cuda:0 match the CPU's losses (f32, 1e-4 relative), two CUDA runs are
 // bitwise equal, the checkpoint and offload plugins (optimizer state on disk too) and the fused
-// update keep the CUDA math bitwise, bf16 storage stays near the CPU's, the hard memory limit holds, and the driver's
-// view of device memory covers the arena's; the flash-attention plugin runs there as on the CPU. Every test skips,
-// saying why, where no CUDA device is visible.
+// update keep the CUDA math bitwise, bf16 storage and int8 weights stay near the CPU's, the hard memory limit holds,
+// and the driver's view of device memory covers the arena's; the flash-attention plugin runs there as on the CPU. Every
+// test skips, saying why, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -243,6 +243,31 @@ TEST(CudaTraining, LoraDropoutTrainsAsOnTheCpu) {
     ASSERT_EQ(checkpointed.losses.size(), cuda.losses.size());
     for (std::size_t i = 0; i < cuda.losses.size(); ++i)
       EXPECT_EQ(cuda.losses[i], checkpointed.losses[i]) << "step " << i;
+  }
+}
+
+// int8 weights on the GPU: quantization is bit for bit the CPU's (test_cuda_plugin_kernels.cpp),
+// the matmuls run on the weights dequantized to bf16 with bf16 inputs (the CPU computes in f32), so
+// the losses are bounded, not equal. Checkpointing with the masters offloaded to pinned host memory
+// (quantized from there across the bus) keeps the GPU's math bitwise.
+TEST(CudaTraining, Int8WeightsTrainNearTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  for (const std::string& int8 : {std::string("[precision]\nplugin = \"int8\"\n"),
+                                  std::string("[precision]\nplugin = \"int8\"\nblock_size = 16\n")}) {
+    for (const Family& family : kFamilies) {
+      SCOPED_TRACE(family.name + (int8.find("block_size") != std::string::npos ? ", block size 16" : ", per channel"));
+      const TrainResult cpu = train(family, "cpu", int8);
+      const TrainResult cuda = train(family, "cuda:0", int8);
+      ASSERT_EQ(cuda.losses.size(), 20u);
+      const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+      std::printf("%s int8: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
+      EXPECT_LE(worst, 2e-3);  // the bound of bf16 storage's test below
+      EXPECT_LT(cuda.losses.back(), cuda.losses.front());
+      const TrainResult offloaded = train(family, "cuda:0", int8 + kOptimizerOffload + kCheckpoint);
+      ASSERT_EQ(offloaded.losses.size(), cuda.losses.size());
+      for (std::size_t i = 0; i < cuda.losses.size(); ++i)
+        EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
+    }
   }
 }
 

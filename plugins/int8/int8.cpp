@@ -8,15 +8,24 @@
 //   embeddings  = "bf16" | "f32"   wte, wpe (and LLaMA's untied head): the lookup reads whole rows
 //   skip_nonfinite = true
 //
-// Quantization is symmetric: scale = absmax / 127, q = round(x / scale) in [-127, 127]. A matmul
-// dequantizes a few stored rows at a time into the model's f32 weight scratch and multiplies with
-// sgemm, so no f32 copy of a matrix exists; the weight gradient is f32 (it does not read the
-// weight). The kernels are the CPU backend's (cpu/int8_weights_cpu.hpp); a cuda device is refused.
+// Quantization is symmetric: scale = absmax / 127, q = round(x / scale) in [-127, 127]; the weight
+// gradient is f32 (it does not read the weight). The matmuls:
+//   cpu      dequantize a few stored rows at a time into the model's f32 weight scratch and multiply
+//            with sgemm, so no f32 copy of a matrix exists (cpu/int8_weights_cpu.hpp);
+//   cuda:N   (a build with nvcc, STRATA_INT8_CUDA) dequantize the whole matrix into a bf16
+//            workspace of the plugin's own (the largest matrix's size, accounted under "int8") and
+//            run the backend's bf16 tensor-core matmul on it: the bf16 policy's numerics on the
+//            dequantized values. Quantization there is bit for bit the CPU's (cuda/int8_weights_cuda.hpp).
+#include <algorithm>
 #include <string>
 
 #include "../precision/storage_precision.hpp"
 #include "cpu/int8_weights_cpu.hpp"
 #include "strata/plugin.hpp"
+
+#if STRATA_INT8_CUDA
+#include "plugins/int8/cuda/int8_weights_cuda.hpp"
+#endif
 
 namespace {
 
@@ -24,7 +33,7 @@ using namespace strata;
 
 class Int8Quantizer final : public WeightQuantizer {
  public:
-  explicit Int8Quantizer(std::int64_t block_size) : block_size_(block_size) {}
+  Int8Quantizer(std::int64_t block_size, HostServices& host) : block_size_(block_size), host_(host) {}
 
   DType dtype() const noexcept override { return DType::i8; }
 
@@ -41,22 +50,57 @@ class Int8Quantizer final : public WeightQuantizer {
 
   Status check(const KernelTarget& target) const override {
     if (target.backend == "cpu") return {};
-    return Status::error("int8 weights run on the cpu backend; there are no int8 kernels for device.kind = \"" +
-                         std::string(target.backend) + "\" (use bf16 there)");
+#if STRATA_INT8_CUDA
+    if (target.backend.starts_with("cuda:")) return {};
+#endif
+    return Status::error(
+        "int8 weights have kernels for the cpu backend (and cuda:N in a build with nvcc), not "
+        "for device.kind = \"" +
+        std::string(target.backend) + "\" in this build (use bf16 there)");
+  }
+
+  Status bind(const KernelTarget& target) override {
+    on_cuda_ = target.backend.starts_with("cuda:");
+    return {};
   }
 
   void quantize(QuantizedMatrix out, const float* master, const MatmulShape& shape) noexcept override {
-    int8::quantize(int8::Int8Matrix{static_cast<std::int8_t*>(out.values), out.scales, out.group_size}, master,
-                   shape.in_features, shape.out_features, shape.layout);
+    const int8::Int8Matrix matrix{static_cast<std::int8_t*>(out.values), out.scales, out.group_size};
+    largest_matrix_ = std::max(largest_matrix_, shape.in_features * shape.out_features);
+#if STRATA_INT8_CUDA
+    if (on_cuda_) {
+      int8::cuda::quantize(static_cast<cudaStream_t>(stream()), matrix, master, shape.in_features, shape.out_features,
+                           shape.layout);
+      return;
+    }
+#endif
+    int8::quantize(matrix, master, shape.in_features, shape.out_features, shape.layout);
   }
 
   void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
                       Scratch scratch) noexcept override {
+    if (on_cuda_) {
+      if (const Weight dequantized = dequantize_on_device(weight, shape); dequantized.data != nullptr)
+        host_.ops().matmul_forward(out, inp, dequantized, bias, shape, {});
+      else
+        poison(out, shape.rows * shape.out_features);
+      return;
+    }
     int8::matmul_forward(out, inp, matrix(weight), bias, shape, scratch.data, scratch.elements);
   }
 
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
                        const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
+    if (on_cuda_) {
+      // dweight and dbias do not read the weight: without dinp there is nothing to dequantize.
+      const Weight dequantized = dinp != nullptr ? dequantize_on_device(weight, shape) : Weight{nullptr, DType::bf16};
+      if (dinp != nullptr && dequantized.data == nullptr) {
+        poison(dinp, shape.rows * shape.in_features);
+        return;
+      }
+      host_.ops().matmul_backward(dinp, dweight, dbias, dout, inp, dequantized, shape, {}, dinp_write);
+      return;
+    }
     int8::matmul_backward(dinp, dweight, dbias, dout, inp, matrix(weight), shape, scratch.data, scratch.elements,
                           dinp_write);
   }
@@ -66,15 +110,61 @@ class Int8Quantizer final : public WeightQuantizer {
     return {static_cast<const std::int8_t*>(weight.data), weight.scales, weight.group_size};
   }
 
+  void* stream() const noexcept {
+    return host_.target().stream;
+  }
+
+  // The weight as a bf16 matrix in the workspace, for the backend's own bf16 matmul; null data when
+  // the workspace could not be had (logged). The workspace is sized, at the first matmul, to the
+  // largest matrix quantized so far: every stored matrix was quantized before it is multiplied, so
+  // it grows only if a larger matrix is quantized later (the smaller buffer then stays allocated).
+  Weight dequantize_on_device(const Weight& weight, const MatmulShape& shape) noexcept {
+    const std::int64_t elements = shape.in_features * shape.out_features;
+    if (elements > workspace_elements_) {
+      try {
+        const std::int64_t wanted = std::max(elements, largest_matrix_);
+        // device_floats counts floats: two bf16 values each.
+        workspace_ = static_cast<std::uint16_t*>(host_.memory()
+                                                     .device_floats("int8.dequantized_bf16",
+                                                                    static_cast<std::uint64_t>((wanted + 1) / 2),
+                                                                    MemoryCategory::workspace)
+                                                     .data);
+        workspace_elements_ = wanted;
+      } catch (const std::exception& error) {
+        host_.log(LogLevel::error, std::string("int8: no device memory for the dequantized weight (") +
+                                       std::to_string(elements * 2) + " bytes): " + error.what());
+        return Weight{nullptr, DType::bf16};
+      }
+    }
+#if STRATA_INT8_CUDA
+    int8::cuda::dequantize_bf16(static_cast<cudaStream_t>(stream()), workspace_, matrix(weight), shape.in_features,
+                                shape.out_features, shape.layout);
+#else
+    (void)weight;
+#endif
+    return Weight{workspace_, DType::bf16};
+  }
+
+  // A product that could not run reads NaN, so the step's finiteness check stops the run (exit 1)
+  // after the log line above, rather than training on garbage.
+  void poison(float* out, std::int64_t count) noexcept {
+    host_.ops().fill(out, 0xff, static_cast<std::uint64_t>(count) * sizeof(float));
+  }
+
   std::int64_t block_size_;
+  HostServices& host_;
+  bool on_cuda_ = false;
+  std::int64_t largest_matrix_ = 0;
+  std::uint16_t* workspace_ = nullptr;  // device memory held by the plugin's PluginMemory
+  std::int64_t workspace_elements_ = 0;
 };
 
 class Int8 final : public plugins::StoragePrecision {
  public:
-  Int8(ConfigView& config, HostServices&)
+  Int8(ConfigView& config, HostServices& host)
       : StoragePrecision(config, DType::i8, plugins::storage_key(config, "activations")),
         embeddings_(plugins::storage_key(config, "embeddings")),
-        quantizer_(config.has("block_size") ? config.get_int("block_size", 64, 1, std::int64_t{1} << 30) : 0) {}
+        quantizer_(config.has("block_size") ? config.get_int("block_size", 64, 1, std::int64_t{1} << 30) : 0, host) {}
 
   DType embedding_storage() const noexcept override { return embeddings_; }
   WeightQuantizer* weight_quantizer() noexcept override { return &quantizer_; }
