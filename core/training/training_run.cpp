@@ -185,6 +185,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       manifest.checkpoint.dir && check_earlier_run(*manifest.checkpoint.dir, options.resume, options.fresh);
 
   host.use_backend(*device);
+  // A large model takes a while to place and initialise: say what is happening, and how long it took.
+  const auto setup_start = std::chrono::steady_clock::now();
+  const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  spdlog::info("placing {:.2f}M parameters on {}", static_cast<double>(manifest.model.parameter_count()) / 1e6,
+               device->name());
   std::unique_ptr<DiskTier> disk_tier;  // outlives the model, whose rows it may hold
   const std::unique_ptr<Model> model_owner =
       make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
@@ -208,7 +215,12 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     throw std::runtime_error(shortfall);
   PluginMemoryImpl controller_memory(*device, manifest.predictor.plugin);
   executor.attach_controller(controller_memory);
+  spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host; initialising the weights (seed {})",
+               seconds_since(setup_start), format_bytes(device->device_memory().live_total()),
+               format_bytes(device->host_memory().live_total()), train.seed);
+  const auto init_start = std::chrono::steady_clock::now();
   model.init_weights(train.seed);
+  spdlog::info("weights initialised in {:.1f} s", seconds_since(init_start));
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
   if (const auto base = manifest.starting_weights();
       base && (!options.resume || !stack.trainable.trains_everything())) {

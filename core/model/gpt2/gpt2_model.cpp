@@ -112,7 +112,7 @@ void GPT2Model::init_base_weights(std::uint64_t seed) {
       std::size_t count = values.size();
       if (name == "wte.weight")
         count = static_cast<std::size_t>(config_.vocab) * static_cast<std::size_t>(config_.d_model);
-      for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(random.normal() * std_dev);
+      random.fill_normal(std::span<float>(values).first(count), std_dev);
     }
     write_values(rows, values);
   }

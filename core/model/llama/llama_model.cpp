@@ -119,7 +119,7 @@ void LlamaModel::init_base_weights(std::uint64_t seed) {
       std::size_t count = values.size();
       if (rows.name == "model.embed_tokens.weight" || rows.name == "lm_head.weight")
         count = static_cast<std::size_t>(config_.vocab) * static_cast<std::size_t>(config_.d_model);
-      for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<float>(random.normal() * 0.02);
+      random.fill_normal(std::span<float>(values).first(count), 0.02);
     }
     write_values(rows, values);
   }
