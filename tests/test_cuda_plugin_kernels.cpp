@@ -6,6 +6,8 @@
 // - LoRA's dropout mask (plugins/lora/dropout_mask.hpp), overwriting and accumulating;
 // - int8 weight quantization (codes and scales, every group kind, zero and non-finite groups), and
 //   its dequantization into bf16 against the CPU's f32 values rounded to bf16;
+// - fp16's conversions (to and from binary16, operands rounded to binary16 or bf16), NaN payloads
+//   aside;
 // and within a bound where the GPU rounds differently:
 // - flash attention on the tensor cores (`flash_bf16`: bf16 operands, f32 accumulation) against
 //   the flash plugin's f32 CPU kernel, forward and backward, and bit for bit across two runs.
@@ -23,6 +25,7 @@
 #include "plugins/adamw8bit/cpu/adamw8bit_cpu.hpp"
 #include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
 #include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
+#include "plugins/fp16/cpu/fp16_matmul_cpu.hpp"
 #include "plugins/int8/cpu/int8_weights_cpu.hpp"
 #include "plugins/lora/dropout_mask.hpp"
 
@@ -31,6 +34,7 @@
 
 #include "plugins/adamw8bit/cuda/adamw8bit_cuda.hpp"
 #include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
+#include "plugins/fp16/cuda/fp16_cuda.hpp"
 #include "plugins/int8/cuda/int8_weights_cuda.hpp"
 #include "plugins/lora/cuda/lora_dropout_cuda.hpp"
 #endif
@@ -199,6 +203,53 @@ TEST(CudaPluginKernels, Int8QuantizationIsBitwiseTheCpus) {
       EXPECT_EQ(mismatched, 0u) << "dequantized bf16 values";
     }
   }
+#endif
+}
+
+TEST(CudaPluginKernels, Fp16ConversionsAreTheCpus) {
+  STRATA_SKIP_WITHOUT_CUDA();
+#if STRATA_HAVE_CUDA
+  const std::unique_ptr<Backend> gpu = make_backend("cuda:0", 0);
+  const auto stream = static_cast<cudaStream_t>(gpu->kernel_target().stream);
+  // Every range binary16 rounds differently: normal, subnormal (under 2^-14), flushed (under 2^-25),
+  // past 65504 to infinity, ties; plus infinities and NaN.
+  std::vector<float> x = cpu::test::random_vector<float>(200003, 51);
+  const float magnitudes[] = {1.0f, 3e-5f, 1e-7f, 1e-9f, 6e4f, 7e4f, 1e6f, 1e-40f};
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] *= magnitudes[i % 8];
+  x[10] = INFINITY, x[11] = -INFINITY, x[12] = NAN, x[13] = 65520.0f, x[14] = 1.0f + 1.0f / 2048.0f;
+  const auto count = static_cast<std::int64_t>(x.size());
+  std::vector<std::uint16_t> narrowed(x.size());
+  fp16::narrow(narrowed.data(), x.data(), count);
+  std::vector<float> widened(x.size()), as_f16(x.size()), as_bf16(x.size());
+  fp16::widen(widened.data(), narrowed.data(), count);
+  fp16::round_to_f16(as_f16.data(), x.data(), count);
+  for (std::size_t i = 0; i < x.size(); ++i) as_bf16[i] = bf16_to_f32(f32_to_bf16(x[i]));
+
+  test::BackendBuffers on_gpu(*gpu);
+  const float* d_x = on_gpu.upload(x);
+  std::uint16_t* d_narrowed = on_gpu.upload(std::vector<std::uint16_t>(x.size()));
+  float* d_widened = on_gpu.upload(std::vector<float>(x.size()));
+  float* d_f16 = on_gpu.upload(std::vector<float>(x.size()));
+  float* d_bf16 = on_gpu.upload(std::vector<float>(x.size()));
+  fp16::cuda::narrow(stream, d_narrowed, d_x, count);
+  fp16::cuda::widen(stream, d_widened, on_gpu.upload(narrowed), count);
+  fp16::cuda::round_operand(stream, d_f16, d_x, count, fp16::Operands::f16);
+  fp16::cuda::round_operand(stream, d_bf16, d_x, count, fp16::Operands::bf16);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  // Bit for bit, except that a NaN need only stay a NaN.
+  const auto mismatches = [](const auto& expected, const auto& got, auto is_nan) {
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      count += is_nan(expected[i]) ? !is_nan(got[i]) : std::memcmp(&expected[i], &got[i], sizeof(expected[i])) != 0;
+    return count;
+  };
+  const auto nan_f16 = [](std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) != 0; };
+  const auto nan_f32 = [](float f) { return std::isnan(f); };
+  EXPECT_EQ(mismatches(narrowed, on_gpu.download(d_narrowed, x.size()), nan_f16), 0u) << "to binary16";
+  EXPECT_EQ(mismatches(widened, on_gpu.download(d_widened, x.size()), nan_f32), 0u) << "from binary16";
+  EXPECT_EQ(mismatches(as_f16, on_gpu.download(d_f16, x.size()), nan_f32), 0u) << "rounded to binary16";
+  EXPECT_EQ(mismatches(as_bf16, on_gpu.download(d_bf16, x.size()), nan_f32), 0u) << "rounded to bf16";
+  EXPECT_TRUE(std::isinf(widened[13])) << "65520 rounds past 65504 to infinity";
 #endif
 }
 

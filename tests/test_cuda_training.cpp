@@ -1,9 +1,9 @@
 // The CUDA backend end to end, through run_training with the real plugins: 20 steps of the tiny
 // GPT-2 and the tiny LLaMA on cuda:0 match the CPU's losses (f32, 1e-4 relative), two CUDA runs are
 // bitwise equal, the checkpoint and offload plugins (optimizer state on disk too) and the fused
-// update keep the CUDA math bitwise, bf16 storage and int8 weights stay near the CPU's, the hard memory limit holds,
-// and the driver's view of device memory covers the arena's; the flash-attention plugin runs there as on the CPU. Every
-// test skips, saying why, where no CUDA device is visible.
+// update keep the CUDA math bitwise, bf16 storage, int8 weights and fp16 stay near the CPU's, the hard memory limit
+// holds, and the driver's view of device memory covers the arena's; the flash-attention plugin runs there as on the
+// CPU. Every test skips, saying why, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -268,6 +268,27 @@ TEST(CudaTraining, Int8WeightsTrainNearTheCpu) {
       for (std::size_t i = 0; i < cuda.losses.size(); ++i)
         EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
     }
+  }
+}
+
+// fp16 on the GPU: the conversions are the CPU's (test_cuda_plugin_kernels.cpp) and the products
+// take the same binary16 operands with f32 accumulation, so the runs differ by summation order
+// (and the loss scaler decides alike); offload and checkpointing keep the GPU's math bitwise.
+TEST(CudaTraining, Fp16TrainsNearTheCpu) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  const std::string fp16 = "[precision]\nplugin = \"fp16\"\n";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const TrainResult cpu = train(family, "cpu", fp16);
+    const TrainResult cuda = train(family, "cuda:0", fp16);
+    ASSERT_EQ(cuda.losses.size(), 20u);
+    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+    std::printf("%s fp16: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
+    EXPECT_LE(worst, 1e-3);
+    EXPECT_LT(cuda.losses.back(), cuda.losses.front());
+    const TrainResult offloaded = train(family, "cuda:0", fp16 + kOptimizerOffload + kCheckpoint);
+    ASSERT_EQ(offloaded.losses.size(), cuda.losses.size());
+    for (std::size_t i = 0; i < cuda.losses.size(); ++i) EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
   }
 }
 

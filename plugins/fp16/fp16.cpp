@@ -20,14 +20,23 @@
 //                     steps that run backward scale the loss: never under bf16, never in predict.
 //
 // Activations and embeddings stay f32: bf16 storage under fp16 is refused (bf16 has f32's exponent
-// range and needs no loss scale: use the bf16 policy). The kernels are the CPU backend's
-// (cpu/fp16_matmul_cpu.hpp); a cuda device is refused.
+// range and needs no loss scale: use the bf16 policy). The kernels:
+//   cpu      cpu/fp16_matmul_cpu.hpp: operands rounded and the weight widened in the model's scratch;
+//   cuda:N   (a build with nvcc, STRATA_FP16_CUDA) cuda/fp16_cuda.hpp: the weight widened and the
+//            activation operand rounded on the device, in a workspace of the plugin's own
+//            (precision/device_workspace.hpp), then the backend's f32 product, which holds those
+//            values exactly (TF32 too): f16 tensor cores' products up to summation order.
 #include <array>
 #include <string>
 
+#include "../precision/device_workspace.hpp"
 #include "cpu/fp16_matmul_cpu.hpp"
 #include "loss_scaler.hpp"
 #include "strata/plugin.hpp"
+
+#if STRATA_FP16_CUDA
+#include "plugins/fp16/cuda/fp16_cuda.hpp"
+#endif
 
 namespace {
 
@@ -38,7 +47,8 @@ constexpr std::array<Phase, 4> kPhases = {Phase::warmup, Phase::full, Phase::pre
 
 class Fp16Weights final : public WeightQuantizer {
  public:
-  explicit Fp16Weights(const Operands& operands) : operands_(operands) {}
+  Fp16Weights(const Operands& operands, HostServices& host)
+      : operands_(operands), host_(host), workspace_(host, "fp16.operands") {}
 
   DType dtype() const noexcept override { return DType::f16; }
 
@@ -56,28 +66,101 @@ class Fp16Weights final : public WeightQuantizer {
 
   Status check(const KernelTarget& target) const override {
     if (target.backend == "cpu") return {};
-    return Status::error("f16 weights run on the cpu backend; there are no fp16 kernels for device.kind = \"" +
-                         std::string(target.backend) + "\" (use bf16 there)");
+#if STRATA_FP16_CUDA
+    if (target.backend.starts_with("cuda:")) return {};
+#endif
+    return Status::error(
+        "f16 weights have kernels for the cpu backend (and cuda:N in a build with nvcc), not for "
+        "device.kind = \"" +
+        std::string(target.backend) + "\" in this build (use bf16 there)");
+  }
+
+  Status bind(const KernelTarget& target) override {
+    on_cuda_ = target.backend.starts_with("cuda:");
+    return {};
   }
 
   void quantize(QuantizedMatrix out, const float* master, const MatmulShape& shape) noexcept override {
-    fp16::narrow(static_cast<std::uint16_t*>(out.values), master, shape.in_features * shape.out_features);
+    auto* values = static_cast<std::uint16_t*>(out.values);
+#if STRATA_FP16_CUDA
+    if (on_cuda_) {
+      fp16::cuda::narrow(stream(), values, master, shape.in_features * shape.out_features);
+      return;
+    }
+#endif
+    fp16::narrow(values, master, shape.in_features * shape.out_features);
   }
 
   void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
                       Scratch scratch) noexcept override {
+    if (on_cuda_) {
+      const std::int64_t weight_floats = shape.in_features * shape.out_features;
+      float* widened = workspace_.floats(weight_floats + shape.rows * shape.in_features);
+      if (widened == nullptr) return plugins::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
+      widen_on_device(widened, weight, weight_floats);
+      const float* operand = round_on_device(widened + weight_floats, inp, shape.rows * shape.in_features);
+      host_.ops().matmul_forward(out, operand, Weight{widened, DType::f32}, bias, shape, {});
+      return;
+    }
     fp16::matmul_forward(out, inp, static_cast<const std::uint16_t*>(weight.data), bias, shape, scratch.data,
                          scratch.elements, operands_);
   }
 
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
                        const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
+    if (on_cuda_) {
+      // The weight only for dinp, the rounded input only for dweight; the rounded dout for all three.
+      const std::int64_t weight_floats = dinp != nullptr ? shape.in_features * shape.out_features : 0;
+      const std::int64_t dout_floats = shape.rows * shape.out_features;
+      const std::int64_t inp_floats = dweight != nullptr ? shape.rows * shape.in_features : 0;
+      float* widened = workspace_.floats(weight_floats + dout_floats + inp_floats);
+      if (widened == nullptr) {
+        if (dinp != nullptr) plugins::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
+        if (dweight != nullptr) plugins::fill_nan(host_.ops(), dweight, shape.in_features * shape.out_features);
+        return;
+      }
+      widen_on_device(widened, weight, weight_floats);
+      const float* rounded_dout = round_on_device(widened + weight_floats, dout, dout_floats);
+      const float* rounded_inp =
+          inp_floats > 0 ? round_on_device(widened + weight_floats + dout_floats, inp, inp_floats) : inp;
+      host_.ops().matmul_backward(dinp, dweight, dbias, rounded_dout, rounded_inp,
+                                  Weight{weight_floats > 0 ? widened : nullptr, DType::f32}, shape, {}, dinp_write);
+      return;
+    }
     fp16::matmul_backward(dinp, dweight, dbias, dout, inp, static_cast<const std::uint16_t*>(weight.data), shape,
                           scratch.data, scratch.elements, dinp_write, operands_);
   }
 
  private:
+#if STRATA_FP16_CUDA
+  cudaStream_t stream() const noexcept {
+    return static_cast<cudaStream_t>(host_.target().stream);
+  }
+#endif
+
+  void widen_on_device(float* out, const Weight& weight, std::int64_t count) noexcept {
+#if STRATA_FP16_CUDA
+    fp16::cuda::widen(stream(), out, static_cast<const std::uint16_t*>(weight.data), count);
+#else
+    (void)out, (void)weight, (void)count;
+#endif
+  }
+
+  // The activation operand as the step's operands say, in `room`; f32 operands are used as they are.
+  const float* round_on_device(float* room, const float* in, std::int64_t count) noexcept {
+    if (operands_ == Operands::f32) return in;
+#if STRATA_FP16_CUDA
+    fp16::cuda::round_operand(stream(), room, in, count, operands_);
+#else
+    (void)count;
+#endif
+    return room;
+  }
+
   const Operands& operands_;  // the policy's: the phase of the step decides
+  HostServices& host_;
+  bool on_cuda_ = false;
+  plugins::DeviceWorkspace workspace_;  // cuda: the widened weight and the rounded operands
 };
 
 // A "f32" storage key: bf16 is refused (its exponent range needs no loss scale), and f16 storage of
@@ -121,7 +204,7 @@ plugins::LossScalerConfig scaler_config(ConfigView& config) {
 
 class Fp16 final : public PrecisionPolicy {
  public:
-  Fp16(ConfigView& config, HostServices& host) : scaler_(scaler_config(config)), weights_(operands_) {
+  Fp16(ConfigView& config, HostServices& host) : scaler_(scaler_config(config)), weights_(operands_, host) {
     require_f32_storage(config, "activations");
     require_f32_storage(config, "embeddings");
     for (Phase phase : kPhases) by_phase_[static_cast<std::size_t>(phase)] = operands_key(config, host, phase);

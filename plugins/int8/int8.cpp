@@ -13,12 +13,13 @@
 //   cpu      dequantize a few stored rows at a time into the model's f32 weight scratch and multiply
 //            with sgemm, so no f32 copy of a matrix exists (cpu/int8_weights_cpu.hpp);
 //   cuda:N   (a build with nvcc, STRATA_INT8_CUDA) dequantize the whole matrix into a bf16
-//            workspace of the plugin's own (the largest matrix's size, accounted under "int8") and
-//            run the backend's bf16 tensor-core matmul on it: the bf16 policy's numerics on the
-//            dequantized values. Quantization there is bit for bit the CPU's (cuda/int8_weights_cuda.hpp).
-#include <algorithm>
+//            workspace of the plugin's own (precision/device_workspace.hpp: the largest matrix's
+//            size, accounted under "int8") and run the backend's bf16 tensor-core matmul on it: the
+//            bf16 policy's numerics on the dequantized values. Quantization there is bit for bit
+//            the CPU's (cuda/int8_weights_cuda.hpp).
 #include <string>
 
+#include "../precision/device_workspace.hpp"
 #include "../precision/storage_precision.hpp"
 #include "cpu/int8_weights_cpu.hpp"
 #include "strata/plugin.hpp"
@@ -33,7 +34,8 @@ using namespace strata;
 
 class Int8Quantizer final : public WeightQuantizer {
  public:
-  Int8Quantizer(std::int64_t block_size, HostServices& host) : block_size_(block_size), host_(host) {}
+  Int8Quantizer(std::int64_t block_size, HostServices& host)
+      : block_size_(block_size), host_(host), workspace_(host, "int8.dequantized_bf16") {}
 
   DType dtype() const noexcept override { return DType::i8; }
 
@@ -66,7 +68,7 @@ class Int8Quantizer final : public WeightQuantizer {
 
   void quantize(QuantizedMatrix out, const float* master, const MatmulShape& shape) noexcept override {
     const int8::Int8Matrix matrix{static_cast<std::int8_t*>(out.values), out.scales, out.group_size};
-    largest_matrix_ = std::max(largest_matrix_, shape.in_features * shape.out_features);
+    workspace_.expect((shape.in_features * shape.out_features + 1) / 2);
 #if STRATA_INT8_CUDA
     if (on_cuda_) {
       int8::cuda::quantize(static_cast<cudaStream_t>(stream()), matrix, master, shape.in_features, shape.out_features,
@@ -83,7 +85,7 @@ class Int8Quantizer final : public WeightQuantizer {
       if (const Weight dequantized = dequantize_on_device(weight, shape); dequantized.data != nullptr)
         host_.ops().matmul_forward(out, inp, dequantized, bias, shape, {});
       else
-        poison(out, shape.rows * shape.out_features);
+        plugins::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
       return;
     }
     int8::matmul_forward(out, inp, matrix(weight), bias, shape, scratch.data, scratch.elements);
@@ -95,7 +97,7 @@ class Int8Quantizer final : public WeightQuantizer {
       // dweight and dbias do not read the weight: without dinp there is nothing to dequantize.
       const Weight dequantized = dinp != nullptr ? dequantize_on_device(weight, shape) : Weight{nullptr, DType::bf16};
       if (dinp != nullptr && dequantized.data == nullptr) {
-        poison(dinp, shape.rows * shape.in_features);
+        plugins::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
         return;
       }
       host_.ops().matmul_backward(dinp, dweight, dbias, dout, inp, dequantized, shape, {}, dinp_write);
@@ -115,48 +117,25 @@ class Int8Quantizer final : public WeightQuantizer {
   }
 
   // The weight as a bf16 matrix in the workspace, for the backend's own bf16 matmul; null data when
-  // the workspace could not be had (logged). The workspace is sized, at the first matmul, to the
-  // largest matrix quantized so far: every stored matrix was quantized before it is multiplied, so
-  // it grows only if a larger matrix is quantized later (the smaller buffer then stays allocated).
+  // the workspace could not be had (logged). Every stored matrix was quantized before it is
+  // multiplied, so the workspace is sized at once to the largest.
   Weight dequantize_on_device(const Weight& weight, const MatmulShape& shape) noexcept {
     const std::int64_t elements = shape.in_features * shape.out_features;
-    if (elements > workspace_elements_) {
-      try {
-        const std::int64_t wanted = std::max(elements, largest_matrix_);
-        // device_floats counts floats: two bf16 values each.
-        workspace_ = static_cast<std::uint16_t*>(host_.memory()
-                                                     .device_floats("int8.dequantized_bf16",
-                                                                    static_cast<std::uint64_t>((wanted + 1) / 2),
-                                                                    MemoryCategory::workspace)
-                                                     .data);
-        workspace_elements_ = wanted;
-      } catch (const std::exception& error) {
-        host_.log(LogLevel::error, std::string("int8: no device memory for the dequantized weight (") +
-                                       std::to_string(elements * 2) + " bytes): " + error.what());
-        return Weight{nullptr, DType::bf16};
-      }
-    }
+    auto* values = reinterpret_cast<std::uint16_t*>(workspace_.floats((elements + 1) / 2));  // two bf16 per float
+    if (values == nullptr) return Weight{nullptr, DType::bf16};
 #if STRATA_INT8_CUDA
-    int8::cuda::dequantize_bf16(static_cast<cudaStream_t>(stream()), workspace_, matrix(weight), shape.in_features,
+    int8::cuda::dequantize_bf16(static_cast<cudaStream_t>(stream()), values, matrix(weight), shape.in_features,
                                 shape.out_features, shape.layout);
 #else
     (void)weight;
 #endif
-    return Weight{workspace_, DType::bf16};
-  }
-
-  // A product that could not run reads NaN, so the step's finiteness check stops the run (exit 1)
-  // after the log line above, rather than training on garbage.
-  void poison(float* out, std::int64_t count) noexcept {
-    host_.ops().fill(out, 0xff, static_cast<std::uint64_t>(count) * sizeof(float));
+    return Weight{values, DType::bf16};
   }
 
   std::int64_t block_size_;
   HostServices& host_;
   bool on_cuda_ = false;
-  std::int64_t largest_matrix_ = 0;
-  std::uint16_t* workspace_ = nullptr;  // device memory held by the plugin's PluginMemory
-  std::int64_t workspace_elements_ = 0;
+  plugins::DeviceWorkspace workspace_;  // cuda: the dequantized matrix
 };
 
 class Int8 final : public plugins::StoragePrecision {
