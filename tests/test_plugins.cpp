@@ -57,6 +57,8 @@ TEST(PluginLoader, RefusalsNameThePathAndReason) {
 struct StackResult {
   std::string error;
   bool built = false;
+  std::string attention;  // the kernel the stack picked: "fast" (the backend's own) or a kernel's name
+  bool attention_is_default = false;
 };
 
 StackResult build(const std::string& extra, const std::vector<std::string>& overrides = {}) {
@@ -68,9 +70,9 @@ StackResult build(const std::string& extra, const std::vector<std::string>& over
     const Manifest manifest = load_manifest(dir / "m.toml", overrides);
     HostServicesImpl host(ModelInfo{"gpt2", 2, 2, 2, 32, 256, 16, 0});
     const Stack stack = build_stack(manifest, registry, host);
-    return {"", stack.optimizer != nullptr};
+    return {"", stack.optimizer != nullptr, stack.attention_name, stack.attention_is_default};
   } catch (const ManifestError& e) {
-    return {e.what(), false};
+    return {e.what(), false, "", false};
   }
 }
 
@@ -133,6 +135,30 @@ TEST(Stack, IncompatibleStacksAreRefusedNamingBothPlugins) {
       << conflict.error;
   const StackResult needy = build("[[strategy]]\nplugin = \"fixture_needy\"\n");
   EXPECT_NE(needy.error.find("requires plugin 'fixture_missing'"), std::string::npos) << needy.error;
+}
+
+// On CUDA, bf16 activations get the flash plugin's tensor-core attention unless the manifest names
+// a kernel; only where it runs the shape (head dims 64 and 128), and only in a build with nvcc.
+TEST(Stack, CudaWithBf16ActivationsDefaultsToFlashBf16) {
+  const std::string bf16 = "[precision]\nplugin = \"bf16\"\nweights = \"bf16\"\nactivations = \"bf16\"\n";
+  const std::vector<std::string> cuda_head_64 = {"device.kind=\"cuda:0\"", "model.d_model=128"};
+  const StackResult picked = build(bf16, cuda_head_64);
+  ASSERT_TRUE(picked.built) << picked.error;
+#if STRATA_HAVE_CUDA
+  EXPECT_EQ(picked.attention, "flash_bf16");
+  EXPECT_TRUE(picked.attention_is_default);
+#else
+  EXPECT_EQ(picked.attention, "fast") << "without nvcc the plugin has no CUDA kernels";
+#endif
+  EXPECT_EQ(build(bf16, {"device.kind=\"cuda:0\"", "model.d_model=64"}).attention, "fast") << "head dim 32";
+  EXPECT_EQ(build("", cuda_head_64).attention, "fast") << "f32 activations";
+  EXPECT_EQ(build(bf16 + "[kernels]\nattention = \"fast\"\n", cuda_head_64).attention, "fast") << "named";
+  EXPECT_EQ(build(bf16, {"model.d_model=128"}).attention, "fast") << "the cpu backend";
+  const StackResult named = build(bf16 + "[kernels]\nattention = \"flash_bf16\"\n", cuda_head_64);
+#if STRATA_HAVE_CUDA
+  EXPECT_EQ(named.attention, "flash_bf16");
+  EXPECT_FALSE(named.attention_is_default) << "a named kernel is refused, not replaced, where it cannot run";
+#endif
 }
 
 }  // namespace

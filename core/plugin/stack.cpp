@@ -157,6 +157,34 @@ std::shared_ptr<Interface> create(const Manifest& manifest, const Resolved& reso
                       resolved.factory.plugin->descriptor->abi_minor);
 }
 
+constexpr const char* kDefaultCudaAttention = "flash_bf16";
+
+// On CUDA, a run that keeps bf16 activations gets the flash plugin's tensor-core attention unless
+// the manifest names one: it saves B x n_head x T floats where the backend's own saves T x T
+// probabilities, and runs faster (docs/benchmarks.md). Only where it can run the model's shape
+// (head dims 64 and 128) and the plugin is installed; otherwise null, and the backend's own runs.
+std::shared_ptr<Kernel> default_cuda_attention(const Manifest& manifest, PluginRegistry& registry,
+                                               HostServicesImpl& host, const PrecisionPolicy* precision) {
+  if (!manifest.device.kind.starts_with("cuda:") || precision == nullptr ||
+      precision->activation_storage() != DType::bf16)
+    return nullptr;
+  const std::optional<FactoryRef> factory = registry.find(InterfaceKind::kernel, kDefaultCudaAttention);
+  if (!factory) return nullptr;
+  const PluginSpec spec{kDefaultCudaAttention, nullptr, "[kernels] attention (default on CUDA)", "kernels"};
+  std::vector<std::string> problems, warnings;
+  std::shared_ptr<Kernel> kernel = create<Kernel>(manifest, {&spec, InterfaceKind::kernel, *factory}, host, problems,
+                                                  warnings);
+  if (kernel == nullptr || !problems.empty() ||
+      !attention_refusal(manifest.path.string(), kDefaultCudaAttention, *kernel, manifest.model.attention_shape(1),
+                         {manifest.device.kind, -1, nullptr})
+           .empty())
+    return nullptr;
+  spdlog::info("attention: {} (the default on CUDA for bf16 activations; [kernels] attention = \"fast\" picks the "
+               "backend's own)",
+               kDefaultCudaAttention);
+  return kernel;
+}
+
 }  // namespace
 
 std::optional<DefaultsCheck> check_with_defaults(const FactoryRef& factory, HostServices& host) {
@@ -185,8 +213,12 @@ Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
   }
   if (const std::string refusal =
           attention_refusal(manifest_path, attention_name, *attention, shape, backend.kernel_target());
-      !refusal.empty())
-    throw ManifestError(refusal);
+      !refusal.empty()) {
+    if (!attention_is_default) throw ManifestError(refusal);
+    spdlog::info("attention: the backend's own ({})", refusal);
+    attention = std::make_shared<OpsAttentionKernel>(backend.ops());
+    return *attention;
+  }
   if (const Status status = attention->bind(backend.kernel_target()); !status)
     throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
   return *attention;
@@ -236,7 +268,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   for (const PluginSpec* spec : sinks) resolve(*spec, InterfaceKind::telemetry);
 
   // The attention kernel: built in ("fast", "reference") or a kernel plugin.
-  const std::string attention = manifest.kernels.contains("attention") ? manifest.kernels.at("attention") : "fast";
+  std::string attention = manifest.kernels.contains("attention") ? manifest.kernels.at("attention") : "fast";
   PluginSpec attention_spec{attention, nullptr, "[kernels] attention", "kernels"};
   Stack stack;
   stack.attention_name = attention;
@@ -307,6 +339,12 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
                                                 manifest.model.attention_shape(1), {manifest.device.kind, -1, nullptr});
         !refusal.empty())
       problems.push_back(std::move(refusal));
+  if (!manifest.kernels.contains("attention") && check_model_shape)
+    if (std::shared_ptr<Kernel> kernel = default_cuda_attention(manifest, registry, host, stack.precision.get())) {
+      stack.attention = std::move(kernel);
+      attention = stack.attention_name = kDefaultCudaAttention;
+      stack.attention_is_default = true;
+    }
   if (stack.precision)
     if (std::string refusal =
             quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr}, check_model_shape);

@@ -27,6 +27,9 @@ struct Stack {
   // attention op; "reference" or a kernel plugin otherwise. attention_on() picks for a backend.
   std::shared_ptr<Kernel> attention;
   std::string attention_name = "fast";
+  // The kernel is CUDA's default (flash_bf16 for bf16 activations), not the manifest's: a GPU that
+  // cannot run it falls back to the backend's own instead of refusing the run.
+  bool attention_is_default = false;
   std::string manifest_path;
   std::string description;  // "adamw + fp32 + checkpoint"
   // What trains, as the strategies planned it (plan_parameters): the model is built with it.
