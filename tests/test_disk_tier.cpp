@@ -8,8 +8,14 @@
 #include <cstring>
 #include <random>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "core/device/allocator.hpp"
 #include "core/device/disk_tier.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/plugin/plugin_registry.hpp"
+#include "core/training/training_run.hpp"
 #include "stack_run.hpp"
 #include "test_support.hpp"
 
@@ -176,6 +182,50 @@ TEST(DiskTierTraining, OptimizerStateOnDiskKeepsTheMathBitwise) {
       EXPECT_EQ(peak(disk.device, MemoryCategory::optimizer), 0u);
       EXPECT_TRUE(std::filesystem::is_empty(tier_dir)) << "the tier's file outlived its run";
     }
+  }
+}
+
+// Each step's JSONL record carries the tier's share of it (SDK 9.5's on_step_disk): the reads add
+// up to the run's, the writes to at most the run's (the last write-back lands after the last step);
+// a run without a tier has no such object.
+TEST(DiskTierTraining, EachStepRecordsTheTiersShare) {
+  const auto dir = temporary_directory("disk_tier_telemetry");
+  std::filesystem::create_directories(dir / "tier");
+  for (const bool on_disk : {true, false}) {
+    SCOPED_TRACE(on_disk ? "disk" : "host");
+    const auto jsonl = dir / (on_disk ? "disk.jsonl" : "host.jsonl");
+    write_text(dir / "m.toml", tiny_manifest((on_disk ? disk_offload() : kOptimizerOffload) +
+                                             "[[telemetry]]\nplugin = \"jsonl\"\npath = \"" + jsonl.string() + "\"\n"));
+    const Manifest manifest =
+        load_manifest(dir / "m.toml", {"train.steps=3", "device.disk_path=\"" + (dir / "tier").string() + "\""});
+    PluginRegistry registry;
+    registry.scan(plugin_search_path({}));
+    const TrainResult result = run_training(manifest, registry, TrainOptions{});
+    std::ifstream in(jsonl);
+    std::uint64_t read = 0, written = 0;
+    int steps = 0, with_disk = 0;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (!record.contains("step")) continue;
+      ++steps;
+      if (!record.contains("disk")) continue;
+      ++with_disk;
+      EXPECT_GT(record["disk"]["bytes_read"].get<std::uint64_t>(), 0u) << "every step reads the state in";
+      EXPECT_GT(record["disk"]["disk_bytes"].get<std::uint64_t>(), 0u);
+      EXPECT_GT(record["disk"]["file_bytes"].get<std::uint64_t>(), 0u);
+      read += record["disk"]["bytes_read"].get<std::uint64_t>();
+      written += record["disk"]["bytes_written"].get<std::uint64_t>();
+    }
+    EXPECT_EQ(steps, 3);
+    if (!on_disk) {
+      EXPECT_EQ(with_disk, 0);
+      continue;
+    }
+    ASSERT_TRUE(result.disk.has_value());
+    EXPECT_EQ(with_disk, 3);
+    EXPECT_EQ(read, result.disk->bytes_read);
+    EXPECT_GT(written, 0u);
+    EXPECT_LE(written, result.disk->bytes_written);
   }
 }
 

@@ -172,16 +172,17 @@ std::shared_ptr<Kernel> default_cuda_attention(const Manifest& manifest, PluginR
   if (!factory) return nullptr;
   const PluginSpec spec{kDefaultCudaAttention, nullptr, "[kernels] attention (default on CUDA)", "kernels"};
   std::vector<std::string> problems, warnings;
-  std::shared_ptr<Kernel> kernel = create<Kernel>(manifest, {&spec, InterfaceKind::kernel, *factory}, host, problems,
-                                                  warnings);
+  std::shared_ptr<Kernel> kernel =
+      create<Kernel>(manifest, {&spec, InterfaceKind::kernel, *factory}, host, problems, warnings);
   if (kernel == nullptr || !problems.empty() ||
       !attention_refusal(manifest.path.string(), kDefaultCudaAttention, *kernel, manifest.model.attention_shape(1),
                          {manifest.device.kind, -1, nullptr})
            .empty())
     return nullptr;
-  spdlog::info("attention: {} (the default on CUDA for bf16 activations; [kernels] attention = \"fast\" picks the "
-               "backend's own)",
-               kDefaultCudaAttention);
+  spdlog::info(
+      "attention: {} (the default on CUDA for bf16 activations; [kernels] attention = \"fast\" picks the "
+      "backend's own)",
+      kDefaultCudaAttention);
   return kernel;
 }
 

@@ -309,6 +309,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     device_memory.reset_window();
     const TransferTotals transfers_before = model.store().transfers();
     const double copy_seconds_before = device->copy_stream().busy_seconds();
+    const DiskTierStats disk_before = disk_tier ? disk_tier->stats() : DiskTierStats{};
     const auto step_start = std::chrono::steady_clock::now();
     const StepOutcome outcome = executor.train_step(step, micro_batches);
     device->synchronize();  // the step's time is the device's too, and an op's failure surfaces here
@@ -358,6 +359,18 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (result.losses.size() == 1) result.summary.first_loss = outcome.loss;
     result.summary.final_loss = outcome.loss;
     if (metrics.val_loss) result.summary.final_val_loss = metrics.val_loss;
+    if (disk_tier) {
+      const DiskTierStats disk = disk_tier->stats();
+      const DiskStepMetrics disk_metrics{step,
+                                         disk.bytes_read - disk_before.bytes_read,
+                                         disk.bytes_written - disk_before.bytes_written,
+                                         1000.0 * (disk.busy_seconds - disk_before.busy_seconds),
+                                         1000.0 * (disk.waited_seconds - disk_before.waited_seconds),
+                                         total_bytes(disk.live),
+                                         disk.file_bytes};
+      for (const auto& sink : stack.telemetry)
+        if (Status status = sink->on_step_disk(disk_metrics); !status) throw HookFailed(status.message());
+    }
     for (const auto& sink : stack.telemetry)
       if (Status status = sink->on_step(metrics); !status) throw HookFailed(status.message());
 

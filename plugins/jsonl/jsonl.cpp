@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -73,8 +74,20 @@ class Jsonl final : public TelemetrySink {
         record["transfer_overlap"] = std::clamp(1.0 - m.exposed_transfer_ms / m.transfer_ms, 0.0, 1.0);
       // The driver's view (a GPU only), beside the arena's accounting above.
       if (m.driver_device_bytes > 0) record["driver_device_bytes"] = m.driver_device_bytes;
+      // The disk tier's share of this step (on_step_disk came just before), in runs that have one.
+      if (disk_ && disk_->step == m.step) {
+        record["disk"] = {{"bytes_read", disk_->bytes_read}, {"bytes_written", disk_->bytes_written},
+                          {"busy_ms", disk_->busy_ms},       {"waited_ms", disk_->waited_ms},
+                          {"disk_bytes", disk_->disk_bytes}, {"file_bytes", disk_->file_bytes}};
+        disk_.reset();
+      }
       write(record);
     });
+  }
+
+  Status on_step_disk(const DiskStepMetrics& metrics) override {
+    disk_ = metrics;
+    return {};
   }
 
   Status on_run_end(const RunSummary& s) override {
@@ -142,6 +155,7 @@ class Jsonl final : public TelemetrySink {
   }
   std::string path_;
   std::ofstream out_;
+  std::optional<DiskStepMetrics> disk_;  // the step's, until on_step writes it
 };
 
 constexpr const char* kKeys[] = {"path"};

@@ -168,6 +168,10 @@ class Forwarder<TelemetrySink, Policy> final : public TelemetrySink {
   Status on_run_end(const RunSummary& summary) noexcept override {
     return policy_.call("on_run_end", {}, [&] { return object_->on_run_end(summary); });
   }
+  Status on_step_disk(const DiskStepMetrics& metrics) noexcept override {
+    if (!policy_.has(5)) return {};
+    return policy_.call("on_step_disk", at_step(metrics.step), [&] { return object_->on_step_disk(metrics); });
+  }
 
  private:
   std::shared_ptr<TelemetrySink> object_;

@@ -54,6 +54,19 @@ struct StepMetrics {
   double predictor_ms = 0.0;
 };
 
+// ABI 9.5: the disk tier's share of one step ([device] disk_path), for a sink that takes it
+// (TelemetrySink::on_step_disk). Bytes moved and times are the step's; the tier's writes of one
+// step may land during the next (written back behind compute), and are counted where they land.
+struct DiskStepMetrics {
+  std::int64_t step = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  double busy_ms = 0.0;          // the tier's thread with a transfer in hand
+  double waited_ms = 0.0;        // compute standing still until a transfer landed
+  std::uint64_t disk_bytes = 0;  // bytes whose only copy is on disk at the end of the step
+  std::uint64_t file_bytes = 0;  // the tier's file: extents reserved so far
+};
+
 struct PluginMemoryUse {
   std::string_view plugin;
   std::uint64_t host_bytes = 0;
@@ -100,6 +113,9 @@ class TelemetrySink {
   virtual Status on_run_start(const RunInfo& info) = 0;
   virtual Status on_step(const StepMetrics& metrics) = 0;
   virtual Status on_run_end(const RunSummary& summary) = 0;
+  // (optional, since 9.5) The disk tier's share of a step, just before on_step of the same step;
+  // called only in runs with a disk tier.
+  virtual Status on_step_disk(const DiskStepMetrics& /*metrics*/) { return {}; }
 };
 
 }  // namespace strata
