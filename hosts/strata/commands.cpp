@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "command_line_style.hpp"
@@ -28,6 +29,7 @@
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/tensor/tensor_table.hpp"
 #include "core/training/hf_export.hpp"
 #include "core/training/merged_export.hpp"
 #include "core/training/run_outputs.hpp"
@@ -380,6 +382,30 @@ int command_validate(const std::vector<std::string>& arguments) {
   });
 }
 
+namespace {
+
+// Under the fused update a block's gradients exist from its backward to its update only: the table
+// lists every block's, a run holds the global parameters' and one block's at a time.
+void print_fused_gradients(const TensorTable& table) {
+  std::uint64_t listed = 0, globals = 0;
+  std::map<int, std::uint64_t> per_block;
+  for (const TensorRow& row : table.rows()) {
+    if (row.group != TensorGroup::grads) continue;
+    listed += row.bytes();
+    if (row.layer < 0)
+      globals += row.bytes();
+    else
+      per_block[row.layer] += row.bytes();
+  }
+  std::uint64_t largest_block = 0;
+  for (const auto& [layer, bytes] : per_block) largest_block = std::max(largest_block, bytes);
+  std::cout << "(train.update = \"fused\": of the " << format_bytes(listed) << " of gradients listed, at most "
+            << format_bytes(globals + largest_block)
+            << " exist at once, the global parameters' and one block's, where the step puts them)\n";
+}
+
+}  // namespace
+
 int command_plan(const std::vector<std::string>& arguments) {
   CommonArguments common;
   po::options_description options("plan options");
@@ -407,6 +433,7 @@ int command_plan(const std::vector<std::string>& arguments) {
     model.table().print(std::cout, !values.count("full"));
     std::cout
         << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
+    if (manifest.train.update == UpdateMode::fused) print_fused_gradients(model.table());
     return static_cast<int>(kExitSuccess);
   });
 }

@@ -35,6 +35,15 @@ grep -q "disk tier: .* read, .* written" "$work/disk.log" || fail "no disk-tier 
 [ -z "$(ls -A "$tier")" ] || fail "the tier's file outlived its run: $(ls -A "$tier")"
 echo "ok: disk-tier losses equal the host's: $(losses "$work/disk/steps.jsonl")"
 
+# plan under the fused update says how much of the gradients it lists can exist at once.
+"$strata" plan "$work/disk.toml" "${small[@]}" --set device.disk_path=\"$tier\" --set train.update='"fused"' \
+  > "$work/plan.log" 2>&1 || { cat "$work/plan.log"; fail "plan of a fused-update manifest failed"; }
+grep -q 'train.update = "fused": of the .* of gradients listed, at most .* exist at once' "$work/plan.log" ||
+  fail "plan does not say what the fused update holds: $(tail -n 3 "$work/plan.log")"
+"$strata" plan "$work/disk.toml" "${small[@]}" --set device.disk_path=\"$tier\" > "$work/plan-full.log" 2>&1
+! grep -q 'train.update = "fused"' "$work/plan-full.log" || fail "plan of a full-update manifest speaks of the fused one"
+echo "ok: plan: $(grep -o 'of the .* at once' "$work/plan.log")"
+
 # kill -9 mid-run, a moment after the first save (the state's reads and writes run all through a
 # step), then --resume: the losses after the save are the uninterrupted run's. Also under the fused
 # update, whose blocks' state moves during backward and whose clipping norm is saved.
