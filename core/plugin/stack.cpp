@@ -216,12 +216,17 @@ Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
           attention_refusal(manifest_path, attention_name, *attention, shape, backend.kernel_target());
       !refusal.empty()) {
     if (!attention_is_default) throw ManifestError(refusal);
-    spdlog::info("attention: the backend's own ({})", refusal);
+    // plan and validate size the rows on the CPU, where the default is not meant to run.
+    if (backend.name() != "cpu") spdlog::info("attention: the backend's own ({})", refusal);
     attention = std::make_shared<OpsAttentionKernel>(backend.ops());
     return *attention;
   }
-  if (const Status status = attention->bind(backend.kernel_target()); !status)
-    throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
+  if (const Status status = attention->bind(backend.kernel_target()); !status) {
+    if (!attention_is_default)
+      throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
+    spdlog::info("attention: the backend's own ({} could not bind: {})", attention_name, status.message());
+    attention = std::make_shared<OpsAttentionKernel>(backend.ops());
+  }
   return *attention;
 }
 
@@ -362,7 +367,9 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   if (!problems.empty()) throw ManifestError(problems);
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;
-  if (attention != "fast") stack.description += " + attention:" + attention;
+  // The kernel the manifest names: a default pick depends on the device and is not the stack's, so
+  // a checkpoint resumes across it (its description is what a resume compares).
+  if (attention != "fast" && !stack.attention_is_default) stack.description += " + attention:" + attention;
   if (!manifest.predictor.plugin.empty()) stack.description += " + predictor:" + manifest.predictor.plugin;
   for (const std::string& warning : stack.warnings) spdlog::warn("{}", warning);
   return stack;

@@ -7,7 +7,8 @@
 //            128; compiled when the build has nvcc (STRATA_FLASH_ATTENTION_CUDA).
 // `flash_bf16` is the same algorithm on the tensor cores (cuda/flash_attention_tensor_cores.cu:
 // bf16 operands, f32 accumulation and softmax; CUDA only, sm_80 and later): it changes the
-// numbers as TF32 products do, so it is a name of its own rather than a silent choice.
+// numbers as TF32 products do, so it is a name of its own. The host picks it by default only for a
+// CUDA run that keeps bf16 activations, whose numbers bf16 rounds already (and says so in the log).
 // A shape or backend it cannot run is refused when the manifest is validated, with the reason.
 #include <cstdint>
 #include <string>

@@ -36,6 +36,7 @@
 
 #if STRATA_FP16_CUDA
 #include "plugins/fp16/cuda/fp16_cuda.hpp"
+#include "plugins/precision/cuda_launch_check.hpp"
 #endif
 
 namespace {
@@ -61,7 +62,14 @@ class Fp16Weights final : public WeightQuantizer {
   // Every row's rounded operands and the widened matrix at once: one pass over the rows, and the
   // weight gradient as one product instead of one per row block.
   std::int64_t scratch_floats(const MatmulShape& shape) const noexcept override {
-    return shape.rows * (shape.in_features + shape.out_features) + shape.in_features * shape.out_features;
+    const std::int64_t floats =
+        shape.rows * (shape.in_features + shape.out_features) + shape.in_features * shape.out_features;
+    if (!on_cuda_) return floats;
+    // On a GPU the products work in the plugin's own device workspace, sized once to the largest
+    // product's need (backward's: the weight, dout and the input); the host asks for every matrix
+    // before the first step.
+    workspace_.expect(floats);
+    return 0;
   }
 
   Status check(const KernelTarget& target) const override {
@@ -85,6 +93,7 @@ class Fp16Weights final : public WeightQuantizer {
 #if STRATA_FP16_CUDA
     if (on_cuda_) {
       fp16::cuda::narrow(stream(), values, master, shape.in_features * shape.out_features);
+      plugins::log_failed_launch(host_, "fp16's narrowing kernel");
       return;
     }
 #endif
@@ -141,6 +150,7 @@ class Fp16Weights final : public WeightQuantizer {
   void widen_on_device(float* out, const Weight& weight, std::int64_t count) noexcept {
 #if STRATA_FP16_CUDA
     fp16::cuda::widen(stream(), out, static_cast<const std::uint16_t*>(weight.data), count);
+    plugins::log_failed_launch(host_, "fp16's widening kernel");
 #else
     (void)out, (void)weight, (void)count;
 #endif
@@ -151,6 +161,7 @@ class Fp16Weights final : public WeightQuantizer {
     if (operands_ == Operands::f32) return in;
 #if STRATA_FP16_CUDA
     fp16::cuda::round_operand(stream(), room, in, count, operands_);
+    plugins::log_failed_launch(host_, "fp16's rounding kernel");
 #else
     (void)count;
 #endif
@@ -160,7 +171,8 @@ class Fp16Weights final : public WeightQuantizer {
   const Operands& operands_;  // the policy's: the phase of the step decides
   HostServices& host_;
   bool on_cuda_ = false;
-  plugins::DeviceWorkspace workspace_;  // cuda: the widened weight and the rounded operands
+  // cuda: the widened weight and the rounded operands; mutable for scratch_floats' size hint.
+  mutable plugins::DeviceWorkspace workspace_;
 };
 
 // A "f32" storage key: bf16 is refused (its exponent range needs no loss scale), and f16 storage of

@@ -26,6 +26,7 @@
 
 #if STRATA_INT8_CUDA
 #include "plugins/int8/cuda/int8_weights_cuda.hpp"
+#include "plugins/precision/cuda_launch_check.hpp"
 #endif
 
 namespace {
@@ -73,6 +74,7 @@ class Int8Quantizer final : public WeightQuantizer {
     if (on_cuda_) {
       int8::cuda::quantize(static_cast<cudaStream_t>(stream()), matrix, master, shape.in_features, shape.out_features,
                            shape.layout);
+      plugins::log_failed_launch(host_, "int8's quantization kernel");
       return;
     }
 #endif
@@ -126,6 +128,7 @@ class Int8Quantizer final : public WeightQuantizer {
 #if STRATA_INT8_CUDA
     int8::cuda::dequantize_bf16(static_cast<cudaStream_t>(stream()), values, matrix(weight), shape.in_features,
                                 shape.out_features, shape.layout);
+    plugins::log_failed_launch(host_, "int8's dequantization kernel");
 #else
     (void)weight;
 #endif
