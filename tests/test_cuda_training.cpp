@@ -52,6 +52,23 @@ TrainResult train(const Family& family, const std::string& device, const std::st
 
 using test::worst_relative_difference;
 
+// `tables` and `overrides` on cuda:0 against the CPU: the losses within `bound`, falling; with
+// `strategies` added, the GPU's losses are the plain GPU run's, bit for bit.
+void expect_near_the_cpu(const Family& family, const std::string& label, const std::string& tables,
+                         const std::vector<std::string>& overrides, double bound, const std::string& strategies) {
+  const TrainResult cpu = train(family, "cpu", tables, overrides);
+  const TrainResult cuda = train(family, "cuda:0", tables, overrides);
+  ASSERT_EQ(cuda.losses.size(), 20u);
+  const double worst = worst_relative_difference(cpu.losses, cuda.losses);
+  std::printf("%s %s: worst relative loss difference cuda:0 vs cpu %.3g\n", family.name.c_str(), label.c_str(), worst);
+  EXPECT_LE(worst, bound);
+  EXPECT_LT(cuda.losses.back(), cuda.losses.front());
+  const TrainResult with_strategies = train(family, "cuda:0", tables + strategies, overrides);
+  ASSERT_EQ(with_strategies.losses.size(), cuda.losses.size());
+  for (std::size_t i = 0; i < cuda.losses.size(); ++i)
+    EXPECT_EQ(cuda.losses[i], with_strategies.losses[i]) << "step " << i;
+}
+
 TEST(CudaTraining, TwentyStepsMatchTheCpuLosses) {
   STRATA_SKIP_WITHOUT_CUDA();
   for (const Family& family : kFamilies) {
@@ -213,16 +230,7 @@ TEST(CudaTraining, AdamW8bitTrainsAsOnTheCpu) {
                                               "optimizer.min_8bit_size=256"};
   for (const Family& family : kFamilies) {
     SCOPED_TRACE(family.name);
-    const TrainResult cpu = train(family, "cpu", "", eight_bit);
-    const TrainResult cuda = train(family, "cuda:0", "", eight_bit);
-    ASSERT_EQ(cuda.losses.size(), 20u);
-    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
-    std::printf("%s adamw8bit: worst relative loss difference cuda:0 vs cpu %.3g\n", family.name.c_str(), worst);
-    EXPECT_LE(worst, 1e-4);
-    EXPECT_LT(cuda.losses.back(), cuda.losses.front());
-    const TrainResult offloaded = train(family, "cuda:0", kOptimizerOffload, eight_bit);
-    ASSERT_EQ(offloaded.losses.size(), cuda.losses.size());
-    for (std::size_t i = 0; i < cuda.losses.size(); ++i) EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
+    expect_near_the_cpu(family, "adamw8bit", "", eight_bit, 1e-4, kOptimizerOffload);
   }
 }
 
@@ -256,17 +264,8 @@ TEST(CudaTraining, Int8WeightsTrainNearTheCpu) {
                                   std::string("[precision]\nplugin = \"int8\"\nblock_size = 16\n")}) {
     for (const Family& family : kFamilies) {
       SCOPED_TRACE(family.name + (int8.find("block_size") != std::string::npos ? ", block size 16" : ", per channel"));
-      const TrainResult cpu = train(family, "cpu", int8);
-      const TrainResult cuda = train(family, "cuda:0", int8);
-      ASSERT_EQ(cuda.losses.size(), 20u);
-      const double worst = worst_relative_difference(cpu.losses, cuda.losses);
-      std::printf("%s int8: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
-      EXPECT_LE(worst, 2e-3);  // the bound of bf16 storage's test below
-      EXPECT_LT(cuda.losses.back(), cuda.losses.front());
-      const TrainResult offloaded = train(family, "cuda:0", int8 + kOptimizerOffload + kCheckpoint);
-      ASSERT_EQ(offloaded.losses.size(), cuda.losses.size());
-      for (std::size_t i = 0; i < cuda.losses.size(); ++i)
-        EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
+      // The bound of bf16 storage's test below.
+      expect_near_the_cpu(family, "int8", int8, {}, 2e-3, kOptimizerOffload + kCheckpoint);
     }
   }
 }
@@ -276,19 +275,9 @@ TEST(CudaTraining, Int8WeightsTrainNearTheCpu) {
 // (and the loss scaler decides alike); offload and checkpointing keep the GPU's math bitwise.
 TEST(CudaTraining, Fp16TrainsNearTheCpu) {
   STRATA_SKIP_WITHOUT_CUDA();
-  const std::string fp16 = "[precision]\nplugin = \"fp16\"\n";
   for (const Family& family : kFamilies) {
     SCOPED_TRACE(family.name);
-    const TrainResult cpu = train(family, "cpu", fp16);
-    const TrainResult cuda = train(family, "cuda:0", fp16);
-    ASSERT_EQ(cuda.losses.size(), 20u);
-    const double worst = worst_relative_difference(cpu.losses, cuda.losses);
-    std::printf("%s fp16: worst relative loss difference cpu vs cuda:0 %.3g\n", family.name.c_str(), worst);
-    EXPECT_LE(worst, 1e-3);
-    EXPECT_LT(cuda.losses.back(), cuda.losses.front());
-    const TrainResult offloaded = train(family, "cuda:0", fp16 + kOptimizerOffload + kCheckpoint);
-    ASSERT_EQ(offloaded.losses.size(), cuda.losses.size());
-    for (std::size_t i = 0; i < cuda.losses.size(); ++i) EXPECT_EQ(cuda.losses[i], offloaded.losses[i]) << "step " << i;
+    expect_near_the_cpu(family, "fp16", "[precision]\nplugin = \"fp16\"\n", {}, 1e-3, kOptimizerOffload + kCheckpoint);
   }
 }
 

@@ -30,10 +30,14 @@
 #include <string>
 
 #include "../precision/device_workspace.hpp"
+#include "../precision/kernel_backends.hpp"
 #include "cpu/fp16_matmul_cpu.hpp"
 #include "loss_scaler.hpp"
 #include "strata/plugin.hpp"
 
+#ifndef STRATA_FP16_CUDA
+#define STRATA_FP16_CUDA 0  // a build without nvcc
+#endif
 #if STRATA_FP16_CUDA
 #include "plugins/fp16/cuda/fp16_cuda.hpp"
 #include "plugins/precision/cuda_launch_check.hpp"
@@ -73,18 +77,11 @@ class Fp16Weights final : public WeightQuantizer {
   }
 
   Status check(const KernelTarget& target) const override {
-    if (target.backend == "cpu") return {};
-#if STRATA_FP16_CUDA
-    if (target.backend.starts_with("cuda:")) return {};
-#endif
-    return Status::error(
-        "f16 weights have kernels for the cpu backend (and cuda:N in a build with nvcc), not for "
-        "device.kind = \"" +
-        std::string(target.backend) + "\" in this build (use bf16 there)");
+    return plugins::cpu_or_cuda(target, STRATA_FP16_CUDA != 0, "f16 weights");
   }
 
   Status bind(const KernelTarget& target) override {
-    on_cuda_ = target.backend.starts_with("cuda:");
+    on_cuda_ = plugins::on_cuda(target);
     return {};
   }
 

@@ -20,10 +20,14 @@
 #include <string>
 
 #include "../precision/device_workspace.hpp"
+#include "../precision/kernel_backends.hpp"
 #include "../precision/storage_precision.hpp"
 #include "cpu/int8_weights_cpu.hpp"
 #include "strata/plugin.hpp"
 
+#ifndef STRATA_INT8_CUDA
+#define STRATA_INT8_CUDA 0  // a build without nvcc
+#endif
 #if STRATA_INT8_CUDA
 #include "plugins/int8/cuda/int8_weights_cuda.hpp"
 #include "plugins/precision/cuda_launch_check.hpp"
@@ -52,18 +56,11 @@ class Int8Quantizer final : public WeightQuantizer {
   }
 
   Status check(const KernelTarget& target) const override {
-    if (target.backend == "cpu") return {};
-#if STRATA_INT8_CUDA
-    if (target.backend.starts_with("cuda:")) return {};
-#endif
-    return Status::error(
-        "int8 weights have kernels for the cpu backend (and cuda:N in a build with nvcc), not "
-        "for device.kind = \"" +
-        std::string(target.backend) + "\" in this build (use bf16 there)");
+    return plugins::cpu_or_cuda(target, STRATA_INT8_CUDA != 0, "int8 weights");
   }
 
   Status bind(const KernelTarget& target) override {
-    on_cuda_ = target.backend.starts_with("cuda:");
+    on_cuda_ = plugins::on_cuda(target);
     return {};
   }
 
