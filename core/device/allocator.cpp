@@ -125,7 +125,10 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
     live_by_owner_[static_cast<std::size_t>(owner_index)] += size;
     stats_.peak[index] = std::max(stats_.peak[index], stats_.live[index]);
     stats_.window_peak[index] = std::max(stats_.window_peak[index], stats_.live[index]);
-    stats_.peak_total = std::max(stats_.peak_total, live_total_);
+    if (live_total_ > stats_.peak_total) {
+      stats_.peak_total = live_total_;
+      if (peak_observer_) peak_observer_(stats_.live);
+    }
     stats_.window_peak_total = std::max(stats_.window_peak_total, live_total_);
   }
   return Buffer(this, data, size, category, owner_index);
@@ -165,6 +168,11 @@ void Allocator::reset_window() {
   std::lock_guard lock(mutex_);
   stats_.window_peak = stats_.live;
   stats_.window_peak_total = live_total_;
+}
+
+void Allocator::set_peak_observer(std::function<void(const CategoryBytes&)> observer) {
+  std::lock_guard lock(mutex_);
+  peak_observer_ = std::move(observer);
 }
 
 void Allocator::release_cache() {

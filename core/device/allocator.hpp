@@ -7,6 +7,7 @@
 // Freed blocks are cached by exact size and reused (like a GPU caching allocator), so per-step
 // activation buffers cost no system calls; cached bytes are reported as reserved, not live.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,6 +89,10 @@ class Allocator {
   std::map<std::string, std::uint64_t> live_by_owner() const;
   void reset_window();
   void release_cache();
+  // Called, with the arena's lock held, each time the total live bytes reach a new peak, with the
+  // live bytes per category: the planner (core/planner/) notes what the peak held and which op it
+  // came before. It must not use this arena.
+  void set_peak_observer(std::function<void(const CategoryBytes& live)> observer);
 
  private:
   friend class Buffer;
@@ -103,6 +108,7 @@ class Allocator {
   std::vector<std::string> owners_;
   std::vector<std::uint64_t> live_by_owner_;
   std::multimap<std::uint64_t, void*> cache_;  // size -> free block
+  std::function<void(const CategoryBytes&)> peak_observer_;
 };
 
 }  // namespace strata

@@ -68,6 +68,11 @@ struct DiskTier::State {
     if (!options.reserve_space)
       options.reserve_space = [](int fd, off_t offset, off_t length) { return ::posix_fallocate(fd, offset, length); };
     options.staging_bytes = std::max(round_up(options.staging_bytes, kDiskBlockBytes), kDiskBlockBytes);
+    allocate_staging();
+    if (options.account_only) {
+      uring = false;
+      return;
+    }
     fd = open_unnamed(options, O_DIRECT);
     if (fd < 0 && errno == EINVAL) {
       // The filesystem refuses O_DIRECT (some network and FUSE filesystems): buffered I/O works
@@ -86,6 +91,10 @@ struct DiskTier::State {
       uring = false;
     }
     ring_open = uring;
+    worker = std::jthread([this](std::stop_token stop) { run(stop); });
+  }
+
+  void allocate_staging() {
     for (std::size_t s = 0; s < staging.size(); ++s) {
       const std::uint64_t bytes = options.staging_bytes + kDiskBlockBytes;
       if (options.staging_arena != nullptr) {
@@ -98,19 +107,23 @@ struct DiskTier::State {
       const auto address = reinterpret_cast<std::uintptr_t>(staging_base[s]);
       staging[s] = staging_base[s] + (round_up(address, kDiskBlockBytes) - address);
     }
-    worker = std::jthread([this](std::stop_token stop) { run(stop); });
   }
 
   ~State() {
     worker.request_stop();
     if (worker.joinable()) worker.join();  // drains the queue first
     if (ring_open) io_uring_queue_exit(&ring);
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
   }
 
   CopyTicket enqueue(const Job& job) {
     std::lock_guard lock(mutex);
     const CopyTicket ticket = ++issued;
+    if (options.account_only) {
+      (job.write ? bytes_written : bytes_read) += job.bytes;
+      completed = ticket;
+      return ticket;
+    }
     jobs.push_back(job);
     work_ready.notify_one();
     return ticket;
@@ -292,7 +305,9 @@ std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row) {
     throw std::runtime_error("disk tier: " + std::string(row) + " needs " + format_bytes(extent) +
                              " more on disk, past [device] disk_limit = " + format_bytes(s.options.limit) + " (" +
                              format_bytes(offset) + " held already)");
-  if (const int error = s.options.reserve_space(s.fd, static_cast<off_t>(offset), static_cast<off_t>(extent));
+  if (const int error = s.options.account_only
+                            ? 0
+                            : s.options.reserve_space(s.fd, static_cast<off_t>(offset), static_cast<off_t>(extent));
       error != 0)
     throw std::runtime_error("disk tier: no room for " + std::string(row) + " in " + s.options.directory.string() +
                              ": " + std::to_string(extent) + " bytes more needed (the tier's file holds " +
@@ -356,6 +371,7 @@ DiskTierStats DiskTier::stats() const {
 }
 
 std::string DiskTier::description() const {
+  if (state_->options.account_only) return state_->options.directory.string() + " (accounted, no file)";
   return state_->options.directory.string() + " (" + (state_->direct_io ? "O_DIRECT" : "buffered") + ", " +
          (state_->uring ? "io_uring" : "pread/pwrite") + ")";
 }

@@ -30,6 +30,9 @@ struct DiskTierOptions {
   std::uint64_t limit = 0;                // bytes the file may hold; 0: no limit
   Allocator* staging_arena = nullptr;     // where the staging buffers are accounted; null: not accounted
   std::uint64_t staging_bytes = 4 << 20;  // per staging buffer (two of them)
+  // No file and no transfers: extents, holdings and bytes moved are counted, and every transfer is
+  // complete when issued. `strata plan` predicts a disk stack's bytes this way (core/planner/).
+  bool account_only = false;
   // The system calls that may refuse, replaceable so that tests can inject the refusal.
   std::function<int(const char* path, int flags, mode_t mode)> open_file;
   std::function<int(int fd, off_t offset, off_t length)> reserve_space;  // posix_fallocate's contract

@@ -29,9 +29,9 @@
 #include "core/plugin/stack.hpp"
 #include "core/training/divergence_guard.hpp"
 #include "core/training/evaluation_model.hpp"
+#include "core/training/placed_model.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
-#include "core/util/address_space.hpp"
 #include "core/util/format_bytes.hpp"
 
 namespace strata {
@@ -139,13 +139,15 @@ std::vector<std::string> fused_update_problems(const Manifest& manifest, const S
   return problems;
 }
 
-std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor) {
+std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor,
+                                         bool account_only) {
   if (std::vector<std::string> problems = disk_tier_problems(manifest, true, has_predictor); !problems.empty())
     throw ManifestError(problems);
   DiskTierOptions options;
   options.directory = *manifest.device.disk_path;
   options.limit = manifest.device.disk_limit;
   options.staging_arena = &device.host_memory();
+  options.account_only = account_only;
   return std::make_unique<DiskTier>(std::move(options));
 }
 
@@ -192,29 +194,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   };
   spdlog::info("placing {:.2f}M parameters on {}", static_cast<double>(manifest.model.parameter_count()) / 1e6,
                device->name());
-  std::unique_ptr<DiskTier> disk_tier;  // outlives the model, whose rows it may hold
-  const std::unique_ptr<Model> model_owner =
-      make_model(manifest.model, *device, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                 ModelOptions{rows, state_layout_of(*stack.optimizer), Allocation::deferred, stack.storage_on(*device),
-                              Purpose::training, stack.trainable});
-  Model& model = *model_owner;
-  Executor executor(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                    ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(),
-                                    stack.strategy_labels, train.update, train.fused_clip});
-  executor.attach_without_allocating();  // strategies place the rows
-  if (model.store().any_on_disk()) {
-    disk_tier = open_disk_tier(manifest, *device, stack.predictor != nullptr);
-    model.store().use_disk_tier(*disk_tier);
-    spdlog::info("disk tier: {}", disk_tier->description());
-  }
-  model.store().allocate_persistent();  // then allocated where they belong
-  // Room for a BLAS work buffer per thread, proved now rather than found missing mid-step.
-  if (const std::string shortfall =
-          address_space_shortfall(2 * static_cast<std::uint64_t>(omp_get_max_threads()) * kOpenBlasBufferBytes);
-      !shortfall.empty())
-    throw std::runtime_error(shortfall);
-  PluginMemoryImpl controller_memory(*device, manifest.predictor.plugin);
-  executor.attach_controller(controller_memory);
+  const PlacedModel placed =
+      place_model(manifest, *device, stack, stack.attention_on(*device, manifest.model.attention_shape(1)),
+                  stack.storage_on(*device));
+  Model& model = *placed.model;
+  Executor& executor = *placed.executor;
+  DiskTier* disk_tier = placed.disk_tier.get();
+  PluginMemoryImpl& controller_memory = *placed.controller_memory;
   spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host; initialising the weights (seed {})",
                seconds_since(setup_start), format_bytes(device->device_memory().live_total()),
                format_bytes(device->host_memory().live_total()), train.seed);

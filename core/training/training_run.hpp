@@ -67,8 +67,9 @@ std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_
 std::vector<std::string> fused_update_problems(const Manifest& manifest, const Stack& stack);
 
 // The disk tier in [device] disk_path, its staging accounted in the backend's host arena; throws
-// ManifestError with disk_tier_problems when there are any.
-std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor = false);
+// ManifestError with disk_tier_problems when there are any. `account_only`: DiskTierOptions'.
+std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor = false,
+                                         bool account_only = false);
 
 // The manifest's [device] backend; throws ManifestError when this build has none of that kind.
 std::unique_ptr<Backend> backend_for(const Manifest& manifest);

@@ -1,5 +1,6 @@
 #include "commands.hpp"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
+#include "core/planner/memory_prediction.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
@@ -38,6 +40,7 @@
 #include "core/util/format_bytes.hpp"
 #include "core/util/path_inside.hpp"
 #include "exit_codes.hpp"
+#include "plan_prediction.hpp"
 
 namespace strata {
 
@@ -378,6 +381,10 @@ int command_validate(const std::vector<std::string>& arguments) {
     }
     std::cout << manifest.path.string() << ": ok (" << stack->description << ", " << manifest.model.parameter_count()
               << " parameters)\n";
+    // A stack that validates may still not fit: the planner's dry run says so before a run does.
+    if (manifest.device.memory_limit > 0)
+      if (const auto warning = over_limit_warning(predict_memory(manifest, registry), manifest.device.memory_limit))
+        std::cout << *warning << '\n';
     return static_cast<int>(kExitSuccess);
   });
 }
@@ -410,15 +417,23 @@ int command_plan(const std::vector<std::string>& arguments) {
   CommonArguments common;
   po::options_description options("plan options");
   add_manifest_options(options, common);
-  options.add_options()("full", "print every layer's rows instead of folding layers together");
+  options.add_options()("full", "print every layer's rows instead of folding layers together")(
+      "json", "print the predicted peaks as one JSON object, and nothing else");
   po::variables_map values;
-  if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full]", options, arguments, values)) return *code;
+  if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full] [--json]", options, arguments, values))
+    return *code;
   return run_guarded("plan", [&] {
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     // It outlives the plugins, whose memory (HostServices::memory) comes from its arenas.
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
+    if (values.count("json")) {
+      // stdout carries the JSON alone: the log (a plugin's lines included) goes to stderr.
+      spdlog::set_default_logger(spdlog::stderr_color_mt("strata-plan"));
+      std::cout << prediction_json(predict_memory(manifest, inspected.registry)).dump(2) << '\n';
+      return static_cast<int>(kExitSuccess);
+    }
     inspected.host.use_backend(*device);
     const std::unique_ptr<Model> model_owner =
         make_model(manifest.model, *device, inspected.stack.attention_on(*device, manifest.model.attention_shape(1)),
@@ -434,6 +449,10 @@ int command_plan(const std::vector<std::string>& arguments) {
     std::cout
         << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
     if (manifest.train.update == UpdateMode::fused) print_fused_gradients(model.table());
+    const MemoryPrediction prediction = predict_memory(manifest, inspected.registry);
+    print_prediction(std::cout, prediction);
+    if (const auto warning = over_limit_warning(prediction, manifest.device.memory_limit))
+      std::cout << *warning << '\n';
     return static_cast<int>(kExitSuccess);
   });
 }

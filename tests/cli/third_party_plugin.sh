@@ -56,6 +56,18 @@ base, pressure = peak(sys.argv[1]), peak(sys.argv[2])
 print("peak device MiB: %.1f without, %.1f with pressure_checkpoint" % (base / 2**20, pressure / 2**20))
 assert pressure < base' "$work/base.jsonl" "$work/pressure.jsonl" || { echo "the peak did not fall"; exit 1; }
 grep -q "pressure_checkpoint: step 1 dropped the activations of" "$work/pressure.log" || { cat "$work/pressure.log"; exit 1; }
+# The planner runs a third party's policy as a run does: its predicted peaks are the measured ones.
+for run in base pressure; do
+  "$strata" plan "$work/$run.toml" --set train.steps=3 --set train.eval_every=0 --json > "$work/$run.plan.json" ||
+    { cat "$work/$run.plan.json"; exit 1; }
+done
+python3 -c 'import json, sys
+for run in ("base", "pressure"):
+    measured = [json.loads(l) for l in open("%s/%s.jsonl" % (sys.argv[1], run))][-1]["peak_device_bytes"]
+    predicted = json.load(open("%s/%s.plan.json" % (sys.argv[1], run)))["device"]["peak_bytes"]
+    print("%s: predicted %d, measured %d bytes" % (run, predicted, measured))
+    assert abs(predicted - measured) <= max(0.05 * measured, 65536), run' "$work" ||
+  { echo "the plan missed a third-party policy's peak"; exit 1; }
 
 # Lion: one state buffer per parameter (AdamW keeps two) and one scratch buffer it asks the host
 # for, accounted under its name; it trains (the loss falls).

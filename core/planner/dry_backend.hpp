@@ -1,0 +1,65 @@
+#pragma once
+// The planner's compute-free backend (docs/architecture.md, "The planner"): its arenas allocate
+// and account exactly as the CPU backend's do, its ops compute nothing, and its copies move
+// nothing. A training step run on it takes the allocation path of a real step — every plugin's
+// hooks, every strategy's placement, policies that react to the measured bytes — so its arenas'
+// peaks are the run's, found without the arithmetic. It also logs each op in call order, so the
+// planner can say where in the step each peak fell.
+//
+// Memory is reserved, not committed (MAP_NORESERVE): a 7B model's rows cost address space, and
+// physical pages only where host code writes (a plugin's own CPU kernel, a host-side forecaster).
+// Reductions return a large sum of squares (norm clipping scales), a sum of 0 and all_finite true:
+// every step is finite, unskipped and clipped.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device/backend.hpp"
+
+namespace strata {
+
+// Where an arena reached its peak: before op `op_index` of the whole log ran, in `phase`, and
+// what it held then.
+struct PeakInstant {
+  CategoryBytes live{};
+  std::size_t op_index = 0;
+  std::size_t phase_index = 0;
+};
+
+class DryBackend final : public Backend {
+ public:
+  explicit DryBackend(std::uint64_t device_memory_limit);
+  ~DryBackend() override;
+
+  std::string name() const override { return "cpu"; }  // kernels bind as they would on the CPU
+  KernelTarget kernel_target() const noexcept override { return {"cpu", -1, nullptr}; }
+  Ops& ops() noexcept override;
+  Allocator& device_memory() noexcept override { return *device_; }
+  Allocator& host_memory() noexcept override { return *host_; }
+  CopyStream& copy_stream() noexcept override { return *copy_stream_; }
+  void synchronize() override {}
+
+  // The log. Ops call record(); the planner names the phases ("step 1", "evaluation").
+  void record(const char* op) noexcept;
+  void begin_phase(std::string name);
+  const std::vector<const char*>& op_log() const noexcept { return ops_log_; }
+  const std::vector<std::string>& phases() const noexcept { return phases_; }
+  std::size_t phase_start(std::size_t phase) const { return phase_starts_[phase]; }
+  const PeakInstant& device_peak() const noexcept { return device_peak_; }
+  const PeakInstant& host_peak() const noexcept { return host_peak_; }
+
+ private:
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Allocator> device_;
+  std::unique_ptr<Allocator> host_;
+  std::unique_ptr<CopyStream> copy_stream_;
+  std::vector<const char*> ops_log_;
+  std::vector<std::string> phases_{"placement"};
+  std::vector<std::size_t> phase_starts_{0};
+  PeakInstant device_peak_;
+  PeakInstant host_peak_;
+};
+
+}  // namespace strata

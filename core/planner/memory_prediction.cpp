@@ -1,0 +1,113 @@
+#include "core/planner/memory_prediction.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/device/memory_limit_exceeded.hpp"
+#include "core/manifest/manifest_error.hpp"
+#include "core/planner/dry_backend.hpp"
+#include "core/planner/dry_plugins.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/stack.hpp"
+#include "core/training/placed_model.hpp"
+#include "core/training/training_run.hpp"
+
+namespace strata {
+
+namespace {
+
+// "step 1, backward: before op 212 of 307 (matmul_backward)".
+std::string describe(const DryBackend& device, const PeakInstant& peak) {
+  const std::vector<const char*>& log = device.op_log();
+  const std::size_t first = device.phase_start(peak.phase_index);
+  const std::size_t end =
+      peak.phase_index + 1 < device.phases().size() ? device.phase_start(peak.phase_index + 1) : log.size();
+  const std::string& phase = device.phases()[peak.phase_index];
+  if (peak.phase_index == 0) return "placing the model, before the first step";
+  // The pass is the latest op's that names one: recomputation inside backward stays "backward",
+  // and under the fused update the passes alternate block by block.
+  const char* pass = "forward";
+  for (std::size_t i = first; i < peak.op_index && i < end; ++i) {
+    const std::string_view op = log[i];
+    if (op.find("backward") != std::string_view::npos) pass = "backward";
+    if (op == "sum_of_squares" || op == "all_finite" || op == "adamw_update" || op == "sgd_update") pass = "update";
+  }
+  std::string text = phase + (phase == "evaluation" ? "" : ", " + std::string(pass));
+  if (peak.op_index >= end) return text + ": after its last op";
+  return text + ": before op " + std::to_string(peak.op_index - first + 1) + " of " + std::to_string(end - first) +
+         " (" + log[peak.op_index] + ")";
+}
+
+HomePrediction home(const DryBackend& device, const Allocator& arena, const PeakInstant& peak) {
+  const ArenaStats stats = arena.stats();
+  return {stats.peak, stats.peak_total, peak.live, describe(device, peak)};
+}
+
+MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit) {
+  const auto start = std::chrono::steady_clock::now();
+  DryBackend device(device_limit);
+  HostServicesImpl host(manifest.model.info(), manifest.device.kind);
+  Stack stack = build_stack(manifest, registry, host, "");
+  if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
+    throw ManifestError(problems);
+  host.use_backend(device);
+  DryKernel attention(stack.attention_on(device, manifest.model.attention_shape(1)), device);
+  StorageTypes storage = stack.storage_on(device);
+  std::optional<DryQuantizer> quantizer;
+  if (storage.quantizer != nullptr) storage.quantizer = &quantizer.emplace(*storage.quantizer, device);
+  const PlacedModel placed = place_model(manifest, device, stack, attention, storage, true);
+  // Initialised as a run does: writing a frozen quantized matrix, for one, takes a workspace. (A
+  // run's [train] init_from reads its values over these; the plan reads no files.)
+  placed.model->init_weights(manifest.train.seed);
+
+  // Tokens of zeros, shaped as `strata train` shapes its batches.
+  const TrainSpec& train = manifest.train;
+  const int rows = train.micro_batch_rows();
+  const std::size_t micro_size = static_cast<std::size_t>(rows) * static_cast<std::size_t>(manifest.model.seq_len());
+  const std::vector<std::int32_t> tokens(micro_size, 0);
+  const std::vector<MicroBatch> micro_batches(static_cast<std::size_t>(train.micro_batches),
+                                              MicroBatch{std::span<const std::int32_t>(tokens), tokens});
+  // Three steps reach the steady state: the first allocates what is lazily made, the second is the
+  // first with optimizer state and prefetches in flight, the third repeats it.
+  MemoryPrediction prediction;
+  prediction.steps = std::min<std::int64_t>(train.steps, 3);
+  for (std::int64_t step = 1; step <= prediction.steps; ++step) {
+    device.begin_phase("step " + std::to_string(step));
+    (void)placed.executor->train_step(step, micro_batches);
+  }
+  device.begin_phase("evaluation");
+  (void)placed.executor->forward_loss_sum(micro_batches.front(), rows);
+
+  prediction.device = home(device, device.device_memory(), device.device_peak());
+  prediction.host = home(device, device.host_memory(), device.host_peak());
+  if (placed.disk_tier) {
+    const DiskTierStats disk = placed.disk_tier->stats();
+    prediction.disk = HomePrediction{disk.peak, disk.peak_total, {}, {}};
+  }
+  prediction.backend = manifest.device.kind == "cpu"
+                           ? "cpu"
+                           : "cpu (for " + manifest.device.kind +
+                                 ": the same rows, with the CPU's attention and kernels; the CUDA context, cuBLAS "
+                                 "workspace and staging are not included)";
+  prediction.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return prediction;
+}
+
+}  // namespace
+
+MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry) {
+  Manifest quiet = manifest;
+  quiet.telemetry.clear();  // a plan writes nothing: no sinks
+  try {
+    return dry_run(quiet, registry, manifest.device.memory_limit);
+  } catch (const MemoryLimitExceeded& refusal) {
+    MemoryPrediction prediction = dry_run(quiet, registry, 0);
+    prediction.over_limit = refusal.what();
+    return prediction;
+  }
+}
+
+}  // namespace strata

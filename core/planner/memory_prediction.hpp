@@ -1,0 +1,38 @@
+#pragma once
+// `strata plan`'s prediction (docs/architecture.md, "The planner"): the peak bytes of each home —
+// device, host, disk — per category, and where in the step each peak falls, found by running the
+// manifest's first steps and an evaluation pass on the dry backend (core/planner/dry_backend.hpp)
+// with the manifest's own plugins. Nothing is computed, read from the data, or written.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/manifest/manifest.hpp"
+#include "core/plugin/plugin_registry.hpp"
+#include "strata/memory_category.hpp"
+
+namespace strata {
+
+struct HomePrediction {
+  CategoryBytes peak{};          // each category's own peak
+  std::uint64_t peak_total = 0;  // the peak of the sum
+  CategoryBytes at_peak{};       // what the sum's peak held
+  std::string instant;           // "step 1, backward: before op 212 of 307 (matmul_backward)"
+};
+
+struct MemoryPrediction {
+  HomePrediction device;
+  HomePrediction host;
+  std::optional<HomePrediction> disk;  // when a strategy puts rows on disk (no instant)
+  std::int64_t steps = 0;              // steps the dry run took, before its evaluation pass
+  // The prediction exceeds [device] memory_limit: the refusal the run would meet, and the peak
+  // comes from a dry run without the limit.
+  std::optional<std::string> over_limit;
+  std::string backend;   // what the prediction is for: "cpu", or the note for a CUDA manifest
+  double seconds = 0.0;  // how long the dry run took
+};
+
+// Exceptions: ManifestError (invalid input), as `strata train` would throw it.
+MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry);
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+#include "plan_prediction.hpp"
+
+#include <algorithm>
+#include <iomanip>
+
+#include "core/util/format_bytes.hpp"
+
+namespace strata {
+
+namespace {
+
+std::string categories(const CategoryBytes& bytes) {
+  std::string text;
+  for (MemoryCategory category : kAllMemoryCategories) {
+    const std::uint64_t value = bytes[category_index(category)];
+    if (value == 0) continue;
+    text += (text.empty() ? "" : ", ") + std::string(category_name(category)) + " " + format_bytes(value);
+  }
+  return text.empty() ? "nothing" : text;
+}
+
+MemoryCategory largest(const CategoryBytes& bytes) {
+  return kAllMemoryCategories[static_cast<std::size_t>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin())];
+}
+
+void print_home(std::ostream& out, const char* name, const HomePrediction& home) {
+  out << "  " << std::left << std::setw(7) << name << format_bytes(home.peak_total);
+  if (!home.instant.empty()) out << ", " << home.instant;
+  out << '\n';
+  if (!home.instant.empty()) out << "         holding " << categories(home.at_peak) << '\n';
+  out << "         each category's own peak: " << categories(home.peak) << '\n';
+}
+
+nlohmann::json category_json(const CategoryBytes& bytes) {
+  nlohmann::json json = nlohmann::json::object();
+  for (MemoryCategory category : kAllMemoryCategories)
+    json[std::string(category_name(category))] = bytes[category_index(category)];
+  return json;
+}
+
+nlohmann::json home_json(const HomePrediction& home) {
+  nlohmann::json json{{"peak_bytes", home.peak_total}, {"by_category", category_json(home.peak)}};
+  if (!home.instant.empty()) {
+    json["at_peak"] = category_json(home.at_peak);
+    json["instant"] = home.instant;
+  }
+  return json;
+}
+
+}  // namespace
+
+void print_prediction(std::ostream& out, const MemoryPrediction& prediction) {
+  out << "\npredicted peaks (a dry run of " << prediction.steps << " step" << (prediction.steps == 1 ? "" : "s")
+      << " and an evaluation pass, every plugin's hooks, nothing computed; " << std::fixed << std::setprecision(2)
+      << prediction.seconds << " s; for " << prediction.backend << "):\n";
+  print_home(out, "device", prediction.device);
+  print_home(out, "host", prediction.host);
+  if (prediction.disk) print_home(out, "disk", *prediction.disk);
+}
+
+nlohmann::json prediction_json(const MemoryPrediction& prediction) {
+  nlohmann::json json{{"device", home_json(prediction.device)},
+                      {"host", home_json(prediction.host)},
+                      {"steps", prediction.steps},
+                      {"backend", prediction.backend},
+                      {"over_limit", prediction.over_limit ? nlohmann::json(*prediction.over_limit) : nullptr}};
+  if (prediction.disk) json["disk"] = home_json(*prediction.disk);
+  return json;
+}
+
+std::optional<std::string> over_limit_warning(const MemoryPrediction& prediction, std::uint64_t memory_limit) {
+  if (memory_limit == 0 || prediction.device.peak_total <= memory_limit) return std::nullopt;
+  const MemoryCategory dominant = largest(prediction.device.at_peak);
+  return "warning: the predicted device peak, " + format_bytes(prediction.device.peak_total) +
+         ", exceeds [device] memory_limit = " + format_bytes(memory_limit) + " (" + prediction.device.instant + "); " +
+         std::string(category_name(dominant)) + " dominate it with " +
+         format_bytes(prediction.device.at_peak[category_index(dominant)]) + " (" +
+         categories(prediction.device.at_peak) + "): the run would stop at step 1";
+}
+
+}  // namespace strata
