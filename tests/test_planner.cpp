@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -14,6 +15,7 @@
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/planner/calibration.hpp"
 #include "core/planner/memory_prediction.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
@@ -189,6 +191,83 @@ TEST(Planner, SaysWhenTheDevicePeakExceedsTheLimit) {
       load_manifest(dir / "m.toml", {"train.steps=2", "device.memory_limit=" + std::to_string(fits.device.peak_total)});
   EXPECT_FALSE(predict_memory(enough, registry).over_limit);
   EXPECT_NO_THROW(run_training(enough, registry, TrainOptions{}));
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// One measured size per op: a constant rate.
+Calibration constant_rates(double flops_per_second) {
+  Calibration calibration;
+  for (const char* op : {"matmul_forward_f32", "matmul_backward_f32", "scale"})
+    calibration.ops[op] = {{flops_per_second, 1.0}};
+  return calibration;
+}
+
+TEST(PlannerCalibration, InterpolatesTheRateBetweenMeasuredSizes) {
+  Calibration calibration;
+  calibration.ops["gelu_forward"] = {{1e3, 1e-6}, {1e6, 1e-4}};  // 1e9/s, then 1e10/s
+  EXPECT_DOUBLE_EQ(calibration.seconds("gelu_forward", 1e3), 1e-6);
+  EXPECT_DOUBLE_EQ(calibration.seconds("gelu_forward", 1e6), 1e-4);
+  // Halfway in log size, halfway in log rate: 10^9.5 per second.
+  EXPECT_NEAR(calibration.seconds("gelu_forward", std::sqrt(1e9)), std::sqrt(1e9) / std::pow(10.0, 9.5), 1e-15);
+  EXPECT_DOUBLE_EQ(calibration.seconds("gelu_forward", 10.0), 1e-8);  // the smallest size's rate
+  EXPECT_DOUBLE_EQ(calibration.seconds("gelu_forward", 1e8), 1e-2);   // the largest size's rate
+  EXPECT_DOUBLE_EQ(calibration.seconds("gelu_forward", 0.0), 0.0);
+  calibration.ops["scale"] = {{1e6, 1e-3}};
+  EXPECT_DOUBLE_EQ(calibration.seconds("never_measured", 1e6), 1e-3);  // priced as a pass over memory
+}
+
+TEST(PlannerCalibration, RoundTripsThroughItsFileAndNamesABadOne) {
+  const auto dir = test::temporary_directory("planner_calibration");
+  Calibration calibration = constant_rates(1e9);
+  calibration.machine = "test machine";
+  calibration.measured_at = "2026-11-27 11:00 UTC";
+  calibration.threads = 2;
+  calibration.disk_read_bytes_per_second = 7e8;
+  save_calibration(calibration, dir / "sub" / "calibration.json");
+  const Calibration loaded = load_calibration(dir / "sub" / "calibration.json");
+  EXPECT_EQ(loaded.machine, "test machine");
+  EXPECT_EQ(loaded.threads, 2);
+  EXPECT_EQ(loaded.ops, calibration.ops);
+  EXPECT_EQ(loaded.disk_read_bytes_per_second, 7e8);
+  EXPECT_EQ(loaded.path, dir / "sub" / "calibration.json");
+  test::write_text(dir / "bad.json", "{\"machine\": 3}");
+  try {
+    (void)load_calibration(dir / "bad.json");
+    FAIL() << "a file Strata did not write was read as a calibration";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "bad.json").string()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)load_calibration(dir / "missing.json"), std::invalid_argument);
+}
+
+// The dry run's forward products, priced at one flop per nanosecond, are the model's own flop
+// count: a GPT-2 block's four matrices hold 12 C^2 weights and the tied head C V, each used once
+// per token of the batch.
+TEST(PlannerCalibration, PricesTheStepsProductsByTheirFlops) {
+  const auto dir = test::temporary_directory("planner_flops");
+  test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n"));
+  PluginRegistry registry;
+  registry.scan(plugin_search_path({}));
+  const Calibration calibration = constant_rates(1e9);
+  const auto forward_ms = [&](int batch) {
+    const Manifest manifest = load_manifest(dir / "m.toml", {"train.steps=2", "train.batch=" + std::to_string(batch)});
+    const MemoryPrediction prediction = predict_memory(manifest, registry, &calibration);
+    EXPECT_TRUE(prediction.step);
+    return prediction.step ? prediction.step->by_op_ms.at("matmul_forward_f32") : 0.0;
+  };
+  // tiny_manifest: 2 layers, d_model 32, vocab 256, seq_len 16.
+  const double C = 32, L = 2, V = 256, T = 16;
+  for (const int batch : {2, 4}) {
+    const double flops = 2.0 * batch * T * (12.0 * L * C * C + C * V);
+    EXPECT_NEAR(forward_ms(batch), flops / 1e6, 1e-9) << "batch " << batch;
+  }
+  const Manifest manifest = load_manifest(dir / "m.toml", {"train.steps=2"});
+  EXPECT_FALSE(predict_memory(manifest, registry).step);  // no calibration, no step time
 }
 
 }  // namespace

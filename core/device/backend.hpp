@@ -7,6 +7,7 @@
 // is synchronous; a CUDA backend backs the first arena with cudaMallocAsync and the second with
 // pinned memory.
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ class Backend {
     std::uint64_t total = 0;
   };
   virtual std::optional<DriverMemory> driver_memory() const { return std::nullopt; }
+  // Zeroes host-arena memory (host memory: the host writes it). The planner's dry backend, whose
+  // values do not matter, leaves it as it is rather than touch every page of a large plan.
+  virtual void zero_host_memory(void* data, std::uint64_t bytes) noexcept { std::memset(data, 0, bytes); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::uint64_t device_memory_limit);

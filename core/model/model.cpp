@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <stdexcept>
 
 namespace strata {
@@ -140,6 +143,23 @@ void Model::declare_frozen_gradient_sink(std::int64_t floats) {
 
 void Model::init_weights(std::uint64_t seed) {
   init_base_weights(seed);
+  adapters_.init(seed,
+                 [this](const ParameterRows& rows, std::span<const float> values) { write_values(rows, values); });
+  store_.publish_weights();
+}
+
+void Model::init_weights_as_zeros(std::uint64_t seed) {
+  std::int64_t largest = 0;
+  for (const ParameterRows& rows : parameters()) largest = std::max(largest, store_.values(rows).count);
+  // calloc's large blocks are fresh zero pages: nothing here touches them (the dry run's copies
+  // read nothing), so even a 7B model's largest matrix costs no memory.
+  const std::unique_ptr<float, decltype(&std::free)> zeros(
+      static_cast<float*>(std::calloc(static_cast<std::size_t>(std::max<std::int64_t>(largest, 1)), sizeof(float))),
+      &std::free);
+  if (!zeros) throw std::bad_alloc();
+  for (const ParameterRows& rows : parameters())
+    if (rows.role != ParameterRole::adapter)
+      write_values(rows, std::span<const float>(zeros.get(), static_cast<std::size_t>(store_.values(rows).count)));
   adapters_.init(seed,
                  [this](const ParameterRows& rows, std::span<const float> values) { write_values(rows, values); });
   store_.publish_weights();

@@ -125,6 +125,9 @@ class Model {
   virtual bool ignorable_file_tensor(std::string_view /*name*/) const { return false; }
   // The family's initialisation, then each adapter's (LoRA: A random, B zero); weights published.
   void init_weights(std::uint64_t seed);
+  // What init_weights writes, rows, allocations and publication alike, with every base value 0
+  // and nothing drawn: the planner's dry run (core/planner/), which needs the path, not the values.
+  void init_weights_as_zeros(std::uint64_t seed);
   // A parameter's values as the matmuls see them, on the host, in its stored shape: the f32 value
   // row, a bf16 row widened, or a quantized matrix dequantized by its own matmul (an identity
   // input), so an exported int8 base is the one training computed with.

@@ -28,7 +28,9 @@ class ReservedResource final : public MemoryResource {
 // that run, the upper bound; a run whose copies land early peaks lower.
 class DryCopyStream final : public CopyStream {
  public:
-  CopyTicket enqueue(void* /*destination*/, const void* /*source*/, std::uint64_t /*bytes*/) override {
+  explicit DryCopyStream(DryBackend& backend) : backend_(backend) {}
+  CopyTicket enqueue(void* /*destination*/, const void* /*source*/, std::uint64_t bytes) override {
+    backend_.record("copy_stream", static_cast<double>(bytes));
     return ++issued_;
   }
   double wait(CopyTicket ticket) override {
@@ -39,12 +41,33 @@ class DryCopyStream final : public CopyStream {
   double busy_seconds() const override { return 0.0; }
 
  private:
+  DryBackend& backend_;
   CopyTicket issued_ = 0;
   CopyTicket landed_ = 0;
 };
 
-// The op table: each op logs its name and computes nothing. Sizes (what attention saves) are the
-// CPU table's, which the run being planned would use.
+double elements(std::int64_t rows, std::int64_t channels) {
+  return static_cast<double>(rows) * static_cast<double>(channels);
+}
+
+double matmul_flops(const MatmulShape& shape) {
+  return 2.0 * static_cast<double>(shape.rows) * static_cast<double>(shape.in_features) *
+         static_cast<double>(shape.out_features);
+}
+
+}  // namespace
+
+// Causal: half of the T x T products, Q K^T and P V.
+double attention_flops(const AttentionShape& shape) {
+  return 2.0 * shape.batch * static_cast<double>(shape.n_head) * shape.seq_len * static_cast<double>(shape.seq_len) *
+         shape.head_dim;
+}
+
+namespace {
+
+// The op table: each op logs its name and its work (flops for products, elements or bytes for the
+// rest) and computes nothing. Sizes (what attention saves) are the CPU table's, which the run being
+// planned would use.
 class DryOps final : public Ops {
  public:
   explicit DryOps(DryBackend& backend) : backend_(backend), sizes_(cpu::make_cpu_ops()) {}
@@ -52,28 +75,30 @@ class DryOps final : public Ops {
   std::string_view backend() const noexcept override { return "cpu"; }
   bool has(Op op) const noexcept override { return sizes_->has(op); }
 
-  void matmul_forward(float*, const float*, Weight, const float*, const MatmulShape&, Scratch) noexcept override {
-    log("matmul_forward");
+  void matmul_forward(float*, const float*, Weight weight, const float*, const MatmulShape& shape,
+                      Scratch) noexcept override {
+    log(weight.dtype == DType::bf16 ? "matmul_forward_bf16" : "matmul_forward_f32", matmul_flops(shape));
   }
-  void matmul_backward(float*, float*, float*, const float*, const float*, Weight, const MatmulShape&, Scratch,
-                       GradientWrite) noexcept override {
-    log("matmul_backward");
+  void matmul_backward(float* dinp, float* dweight, float*, const float*, const float*, Weight weight,
+                       const MatmulShape& shape, Scratch, GradientWrite) noexcept override {
+    log(weight.dtype == DType::bf16 ? "matmul_backward_bf16" : "matmul_backward_f32",
+        matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)));
   }
-  void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, std::int64_t, std::int64_t,
-                         float) noexcept override {
-    log("layernorm_forward");
+  void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, std::int64_t rows,
+                         std::int64_t channels, float) noexcept override {
+    log("layernorm_forward", elements(rows, channels));
   }
   void layernorm_backward(float*, float*, float*, const float*, const float*, const float*, const float*, const float*,
-                          std::int64_t, std::int64_t) noexcept override {
-    log("layernorm_backward");
+                          std::int64_t rows, std::int64_t channels) noexcept override {
+    log("layernorm_backward", elements(rows, channels));
   }
-  void rmsnorm_forward(float*, float*, const float*, const float*, std::int64_t, std::int64_t,
+  void rmsnorm_forward(float*, float*, const float*, const float*, std::int64_t rows, std::int64_t channels,
                        float) noexcept override {
-    log("rmsnorm_forward");
+    log("rmsnorm_forward", elements(rows, channels));
   }
-  void rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, std::int64_t,
-                        std::int64_t) noexcept override {
-    log("rmsnorm_backward");
+  void rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, std::int64_t rows,
+                        std::int64_t channels) noexcept override {
+    log("rmsnorm_backward", elements(rows, channels));
   }
   std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept override {
     return sizes_->attention_saved_floats(shape);
@@ -81,93 +106,106 @@ class DryOps final : public Ops {
   std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept override {
     return sizes_->attention_scratch_floats(shape);
   }
-  void attention_forward(const AttentionShape&, float*, float*, const AttentionInputs&) noexcept override {
-    log("attention_forward");
+  void attention_forward(const AttentionShape& shape, float*, float*, const AttentionInputs&) noexcept override {
+    log("attention_forward", attention_flops(shape));
   }
-  void attention_backward(const AttentionShape&, const AttentionGrads&, const float*, const AttentionInputs&,
+  void attention_backward(const AttentionShape& shape, const AttentionGrads&, const float*, const AttentionInputs&,
                           const float*, float*) noexcept override {
-    log("attention_backward");
+    log("attention_backward", attention_flops(shape));
   }
-  void gelu_forward(float*, const float*, std::int64_t) noexcept override { log("gelu_forward"); }
-  void gelu_backward(float*, const float*, const float*, std::int64_t, GradientWrite) noexcept override {
-    log("gelu_backward");
+  void gelu_forward(float*, const float*, std::int64_t count) noexcept override { log("gelu_forward", count); }
+  void gelu_backward(float*, const float*, const float*, std::int64_t count, GradientWrite) noexcept override {
+    log("gelu_backward", count);
   }
-  void swiglu_forward(float*, const float*, const float*, std::int64_t) noexcept override { log("swiglu_forward"); }
-  void swiglu_backward(float*, float*, const float*, const float*, const float*, std::int64_t,
+  void swiglu_forward(float*, const float*, const float*, std::int64_t count) noexcept override {
+    log("swiglu_forward", count);
+  }
+  void swiglu_backward(float*, float*, const float*, const float*, const float*, std::int64_t count,
                        GradientWrite) noexcept override {
-    log("swiglu_backward");
+    log("swiglu_backward", count);
   }
-  void rope(float*, std::int64_t, std::int64_t, int, int, int, float, bool inverse) noexcept override {
-    log(inverse ? "rope_backward" : "rope_forward");
+  void rope(float*, std::int64_t rows, std::int64_t, int, int n_heads, int head_dim, float,
+            bool inverse) noexcept override {
+    log(inverse ? "rope_backward" : "rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
   }
-  void residual_forward(float*, const float*, const float*, std::int64_t) noexcept override { log("residual_forward"); }
-  void embedding_forward(float*, const std::int32_t*, Weight, Weight, std::int64_t, std::int64_t,
-                         std::int64_t) noexcept override {
-    log("embedding_forward");
+  void residual_forward(float*, const float*, const float*, std::int64_t count) noexcept override {
+    log("residual_forward", count);
   }
-  void embedding_backward(float*, float*, const float*, const std::int32_t*, std::int64_t, std::int64_t,
-                          std::int64_t) noexcept override {
-    log("embedding_backward");
+  void embedding_forward(float*, const std::int32_t*, Weight, Weight, std::int64_t batch, std::int64_t seq_len,
+                         std::int64_t channels) noexcept override {
+    log("embedding_forward", elements(batch * seq_len, channels));
   }
-  void cross_entropy_forward_chunk(float*, float*, float*, const float*, const std::int32_t*, std::int64_t,
-                                   std::int64_t, std::int64_t, std::int64_t) noexcept override {
-    log("cross_entropy_forward");
+  void embedding_backward(float*, float*, const float*, const std::int32_t*, std::int64_t batch, std::int64_t seq_len,
+                          std::int64_t channels) noexcept override {
+    log("embedding_backward", elements(batch * seq_len, channels));
   }
-  void cross_entropy_finish(float*, float*, const float*, const float*, const float*, std::int64_t) noexcept override {
-    log("cross_entropy_finish");
+  void cross_entropy_forward_chunk(float*, float*, float*, const float*, const std::int32_t*, std::int64_t rows,
+                                   std::int64_t, std::int64_t width, std::int64_t) noexcept override {
+    log("cross_entropy_forward", elements(rows, width));
   }
-  void cross_entropy_backward_chunk(float*, const float*, const float*, const std::int32_t*, float, std::int64_t,
-                                    std::int64_t, std::int64_t, std::int64_t) noexcept override {
-    log("cross_entropy_backward");
+  void cross_entropy_finish(float*, float*, const float*, const float*, const float*,
+                            std::int64_t rows) noexcept override {
+    log("cross_entropy_finish", rows);
   }
-  void adamw_update(float*, const float*, float*, float*, std::int64_t, const AdamWHyper&) noexcept override {
-    log("adamw_update");
+  void cross_entropy_backward_chunk(float*, const float*, const float*, const std::int32_t*, float, std::int64_t rows,
+                                    std::int64_t, std::int64_t width, std::int64_t) noexcept override {
+    log("cross_entropy_backward", elements(rows, width));
   }
-  void sgd_update(float*, const float*, float*, std::int64_t, const SgdHyper&) noexcept override { log("sgd_update"); }
-  void widen(float*, const std::uint16_t*, std::int64_t) noexcept override { log("widen"); }
-  void narrow(std::uint16_t*, const float*, std::int64_t) noexcept override { log("narrow"); }
-  void narrow_and_round(std::uint16_t*, float*, std::int64_t) noexcept override { log("narrow"); }
+  void adamw_update(float*, const float*, float*, float*, std::int64_t count, const AdamWHyper&) noexcept override {
+    log("adamw_update", count);
+  }
+  void sgd_update(float*, const float*, float*, std::int64_t count, const SgdHyper&) noexcept override {
+    log("sgd_update", count);
+  }
+  void widen(float*, const std::uint16_t*, std::int64_t count) noexcept override { log("widen", count); }
+  void narrow(std::uint16_t*, const float*, std::int64_t count) noexcept override { log("narrow", count); }
+  void narrow_and_round(std::uint16_t*, float*, std::int64_t count) noexcept override { log("narrow", count); }
   // Large, so that norm clipping takes the path that scales the gradients (some of which may be
   // offloaded and travel to be scaled): a plan covers the branch a real step may take.
-  double sum_of_squares(const float*, std::int64_t) noexcept override {
-    log("sum_of_squares");
+  double sum_of_squares(const float*, std::int64_t count) noexcept override {
+    log("sum_of_squares", count);
     return 1e30;
   }
-  bool all_finite(const float*, std::int64_t) noexcept override {
-    log("all_finite");
+  bool all_finite(const float*, std::int64_t count) noexcept override {
+    log("all_finite", count);
     return true;
   }
-  double sum(const float*, std::int64_t) noexcept override {
-    log("sum");
+  double sum(const float*, std::int64_t count) noexcept override {
+    log("sum", count);
     return 0.0;
   }
-  void scale(float*, float, std::int64_t) noexcept override { log("scale"); }
-  void add_scaled(float*, float, const float*, std::int64_t) noexcept override { log("add_scaled"); }
-  void sign(float*, const float*, std::int64_t) noexcept override { log("sign"); }
-  void mul(float*, const float*, const float*, std::int64_t) noexcept override { log("mul"); }
-  void div(float*, const float*, const float*, float, std::int64_t) noexcept override { log("div"); }
-  void sqrt(float*, const float*, std::int64_t) noexcept override { log("sqrt"); }
-  void fill(void*, std::uint8_t, std::uint64_t) noexcept override { log("fill"); }
-  void copy(void*, const void*, std::uint64_t) noexcept override { log("copy"); }
+  void scale(float*, float, std::int64_t count) noexcept override { log("scale", count); }
+  void add_scaled(float*, float, const float*, std::int64_t count) noexcept override { log("add_scaled", count); }
+  // The elementwise ops cost what scale does, a pass over memory.
+  void sign(float*, const float*, std::int64_t count) noexcept override { log("scale", count); }
+  void mul(float*, const float*, const float*, std::int64_t count) noexcept override { log("scale", count); }
+  void div(float*, const float*, const float*, float, std::int64_t count) noexcept override { log("scale", count); }
+  void sqrt(float*, const float*, std::int64_t count) noexcept override { log("scale", count); }
+  void fill(void*, std::uint8_t, std::uint64_t bytes) noexcept override { log("fill", static_cast<double>(bytes)); }
+  void copy(void*, const void*, std::uint64_t bytes) noexcept override { log("copy", static_cast<double>(bytes)); }
   // What the host reads back is zeros: deterministic, whatever the planned step would compute.
   void copy_to_host(void* host_destination, const void*, std::uint64_t bytes) noexcept override {
-    log("copy_to_host");
+    log("copy", static_cast<double>(bytes));
     std::memset(host_destination, 0, bytes);
   }
-  void copy_from_host(void*, const void*, std::uint64_t) noexcept override { log("copy_from_host"); }
-  void rope_at(float*, std::int64_t, std::int64_t, std::int64_t, int, int, float) noexcept override {
-    log("rope_forward");
+  void copy_from_host(void*, const void*, std::uint64_t bytes) noexcept override {
+    log("copy", static_cast<double>(bytes));
+  }
+  void rope_at(float*, std::int64_t rows, std::int64_t, std::int64_t, int n_heads, int head_dim,
+               float) noexcept override {
+    log("rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
   }
   void attention_decode(const DecodeShape&, float*, const AttentionInputs&, float*, float*) noexcept override {
-    log("attention_decode");
+    log("attention_decode", 0.0);
   }
-  void rope_frequencies(float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, int, const float*,
-                        bool inverse) noexcept override {
-    log(inverse ? "rope_backward" : "rope_forward");
+  void rope_frequencies(float*, std::int64_t rows, std::int64_t, std::int64_t, std::int64_t, int n_heads, int head_dim,
+                        const float*, bool inverse) noexcept override {
+    log(inverse ? "rope_backward" : "rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
   }
 
  private:
-  void log(const char* op) noexcept { backend_.record(op); }
+  void log(const char* op, double work) noexcept { backend_.record(op, work); }
+  void log(const char* op, std::int64_t work) noexcept { backend_.record(op, static_cast<double>(work)); }
 
   DryBackend& backend_;
   std::unique_ptr<Ops> sizes_;
@@ -180,7 +218,7 @@ DryBackend::DryBackend(std::uint64_t device_memory_limit)
       device_(std::make_unique<Allocator>("planned device memory", std::make_unique<ReservedResource>(),
                                           device_memory_limit)),
       host_(std::make_unique<Allocator>("planned host memory", std::make_unique<ReservedResource>())),
-      copy_stream_(std::make_unique<DryCopyStream>()) {
+      copy_stream_(std::make_unique<DryCopyStream>(*this)) {
   const auto observe = [this](PeakInstant& peak) {
     return [this, &peak](const CategoryBytes& live) { peak = {live, ops_log_.size(), phases_.size() - 1}; };
   };
@@ -193,13 +231,18 @@ DryBackend::~DryBackend() {
   host_->set_peak_observer({});
 }
 
+double DryBackend::phase_seconds(std::size_t phase) const {
+  const auto end = phase + 1 < phase_clock_.size() ? phase_clock_[phase + 1] : std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(end - phase_clock_[phase]).count();
+}
+
 Ops& DryBackend::ops() noexcept {
   return *ops_;
 }
 
-void DryBackend::record(const char* op) noexcept {
+void DryBackend::record(const char* op, double work) noexcept {
   try {
-    ops_log_.push_back(op);
+    ops_log_.push_back({op, work});
   } catch (...) {  // out of memory for the log: the plan loses an op's name, never its bytes
   }
 }
@@ -207,6 +250,7 @@ void DryBackend::record(const char* op) noexcept {
 void DryBackend::begin_phase(std::string name) {
   phases_.push_back(std::move(name));
   phase_starts_.push_back(ops_log_.size());
+  phase_clock_.push_back(std::chrono::steady_clock::now());
 }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 // physical pages only where host code writes (a plugin's own CPU kernel, a host-side forecaster).
 // Reductions return a large sum of squares (norm clipping scales), a sum of 0 and all_finite true:
 // every step is finite, unskipped and clipped.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,6 +20,16 @@
 #include "core/device/backend.hpp"
 
 namespace strata {
+
+// One op of the log: its name and its work, flops for the products (matmul, attention), bytes for
+// fill and copy, elements for the rest. The planner prices it with the machine's calibration.
+struct LoggedOp {
+  const char* name = "";
+  double work = 0.0;
+};
+
+// The flops the log counts for a causal attention call.
+double attention_flops(const AttentionShape& shape);
 
 // Where an arena reached its peak: before op `op_index` of the whole log ran, in `phase`, and
 // what it held then.
@@ -40,13 +51,17 @@ class DryBackend final : public Backend {
   Allocator& host_memory() noexcept override { return *host_; }
   CopyStream& copy_stream() noexcept override { return *copy_stream_; }
   void synchronize() override {}
+  void zero_host_memory(void* /*data*/, std::uint64_t /*bytes*/) noexcept override {}
 
   // The log. Ops call record(); the planner names the phases ("step 1", "evaluation").
-  void record(const char* op) noexcept;
+  void record(const char* op, double work) noexcept;
   void begin_phase(std::string name);
-  const std::vector<const char*>& op_log() const noexcept { return ops_log_; }
+  const std::vector<LoggedOp>& op_log() const noexcept { return ops_log_; }
   const std::vector<std::string>& phases() const noexcept { return phases_; }
   std::size_t phase_start(std::size_t phase) const { return phase_starts_[phase]; }
+  // The wall time from the phase's start to the next's: the host's own work in it (bookkeeping, and
+  // any plugin kernel that computed for real), the ops being free.
+  double phase_seconds(std::size_t phase) const;
   const PeakInstant& device_peak() const noexcept { return device_peak_; }
   const PeakInstant& host_peak() const noexcept { return host_peak_; }
 
@@ -55,9 +70,10 @@ class DryBackend final : public Backend {
   std::unique_ptr<Allocator> device_;
   std::unique_ptr<Allocator> host_;
   std::unique_ptr<CopyStream> copy_stream_;
-  std::vector<const char*> ops_log_;
+  std::vector<LoggedOp> ops_log_;
   std::vector<std::string> phases_{"placement"};
   std::vector<std::size_t> phase_starts_{0};
+  std::vector<std::chrono::steady_clock::time_point> phase_clock_{std::chrono::steady_clock::now()};
   PeakInstant device_peak_;
   PeakInstant host_peak_;
 };

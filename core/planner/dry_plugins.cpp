@@ -2,28 +2,35 @@
 
 namespace strata {
 
-Status DryKernel::attention_forward(const AttentionShape&, float*, float*, const AttentionInputs&) {
-  backend_.record("attention_forward");
+// A plugin's products are priced as the backend's own (the calibration measures the op table).
+Status DryKernel::attention_forward(const AttentionShape& shape, float*, float*, const AttentionInputs&) {
+  backend_.record("attention_forward", attention_flops(shape));
   return {};
 }
 
-Status DryKernel::attention_backward(const AttentionShape&, const AttentionGrads&, const float*, const float*,
+Status DryKernel::attention_backward(const AttentionShape& shape, const AttentionGrads&, const float*, const float*,
                                      const AttentionInputs&, const float*, float*) {
-  backend_.record("attention_backward");
+  backend_.record("attention_backward", attention_flops(shape));
   return {};
 }
 
-void DryQuantizer::quantize(QuantizedMatrix, const float*, const MatmulShape&) noexcept {
-  backend_.record("quantize");
+void DryQuantizer::quantize(QuantizedMatrix, const float*, const MatmulShape& shape) noexcept {
+  backend_.record("narrow", static_cast<double>(shape.in_features) * static_cast<double>(shape.out_features));
 }
 
-void DryQuantizer::matmul_forward(float*, const float*, Weight, const float*, const MatmulShape&, Scratch) noexcept {
-  backend_.record("matmul_forward");
+void DryQuantizer::matmul_forward(float*, const float*, Weight, const float*, const MatmulShape& shape,
+                                  Scratch) noexcept {
+  backend_.record("matmul_forward_bf16", 2.0 * static_cast<double>(shape.rows) *
+                                             static_cast<double>(shape.in_features) *
+                                             static_cast<double>(shape.out_features));
 }
 
-void DryQuantizer::matmul_backward(float*, float*, float*, const float*, const float*, Weight, const MatmulShape&,
-                                   Scratch, GradientWrite) noexcept {
-  backend_.record("matmul_backward");
+void DryQuantizer::matmul_backward(float* dinp, float* dweight, float*, const float*, const float*, Weight,
+                                   const MatmulShape& shape, Scratch, GradientWrite) noexcept {
+  backend_.record("matmul_backward_bf16", 2.0 * static_cast<double>(shape.rows) *
+                                              static_cast<double>(shape.in_features) *
+                                              static_cast<double>(shape.out_features) *
+                                              ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)));
 }
 
 }  // namespace strata

@@ -21,7 +21,7 @@ namespace {
 
 // "step 1, backward: before op 212 of 307 (matmul_backward)".
 std::string describe(const DryBackend& device, const PeakInstant& peak) {
-  const std::vector<const char*>& log = device.op_log();
+  const std::vector<LoggedOp>& log = device.op_log();
   const std::size_t first = device.phase_start(peak.phase_index);
   const std::size_t end =
       peak.phase_index + 1 < device.phases().size() ? device.phase_start(peak.phase_index + 1) : log.size();
@@ -31,14 +31,14 @@ std::string describe(const DryBackend& device, const PeakInstant& peak) {
   // and under the fused update the passes alternate block by block.
   const char* pass = "forward";
   for (std::size_t i = first; i < peak.op_index && i < end; ++i) {
-    const std::string_view op = log[i];
+    const std::string_view op = log[i].name;
     if (op.find("backward") != std::string_view::npos) pass = "backward";
     if (op == "sum_of_squares" || op == "all_finite" || op == "adamw_update" || op == "sgd_update") pass = "update";
   }
   std::string text = phase + (phase == "evaluation" ? "" : ", " + std::string(pass));
   if (peak.op_index >= end) return text + ": after its last op";
   return text + ": before op " + std::to_string(peak.op_index - first + 1) + " of " + std::to_string(end - first) +
-         " (" + log[peak.op_index] + ")";
+         " (" + log[peak.op_index].name + ")";
 }
 
 HomePrediction home(const DryBackend& device, const Allocator& arena, const PeakInstant& peak) {
@@ -46,7 +46,31 @@ HomePrediction home(const DryBackend& device, const Allocator& arena, const Peak
   return {stats.peak, stats.peak_total, peak.live, describe(device, peak)};
 }
 
-MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit) {
+// The last dry step priced with the calibration.
+MemoryPrediction::StepTime price_step(const DryBackend& device, std::size_t phase, const Calibration& calibration,
+                                      const DiskTierStats& disk_before, const DiskTierStats& disk_after) {
+  MemoryPrediction::StepTime time;
+  const std::vector<LoggedOp>& log = device.op_log();
+  for (std::size_t i = device.phase_start(phase); i < device.phase_start(phase + 1); ++i) {
+    const double ms = 1000.0 * calibration.seconds(
+                                   std::string_view(log[i].name) == "copy_stream" ? "copy" : log[i].name, log[i].work);
+    (std::string_view(log[i].name) == "copy_stream" ? time.copies_ms : time.ops_ms) += ms;
+    time.by_op_ms[log[i].name] += ms;
+  }
+  time.host_ms = 1000.0 * device.phase_seconds(phase);
+  if (calibration.disk_read_bytes_per_second > 0.0 && calibration.disk_write_bytes_per_second > 0.0)
+    time.disk_ms = 1000.0 * (static_cast<double>(disk_after.bytes_read - disk_before.bytes_read) /
+                                 calibration.disk_read_bytes_per_second +
+                             static_cast<double>(disk_after.bytes_written - disk_before.bytes_written) /
+                                 calibration.disk_write_bytes_per_second);
+  // The disk tier's thread reads ahead and writes behind while the step computes: it shows only
+  // where it takes longer than the rest. On the CPU the copy stream shares the cores: it adds.
+  time.total_ms = std::max(time.ops_ms + time.copies_ms + time.host_ms, time.disk_ms);
+  return time;
+}
+
+MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit,
+                         const Calibration* calibration) {
   const auto start = std::chrono::steady_clock::now();
   DryBackend device(device_limit);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
@@ -59,9 +83,9 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   std::optional<DryQuantizer> quantizer;
   if (storage.quantizer != nullptr) storage.quantizer = &quantizer.emplace(*storage.quantizer, device);
   const PlacedModel placed = place_model(manifest, device, stack, attention, storage, true);
-  // Initialised as a run does: writing a frozen quantized matrix, for one, takes a workspace. (A
-  // run's [train] init_from reads its values over these; the plan reads no files.)
-  placed.model->init_weights(manifest.train.seed);
+  // Initialised as a run does, values aside: writing a frozen quantized matrix, for one, takes a
+  // workspace. (A run's [train] init_from reads its values over these; the plan reads no files.)
+  placed.model->init_weights_as_zeros(manifest.train.seed);
 
   // Tokens of zeros, shaped as `strata train` shapes its batches.
   const TrainSpec& train = manifest.train;
@@ -74,11 +98,17 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   // first with optimizer state and prefetches in flight, the third repeats it.
   MemoryPrediction prediction;
   prediction.steps = std::min<std::int64_t>(train.steps, 3);
+  DiskTierStats disk_before;
   for (std::int64_t step = 1; step <= prediction.steps; ++step) {
+    if (placed.disk_tier) disk_before = placed.disk_tier->stats();
     device.begin_phase("step " + std::to_string(step));
     (void)placed.executor->train_step(step, micro_batches);
   }
+  const std::size_t last_step = device.phases().size() - 1;
   device.begin_phase("evaluation");
+  if (calibration != nullptr)
+    prediction.step = price_step(device, last_step, *calibration, disk_before,
+                                 placed.disk_tier ? placed.disk_tier->stats() : DiskTierStats{});
   (void)placed.executor->forward_loss_sum(micro_batches.front(), rows);
 
   prediction.device = home(device, device.device_memory(), device.device_peak());
@@ -98,13 +128,13 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
 
 }  // namespace
 
-MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry) {
+MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry, const Calibration* calibration) {
   Manifest quiet = manifest;
   quiet.telemetry.clear();  // a plan writes nothing: no sinks
   try {
-    return dry_run(quiet, registry, manifest.device.memory_limit);
+    return dry_run(quiet, registry, manifest.device.memory_limit, calibration);
   } catch (const MemoryLimitExceeded& refusal) {
-    MemoryPrediction prediction = dry_run(quiet, registry, 0);
+    MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration);
     prediction.over_limit = refusal.what();
     return prediction;
   }

@@ -4,10 +4,12 @@
 // manifest's first steps and an evaluation pass on the dry backend (core/planner/dry_backend.hpp)
 // with the manifest's own plugins. Nothing is computed, read from the data, or written.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "core/manifest/manifest.hpp"
+#include "core/planner/calibration.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "strata/memory_category.hpp"
 
@@ -30,9 +32,23 @@ struct MemoryPrediction {
   std::optional<std::string> over_limit;
   std::string backend;   // what the prediction is for: "cpu", or the note for a CUDA manifest
   double seconds = 0.0;  // how long the dry run took
+  // The step time, priced from a calibration (core/planner/calibration.hpp): the last dry step's
+  // ops at the calibrated rates, its copies, the host's own time in it, and its disk transfers,
+  // which overlap the rest. Empty without a calibration.
+  struct StepTime {
+    double ops_ms = 0.0;
+    double copies_ms = 0.0;
+    double host_ms = 0.0;
+    double disk_ms = 0.0;  // 0 without a disk tier, or a calibration without the disk
+    double total_ms = 0.0;
+    std::map<std::string, double> by_op_ms;  // the ops' part, per op name
+  };
+  std::optional<StepTime> step;
 };
 
-// Exceptions: ManifestError (invalid input), as `strata train` would throw it.
-MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry);
+// Exceptions: ManifestError (invalid input), as `strata train` would throw it. With a calibration,
+// the step time is predicted too.
+MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry,
+                                const Calibration* calibration = nullptr);
 
 }  // namespace strata

@@ -121,7 +121,7 @@ void TensorStore::allocate(int row, bool zero) {
   if (r.home == Home::device)
     backend_.ops().fill(buffer.data(), 0, r.bytes());
   else
-    std::memset(buffer.data(), 0, r.bytes());  // the host arena is host memory
+    backend_.zero_host_memory(buffer.data(), r.bytes());  // the host arena is host memory
 }
 
 std::int64_t TensorStore::matmul_scratch_floats(const ParameterRows& rows, std::int64_t input_rows) const {
@@ -253,7 +253,7 @@ void TensorStore::zero_grads() {
       zero(f32(rows.grad), r.elements());
     } else {
       auto timer = profiler_.scope(ProfileKind::zero_fill);
-      std::memset(data(rows.grad), 0, static_cast<std::size_t>(r.elements()) * sizeof(float));
+      backend_.zero_host_memory(data(rows.grad), static_cast<std::uint64_t>(r.elements()) * sizeof(float));
     }
   }
 }

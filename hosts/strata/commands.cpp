@@ -418,9 +418,12 @@ int command_plan(const std::vector<std::string>& arguments) {
   po::options_description options("plan options");
   add_manifest_options(options, common);
   options.add_options()("full", "print every layer's rows instead of folding layers together")(
-      "json", "print the predicted peaks as one JSON object, and nothing else");
+      "json", "print the prediction as one JSON object, and nothing else")(
+      "calibration", po::value<std::string>(),
+      "the machine's calibration for the step time (default: where `strata calibrate` writes it)");
   po::variables_map values;
-  if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full] [--json]", options, arguments, values))
+  if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full] [--json] [--calibration FILE]", options,
+                        arguments, values))
     return *code;
   return run_guarded("plan", [&] {
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
@@ -428,10 +431,21 @@ int command_plan(const std::vector<std::string>& arguments) {
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
+    // The calibration named, or the default one when it exists (a plan without one has no step time).
+    std::optional<Calibration> calibration;
+    try {
+      if (values.count("calibration"))
+        calibration = load_calibration(values["calibration"].as<std::string>());
+      else if (std::filesystem::exists(default_calibration_path()))
+        calibration = load_calibration(default_calibration_path());
+    } catch (const std::invalid_argument& e) {
+      throw ManifestError(std::string("--calibration: ") + e.what());
+    }
+    const Calibration* rates = calibration ? &*calibration : nullptr;
     if (values.count("json")) {
       // stdout carries the JSON alone: the log (a plugin's lines included) goes to stderr.
       spdlog::set_default_logger(spdlog::stderr_color_mt("strata-plan"));
-      std::cout << prediction_json(predict_memory(manifest, inspected.registry)).dump(2) << '\n';
+      std::cout << prediction_json(predict_memory(manifest, inspected.registry, rates), rates).dump(2) << '\n';
       return static_cast<int>(kExitSuccess);
     }
     inspected.host.use_backend(*device);
@@ -449,8 +463,8 @@ int command_plan(const std::vector<std::string>& arguments) {
     std::cout
         << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
     if (manifest.train.update == UpdateMode::fused) print_fused_gradients(model.table());
-    const MemoryPrediction prediction = predict_memory(manifest, inspected.registry);
-    print_prediction(std::cout, prediction);
+    const MemoryPrediction prediction = predict_memory(manifest, inspected.registry, rates);
+    print_prediction(std::cout, prediction, rates);
     if (const auto warning = over_limit_warning(prediction, manifest.device.memory_limit))
       std::cout << *warning << '\n';
     return static_cast<int>(kExitSuccess);

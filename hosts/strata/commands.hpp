@@ -17,8 +17,9 @@ int command_ab(const std::vector<std::string>& arguments);  // ab_command.cpp
 // or whose directory cannot be created and written; creates that directory.
 void check_output_file(const std::string& option, const std::filesystem::path& path);
 
-int command_verify(const std::vector<std::string>& arguments);    // verify_command.cpp
-int command_prepare(const std::vector<std::string>& arguments);   // prepare_command.cpp
-int command_generate(const std::vector<std::string>& arguments);  // generate_command.cpp
+int command_verify(const std::vector<std::string>& arguments);     // verify_command.cpp
+int command_prepare(const std::vector<std::string>& arguments);    // prepare_command.cpp
+int command_generate(const std::vector<std::string>& arguments);   // generate_command.cpp
+int command_calibrate(const std::vector<std::string>& arguments);  // calibrate_command.cpp
 
 }  // namespace strata

@@ -26,9 +26,12 @@ commands:
                          one Hugging Face file of the trained model, adapters (LoRA) folded in
   validate MANIFEST [--set ...]
                          check keys, plugins and compatibility without building the model
-  plan MANIFEST [--set ...] [--full]
+  plan MANIFEST [--set ...] [--full] [--json] [--calibration FILE]
                          print the tensor table as the strategies place it (every buffer, its
-                         home, MiB per row, totals per category on the device and the host)
+                         home, MiB per row, totals per category on the device and the host),
+                         then the predicted peak of each home and, once calibrated, the step time
+  calibrate [--out FILE] [--threads N] [--disk-path DIR]
+                         time this machine's ops (and disk) for plan's step time
   ab A.toml B.toml [more.toml...] [--steps N] [--set ...]... [--html FILE] [--tolerance X] [--last-k N]
                          train each manifest in its own process and compare them: peak memory
                          by category, speed, losses, and a verdict against the first (identical,
@@ -64,6 +67,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& argumen
   if (command == "verify") return strata::command_verify(arguments);
   if (command == "prepare") return strata::command_prepare(arguments);
   if (command == "generate") return strata::command_generate(arguments);
+  if (command == "calibrate") return strata::command_calibrate(arguments);
   std::cerr << "strata: unknown command '" << command << "'\n\n" << kUsage;
   return strata::kExitInvalidInput;
 }

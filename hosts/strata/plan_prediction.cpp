@@ -49,22 +49,46 @@ nlohmann::json home_json(const HomePrediction& home) {
 
 }  // namespace
 
-void print_prediction(std::ostream& out, const MemoryPrediction& prediction) {
+void print_prediction(std::ostream& out, const MemoryPrediction& prediction, const Calibration* calibration) {
   out << "\npredicted peaks (a dry run of " << prediction.steps << " step" << (prediction.steps == 1 ? "" : "s")
       << " and an evaluation pass, every plugin's hooks, nothing computed; " << std::fixed << std::setprecision(2)
       << prediction.seconds << " s; for " << prediction.backend << "):\n";
   print_home(out, "device", prediction.device);
   print_home(out, "host", prediction.host);
   if (prediction.disk) print_home(out, "disk", *prediction.disk);
+  if (!prediction.step || calibration == nullptr) {
+    out << "step time: not predicted (no calibration at " << default_calibration_path().string()
+        << ": run `strata calibrate`)\n";
+    return;
+  }
+  const MemoryPrediction::StepTime& step = *prediction.step;
+  out << "predicted step: " << step.total_ms << " ms (ops " << step.ops_ms << ", copies " << step.copies_ms << ", host "
+      << step.host_ms;
+  if (step.disk_ms > 0.0) out << ", disk " << step.disk_ms << " overlapping them";
+  out << ") from " << calibration->path.string() << " (" << calibration->machine << ", " << calibration->threads
+      << " threads, " << calibration->measured_at << ")\n";
 }
 
-nlohmann::json prediction_json(const MemoryPrediction& prediction) {
+nlohmann::json prediction_json(const MemoryPrediction& prediction, const Calibration* calibration) {
   nlohmann::json json{{"device", home_json(prediction.device)},
                       {"host", home_json(prediction.host)},
                       {"steps", prediction.steps},
+                      {"seconds", prediction.seconds},
                       {"backend", prediction.backend},
                       {"over_limit", prediction.over_limit ? nlohmann::json(*prediction.over_limit) : nullptr}};
   if (prediction.disk) json["disk"] = home_json(*prediction.disk);
+  json["step_ms"] = nullptr;
+  if (prediction.step && calibration != nullptr) {
+    const MemoryPrediction::StepTime& step = *prediction.step;
+    json["step_ms"] = step.total_ms;
+    json["step_ops_ms"] = step.by_op_ms;
+    json["step_parts_ms"] = {
+        {"ops", step.ops_ms}, {"copies", step.copies_ms}, {"host", step.host_ms}, {"disk", step.disk_ms}};
+    json["calibration"] = {{"path", calibration->path.string()},
+                           {"machine", calibration->machine},
+                           {"threads", calibration->threads},
+                           {"measured_at", calibration->measured_at}};
+  }
   return json;
 }
 

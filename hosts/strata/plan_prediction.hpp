@@ -12,8 +12,10 @@
 
 namespace strata {
 
-void print_prediction(std::ostream& out, const MemoryPrediction& prediction);
-nlohmann::json prediction_json(const MemoryPrediction& prediction);
+// `calibration`: the one the step time was priced with (null: none, and the output says how to
+// make one).
+void print_prediction(std::ostream& out, const MemoryPrediction& prediction, const Calibration* calibration);
+nlohmann::json prediction_json(const MemoryPrediction& prediction, const Calibration* calibration);
 // "warning: ..." when the predicted device peak exceeds `memory_limit` (0: none), naming the
 // category that dominates the peak; nothing otherwise.
 std::optional<std::string> over_limit_warning(const MemoryPrediction& prediction, std::uint64_t memory_limit);

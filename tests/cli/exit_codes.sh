@@ -187,4 +187,18 @@ for signal in TERM INT; do
     >> "$RELIABILITY_TABLE"
 done
 expect 0 "optimizer 'adamw'" -- env STRATA_PLUGIN_PATH="$fixtures" "$strata" plugins --verbose
+# The planner: a prediction without a calibration says how to make one; a calibration named but
+# missing is invalid input; with one, plan prints the step time; validate and plan warn (exit 0)
+# when the predicted device peak exceeds the limit.
+export STRATA_CALIBRATION="$work/no-calibration.json"
+expect 0 "step time: not predicted (no calibration at $work/no-calibration.json" -- "$strata" plan $q
+expect 2 "cannot read the calibration" -- "$strata" plan $q --calibration "$work/missing.json"
+expect 0 "wrote $work/calibration.json" -- "$strata" calibrate --out "$work/calibration.json"
+expect 0 "predicted step:" -- "$strata" plan $q --calibration "$work/calibration.json"
+"$strata" plan $q --calibration "$work/calibration.json" --json > "$work/plan.json" || fail "plan --json failed"
+python3 -c 'import json, sys
+plan = json.load(open(sys.argv[1]))
+assert plan["step_ms"] > 0 and plan["device"]["peak_bytes"] > 0, plan' "$work/plan.json" || fail "plan --json: $(cat "$work/plan.json")"
+expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" validate $q --set device.memory_limit=\"8MiB\"
+expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" plan $q --set device.memory_limit=\"8MiB\"
 echo "all exit codes as documented"
