@@ -80,7 +80,7 @@ void measure_products(Ops& ops, Calibration& calibration, const std::function<vo
   struct Shape {
     std::int64_t rows, in, out;
   };
-  const Shape shapes[] = {{64, 64, 64},     {256, 256, 256},   {512, 512, 512},
+  const Shape shapes[] = {{16, 32, 32},     {64, 64, 64},      {256, 256, 256},   {512, 512, 512},
                           {1024, 768, 768}, {2048, 768, 3072}, {2048, 2048, 2048}};
   for (const bool bf16 : {false, true}) {
     const std::string suffix = bf16 ? "_bf16" : "_f32";
@@ -120,10 +120,13 @@ void measure_products(Ops& ops, Calibration& calibration, const std::function<vo
   }
 }
 
-// The ops priced per element (or byte), each at three sizes.
+// The ops priced per element (or byte), each at four sizes.
 void measure_passes(Ops& ops, Calibration& calibration, const std::function<void(std::string_view)>& progress) {
   constexpr std::int64_t kChannels = 256;
-  for (const std::int64_t count : {std::int64_t{1} << 14, std::int64_t{1} << 18, std::int64_t{1} << 22}) {
+  // From a few rows, where an op's fixed cost (threads woken, a pass begun) is most of it, to more
+  // than the caches hold.
+  for (const std::int64_t count :
+       {std::int64_t{1} << 10, std::int64_t{1} << 14, std::int64_t{1} << 18, std::int64_t{1} << 22}) {
     if (progress) progress("passes over " + std::to_string(count) + " elements");
     Operands x(static_cast<std::size_t>(2 * count));
     const std::int64_t rows = count / kChannels;
