@@ -30,9 +30,9 @@ void evict_caches() {
   for (std::size_t i = 0; i < sweep.size(); i += 8) sweep[i] += 1;
 }
 
-// The median of a few runs after a warm-up, each from cold caches, repeated for at least 0.2 s of
-// op time (at most 25 runs).
-double time_op(const std::function<void()>& op) {
+}  // namespace
+
+double measure_seconds(const std::function<void()>& op, double at_least) {
   op();
   std::vector<double> times;
   double total = 0.0;
@@ -42,10 +42,12 @@ double time_op(const std::function<void()>& op) {
     op();
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     total += times.back();
-  } while (times.size() < 3 || (total < 0.2 && times.size() < 25));
+  } while (times.size() < 3 || (total < at_least && times.size() < 25));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
+
+namespace {
 
 std::string machine_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -94,9 +96,9 @@ void measure_products(Ops& ops, Calibration& calibration, const std::function<vo
       const Scratch room{scratch.data(), static_cast<std::int64_t>(scratch.size())};
       const double flops = 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.in) * static_cast<double>(s.out);
       calibration.ops["matmul_forward" + suffix].emplace_back(
-          flops, time_op([&] { ops.matmul_forward(x.c.data(), x.a.data(), weight, nullptr, shape, room); }));
+          flops, measure_seconds([&] { ops.matmul_forward(x.c.data(), x.a.data(), weight, nullptr, shape, room); }));
       calibration.ops["matmul_backward" + suffix].emplace_back(
-          2.0 * flops, time_op([&] {
+          2.0 * flops, measure_seconds([&] {
             ops.matmul_backward(x.d.data(), x.e.data(), nullptr, x.c.data(), x.a.data(), weight, shape, room,
                                 GradientWrite::overwrite);
           }));
@@ -114,9 +116,10 @@ void measure_products(Ops& ops, Calibration& calibration, const std::function<vo
     const AttentionGrads grads{x.d.data(), x.d.data() + width, x.d.data() + 2 * width, 3 * width, 3 * width};
     const double flops = 2.0 * seq_len * 4.0 * seq_len * 64.0;
     calibration.ops["attention_forward"].emplace_back(
-        flops, time_op([&] { ops.attention_forward(shape, x.c.data(), saved.data(), in); }));
+        flops, measure_seconds([&] { ops.attention_forward(shape, x.c.data(), saved.data(), in); }));
     calibration.ops["attention_backward"].emplace_back(
-        flops, time_op([&] { ops.attention_backward(shape, grads, x.b.data(), in, saved.data(), scratch.data()); }));
+        flops,
+        measure_seconds([&] { ops.attention_backward(shape, grads, x.b.data(), in, saved.data(), scratch.data()); }));
   }
 }
 
@@ -137,7 +140,7 @@ void measure_passes(Ops& ops, Calibration& calibration, const std::function<void
     float* d = x.d.data();
     float* e = x.e.data();
     const auto add = [&](const char* name, double work, const std::function<void()>& op) {
-      calibration.ops[name].emplace_back(work, time_op(op));
+      calibration.ops[name].emplace_back(work, measure_seconds(op));
     };
     const auto n = static_cast<double>(count);
     add("layernorm_forward", n, [&] { ops.layernorm_forward(c, d, e, a, b, b, rows, kChannels, 1e-5f); });

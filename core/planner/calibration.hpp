@@ -31,6 +31,16 @@ struct Calibration {
   double seconds(std::string_view op, double work) const;
 };
 
+// The median seconds of a few runs of `op` (at least three, and `at_least` seconds of them, at most
+// 25) after a warm-up, each from cold caches: how the calibration times an op, and how the planner
+// times a plugin's own kernel on the spot.
+double measure_seconds(const std::function<void()>& op, double at_least = 0.2);
+
+// A plugin kernel's times measured on the spot (core/planner/dry_plugins.hpp), kept across the dry
+// runs of one `plan --fit` search: a kernel and shape is timed once. Keyed by the kernel's identity
+// (its plugin table), what it computes and the shape.
+using KernelTimings = std::map<std::string, double>;
+
 // $STRATA_CALIBRATION, else $XDG_CACHE_HOME/strata/calibration.json, else
 // ~/.cache/strata/calibration.json.
 std::filesystem::path default_calibration_path();

@@ -240,9 +240,9 @@ Ops& DryBackend::ops() noexcept {
   return *ops_;
 }
 
-void DryBackend::record(const char* op, double work) noexcept {
+void DryBackend::record(const char* op, double work, double seconds) noexcept {
   try {
-    ops_log_.push_back({op, work});
+    ops_log_.push_back({op, work, seconds});
   } catch (...) {  // out of memory for the log: the plan loses an op's name, never its bytes
   }
 }

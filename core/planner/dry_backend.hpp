@@ -26,6 +26,7 @@ namespace strata {
 struct LoggedOp {
   const char* name = "";
   double work = 0.0;
+  double seconds = -1.0;  // measured on the spot (a plugin's own kernel); < 0: price it by `work`
 };
 
 // The flops the log counts for a causal attention call.
@@ -54,7 +55,7 @@ class DryBackend final : public Backend {
   void zero_host_memory(void* /*data*/, std::uint64_t /*bytes*/) noexcept override {}
 
   // The log. Ops call record(); the planner names the phases ("step 1", "evaluation").
-  void record(const char* op, double work) noexcept;
+  void record(const char* op, double work, double seconds = -1.0) noexcept;
   void begin_phase(std::string name);
   const std::vector<LoggedOp>& op_log() const noexcept { return ops_log_; }
   const std::vector<std::string>& phases() const noexcept { return phases_; }

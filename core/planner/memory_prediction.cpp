@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <span>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/model/ops_attention_kernel.hpp"
 #include "core/planner/dry_backend.hpp"
 #include "core/planner/dry_plugins.hpp"
 #include "core/plugin/host_services_impl.hpp"
@@ -52,8 +54,11 @@ MemoryPrediction::StepTime price_step(const DryBackend& device, std::size_t phas
   MemoryPrediction::StepTime time;
   const std::vector<LoggedOp>& log = device.op_log();
   for (std::size_t i = device.phase_start(phase); i < device.phase_start(phase + 1); ++i) {
-    const double ms = 1000.0 * calibration.seconds(
-                                   std::string_view(log[i].name) == "copy_stream" ? "copy" : log[i].name, log[i].work);
+    const double ms =
+        1000.0 *
+        (log[i].seconds >= 0.0
+             ? log[i].seconds
+             : calibration.seconds(std::string_view(log[i].name) == "copy_stream" ? "copy" : log[i].name, log[i].work));
     (std::string_view(log[i].name) == "copy_stream" ? time.copies_ms : time.ops_ms) += ms;
     time.by_op_ms[log[i].name] += ms;
   }
@@ -69,8 +74,9 @@ MemoryPrediction::StepTime price_step(const DryBackend& device, std::size_t phas
   return time;
 }
 
+// `timings`: where a plugin's kernels are timed on the spot (null: not priced).
 MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit,
-                         const Calibration* calibration) {
+                         const Calibration* calibration, KernelTimings* timings) {
   const auto start = std::chrono::steady_clock::now();
   DryBackend device(device_limit);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
@@ -78,10 +84,18 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);
   host.use_backend(device);
-  DryKernel attention(stack.attention_on(device, manifest.model.attention_shape(1)), device);
+  // A plugin's kernels are timed on the spot when the step is priced; the backend's own attention
+  // (its ops, which compute nothing here) is priced by the calibration.
+  Kernel& kernel = stack.attention_on(device, manifest.model.attention_shape(1));
+  DryKernel attention(kernel, device, dynamic_cast<OpsAttentionKernel*>(&kernel) == nullptr ? timings : nullptr,
+                      "attention " + stack.attention_name);
   StorageTypes storage = stack.storage_on(device);
   std::optional<DryQuantizer> quantizer;
-  if (storage.quantizer != nullptr) storage.quantizer = &quantizer.emplace(*storage.quantizer, device);
+  if (storage.quantizer != nullptr) {
+    std::ostringstream precision;  // the plugin and its keys: what its kernels' speed depends on
+    if (manifest.precision.table != nullptr) precision << *manifest.precision.table;
+    storage.quantizer = &quantizer.emplace(*storage.quantizer, device, timings, "precision " + precision.str());
+  }
   const PlacedModel placed = place_model(manifest, device, stack, attention, storage, true);
   // Initialised as a run does, values aside: writing a frozen quantized matrix, for one, takes a
   // workspace. (A run's [train] init_from reads its values over these; the plan reads no files.)
@@ -128,16 +142,28 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
 
 }  // namespace
 
-MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry, const Calibration* calibration) {
+MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry, const Calibration* calibration,
+                                KernelTimings* timings) {
+  KernelTimings own;
+  if (calibration != nullptr && timings == nullptr) timings = &own;
+  if (calibration == nullptr) timings = nullptr;
   Manifest quiet = manifest;
   quiet.telemetry.clear();  // a plan writes nothing: no sinks
+  // Over the limit, the step stops: with MemoryLimitExceeded, or, when a plugin's hook allocated,
+  // with that hook's failure naming it. Either way the peak comes from a run without the limit; a
+  // failure that run repeats is not the limit's, and stands.
+  std::string refusal;
   try {
-    return dry_run(quiet, registry, manifest.device.memory_limit, calibration);
-  } catch (const MemoryLimitExceeded& refusal) {
-    MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration);
-    prediction.over_limit = refusal.what();
-    return prediction;
+    return dry_run(quiet, registry, manifest.device.memory_limit, calibration, timings);
+  } catch (const ManifestError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (manifest.device.memory_limit == 0) throw;
+    refusal = e.what();
   }
+  MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration, timings);
+  prediction.over_limit = refusal;
+  return prediction;
 }
 
 }  // namespace strata

@@ -47,8 +47,9 @@ struct MemoryPrediction {
 };
 
 // Exceptions: ManifestError (invalid input), as `strata train` would throw it. With a calibration,
-// the step time is predicted too.
+// the step time is predicted too; a plugin's own kernels are timed on the spot, once per shape in
+// `timings` when given (a search plans many stacks).
 MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry,
-                                const Calibration* calibration = nullptr);
+                                const Calibration* calibration = nullptr, KernelTimings* timings = nullptr);
 
 }  // namespace strata

@@ -40,6 +40,7 @@
 #include "core/util/format_bytes.hpp"
 #include "core/util/path_inside.hpp"
 #include "exit_codes.hpp"
+#include "plan_fit.hpp"
 #include "plan_prediction.hpp"
 
 namespace strata {
@@ -420,10 +421,16 @@ int command_plan(const std::vector<std::string>& arguments) {
   options.add_options()("full", "print every layer's rows instead of folding layers together")(
       "json", "print the prediction as one JSON object, and nothing else")(
       "calibration", po::value<std::string>(),
-      "the machine's calibration for the step time (default: where `strata calibrate` writes it)");
+      "the machine's calibration for the step time (default: where `strata calibrate` writes it)")(
+      "fit", po::value<std::string>(),
+      "device=SIZE[,host=SIZE][,disk=SIZE]: search the stacks the plugins offer for the fastest that fits")(
+      "allow-numerics", "with --fit, also try bf16, int8 and 8-bit optimizer state (they change the numbers)")(
+      "write", po::value<std::string>(), "with --fit, write the stack chosen as a manifest");
   po::variables_map values;
-  if (auto code = parse("plan", "MANIFEST [--set key=value]... [--full] [--json] [--calibration FILE]", options,
-                        arguments, values))
+  if (auto code = parse("plan",
+                        "MANIFEST [--set key=value]... [--full] [--json] [--calibration FILE] "
+                        "[--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]]",
+                        options, arguments, values))
     return *code;
   return run_guarded("plan", [&] {
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
@@ -442,6 +449,18 @@ int command_plan(const std::vector<std::string>& arguments) {
       throw ManifestError(std::string("--calibration: ") + e.what());
     }
     const Calibration* rates = calibration ? &*calibration : nullptr;
+    if (values.count("fit")) {
+      if (rates == nullptr)
+        throw ManifestError(
+            "--fit ranks stacks by their predicted step time: run `strata calibrate` first (no "
+            "calibration at " +
+            default_calibration_path().string() + "), or name one with --calibration");
+      return run_fit(manifest, inspected.registry, *rates, values["fit"].as<std::string>(),
+                     values.count("allow-numerics") > 0,
+                     values.count("write") ? std::optional(values["write"].as<std::string>()) : std::nullopt);
+    }
+    if (values.count("allow-numerics") || values.count("write"))
+      throw ManifestError("--allow-numerics and --write go with --fit");
     if (values.count("json")) {
       // stdout carries the JSON alone: the log (a plugin's lines included) goes to stderr.
       spdlog::set_default_logger(spdlog::stderr_color_mt("strata-plan"));

@@ -201,4 +201,13 @@ plan = json.load(open(sys.argv[1]))
 assert plan["step_ms"] > 0 and plan["device"]["peak_bytes"] > 0, plan' "$work/plan.json" || fail "plan --json: $(cat "$work/plan.json")"
 expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" validate $q --set device.memory_limit=\"8MiB\"
 expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" plan $q --set device.memory_limit=\"8MiB\"
+# --fit: the stack it writes for a budget trains inside it; no stack under a budget is exit 1, naming
+# the smallest peak and what dominates it; without a calibration it is invalid input.
+expect 2 "run \`strata calibrate\` first" -- "$strata" plan $q --fit device=40MiB
+expect 0 "wrote $work/fit.toml" -- "$strata" plan $q --fit device=40MiB --calibration "$work/calibration.json" \
+  --write "$work/fit.toml"
+expect 0 "memory_limit = 41943040" -- cat "$work/fit.toml"
+expect 0 "peak device memory" -- "$strata" train "$work/fit.toml" --set train.steps=2 --fresh
+expect 1 "nothing fits device 1.0 MiB: the smallest device peak reachable is" -- \
+  "$strata" plan $q --fit device=1MiB --calibration "$work/calibration.json"
 echo "all exit codes as documented"
