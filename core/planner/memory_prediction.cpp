@@ -80,6 +80,7 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   const auto start = std::chrono::steady_clock::now();
   DryBackend device(device_limit);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
+  host.set_planning(true);
   Stack stack = build_stack(manifest, registry, host, "");
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);

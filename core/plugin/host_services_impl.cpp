@@ -18,6 +18,7 @@ class HostServicesImpl::PluginView final : public HostServices {
   const ModelInfo& model() const noexcept override { return host_.model(); }
   Ops& ops() noexcept override { return host_.ops(); }
   KernelTarget target() const noexcept override { return host_.target(); }
+  bool planning() const noexcept override { return host_.planning(); }
   PluginMemory& memory() override {
     if (!memory_) {
       if (host_.backend_ == nullptr)

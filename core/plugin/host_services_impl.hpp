@@ -28,6 +28,9 @@ class HostServicesImpl final : public HostServices {
   PluginMemory& memory() override;
   // From now on plugins reach `backend` (which outlives them).
   void use_backend(Backend& backend) noexcept { backend_ = &backend; }
+  // The planner's dry run (core/planner/) says so to the plugins.
+  bool planning() const noexcept override { return planning_; }
+  void set_planning(bool planning) noexcept { planning_ = planning; }
 
   // The services one plugin is created with: these, with memory() under `owner`'s name. Lives as
   // long as this object.
@@ -42,6 +45,7 @@ class HostServicesImpl final : public HostServices {
   std::string device_kind_;
   std::unique_ptr<Ops> cpu_ops_;
   Backend* backend_ = nullptr;
+  bool planning_ = false;
 };
 
 }  // namespace strata

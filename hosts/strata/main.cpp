@@ -27,9 +27,11 @@ commands:
   validate MANIFEST [--set ...]
                          check keys, plugins and compatibility without building the model
   plan MANIFEST [--set ...] [--full] [--json] [--calibration FILE]
+       [--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]]
                          print the tensor table as the strategies place it (every buffer, its
                          home, MiB per row, totals per category on the device and the host),
-                         then the predicted peak of each home and, once calibrated, the step time
+                         then the predicted peak of each home and, once calibrated, the step time;
+                         --fit: the fastest stack that fits the budget (exit 1 when none does)
   calibrate [--out FILE] [--threads N] [--disk-path DIR]
                          time this machine's ops (and disk) for plan's step time
   ab A.toml B.toml [more.toml...] [--steps N] [--set ...]... [--html FILE] [--tolerance X] [--last-k N]

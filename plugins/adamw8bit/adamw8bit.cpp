@@ -127,7 +127,9 @@ class AdamW8bit final : public Optimizer {
         continue;
       }
 #endif
-      adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
+      // A plan computes nothing (SDK 9.6): the update allocates nothing either, so it is skipped whole.
+      if (!host_.planning())
+        adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
     }
   }
 

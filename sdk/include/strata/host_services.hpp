@@ -39,6 +39,11 @@ class HostServices {
   // ABI 9.0: memory and copies accounted under this plugin's name (strata/plugin_memory.hpp), from
   // the first hook on (an optimizer: from its first step). Throws std::logic_error before then.
   virtual PluginMemory& memory() = 0;
+  // ABI 9.6 (optional: a plugin built against 9.6 or later may call it): true while `strata plan`'s
+  // dry run drives the step. Memory is reserved, not computed on, and no value matters; the op
+  // table computes nothing. A plugin whose own kernel computes on its tensors may skip that work,
+  // allocating what it would allocate, so that planning costs what the op table's dry ops cost.
+  virtual bool planning() const noexcept { return false; }
 };
 
 }  // namespace strata
