@@ -21,8 +21,12 @@ for fit in "${fits[@]}"; do
   # The example's own checkpoint and telemetry tables are dropped: outputs go to the scratch directory.
   sed -e '/^\[checkpoint\]/,/^$/d' -e '/^\[\[telemetry\]\]/,/^$/d' "$manifest" > "$work/$fit.base.toml"
   echo "== $fit: $manifest into $budget"
+  # Exit 1 (nothing fits) is a result: it is reported, and there is nothing to train.
+  status=0
   /usr/bin/time -f "fit: %e s, peak RSS %M KiB" "$strata" plan "$work/$fit.base.toml" --fit "$budget" "${extra[@]}" \
-    --write "$work/$fit.toml" 2>&1 | grep -v "^planning stacks" | tee "$work/$fit.fit.txt"
+    --write "$work/$fit.toml" > "$work/$fit.fit.txt" 2>&1 || status=$?
+  grep -v "^planning stacks" "$work/$fit.fit.txt" | tr '\r' '\n' | grep -v "^planning stacks" || true
+  [ "$status" = 0 ] || { echo "(exit $status: nothing to train)"; continue; }
   "$strata" plan "$work/$fit.toml" --json > "$work/$fit.plan.json" 2> /dev/null
   /usr/bin/time -f "run: %e s, peak RSS %M KiB" "$strata" train "$work/$fit.toml" --set train.steps=3 \
     --set train.eval_every=0 --metrics "$work/$fit.jsonl" > "$work/$fit.train.log" 2>&1 ||

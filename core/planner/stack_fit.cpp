@@ -20,6 +20,8 @@ struct StrategyChoice {
 std::vector<StrategyChoice> checkpoint_choices() {
   return {{"", {}},
           {"checkpoint every = 1", toml::table{{"plugin", "checkpoint"}, {"every", 1}}},
+          {"checkpoint every = 1, logits recomputed",
+           toml::table{{"plugin", "checkpoint"}, {"every", 1}, {"logits", "recompute"}}},
           {"checkpoint selective", toml::table{{"plugin", "checkpoint"}, {"mode", "selective"}}},
           {"checkpoint cheap", toml::table{{"plugin", "checkpoint"}, {"mode", "cheap"}}}};
 }
@@ -35,6 +37,9 @@ std::vector<StrategyChoice> offload_choices(bool has_disk) {
   if (has_disk) {
     choices.push_back(
         {"offload optimizer_state = disk", toml::table{{"plugin", "offload"}, {"optimizer_state", "disk"}}});
+    choices.push_back(
+        {"stream 1 layer, state on disk",
+         toml::table{{"plugin", "offload"}, {"optimizer_state", "disk"}, {"max_resident_layers", 1}, {"prefetch", 0}}});
     choices.push_back(
         {"stream 2 layers, prefetch 1, state on disk",
          toml::table{{"plugin", "offload"}, {"optimizer_state", "disk"}, {"max_resident_layers", 2}, {"prefetch", 1}}});
@@ -186,6 +191,12 @@ FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Ca
                      (budget.disk == 0 || !p.disk || p.disk->peak_total <= budget.disk);
     if (!result.smallest || candidate.device_peak() < result.candidates[*result.smallest].device_peak())
       result.smallest = i;
+    // Among the stacks that fit the device, the one with the smallest host peak: what to name when
+    // the host is the home that does not fit.
+    if (p.device.peak_total <= budget.device &&
+        (!result.smallest_host ||
+         p.host.peak_total < result.candidates[*result.smallest_host].prediction->host.peak_total))
+      result.smallest_host = i;
     if (candidate.fits && (!result.chosen || candidate.step_ms() < result.candidates[*result.chosen].step_ms()))
       result.chosen = i;
   }

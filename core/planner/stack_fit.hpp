@@ -40,9 +40,10 @@ struct FitCandidate {
 
 struct FitResult {
   std::vector<FitCandidate> candidates;
-  std::vector<std::size_t> front;       // device peak x step time, ascending in device peak
-  std::optional<std::size_t> chosen;    // the fastest that fits
-  std::optional<std::size_t> smallest;  // the smallest device peak reached, fitting or not
+  std::vector<std::size_t> front;            // device peak x step time, ascending in device peak
+  std::optional<std::size_t> chosen;         // the fastest that fits
+  std::optional<std::size_t> smallest;       // the smallest device peak reached, fitting or not
+  std::optional<std::size_t> smallest_host;  // of the stacks within the device budget, the smallest host peak
 };
 
 FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Calibration& calibration,

@@ -27,7 +27,7 @@ PlacedModel place_model(const Manifest& manifest, Backend& device, Stack& stack,
   if (model.store().any_on_disk()) {
     placed.disk_tier = open_disk_tier(manifest, device, stack.predictor != nullptr, disk_accounted_only);
     model.store().use_disk_tier(*placed.disk_tier);
-    spdlog::info("disk tier: {}", placed.disk_tier->description());
+    if (!disk_accounted_only) spdlog::info("disk tier: {}", placed.disk_tier->description());
   }
   model.store().allocate_persistent();  // then allocated where they belong
   // Room for a BLAS work buffer per thread, proved now rather than found missing mid-step.

@@ -29,12 +29,12 @@ void print_row(const FitCandidate& candidate) {
               candidate.changes_numerics ? "  [changes the numbers]" : "");
 }
 
-// The category holding the most of a stack's device peak.
-std::string dominant(const MemoryPrediction& prediction) {
-  const CategoryBytes& held = prediction.device.at_peak;
+// The category holding the most of a home's peak.
+std::string dominant(const HomePrediction& home) {
+  const CategoryBytes& held = home.at_peak;
   const auto largest = static_cast<std::size_t>(std::max_element(held.begin(), held.end()) - held.begin());
   return std::string(category_name(kAllMemoryCategories[largest])) + " (" + format_bytes(held[largest]) + " of " +
-         format_bytes(prediction.device.peak_total) + ")";
+         format_bytes(home.peak_total) + ")";
 }
 
 }  // namespace
@@ -65,10 +65,18 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
                 << result.candidates.front().refusal << '\n';
       return kExitInvalidInput;
     }
+    if (result.smallest_host) {  // the device fits; the host (or the disk) does not
+      const FitCandidate& lightest = result.candidates[*result.smallest_host];
+      std::cerr << "strata plan: nothing fits " << budget_text(budget)
+                << ": within the device budget, the smallest host peak reachable is "
+                << format_bytes(lightest.prediction->host.peak_total) << " (" << lightest.description
+                << "), dominated by " << dominant(lightest.prediction->host) << '\n';
+      return kExitRunFailed;
+    }
     const FitCandidate& smallest = result.candidates[*result.smallest];
     std::cerr << "strata plan: nothing fits " << budget_text(budget) << ": the smallest device peak reachable is "
               << format_bytes(smallest.device_peak()) << " (" << smallest.description << "), dominated by "
-              << dominant(*smallest.prediction) << '\n';
+              << dominant(smallest.prediction->device) << '\n';
     return kExitRunFailed;
   }
   const FitCandidate& chosen = result.candidates[*result.chosen];
