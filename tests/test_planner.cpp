@@ -243,6 +243,16 @@ TEST(PlannerCalibration, RoundTripsThroughItsFileAndNamesABadOne) {
     EXPECT_NE(std::string(e.what()).find((dir / "bad.json").string()), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)load_calibration(dir / "missing.json"), std::invalid_argument);
+  // A size of 0 would price every op of that name as infinite (log 0): refused, naming the op.
+  test::write_text(dir / "zero.json",
+                   "{\"machine\": \"m\", \"measured_at\": \"t\", \"threads\": 1, \"disk_read_bytes_per_second\": 0,"
+                   " \"disk_write_bytes_per_second\": 0, \"ops\": {\"gelu_forward\": [[0, 1e-6]]}}");
+  try {
+    (void)load_calibration(dir / "zero.json");
+    FAIL() << "a point of size 0 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gelu_forward"), std::string::npos) << e.what();
+  }
 }
 
 // The dry run's forward products, priced at one flop per nanosecond, are the model's own flop

@@ -272,7 +272,15 @@ Calibration load_calibration(const std::filesystem::path& path) {
     calibration.disk_write_bytes_per_second = json.at("disk_write_bytes_per_second").get<double>();
     for (const auto& [name, points] : json.at("ops").items()) {
       auto& list = calibration.ops[name];
-      for (const auto& point : points) list.emplace_back(point.at(0).get<double>(), point.at(1).get<double>());
+      for (const auto& point : points) {
+        const double work = point.at(0).get<double>();
+        const double seconds = point.at(1).get<double>();
+        if (!(work > 0.0) || !(seconds >= 0.0) || !std::isfinite(work) || !std::isfinite(seconds))
+          throw std::invalid_argument(path.string() + ": op '" + name + "' has a point of work " +
+                                      std::to_string(work) + " in " + std::to_string(seconds) +
+                                      " s: sizes must be positive and times finite (run `strata calibrate` again)");
+        list.emplace_back(work, seconds);
+      }
       std::sort(list.begin(), list.end());
     }
   } catch (const nlohmann::json::exception& e) {

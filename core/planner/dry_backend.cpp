@@ -233,7 +233,11 @@ DryBackend::~DryBackend() {
 
 double DryBackend::phase_seconds(std::size_t phase) const {
   const auto end = phase + 1 < phase_clock_.size() ? phase_clock_[phase + 1] : std::chrono::steady_clock::now();
-  return std::chrono::duration<double>(end - phase_clock_[phase]).count();
+  return std::max(std::chrono::duration<double>(end - phase_clock_[phase]).count() - phase_discount_[phase], 0.0);
+}
+
+void DryBackend::discount(double seconds) noexcept {
+  phase_discount_.back() += seconds;
 }
 
 Ops& DryBackend::ops() noexcept {
@@ -251,6 +255,7 @@ void DryBackend::begin_phase(std::string name) {
   phases_.push_back(std::move(name));
   phase_starts_.push_back(ops_log_.size());
   phase_clock_.push_back(std::chrono::steady_clock::now());
+  phase_discount_.push_back(0.0);
 }
 
 }  // namespace strata

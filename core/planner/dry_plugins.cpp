@@ -1,6 +1,7 @@
 #include "core/planner/dry_plugins.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <vector>
 
@@ -10,6 +11,19 @@ namespace {
 
 constexpr std::int64_t kTimedRows = 256;    // a plugin's product on more rows is timed at 256 and 512
 constexpr double kOnTheSpotSeconds = 0.02;  // a plan times each kernel briefly: three runs, or this long
+
+// Timing a kernel on the spot is not the step's host time: its wall time is taken off the phase's.
+class Discounted {
+ public:
+  explicit Discounted(DryBackend& backend) : backend_(backend), start_(std::chrono::steady_clock::now()) {}
+  ~Discounted() { backend_.discount(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
+  Discounted(const Discounted&) = delete;
+  Discounted& operator=(const Discounted&) = delete;
+
+ private:
+  DryBackend& backend_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 double flops(const MatmulShape& shape) {
   return 2.0 * static_cast<double>(shape.rows) * static_cast<double>(shape.in_features) *
@@ -23,6 +37,7 @@ double DryKernel::sequence_seconds(const AttentionShape& shape, bool backward) {
                           std::to_string(shape.n_head) + "," + std::to_string(shape.n_kv_head) + "," +
                           std::to_string(shape.head_dim);
   if (const auto found = timings_->find(key); found != timings_->end()) return found->second;
+  const Discounted timing(backend_);
   AttentionShape one = shape;
   one.batch = 1;
   const std::int64_t q_width = static_cast<std::int64_t>(shape.n_head) * shape.head_dim;
@@ -70,6 +85,7 @@ double DryQuantizer::measure(const MatmulShape& shape, int kind) {
                           std::to_string(shape.in_features) + "," + std::to_string(shape.out_features) + "," +
                           std::to_string(static_cast<int>(shape.layout));
   if (const auto found = timings_->find(key); found != timings_->end()) return found->second;
+  const Discounted timing(backend_);
   double seconds = -1.0;
   std::int64_t group_size = 0, scale_count = 0;
   if (quantizer_.scale_groups(shape, group_size, scale_count)) {

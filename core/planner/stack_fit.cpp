@@ -142,7 +142,8 @@ FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Ca
                   add("precision " + p);
                 }
                 if (o != optimizer) {
-                  toml::table table = *base["optimizer"].as_table();
+                  const toml::table* given = base["optimizer"].as_table();  // absent: the default
+                  toml::table table = given != nullptr ? *given : toml::table{};
                   table.insert_or_assign("plugin", o);
                   document.insert_or_assign("optimizer", std::move(table));
                   add("optimizer " + o);

@@ -383,9 +383,16 @@ int command_validate(const std::vector<std::string>& arguments) {
     std::cout << manifest.path.string() << ": ok (" << stack->description << ", " << manifest.model.parameter_count()
               << " parameters)\n";
     // A stack that validates may still not fit: the planner's dry run says so before a run does.
-    if (manifest.device.memory_limit > 0)
-      if (const auto warning = over_limit_warning(predict_memory(manifest, registry), manifest.device.memory_limit))
-        std::cout << *warning << '\n';
+    // The manifest is valid whatever the dry run meets: what it cannot predict is a note, not a
+    // failure.
+    if (manifest.device.memory_limit > 0) {
+      try {
+        if (const auto warning = over_limit_warning(predict_memory(manifest, registry), manifest.device.memory_limit))
+          std::cout << *warning << '\n';
+      } catch (const std::exception& e) {
+        std::cout << "note: the peak could not be predicted (" << e.what() << ")\n";
+      }
+    }
     return static_cast<int>(kExitSuccess);
   });
 }
@@ -435,18 +442,26 @@ int command_plan(const std::vector<std::string>& arguments) {
   return run_guarded("plan", [&] {
     // The table is built against an unlimited arena: plan shows what a run needs, whatever the limit.
     // It outlives the plugins, whose memory (HostServices::memory) comes from its arenas.
+    // stdout carries the JSON alone: the log (the stack's and a plugin's lines) goes to stderr.
+    if (values.count("json")) spdlog::set_default_logger(spdlog::stderr_color_mt("strata-plan"));
     std::unique_ptr<Backend> device = make_cpu_backend(0);
     InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
-    // The calibration named, or the default one when it exists (a plan without one has no step time).
+    // The calibration named (unreadable: invalid input), or the default one when it exists
+    // (unreadable: a warning, and no step time).
     std::optional<Calibration> calibration;
-    try {
-      if (values.count("calibration"))
+    if (values.count("calibration")) {
+      try {
         calibration = load_calibration(values["calibration"].as<std::string>());
-      else if (std::filesystem::exists(default_calibration_path()))
+      } catch (const std::invalid_argument& e) {
+        throw ManifestError(std::string("--calibration: ") + e.what());
+      }
+    } else if (std::filesystem::exists(default_calibration_path())) {
+      try {
         calibration = load_calibration(default_calibration_path());
-    } catch (const std::invalid_argument& e) {
-      throw ManifestError(std::string("--calibration: ") + e.what());
+      } catch (const std::invalid_argument& e) {
+        spdlog::warn("{} (the default calibration; no step time)", e.what());
+      }
     }
     const Calibration* rates = calibration ? &*calibration : nullptr;
     if (values.count("fit")) {
@@ -462,8 +477,6 @@ int command_plan(const std::vector<std::string>& arguments) {
     if (values.count("allow-numerics") || values.count("write"))
       throw ManifestError("--allow-numerics and --write go with --fit");
     if (values.count("json")) {
-      // stdout carries the JSON alone: the log (a plugin's lines included) goes to stderr.
-      spdlog::set_default_logger(spdlog::stderr_color_mt("strata-plan"));
       std::cout << prediction_json(predict_memory(manifest, inspected.registry, rates), rates).dump(2) << '\n';
       return static_cast<int>(kExitSuccess);
     }

@@ -25,7 +25,8 @@ commands:
   export MANIFEST --checkpoint PATH --merge OUT.safetensors
                          one Hugging Face file of the trained model, adapters (LoRA) folded in
   validate MANIFEST [--set ...]
-                         check keys, plugins and compatibility without building the model
+                         check keys, plugins and compatibility without training; with a
+                         memory_limit, warn when the predicted device peak exceeds it
   plan MANIFEST [--set ...] [--full] [--json] [--calibration FILE]
        [--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]]
                          print the tensor table as the strategies place it (every buffer, its
