@@ -50,12 +50,12 @@ double elements(std::int64_t rows, std::int64_t channels) {
   return static_cast<double>(rows) * static_cast<double>(channels);
 }
 
+}  // namespace
+
 double matmul_flops(const MatmulShape& shape) {
   return 2.0 * static_cast<double>(shape.rows) * static_cast<double>(shape.in_features) *
          static_cast<double>(shape.out_features);
 }
-
-}  // namespace
 
 // Causal: half of the T x T products, Q K^T and P V.
 double attention_flops(const AttentionShape& shape) {

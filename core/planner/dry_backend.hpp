@@ -29,8 +29,9 @@ struct LoggedOp {
   double seconds = -1.0;  // measured on the spot (a plugin's own kernel); < 0: price it by `work`
 };
 
-// The flops the log counts for a causal attention call.
+// The flops the log counts for a causal attention call, and for a product (2 rows in out).
 double attention_flops(const AttentionShape& shape);
+double matmul_flops(const MatmulShape& shape);
 
 // Where an arena reached its peak: before op `op_index` of the whole log ran, in `phase`, and
 // what it held then.

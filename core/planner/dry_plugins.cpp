@@ -25,11 +25,6 @@ class Discounted {
   std::chrono::steady_clock::time_point start_;
 };
 
-double flops(const MatmulShape& shape) {
-  return 2.0 * static_cast<double>(shape.rows) * static_cast<double>(shape.in_features) *
-         static_cast<double>(shape.out_features);
-}
-
 }  // namespace
 
 double DryKernel::sequence_seconds(const AttentionShape& shape, bool backward) {
@@ -139,14 +134,14 @@ void DryQuantizer::quantize(QuantizedMatrix, const float*, const MatmulShape& sh
 
 void DryQuantizer::matmul_forward(float*, const float*, Weight, const float*, const MatmulShape& shape,
                                   Scratch) noexcept {
-  backend_.record("matmul_forward_bf16", flops(shape), timings_ != nullptr ? product_seconds(shape, 0) : -1.0);
+  backend_.record("matmul_forward_bf16", matmul_flops(shape), timings_ != nullptr ? product_seconds(shape, 0) : -1.0);
 }
 
 void DryQuantizer::matmul_backward(float* dinp, float* dweight, float*, const float*, const float*, Weight,
                                    const MatmulShape& shape, Scratch, GradientWrite) noexcept {
   const int kind = (dinp != nullptr ? 1 : 0) | (dweight != nullptr ? 2 : 0);
   backend_.record("matmul_backward_bf16",
-                  flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)),
+                  matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)),
                   timings_ != nullptr && kind != 0 ? product_seconds(shape, kind) : -1.0);
 }
 
