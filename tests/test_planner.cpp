@@ -17,6 +17,7 @@
 #include "core/manifest/manifest_error.hpp"
 #include "core/planner/calibration.hpp"
 #include "core/planner/memory_prediction.hpp"
+#include "core/training/memory_timeline.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
 
@@ -113,7 +114,7 @@ TEST(Planner, PredictsThePeaksOfRandomStacksOfBothFamilies) {
   PluginRegistry registry;
   registry.scan(plugin_search_path({}));
   std::mt19937 random(20261127);
-  int compared = 0, refused = 0, exact = 0, checked = 0;
+  int compared = 0, refused = 0, exact = 0, checked = 0, same_timelines = 0;
   double worst = 0.0;
   std::string worst_case;
   for (int attempt = 0; compared < 100 && attempt < 800; ++attempt) {
@@ -121,17 +122,47 @@ TEST(Planner, PredictsThePeaksOfRandomStacksOfBothFamilies) {
     test::write_text(dir / "m.toml", test::tiny_manifest(stack.tables));
     Manifest manifest;
     MemoryPrediction predicted;
+    MemoryTimeline predicted_timeline;
     try {
       manifest = load_manifest(dir / "m.toml", stack.overrides);
-      predicted = predict_memory(manifest, registry);
+      predicted = predict_memory(manifest, registry, nullptr, nullptr, &predicted_timeline);
     } catch (const ManifestError& refusal) {
       ++refused;  // a combination the host refuses, as `strata train` would
       if (std::getenv("STRATA_PLANNER_TEST_REFUSALS") != nullptr) std::printf("refused: %s\n", refusal.what());
       continue;
     }
     TrainOptions options;
+    options.memory_timeline = dir / "timeline.json";
     const TrainResult run = run_training(manifest, registry, options);
     ++compared;
+    // The within-step timeline (`plan --html` beside `ab --html`): the same step, the same passes in
+    // the same order; and, where no copy runs beside compute to land at its own moment, the same
+    // bytes after every allocation and release.
+    const MemoryTimeline measured_timeline = read_timeline(dir / "timeline.json");
+    EXPECT_EQ(predicted_timeline.step, measured_timeline.step) << stack.label;
+    ASSERT_EQ(predicted_timeline.marks.size(), measured_timeline.marks.size()) << stack.label;
+    for (std::size_t i = 0; i < measured_timeline.marks.size(); ++i)
+      EXPECT_TRUE(predicted_timeline.marks[i].pass == measured_timeline.marks[i].pass &&
+                  predicted_timeline.marks[i].layer == measured_timeline.marks[i].layer)
+          << stack.label << ": mark " << i;
+    const bool copies = stack.label.find(" off") != std::string::npos ||
+                        stack.label.find(" stream") != std::string::npos ||
+                        stack.label.find(" disk") != std::string::npos;
+    const auto same_samples = [&] {
+      if (predicted_timeline.samples.size() != measured_timeline.samples.size()) return false;
+      for (std::size_t i = 0; i < measured_timeline.samples.size(); ++i) {
+        const MemoryTimeline::Sample &p = predicted_timeline.samples[i], &m = measured_timeline.samples[i];
+        if (p.mark != m.mark || p.device != m.device || p.host != m.host) return false;
+      }
+      return true;
+    };
+    const bool same = same_samples();
+    same_timelines += same ? 1 : 0;
+    if (!copies) {
+      EXPECT_TRUE(same) << stack.label << ": the predicted timeline differs from the measured one ("
+                        << predicted_timeline.samples.size() << " and " << measured_timeline.samples.size()
+                        << " samples)";
+    }
     const auto check = [&](const std::string& what, std::uint64_t predicted_bytes, std::uint64_t measured_bytes) {
       EXPECT_TRUE(within_bound(predicted_bytes, measured_bytes))
           << stack.label << ": " << what << " predicted " << predicted_bytes << ", measured " << measured_bytes;
@@ -167,7 +198,38 @@ TEST(Planner, PredictsThePeaksOfRandomStacksOfBothFamilies) {
       "planner: %d random stacks compared (%d refused combinations skipped); worst relative error %.3g%% (%s)\n",
       compared, refused, 100.0 * worst, worst_case.c_str());
   std::printf("planner: %d of %d peaks predicted to the byte\n", exact, checked);
+  std::printf("planner: %d of %d within-step timelines predicted sample for sample\n", same_timelines, compared);
   EXPECT_GE(compared, 100);
+}
+
+// A timeline's file holds what was recorded, and a file that is not one is named as such.
+TEST(MemoryTimeline, RoundTripsThroughItsFileAndNamesABadOne) {
+  const auto dir = test::temporary_directory("memory_timeline");
+  MemoryTimeline timeline{7, {{"start", -1}, {"forward", 0}, {"update", -1}}, {}};
+  timeline.samples.push_back({0, {1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}});
+  timeline.samples.push_back({2, {0, 0, 0, 1ull << 40, 0, 0}, {}});
+  write_timeline(dir / "t.json", timeline);
+  const MemoryTimeline read = read_timeline(dir / "t.json");
+  EXPECT_EQ(read.step, 7);
+  ASSERT_EQ(read.marks.size(), 3u);
+  EXPECT_EQ(read.marks[1].pass, "forward");
+  EXPECT_EQ(read.marks[1].layer, 0);
+  ASSERT_EQ(read.samples.size(), 2u);
+  EXPECT_EQ(read.samples[0].host, timeline.samples[0].host);
+  EXPECT_EQ(read.samples[1].mark, 2u);
+  EXPECT_EQ(read.samples[1].device, timeline.samples[1].device);
+
+  test::write_text(dir / "bad.json", "{\"format\": \"something else\"}");
+  try {
+    (void)read_timeline(dir / "bad.json");
+    FAIL() << "a file that is not a timeline was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: not a Strata memory timeline"), std::string::npos) << e.what();
+  }
+  nlohmann::json broken = timeline_json(timeline);
+  broken["samples"][1][0] = 3;  // a mark that is not there
+  test::write_text(dir / "broken.json", broken.dump());
+  EXPECT_THROW((void)read_timeline(dir / "broken.json"), std::invalid_argument);
 }
 
 // A limit below the predicted peak: the prediction says so (with the refusal the run meets), and

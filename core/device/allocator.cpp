@@ -130,6 +130,7 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
       if (peak_observer_) peak_observer_(stats_.live);
     }
     stats_.window_peak_total = std::max(stats_.window_peak_total, live_total_);
+    if (change_observer_) change_observer_(stats_.live);
   }
   return Buffer(this, data, size, category, owner_index);
 }
@@ -140,6 +141,7 @@ void Allocator::release(void* data, std::uint64_t bytes, MemoryCategory category
   live_total_ -= bytes;
   live_by_owner_[static_cast<std::size_t>(owner_id)] -= bytes;
   cache_.emplace(bytes, data);
+  if (change_observer_) change_observer_(stats_.live);
 }
 
 ArenaStats Allocator::stats() const {
@@ -173,6 +175,11 @@ void Allocator::reset_window() {
 void Allocator::set_peak_observer(std::function<void(const CategoryBytes&)> observer) {
   std::lock_guard lock(mutex_);
   peak_observer_ = std::move(observer);
+}
+
+void Allocator::set_change_observer(std::function<void(const CategoryBytes&)> observer) {
+  std::lock_guard lock(mutex_);
+  change_observer_ = std::move(observer);
 }
 
 void Allocator::release_cache() {

@@ -93,6 +93,10 @@ class Allocator {
   // live bytes per category: the planner (core/planner/) notes what the peak held and which op it
   // came before. It must not use this arena.
   void set_peak_observer(std::function<void(const CategoryBytes& live)> observer);
+  // Called, with the arena's lock held, after every allocation and release, with the live bytes
+  // per category: a memory timeline (core/training/memory_timeline.hpp) records one step with it.
+  // It must not use this arena, and must not throw.
+  void set_change_observer(std::function<void(const CategoryBytes& live)> observer);
 
  private:
   friend class Buffer;
@@ -109,6 +113,7 @@ class Allocator {
   std::vector<std::uint64_t> live_by_owner_;
   std::multimap<std::uint64_t, void*> cache_;  // size -> free block
   std::function<void(const CategoryBytes&)> peak_observer_;
+  std::function<void(const CategoryBytes&)> change_observer_;
 };
 
 }  // namespace strata

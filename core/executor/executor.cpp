@@ -256,11 +256,13 @@ void Executor::bring_back_activations(int layer) {
 void Executor::forward_layers(bool keep_activations) {
   const int L = model_.n_layer();
   ensure_on_device(kGlobalParameters, TensorGroup::weights);
+  mark("forward", -1);
   model_.embed_forward();
   std::fill(dropped_by_.begin(), dropped_by_.end(), -1);
   std::fill(evicted_by_.begin(), evicted_by_.end(), -1);
   keep_activations_ = keep_activations;
   for (int l = 0; l < L; ++l) {
+    mark("forward", l);
     run_hooks(Hook::before_forward, l, false);
     ensure_on_device(l, TensorGroup::weights);
     model_.allocate_layer_activations(l);
@@ -293,12 +295,14 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
     // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
     // policy decides (skip_nonfinite) what the step does.
+    mark("head", -1);
     loss_sum += model_.head_forward();
     if (phase_needs_gradients(phase)) {
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       if (fusing_) begin_fused_block(kGlobalParameters);
       model_.head_backward(dloss);
       for (int l = L - 1; l >= 0; --l) {
+        mark("backward", l);
         run_hooks(Hook::before_backward, l, true);
         ensure_on_device(l, TensorGroup::weights);
         ensure_on_device(l, TensorGroup::grads);
@@ -315,6 +319,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       if (fusing_) read_fused_state_from_disk(kGlobalParameters);
+      mark("backward", -1);
       model_.embed_backward();
       if (fusing_) fused_step_block(kGlobalParameters);
     }
@@ -401,6 +406,7 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
     return;
   }
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
+  mark("update", -1);
   store.complete_all_moves();  // the precision check and the optimizer read every gradient
 
   std::vector<TensorView> grads;
@@ -481,6 +487,7 @@ void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& r
 void Executor::predicted_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome) {
   TensorStore& store = model_.store();
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
+  mark("update", -1);
   outcome.loss_scale = 1.0;
   model_.backend().synchronize();  // an op's failure surfaces here, not as a NaN loss
   run_hooks(Hook::before_step, -1, false);

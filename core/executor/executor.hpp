@@ -4,9 +4,11 @@
 // unless the phase is predict, blocks backward in reverse with hooks, the precision check, step
 // hooks and the optimizer. A predict step hands the update to the phase controller instead.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/manifest/update_mode.hpp"
@@ -74,8 +76,17 @@ class Executor {
   // the uninterrupted run does.
   std::optional<double> fused_clip_norm() const noexcept { return previous_grad_norm_; }
   void restore_fused_clip_norm(std::optional<double> norm) noexcept { previous_grad_norm_ = norm; }
+  // Told where a step is: "forward" / "backward" / "update" of a block (layer -1: the embedding,
+  // or the whole model's update) and "head", as it gets there. A memory timeline
+  // (core/training/memory_timeline.hpp) places its samples with it.
+  void observe_marks(std::function<void(std::string_view pass, int layer)> observer) {
+    mark_observer_ = std::move(observer);
+  }
 
  private:
+  void mark(std::string_view pass, int layer) {
+    if (mark_observer_) mark_observer_(pass, layer);
+  }
   friend class ExecutorHookContext;
   enum class Hook { attach, before_forward, after_forward, before_backward, after_backward, before_step, after_step };
   void run_hooks(Hook hook, int layer, bool reverse);
@@ -122,8 +133,9 @@ class Executor {
   int forward_layer_ = -1;                    // the block whose forward ran last, until the next block's forward
   bool keep_activations_ = true;              // false in a forward pass that goes no backward
   std::vector<int> dropped_by_, evicted_by_;  // per block, this micro batch: which strategy, or -1
-  bool fusing_ = false;                       // this backward pass updates each block after its backward
-  double fused_sum_of_squares_ = 0.0;         // this step's blocks' squared gradient norms so far
+  std::function<void(std::string_view, int)> mark_observer_;
+  bool fusing_ = false;                // this backward pass updates each block after its backward
+  double fused_sum_of_squares_ = 0.0;  // this step's blocks' squared gradient norms so far
   OptimizerReport fused_report_;
   std::optional<double> previous_grad_norm_;
   std::vector<bool> state_from_disk_;  // per layer + 1 (the globals first): read in for this step's update

@@ -48,6 +48,7 @@ void Executor::read_fused_state_from_disk(int layer) {
 }
 
 void Executor::fused_step_block(int layer) {
+  mark("update", layer);
   TensorStore& store = model_.store();
   const bool from_disk = state_from_disk_[static_cast<std::size_t>(layer + 1)];
   for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "core/planner/dry_plugins.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/training/memory_timeline.hpp"
 #include "core/training/placed_model.hpp"
 #include "core/training/training_run.hpp"
 
@@ -76,7 +78,7 @@ MemoryPrediction::StepTime price_step(const DryBackend& device, std::size_t phas
 
 // `timings`: where a plugin's kernels are timed on the spot (null: not priced).
 MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit,
-                         const Calibration* calibration, KernelTimings* timings) {
+                         const Calibration* calibration, KernelTimings* timings, MemoryTimeline* timeline) {
   const auto start = std::chrono::steady_clock::now();
   DryBackend device(device_limit);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
@@ -114,10 +116,21 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   MemoryPrediction prediction;
   prediction.steps = std::min<std::int64_t>(train.steps, 3);
   DiskTierStats disk_before;
+  std::optional<MemoryTimelineRecorder> recorder;
+  if (timeline != nullptr) {
+    recorder.emplace(device.device_memory(), device.host_memory());
+    placed.executor->observe_marks([&recorder](std::string_view pass, int layer) { recorder->mark(pass, layer); });
+  }
   for (std::int64_t step = 1; step <= prediction.steps; ++step) {
     if (placed.disk_tier) disk_before = placed.disk_tier->stats();
     device.begin_phase("step " + std::to_string(step));
+    if (recorder && step == prediction.steps) recorder->begin(step);  // the step a run's timeline records
     (void)placed.executor->train_step(step, micro_batches);
+  }
+  if (recorder) {
+    placed.executor->observe_marks({});
+    *timeline = recorder->end();
+    recorder.reset();
   }
   const std::size_t last_step = device.phases().size() - 1;
   device.begin_phase("evaluation");
@@ -144,7 +157,7 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
 }  // namespace
 
 MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry, const Calibration* calibration,
-                                KernelTimings* timings) {
+                                KernelTimings* timings, MemoryTimeline* timeline) {
   KernelTimings own;
   if (calibration != nullptr && timings == nullptr) timings = &own;
   if (calibration == nullptr) timings = nullptr;
@@ -155,14 +168,14 @@ MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& regist
   // failure that run repeats is not the limit's, and stands.
   std::string refusal;
   try {
-    return dry_run(quiet, registry, manifest.device.memory_limit, calibration, timings);
+    return dry_run(quiet, registry, manifest.device.memory_limit, calibration, timings, timeline);
   } catch (const ManifestError&) {
     throw;
   } catch (const std::exception& e) {
     if (manifest.device.memory_limit == 0) throw;
     refusal = e.what();
   }
-  MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration, timings);
+  MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration, timings, timeline);
   prediction.over_limit = refusal;
   return prediction;
 }

@@ -11,6 +11,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/planner/calibration.hpp"
 #include "core/plugin/plugin_registry.hpp"
+#include "core/training/memory_timeline.hpp"
 #include "strata/memory_category.hpp"
 
 namespace strata {
@@ -48,8 +49,10 @@ struct MemoryPrediction {
 
 // Exceptions: ManifestError (invalid input), as `strata train` would throw it. With a calibration,
 // the step time is predicted too; a plugin's own kernels are timed on the spot, once per shape in
-// `timings` when given (a search plans many stacks).
+// `timings` when given (a search plans many stacks). `timeline`, when given, receives the memory
+// timeline of the last dry step: the step `strata train --memory-timeline` records.
 MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry,
-                                const Calibration* calibration = nullptr, KernelTimings* timings = nullptr);
+                                const Calibration* calibration = nullptr, KernelTimings* timings = nullptr,
+                                MemoryTimeline* timeline = nullptr);
 
 }  // namespace strata

@@ -29,6 +29,7 @@
 #include "core/plugin/stack.hpp"
 #include "core/training/divergence_guard.hpp"
 #include "core/training/evaluation_model.hpp"
+#include "core/training/memory_timeline.hpp"
 #include "core/training/placed_model.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
@@ -289,6 +290,12 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   if (options.profile && device->name() != "cpu") model.profiler().set_fence([&device] { device->wait_for_compute(); });
   const std::int64_t last_step =
       options.stop_after_step > 0 ? std::min(options.stop_after_step, train.steps) : train.steps;
+  std::optional<MemoryTimelineRecorder> timeline;
+  const std::int64_t timeline_step = std::min(start_step + 3, last_step);
+  if (options.memory_timeline) {
+    timeline.emplace(device_memory, device->host_memory());
+    executor.observe_marks([&timeline](std::string_view pass, int layer) { timeline->mark(pass, layer); });
+  }
   for (std::int64_t step = start_step + 1; step <= last_step; ++step) {
     for (int m = 0; m < train.micro_batches; ++m)
       dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
@@ -297,8 +304,18 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     const double copy_seconds_before = device->copy_stream().busy_seconds();
     const DiskTierStats disk_before = disk_tier ? disk_tier->stats() : DiskTierStats{};
     const auto step_start = std::chrono::steady_clock::now();
+    if (timeline && step == timeline_step) timeline->begin(step);
     const StepOutcome outcome = executor.train_step(step, micro_batches);
     device->synchronize();  // the step's time is the device's too, and an op's failure surfaces here
+    if (timeline && step == timeline_step) {
+      executor.observe_marks({});
+      try {
+        write_timeline(*options.memory_timeline, timeline->end());
+      } catch (const std::exception& e) {  // the run goes on without it
+        spdlog::warn("the memory timeline was not written: {}", e.what());
+      }
+      timeline.reset();
+    }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
     const ArenaStats stats = device_memory.stats();
 

@@ -37,6 +37,9 @@ struct TrainOptions {
   bool fresh = false;
   // Replace an existing telemetry file that Strata's sinks did not write (core/training/run_outputs.hpp).
   bool overwrite_telemetry = false;
+  // Write the memory timeline (core/training/memory_timeline.hpp) of the third step this run takes,
+  // or its last when it takes fewer: the step `strata plan`'s dry run predicts.
+  std::optional<std::filesystem::path> memory_timeline;
   BackendFactory backend;
 };
 

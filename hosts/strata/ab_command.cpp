@@ -23,10 +23,13 @@
 #include "ab_report.hpp"
 #include "ab_verdict.hpp"
 #include "command_line_style.hpp"
+#include "command_support.hpp"
 #include "commands.hpp"
 #include "core/data/data_error.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
+#include "core/planner/memory_prediction.hpp"
+#include "core/training/memory_timeline.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/util/atomic_file.hpp"
 #include "exit_codes.hpp"
@@ -210,6 +213,29 @@ std::vector<std::string> own_outputs(const Manifest& manifest, const std::filesy
   return assignments;
 }
 
+// The report's within-step timelines: the run's own, and the planner's prediction of it.
+void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::path& measured) {
+  std::vector<std::string> notes;
+  if (std::filesystem::exists(measured)) {
+    try {
+      run.measured_timeline = read_timeline(measured);
+    } catch (const std::invalid_argument& e) {
+      notes.push_back(std::string("measured timeline unreadable: ") + e.what());
+    }
+  } else {
+    notes.push_back("the run wrote no memory timeline (it stopped before the step)");
+  }
+  try {
+    PluginRegistry registry = load_plugins(manifest);
+    MemoryTimeline predicted;
+    (void)predict_memory(manifest, registry, nullptr, nullptr, &predicted);
+    run.predicted_timeline = std::move(predicted);
+  } catch (const std::exception& e) {
+    notes.push_back(std::string("no prediction: ") + e.what());
+  }
+  for (const std::string& note : notes) run.timeline_note += (run.timeline_note.empty() ? "" : "; ") + note;
+}
+
 }  // namespace
 
 int command_ab(const std::vector<std::string>& arguments) {
@@ -299,9 +325,12 @@ int command_ab(const std::vector<std::string>& arguments) {
     const std::string base = std::to_string(i + 1) + "-" + stem;
     const std::filesystem::path jsonl = std::filesystem::path(out_dir) / (base + ".jsonl");
     const std::filesystem::path log = std::filesystem::path(out_dir) / (base + ".log");
+    const std::filesystem::path timeline = std::filesystem::path(out_dir) / (base + ".timeline.json");
     std::filesystem::remove(jsonl);
+    std::filesystem::remove(timeline);
     std::vector<std::string> command = {own_executable().string(), "train", manifest_paths[i], "--metrics",
                                         jsonl.string()};
+    if (!html.empty()) command.insert(command.end(), {"--memory-timeline", timeline.string()});
     for (const std::string& assignment : shared) command.insert(command.end(), {"--set", assignment});
     for (const std::string& assignment : own_outputs(manifests[i], std::filesystem::path(out_dir) / base))
       command.insert(command.end(), {"--set", assignment});
@@ -344,6 +373,7 @@ int command_ab(const std::vector<std::string>& arguments) {
                   run.failure.empty() ? "(nothing on stderr)" : run.failure.c_str());
       any_failed = true;
     }
+    if (!html.empty()) add_timelines(run, manifests[i], timeline);
     runs.push_back(std::move(run));
   }
 

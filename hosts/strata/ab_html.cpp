@@ -7,7 +7,8 @@
 #include <string>
 
 #include "ab_report.hpp"
-#include "core/util/format_bytes.hpp"
+#include "html_support.hpp"
+#include "timeline_svg.hpp"
 
 namespace strata {
 
@@ -15,26 +16,6 @@ namespace {
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                    "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-std::string number(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
 
 struct Series {
   std::string name;
@@ -58,7 +39,7 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   std::ostringstream svg;
   svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kWidth << "' height='" << kHeight << "' viewBox='0 0 "
       << kWidth << ' ' << kHeight << "'>\n<text x='" << kLeft << "' y='20' font-size='15' font-weight='bold'>"
-      << escape(title) << "</text>\n";
+      << html_escape(title) << "</text>\n";
   if (!std::isfinite(x_min)) return svg.str() + "<text x='80' y='120'>no data</text></svg>\n";
   if (x_max == x_min) x_max = x_min + 1;
   if (y_max == y_min) y_max = y_min + 1;
@@ -77,10 +58,10 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
         << y_format(y) << "</text>\n";
     const double x = x_min + (x_max - x_min) * tick / 4.0;
     svg << "<text x='" << px(x) << "' y='" << kTop + plot_h + 16 << "' font-size='11' text-anchor='middle'>"
-        << number(x, 0) << "</text>\n";
+        << fixed_number(x, 0) << "</text>\n";
   }
   svg << "<text x='" << kLeft + plot_w / 2 << "' y='" << kHeight - 8 << "' font-size='12' text-anchor='middle'>"
-      << escape(x_label) << "</text>\n";
+      << html_escape(x_label) << "</text>\n";
   int legend_entries = 0;
   for (const Series& s : series) {
     if (s.markers) {
@@ -91,27 +72,25 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
       svg << "<polyline fill='none' stroke='" << s.color << "' stroke-width='" << s.width
           << (s.dashed ? "' stroke-dasharray='6 4" : "") << "' points='";
       for (const auto& [x, y] : s.points)
-        if (std::isfinite(y)) svg << number(px(x), 1) << ',' << number(py(y), 1) << ' ';
+        if (std::isfinite(y)) svg << fixed_number(px(x), 1) << ',' << fixed_number(py(y), 1) << ' ';
       svg << "'/>\n";
     }
     if (s.name.empty()) continue;  // drawn without a legend entry
     const double legend_y = kTop + 14 + 15 * static_cast<double>(legend_entries++);
     svg << "<rect x='" << kLeft + plot_w - 190 << "' y='" << legend_y - 9 << "' width='10' height='"
         << (s.dashed ? 3 : 10) << "' fill='" << s.color << "'/><text x='" << kLeft + plot_w - 175 << "' y='" << legend_y
-        << "' font-size='11'>" << escape(s.name) << "</text>\n";
+        << "' font-size='11'>" << html_escape(s.name) << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();
 }
 
 std::string loss_format(double value) {
-  return number(value, 2);
+  return fixed_number(value, 2);
 }
 std::string mib_format(double value) {
-  return number(value / (1024.0 * 1024.0), 1) + " MiB";
+  return mib_text(value);
 }
-
-constexpr const char* kCategoryColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
 
 // One horizontal bar per run: each category's peak device bytes stacked, and a black tick at the
 // peak of the total. Categories peak at different moments of a step, so the stack can reach past
@@ -135,7 +114,7 @@ std::string stacked_memory_bars(const std::vector<AbRun>& runs) {
     const AbRun& run = runs[i];
     const double y = kTop + static_cast<double>(i) * (kBar + kGap);
     svg << "<text x='" << kLeft - 8 << "' y='" << y + kBar / 2 + 4 << "' font-size='12' text-anchor='end' fill='"
-        << kColors[i % std::size(kColors)] << "'>" << escape(run.label) << "</text>\n";
+        << kColors[i % std::size(kColors)] << "'>" << html_escape(run.label) << "</text>\n";
     if (!run.complete) {
       svg << "<text x='" << kLeft << "' y='" << y + kBar / 2 + 4 << "' font-size='12'>no summary (failed)</text>\n";
       continue;
@@ -145,24 +124,24 @@ std::string stacked_memory_bars(const std::vector<AbRun>& runs) {
       const double bytes = static_cast<double>(run.peak_device_bytes_by_category[category_index(category)]);
       if (bytes <= 0) continue;
       const double w = bytes / scale * plot_w;
-      svg << "<rect class='category-" << category_name(category) << "' x='" << number(x, 2) << "' y='" << y
-          << "' width='" << number(w, 2) << "' height='" << kBar << "' fill='"
-          << kCategoryColors[category_index(category)] << "'><title>" << escape(run.label) << ": "
-          << category_name(category) << " " << mib_format(bytes) << " at its peak</title></rect>\n";
+      svg << "<rect class='category-" << category_name(category) << "' x='" << fixed_number(x, 2) << "' y='" << y
+          << "' width='" << fixed_number(w, 2) << "' height='" << kBar << "' fill='" << category_color(category)
+          << "'><title>" << html_escape(run.label) << ": " << category_name(category) << " " << mib_format(bytes)
+          << " at its peak</title></rect>\n";
       x += w;
     }
     const double peak_x = kLeft + static_cast<double>(run.peak_device_bytes) / scale * plot_w;
-    svg << "<line x1='" << number(peak_x, 2) << "' x2='" << number(peak_x, 2) << "' y1='" << y - 4 << "' y2='"
-        << y + kBar + 4 << "' stroke='#000' stroke-width='2'><title>peak of the total: "
+    svg << "<line x1='" << fixed_number(peak_x, 2) << "' x2='" << fixed_number(peak_x, 2) << "' y1='" << y - 4
+        << "' y2='" << y + kBar + 4 << "' stroke='#000' stroke-width='2'><title>peak of the total: "
         << mib_format(static_cast<double>(run.peak_device_bytes)) << "</title></line>\n";
-    svg << "<text x='" << number(std::max(x, peak_x) + 6, 2) << "' y='" << y + kBar / 2 + 4 << "' font-size='11'>"
+    svg << "<text x='" << fixed_number(std::max(x, peak_x) + 6, 2) << "' y='" << y + kBar / 2 + 4 << "' font-size='11'>"
         << mib_format(static_cast<double>(run.peak_device_bytes)) << "</text>\n";
   }
   double x = 10;
   for (MemoryCategory category : kAllMemoryCategories) {
-    svg << "<rect x='" << x << "' y='" << legend_y << "' width='10' height='10' fill='"
-        << kCategoryColors[category_index(category)] << "'/><text x='" << x + 14 << "' y='" << legend_y + 9
-        << "' font-size='11'>" << category_name(category) << "</text>\n";
+    svg << "<rect x='" << x << "' y='" << legend_y << "' width='10' height='10' fill='" << category_color(category)
+        << "'/><text x='" << x + 14 << "' y='" << legend_y + 9 << "' font-size='11'>" << category_name(category)
+        << "</text>\n";
     x += 24 + 7.0 * static_cast<double>(category_name(category).size());
   }
   svg << "<line x1='" << x << "' x2='" << x << "' y1='" << legend_y - 2 << "' y2='" << legend_y + 12
@@ -181,23 +160,18 @@ std::uint64_t total(const CategoryBytes& bytes) {
 
 void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std::vector<AbVerdict>& verdicts,
                    const AbSettings& settings) {
-  out << "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>strata ab report</title>\n<style>"
-         "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}"
-         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}"
-         "td.verdict{text-align:left;max-width:640px}pre{background:#f6f6f6;padding:8px;font-size:12px}"
-         ".row{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}</style></head><body>\n"
-         "<h1>strata ab</h1>\n";
+  out << html_page_start("strata ab report") << "<h1>strata ab</h1>\n";
   out << "<h2>Comparison</h2>\n<pre>";
   std::ostringstream table;
   print_ab_table(table, runs, verdicts);
   table << '\n';
   print_ab_verdicts(table, runs, verdicts, settings);
-  out << escape(table.str())
+  out << html_escape(table.str())
       << "</pre>\n<h2>Runs</h2>\n<table><tr><th>run</th><th>manifest</th><th>stack</th><th>verdict</th></tr>\n";
   for (std::size_t i = 0; i < runs.size(); ++i)
-    out << "<tr><td style='color:" << kColors[i % std::size(kColors)] << "'>" << escape(runs[i].label) << "</td><td>"
-        << escape(runs[i].manifest.string()) << "</td><td>" << escape(runs[i].stack) << "</td><td class='verdict'>"
-        << escape(verdicts[i].text) << "</td></tr>\n";
+    out << "<tr><td style='color:" << kColors[i % std::size(kColors)] << "'>" << html_escape(runs[i].label)
+        << "</td><td>" << html_escape(runs[i].manifest.string()) << "</td><td>" << html_escape(runs[i].stack)
+        << "</td><td class='verdict'>" << html_escape(verdicts[i].text) << "</td></tr>\n";
   out << "</table>\n<h2>Loss</h2>\n";
   std::vector<Series> losses;
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -240,7 +214,7 @@ void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std:
       peak.points.emplace_back(static_cast<double>(step.step), static_cast<double>(step.peak_device_bytes));
     memory.push_back(peak);
     for (MemoryCategory category : kAllMemoryCategories) {
-      Series s{std::string(category_name(category)), kCategoryColors[category_index(category)], {}, false, 1.5};
+      Series s{std::string(category_name(category)), category_color(category), {}, false, 1.5};
       bool any = false;
       for (const AbStep& step : run.steps) {
         const auto bytes = step.peak_device_bytes_by_category[category_index(category)];
@@ -251,6 +225,27 @@ void write_ab_html(std::ostream& out, const std::vector<AbRun>& runs, const std:
     }
     out << line_chart(run.label + " — peak device memory within each step, by category", "step", memory, mib_format,
                       true);
+  }
+  out << "<h2>Within one step: predicted and measured</h2>\n<p>Each run's device and host memory through "
+         "one step, every category stacked, the passes shaded: on the left as <code>strata plan</code>'s dry run "
+         "predicts it, on the right as the run measured it. Both show the same step (the run's third, or its last "
+         "when it has fewer), after every allocation and release, on one scale; hover for where in the step a point "
+         "is and what it holds.</p>\n";
+  for (const AbRun& run : runs) {
+    out << "<h3>" << html_escape(run.label) << "</h3>\n";
+    if (!run.timeline_note.empty()) out << "<p>" << html_escape(run.timeline_note) << "</p>\n";
+    for (TimelineHome home : {TimelineHome::device, TimelineHome::host}) {
+      const char* home_name = home == TimelineHome::device ? "device" : "host";
+      std::uint64_t top = 0;
+      for (const std::optional<MemoryTimeline>* timeline : {&run.predicted_timeline, &run.measured_timeline})
+        if (*timeline) top = std::max(top, timeline_peak(**timeline, home));
+      out << "<div class='row'>\n";
+      if (run.predicted_timeline)
+        out << timeline_svg(*run.predicted_timeline, home, std::string(home_name) + ", predicted", top);
+      if (run.measured_timeline)
+        out << timeline_svg(*run.measured_timeline, home, std::string(home_name) + ", measured", top);
+      out << "</div>\n";
+    }
   }
   out << "</body></html>\n";
 }

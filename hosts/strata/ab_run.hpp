@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/training/memory_timeline.hpp"
 #include "strata/memory_category.hpp"
 
 namespace strata {
@@ -47,6 +48,11 @@ struct AbRun {
   double predictor_ms = 0.0;
   std::uint64_t predictor_bytes = 0;  // host + device, as the arenas counted them
   bool complete = false;              // a summary record was read
+  // With --html: the memory timeline of the step the planner's dry run predicts (the run's third),
+  // as the run measured it and as the dry run predicted it; why one is missing otherwise.
+  std::optional<MemoryTimeline> measured_timeline;
+  std::optional<MemoryTimeline> predicted_timeline;
+  std::string timeline_note;
 
   bool failed() const { return exit_code != 0 || !complete; }
 };

@@ -37,10 +37,12 @@
 #include "core/training/run_outputs.hpp"
 #include "core/training/training_run.hpp"
 #include "core/training/training_sample.hpp"
+#include "core/util/atomic_file.hpp"
 #include "core/util/format_bytes.hpp"
 #include "core/util/path_inside.hpp"
 #include "exit_codes.hpp"
 #include "plan_fit.hpp"
+#include "plan_html.hpp"
 #include "plan_prediction.hpp"
 
 namespace strata {
@@ -160,11 +162,14 @@ int command_train(const std::vector<std::string>& arguments) {
       "stop-after", po::value<std::int64_t>()->default_value(0),
       "stop after this step of the schedule (checkpointing there), to resume later")(
       "table", "print the tensor table before training")("profile", "print time per kernel at the end")(
-      "metrics", po::value<std::string>(), "also write one JSON record per step to this file (as the jsonl plugin)");
+      "metrics", po::value<std::string>(), "also write one JSON record per step to this file (as the jsonl plugin)")(
+      "memory-timeline", po::value<std::string>(),
+      "write the device's and host's memory through the run's third step (its last, when fewer) to this JSON file");
   po::variables_map values;
-  if (auto code = parse(
-          "train", "MANIFEST [--set key=value]... [--resume [DIR] | --fresh] [--table] [--profile] [--metrics FILE]",
-          options, arguments, values))
+  if (auto code = parse("train",
+                        "MANIFEST [--set key=value]... [--resume [DIR] | --fresh] [--table] [--profile] [--metrics "
+                        "FILE] [--memory-timeline FILE]",
+                        options, arguments, values))
     return *code;
   return run_guarded("train", [&] {
     Manifest manifest = load_manifest(common.manifest, common.overrides);
@@ -174,6 +179,11 @@ int command_train(const std::vector<std::string>& arguments) {
     }
     PluginRegistry registry = load_plugins(manifest);
     TrainOptions train_options;
+    if (values.count("memory-timeline")) {
+      check_output_file("--memory-timeline", values["memory-timeline"].as<std::string>());
+      refuse_overwriting_inputs("--memory-timeline", values["memory-timeline"].as<std::string>(), manifest);
+      train_options.memory_timeline = values["memory-timeline"].as<std::string>();
+    }
     train_options.print_table = values.count("table") > 0;
     train_options.profile = values.count("profile") > 0;
     train_options.stop_after_step = values["stop-after"].as<std::int64_t>();
@@ -432,10 +442,11 @@ int command_plan(const std::vector<std::string>& arguments) {
       "fit", po::value<std::string>(),
       "device=SIZE[,host=SIZE][,disk=SIZE]: search the stacks the plugins offer for the fastest that fits")(
       "allow-numerics", "with --fit, also try bf16, int8 and 8-bit optimizer state (they change the numbers)")(
-      "write", po::value<std::string>(), "with --fit, write the stack chosen as a manifest");
+      "write", po::value<std::string>(), "with --fit, write the stack chosen as a manifest")(
+      "html", po::value<std::string>(), "also write the prediction, with its within-step memory, as an HTML page");
   po::variables_map values;
   if (auto code = parse("plan",
-                        "MANIFEST [--set key=value]... [--full] [--json] [--calibration FILE] "
+                        "MANIFEST [--set key=value]... [--full] [--json] [--html FILE] [--calibration FILE] "
                         "[--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]]",
                         options, arguments, values))
     return *code;
@@ -464,6 +475,25 @@ int command_plan(const std::vector<std::string>& arguments) {
       }
     }
     const Calibration* rates = calibration ? &*calibration : nullptr;
+    std::optional<std::filesystem::path> html;
+    if (values.count("html")) {
+      if (values.count("fit")) throw ManifestError("--html draws one stack's plan: it goes without --fit");
+      html = values["html"].as<std::string>();
+      check_output_file("--html", *html);
+      refuse_overwriting_inputs("--html", *html, manifest);
+    }
+    // The prediction, and the page when one is asked for.
+    const auto predict = [&] {
+      MemoryTimeline timeline;
+      MemoryPrediction prediction = predict_memory(manifest, inspected.registry, rates, nullptr, &timeline);
+      if (html) {
+        std::ostringstream page;
+        write_plan_html(page, manifest, prediction, rates, timeline);
+        write_file_atomically(*html, page.str());
+        spdlog::info("plan: wrote {}", html->string());
+      }
+      return prediction;
+    };
     if (values.count("fit")) {
       if (rates == nullptr)
         throw ManifestError(
@@ -477,7 +507,7 @@ int command_plan(const std::vector<std::string>& arguments) {
     if (values.count("allow-numerics") || values.count("write"))
       throw ManifestError("--allow-numerics and --write go with --fit");
     if (values.count("json")) {
-      std::cout << prediction_json(predict_memory(manifest, inspected.registry, rates), rates).dump(2) << '\n';
+      std::cout << prediction_json(predict(), rates).dump(2) << '\n';
       return static_cast<int>(kExitSuccess);
     }
     inspected.host.use_backend(*device);
@@ -495,7 +525,7 @@ int command_plan(const std::vector<std::string>& arguments) {
     std::cout
         << "(activations are allocated per micro batch; all layers' rows are live at the end of the forward pass)\n";
     if (manifest.train.update == UpdateMode::fused) print_fused_gradients(model.table());
-    const MemoryPrediction prediction = predict_memory(manifest, inspected.registry, rates);
+    const MemoryPrediction prediction = predict();
     print_prediction(std::cout, prediction, rates);
     if (const auto warning = over_limit_warning(prediction, manifest.device.memory_limit))
       std::cout << *warning << '\n';

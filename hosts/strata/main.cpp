@@ -27,7 +27,7 @@ commands:
   validate MANIFEST [--set ...]
                          check keys, plugins and compatibility without training; with a
                          memory_limit, warn when the predicted device peak exceeds it
-  plan MANIFEST [--set ...] [--full] [--json] [--calibration FILE]
+  plan MANIFEST [--set ...] [--full] [--json] [--html FILE] [--calibration FILE]
        [--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]]
                          print the tensor table as the strategies place it (every buffer, its
                          home, MiB per row, totals per category on the device and the host),

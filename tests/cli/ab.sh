@@ -52,6 +52,19 @@ grep -q "<svg class='memory-bars'" "$work/report.html" || fail "no stacked memor
 [ "$(grep -c "<rect class='category-activations'" "$work/report.html")" = 6 ] ||
   fail "expected one activations segment per run in the memory bars"
 grep -q "stroke-dasharray" "$work/report.html" || fail "no end-of-step memory line in the report"
+# Within one step, predicted beside measured: two charts per home per run, from the memory
+# timeline each run wrote; and the dry run's device peak is the run's, for the quickstart.
+for chart in "device, predicted" "device, measured" "host, predicted" "host, measured"; do
+  [ "$(grep -c ">$chart</text>" "$work/report.html")" = 6 ] || fail "expected six '$chart' timelines in the report"
+done
+[ -s "$work/runs/1-quickstart.timeline.json" ] || fail "the quickstart run wrote no memory timeline"
+python3 - "$work/report.html" << 'EOF_PY' || fail "the quickstart's predicted and measured device peaks differ"
+import re, sys
+page = open(sys.argv[1]).read()
+section = page[page.index("<h3>quickstart</h3>"):]
+peaks = re.findall(r">peak ([0-9.]+ MiB)", section)[:2]  # device predicted, device measured
+assert len(peaks) == 2 and peaks[0] == peaks[1], peaks
+EOF_PY
 
 # A rerun is bitwise identical.
 ab examples/quickstart.toml examples/quickstart.toml --steps 6 "${small[@]}" --out "$work/runs2" > /dev/null

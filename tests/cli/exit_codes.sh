@@ -200,6 +200,13 @@ python3 -c 'import json, sys
 plan = json.load(open(sys.argv[1]))
 assert plan["step_ms"] > 0 and plan["device"]["peak_bytes"] > 0, plan' "$work/plan.json" || fail "plan --json: $(cat "$work/plan.json")"
 expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" validate $q --set device.memory_limit=\"8MiB\"
+# plan --html: the prediction as a page, its within-step memory drawn; one stack's, so not with --fit.
+expect 0 "wrote $work/plan.html" -- "$strata" plan $q --html "$work/plan.html"
+grep -q ">device, predicted</text>" "$work/plan.html" || fail "plan --html drew no device timeline"
+expect 2 "--html draws one stack's plan: it goes without --fit" -- \
+  "$strata" plan $q --html "$work/plan2.html" --fit device=40MiB --calibration "$work/calibration.json"
+expect 2 "--memory-timeline /proc/none/t.json: cannot be created" -- \
+  "$strata" train $q --memory-timeline /proc/none/t.json
 expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" plan $q --set device.memory_limit=\"8MiB\"
 # --fit: the stack it writes for a budget trains inside it; no stack under a budget is exit 1, naming
 # the smallest peak and what dominates it; without a calibration it is invalid input.
