@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint.hpp"
@@ -139,6 +143,41 @@ TEST(Checkpoint, EveryTensorIsChecksummedAndAFlippedBitIsNamed) {
 
 // A save is read back before `latest` moves: one holding a NaN weight is discarded, and the
 // previous save stays `latest`, whole.
+// A save's files are written from pieces of each tensor, at most `piece_bytes` held at once, and
+// are byte for byte the file encode_safetensors makes of the whole tensors, its checksum returned.
+TEST(Checkpoint, ASaveWritesBoundedPiecesOfTheFileEncodeMakes) {
+  const auto dir = test::temporary_directory("ckpt_pieces");
+  std::vector<float> a(1000);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = 0.25f * static_cast<float>(i) - 7.0f;
+  std::vector<std::byte> b(37);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(3 * i + 1);
+  const std::vector<float> c{42.0f};
+  const std::map<std::string, std::string> metadata{{"format", "pt"}, {"producer", "strata"}};
+  const std::string whole = encode_safetensors(
+      {{"a", {10, 100}, a, {}, "F32"}, {"b", {37}, {}, b, "U8"}, {"c", {1}, c, {}, "F32"}}, metadata);
+
+  std::uint64_t largest_piece = 0;
+  int pieces = 0;
+  const auto from = [&](std::span<const std::byte> bytes) {
+    return [&largest_piece, &pieces, bytes](std::uint64_t offset, std::span<std::byte> out) {
+      ASSERT_LE(offset + out.size(), bytes.size());
+      std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
+      largest_piece = std::max<std::uint64_t>(largest_piece, out.size());
+      ++pieces;
+    };
+  };
+  const std::vector<TensorPieces> tensors{{"a", {10, 100}, "F32", 4000, from(std::as_bytes(std::span(a)))},
+                                          {"b", {37}, "U8", 37, from(b)},
+                                          {"c", {1}, "F32", 4, from(std::as_bytes(std::span(c)))}};
+  const std::string checksum = write_safetensors_in_pieces(dir / "pieces.safetensors", tensors, metadata, 64);
+  std::ifstream in(dir / "pieces.safetensors", std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, whole);
+  EXPECT_EQ(checksum, bytes_checksum(whole));
+  EXPECT_LE(largest_piece, 64u);
+  EXPECT_EQ(pieces, 2 * (63 + 1 + 1));  // read twice: once for its checksum, once to be written
+}
+
 TEST(Checkpoint, ASaveThatFailsItsReadBackNeverBecomesLatest) {
   const auto dir = test::temporary_directory("ckpt_readback");
   ModelFixture a;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "core/checkpoint/checkpoint_verify.hpp"
@@ -30,12 +31,6 @@ std::size_t stored_elements(const std::vector<std::int64_t>& shape) {
 }
 
 // The first `count` f32 values of a row, brought to the host by an explicit copy.
-std::vector<float> read_row(Model& model, int row, std::size_t count) {
-  std::vector<float> values(count);
-  model.backend().ops().copy_to_host(values.data(), model.store().data(row), count * sizeof(float));
-  return values;
-}
-
 std::string state_name(const ParameterRows& rows, std::size_t buffer) {
   return rows.name + ".state" + std::to_string(buffer);
 }
@@ -154,36 +149,43 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   fs::remove_all(temporary);
   fs::create_directories(temporary);
 
-  // Every value reaches the host through an explicit copy; the buffers outlive the encoding.
-  std::vector<std::vector<float>> host_values;
-  std::vector<std::vector<std::byte>> host_bytes;
-  host_values.reserve(model.parameters().size());
-  host_bytes.reserve(model.parameters().size() * kMaxOptimizerStateBuffers);
-  std::vector<TensorToWrite> weights;
-  std::vector<TensorToWrite> optimizer_state;
+  // Every value reaches the host through an explicit copy, a piece at a time as the files are
+  // written (safetensors.hpp, write_safetensors_in_pieces): a save holds at most one piece of
+  // tensor data beside the model, and one parameter's state read in from the disk tier.
+  std::optional<DiskLoan> loan;  // the rows of the parameter being read, when the disk tier holds them
+  std::vector<int> loaned_rows;
+  const auto row_source = [&](const ParameterRows& rows, int row) {
+    return [&model, &loan, &loaned_rows, &rows, row](std::uint64_t offset, std::span<std::byte> out) {
+      std::vector<int> state_rows{rows.master};
+      state_rows.insert(state_rows.end(), rows.state.begin(), rows.state.end());
+      std::erase(state_rows, -1);
+      if (state_rows != loaned_rows) {  // state on disk is read in for the copy, and dropped again
+        loan.reset();
+        loan.emplace(model.store(), state_rows, DiskLoan::Access::read);
+        loaned_rows = std::move(state_rows);
+      }
+      model.backend().ops().copy_to_host(out.data(), static_cast<const std::byte*>(model.store().data(row)) + offset,
+                                         out.size());
+    };
+  };
+  std::vector<TensorPieces> weights;
+  std::vector<TensorPieces> optimizer_state;
   for (const ParameterRows& rows : model.parameters()) {
     // A frozen parameter is as initialised or loaded from the run's base (train.init_from): the
     // save records its fingerprint instead, and a load checks it against the model's.
     if (rows.role == ParameterRole::frozen) continue;
     const std::vector<std::int64_t> shape = model.stored_shape(rows);
-    // State on disk (the disk tier) is read in for the copy, and dropped again.
-    std::vector<int> state_rows{rows.master};
-    state_rows.insert(state_rows.end(), rows.state.begin(), rows.state.end());
-    std::erase(state_rows, -1);
-    const DiskLoan state(model.store(), state_rows, DiskLoan::Access::read);
     // f32: the master copy under bf16 or quantized storage.
-    host_values.push_back(read_row(model, model.store().value_row(rows), stored_elements(shape)));
-    weights.push_back({rows.name, shape, host_values.back(), {}, "F32"});
+    weights.push_back({rows.name, shape, "F32", stored_elements(shape) * sizeof(float),
+                       row_source(rows, model.store().value_row(rows))});
     // Optimizer state in its own dtype and shape, byte for byte (a resume is bitwise).
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0) {
         const TensorRow& row = model.table().row(rows.state[s]);
-        const std::vector<std::int64_t> state_shape = state_file_shape(model, rows, s);
-        host_bytes.emplace_back(stored_elements(state_shape) * dtype_bytes(row.element));
-        model.backend().ops().copy_to_host(host_bytes.back().data(), model.store().data(rows.state[s]),
-                                           host_bytes.back().size());
-        optimizer_state.push_back(
-            {state_name(rows, s), state_shape, {}, host_bytes.back(), safetensors_dtype(row.element)});
+        std::vector<std::int64_t> state_shape = state_file_shape(model, rows, s);
+        const std::uint64_t bytes = stored_elements(state_shape) * dtype_bytes(row.element);
+        optimizer_state.push_back({state_name(rows, s), std::move(state_shape), safetensors_dtype(row.element), bytes,
+                                   row_source(rows, rows.state[s])});
       }
   }
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
@@ -192,16 +194,12 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   if (std::string adapters = model.adapter_description(); !adapters.empty())
     metadata[kAdaptersKey] = std::move(adapters);
   nlohmann::json files = nlohmann::json::object();  // each file of the save and its checksum
-  // Written from the host copies in pieces: no second, joined copy of a file in memory.
   for (const auto& [file, tensors, file_metadata] :
        {std::tuple{"model.safetensors", &weights, metadata},
         std::tuple{"optimizer.safetensors", &optimizer_state,
-                   std::map<std::string, std::string>{{"producer", "strata"}}}}) {
-    std::string head;
-    const std::vector<std::string_view> pieces = safetensors_pieces(*tensors, file_metadata, head);
-    write_file_atomically(temporary / file, pieces);
-    files[file] = pieces_checksum(pieces);
-  }
+                   std::map<std::string, std::string>{{"producer", "strata"}}}})
+    files[file] = write_safetensors_in_pieces(temporary / file, *tensors, file_metadata);
+  loan.reset();
   nlohmann::json trainer = {
       {"format", kCheckpointFormat},
       {"step", state.step},
@@ -227,11 +225,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   write_file_atomically(temporary / "trainer.json", trainer.dump(2) + "\n");
 
   // Read back before trusting: a save that does not verify never becomes `latest`, and no older
-  // save is pruned in its favour. The host copies go first: the read-back holds a file at a time.
-  weights.clear();
-  optimizer_state.clear();
-  host_values = {};
-  host_bytes = {};
+  // save is pruned in its favour.
   try {
     verify_save(temporary, /*mapped=*/true);  // this run's own files, under the directory's lock
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "core/util/atomic_file.hpp"
 #include "strata/dtype.hpp"
 
 #define XXH_INLINE_ALL
@@ -92,10 +93,44 @@ std::string hex_text(XXH64_hash_t hash) {
   return text;
 }
 
+// Each piece of a tensor, in order, into `buffer`, handed to `use`.
+template <typename Use>
+void for_each_piece(const TensorPieces& tensor, std::vector<std::byte>& buffer, Use&& use) {
+  for (std::uint64_t offset = 0; offset < tensor.bytes;) {
+    const std::uint64_t size = std::min<std::uint64_t>(buffer.size(), tensor.bytes - offset);
+    const std::span<std::byte> piece(buffer.data(), size);
+    tensor.read(offset, piece);
+    use(std::string_view(reinterpret_cast<const char*>(piece.data()), piece.size()));
+    offset += size;
+  }
+}
+
 }  // namespace
 
 std::string bytes_checksum(std::string_view bytes) {
   return hex_text(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+std::string safetensors_head(const std::vector<HeadEntry>& entries,
+                             const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
+  for (const HeadEntry& entry : entries) checksums[entry.name] = entry.checksum;
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata[kChecksumsKey] = checksums.dump();
+  header["__metadata__"] = all_metadata;
+  std::uint64_t offset = 0;
+  for (const HeadEntry& entry : entries) {
+    header[entry.name] = {
+        {"dtype", entry.dtype}, {"shape", entry.shape}, {"data_offsets", {offset, offset + entry.bytes}}};
+    offset += entry.bytes;
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  const std::uint64_t header_size = header_text.size();
+  std::string head;
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((header_size >> (8 * i)) & 0xff));
+  return head + header_text;
 }
 
 std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite>& tensors,
@@ -106,26 +141,11 @@ std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite
                ? std::string_view(reinterpret_cast<const char*>(tensor.bytes.data()), tensor.bytes.size())
                : std::string_view(reinterpret_cast<const char*>(tensor.data.data()), tensor.data.size_bytes());
   };
-  nlohmann::ordered_json header;
-  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
-  for (const TensorToWrite& tensor : tensors) checksums[tensor.name] = bytes_checksum(bytes_of(tensor));
-  std::map<std::string, std::string> all_metadata = metadata;
-  all_metadata[kChecksumsKey] = checksums.dump();
-  header["__metadata__"] = all_metadata;
-  std::uint64_t offset = 0;
-  for (const TensorToWrite& tensor : tensors) {
-    const std::uint64_t bytes = bytes_of(tensor).size();
-    header[tensor.name] = {{"dtype", tensor.data.empty() ? tensor.dtype : "F32"},
-                           {"shape", tensor.shape},
-                           {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string header_text = header.dump();
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
-  const std::uint64_t header_size = header_text.size();
-  head.clear();
-  for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>((header_size >> (8 * i)) & 0xff));
-  head += header_text;
+  std::vector<HeadEntry> entries;
+  for (const TensorToWrite& tensor : tensors)
+    entries.push_back({tensor.name, tensor.shape, tensor.data.empty() ? tensor.dtype : "F32", bytes_of(tensor).size(),
+                       bytes_checksum(bytes_of(tensor))});
+  head = safetensors_head(entries, metadata);
   std::vector<std::string_view> pieces{head};
   for (const TensorToWrite& tensor : tensors) pieces.push_back(bytes_of(tensor));
   return pieces;
@@ -399,6 +419,32 @@ std::optional<SafetensorsFile::NonFinite> SafetensorsFile::first_non_finite(cons
     if (!std::isfinite(value)) return NonFinite{i, value};
   }
   return std::nullopt;
+}
+
+std::string write_safetensors_in_pieces(const std::filesystem::path& path, const std::vector<TensorPieces>& tensors,
+                                        const std::map<std::string, std::string>& metadata, std::uint64_t piece_bytes) {
+  std::uint64_t largest = 0;
+  for (const TensorPieces& tensor : tensors) largest = std::max(largest, tensor.bytes);
+  std::vector<std::byte> buffer(static_cast<std::size_t>(std::max<std::uint64_t>(1, std::min(largest, piece_bytes))));
+  XXH3_state_t state;
+  std::vector<HeadEntry> entries;
+  for (const TensorPieces& tensor : tensors) {
+    XXH3_64bits_reset(&state);
+    for_each_piece(tensor, buffer,
+                   [&](std::string_view piece) { XXH3_64bits_update(&state, piece.data(), piece.size()); });
+    entries.push_back({tensor.name, tensor.shape, tensor.dtype, tensor.bytes, hex_text(XXH3_64bits_digest(&state))});
+  }
+  const std::string head = safetensors_head(entries, metadata);
+  AtomicFileWriter file(path);
+  XXH3_64bits_reset(&state);
+  const auto append = [&](std::string_view bytes) {
+    file.append(bytes);
+    XXH3_64bits_update(&state, bytes.data(), bytes.size());
+  };
+  append(head);
+  for (const TensorPieces& tensor : tensors) for_each_piece(tensor, buffer, append);
+  file.commit();
+  return hex_text(XXH3_64bits_digest(&state));
 }
 
 }  // namespace strata

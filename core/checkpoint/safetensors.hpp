@@ -8,6 +8,7 @@
 // flipped bit is a corrupt checkpoint naming the tensor. Files without the key (from elsewhere) load.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,10 +47,41 @@ std::string safetensors_dtype(DType dtype);
 std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
                                const std::map<std::string, std::string>& metadata);
 
+// The 8-byte length and the header of a file holding these tensors, in this order, each with its
+// checksum (bytes_checksum) in the metadata.
+struct HeadEntry {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::string dtype;
+  std::uint64_t bytes = 0;
+  std::string checksum;
+};
+std::string safetensors_head(const std::vector<HeadEntry>& entries, const std::map<std::string, std::string>& metadata);
+
 // The same file as pieces to write in turn, without a copy of the tensors: the 8-byte length and
 // the header (held in `head`, which must outlive the pieces), then each tensor's own bytes.
 std::vector<std::string_view> safetensors_pieces(const std::vector<TensorToWrite>& tensors,
                                                  const std::map<std::string, std::string>& metadata, std::string& head);
+
+// A tensor copied to the host a piece at a time as its file is written (a save of a model larger
+// than the memory left beside it): at most one piece of tensor data is held at once, and the file
+// is the one encode_safetensors makes of the same tensors, byte for byte.
+struct TensorPieces {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::string dtype;  // safetensors' name: "F32", "BF16", "I8", "U8"
+  std::uint64_t bytes = 0;
+  // Fills `out` with the tensor's bytes from `offset` on; called with offsets in increasing order
+  // within a pass over the tensors.
+  std::function<void(std::uint64_t offset, std::span<std::byte> out)> read;
+};
+
+// Writes the file atomically (util/atomic_file.hpp) and returns its checksum (bytes_checksum of
+// the whole file). The header, which comes first, records each tensor's checksum, so each tensor
+// is read twice: once for its checksum, once to be written. `piece_bytes`: the most held at once.
+std::string write_safetensors_in_pieces(const std::filesystem::path& path, const std::vector<TensorPieces>& tensors,
+                                        const std::map<std::string, std::string>& metadata,
+                                        std::uint64_t piece_bytes = std::uint64_t{64} << 20);
 
 // The same of bytes given in pieces: bytes_checksum of their concatenation.
 std::string pieces_checksum(std::span<const std::string_view> pieces);

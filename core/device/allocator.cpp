@@ -118,6 +118,7 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
         }
       }
       stats_.reserved += size;
+      stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
     }
     const std::size_t index = category_index(category);
     stats_.live[index] += size;

@@ -66,8 +66,9 @@ struct ArenaStats {
   std::uint64_t peak_total = 0;  // peak of the sum, since creation
   CategoryBytes window_peak{};   // since the last reset_window()
   std::uint64_t window_peak_total = 0;
-  std::uint64_t reserved = 0;  // live + cached
-  std::uint64_t limit = 0;     // 0: none
+  std::uint64_t reserved = 0;       // live + cached
+  std::uint64_t peak_reserved = 0;  // since creation: the most held from the resource at once
+  std::uint64_t limit = 0;          // 0: none
 };
 
 class Allocator {

@@ -18,6 +18,7 @@
 #include "core/training/memory_timeline.hpp"
 #include "core/training/placed_model.hpp"
 #include "core/training/training_run.hpp"
+#include "core/util/process_memory.hpp"
 
 namespace strata {
 
@@ -47,7 +48,7 @@ std::string describe(const DryBackend& device, const PeakInstant& peak) {
 
 HomePrediction home(const DryBackend& device, const Allocator& arena, const PeakInstant& peak) {
   const ArenaStats stats = arena.stats();
-  return {stats.peak, stats.peak_total, peak.live, describe(device, peak)};
+  return {stats.peak, stats.peak_total, peak.live, describe(device, peak), stats.peak_reserved};
 }
 
 // The last dry step priced with the calibration.
@@ -80,6 +81,7 @@ MemoryPrediction::StepTime price_step(const DryBackend& device, std::size_t phas
 MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit,
                          const Calibration* calibration, KernelTimings* timings, MemoryTimeline* timeline) {
   const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t process_bytes = resident_bytes();  // before the dry run's own bookkeeping
   DryBackend device(device_limit);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   host.set_planning(true);
@@ -143,8 +145,11 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   prediction.host = home(device, device.host_memory(), device.host_peak());
   if (placed.disk_tier) {
     const DiskTierStats disk = placed.disk_tier->stats();
-    prediction.disk = HomePrediction{disk.peak, disk.peak_total, {}, {}};
+    prediction.disk = HomePrediction{disk.peak, disk.peak_total, {}, {}, disk.peak_total};
   }
+  prediction.process_bytes = process_bytes;
+  prediction.resident_bytes = process_bytes + prediction.host.peak_reserved +
+                              (manifest.device.kind == "cpu" ? prediction.device.peak_reserved : 0);
   prediction.backend = manifest.device.kind == "cpu"
                            ? "cpu"
                            : "cpu (for " + manifest.device.kind +

@@ -17,10 +17,11 @@
 namespace strata {
 
 struct HomePrediction {
-  CategoryBytes peak{};          // each category's own peak
-  std::uint64_t peak_total = 0;  // the peak of the sum
-  CategoryBytes at_peak{};       // what the sum's peak held
-  std::string instant;           // "step 1, backward: before op 212 of 307 (matmul_backward)"
+  CategoryBytes peak{};             // each category's own peak
+  std::uint64_t peak_total = 0;     // the peak of the sum
+  CategoryBytes at_peak{};          // what the sum's peak held
+  std::string instant;              // "step 1, backward: before op 212 of 307 (matmul_backward)"
+  std::uint64_t peak_reserved = 0;  // the most the arena holds from the system: live and cached blocks
 };
 
 struct MemoryPrediction {
@@ -31,6 +32,12 @@ struct MemoryPrediction {
   // The prediction exceeds [device] memory_limit: the refusal the run would meet, and the peak
   // comes from a dry run without the limit.
   std::optional<std::string> over_limit;
+  // The run's resident memory (RSS), at most: what this process held as the prediction started
+  // (the binary, its libraries, the plugins), and the arenas' reserved peaks in host memory (the
+  // device's too on the CPU backend). The data as the run holds it, and a library's own buffers as
+  // they fill (OpenBLAS's), are not in it.
+  std::uint64_t process_bytes = 0;
+  std::uint64_t resident_bytes = 0;
   std::string backend;   // what the prediction is for: "cpu", or the note for a CUDA manifest
   double seconds = 0.0;  // how long the dry run took
   // The step time, priced from a calibration (core/planner/calibration.hpp): the last dry step's

@@ -40,6 +40,7 @@
 #include "core/util/atomic_file.hpp"
 #include "core/util/format_bytes.hpp"
 #include "core/util/path_inside.hpp"
+#include "core/util/process_memory.hpp"
 #include "exit_codes.hpp"
 #include "plan_fit.hpp"
 #include "plan_html.hpp"
@@ -210,6 +211,7 @@ int command_train(const std::vector<std::string>& arguments) {
       return static_cast<int>(kExitSuccess);
     }
     if (result.last_checkpoint) spdlog::info("checkpoint: {}", result.last_checkpoint->string());
+    spdlog::info("peak resident memory (RSS) of this process: {}", format_bytes(peak_resident_bytes()));
     if (result.stopped_by_signal != 0) return 128 + result.stopped_by_signal;  // the shell's convention: 130, 143
     return static_cast<int>(kExitSuccess);
   });

@@ -23,9 +23,10 @@ std::string budget_text(const FitBudget& budget) {
 
 void print_row(const FitCandidate& candidate) {
   const MemoryPrediction& p = *candidate.prediction;
-  std::printf("  %12s %12s %12s %10.1f  %-4s %s%s\n", format_bytes(p.device.peak_total).c_str(),
-              format_bytes(p.host.peak_total).c_str(), p.disk ? format_bytes(p.disk->peak_total).c_str() : "-",
-              candidate.step_ms(), candidate.fits ? "yes" : "no", candidate.description.c_str(),
+  std::printf("  %12s %12s %12s %12s %10.1f  %-4s %s%s\n", format_bytes(p.device.peak_total).c_str(),
+              format_bytes(p.host.peak_total).c_str(), format_bytes(p.resident_bytes).c_str(),
+              p.disk ? format_bytes(p.disk->peak_total).c_str() : "-", candidate.step_ms(),
+              candidate.fits ? "yes" : "no", candidate.description.c_str(),
               candidate.changes_numerics ? "  [changes the numbers]" : "");
 }
 
@@ -57,7 +58,8 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
               budget_text(budget).c_str(), result.candidates.size(), planned, result.candidates.size() - planned,
               fitting, calibration.path.string().c_str());
   std::printf("the memory x time front (each stack faster than every one with a smaller device peak):\n");
-  std::printf("  %12s %12s %12s %10s  %-4s %s\n", "device peak", "host peak", "disk peak", "step ms", "fits", "stack");
+  std::printf("  %12s %12s %12s %12s %10s  %-4s %s\n", "device peak", "host peak", "RSS at most", "disk peak",
+              "step ms", "fits", "stack");
   for (const std::size_t i : result.front) print_row(result.candidates[i]);
   if (!result.chosen) {
     if (!result.smallest) {
@@ -80,9 +82,11 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
     return kExitRunFailed;
   }
   const FitCandidate& chosen = result.candidates[*result.chosen];
-  std::printf("fastest that fits: %s\n  device %s, host %s, predicted step %.1f ms%s\n", chosen.description.c_str(),
-              format_bytes(chosen.device_peak()).c_str(), format_bytes(chosen.prediction->host.peak_total).c_str(),
-              chosen.step_ms(), chosen.changes_numerics ? " (changes the numbers: --allow-numerics)" : "");
+  std::printf("fastest that fits: %s\n  device %s, host %s (RSS at most %s), predicted step %.1f ms%s\n",
+              chosen.description.c_str(), format_bytes(chosen.device_peak()).c_str(),
+              format_bytes(chosen.prediction->host.peak_total).c_str(),
+              format_bytes(chosen.prediction->resident_bytes).c_str(), chosen.step_ms(),
+              chosen.changes_numerics ? " (changes the numbers: --allow-numerics)" : "");
   if (write) {
     write_file_atomically(*write, "# Written by `strata plan --fit " + budget_spec + "` for " + manifest.path.string() +
                                       ": " + chosen.description + "\n" + chosen.manifest_text);
