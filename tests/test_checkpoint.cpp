@@ -141,8 +141,6 @@ TEST(Checkpoint, EveryTensorIsChecksummedAndAFlippedBitIsNamed) {
   EXPECT_NO_THROW(SafetensorsFile::parse(foreign, "foreign.safetensors"));
 }
 
-// A save is read back before `latest` moves: one holding a NaN weight is discarded, and the
-// previous save stays `latest`, whole.
 // A save's files are written from pieces of each tensor, at most `piece_bytes` held at once, and
 // are byte for byte the file encode_safetensors makes of the whole tensors, its checksum returned.
 TEST(Checkpoint, ASaveWritesBoundedPiecesOfTheFileEncodeMakes) {
@@ -178,6 +176,8 @@ TEST(Checkpoint, ASaveWritesBoundedPiecesOfTheFileEncodeMakes) {
   EXPECT_EQ(pieces, 2 * (63 + 1 + 1));  // read twice: once for its checksum, once to be written
 }
 
+// A save is read back before `latest` moves: one holding a NaN weight is discarded, and the
+// previous save stays `latest`, whole.
 TEST(Checkpoint, ASaveThatFailsItsReadBackNeverBecomesLatest) {
   const auto dir = test::temporary_directory("ckpt_readback");
   ModelFixture a;

@@ -151,18 +151,15 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
 
   // Every value reaches the host through an explicit copy, a piece at a time as the files are
   // written (safetensors.hpp, write_safetensors_in_pieces): a save holds at most one piece of
-  // tensor data beside the model, and one parameter's state read in from the disk tier.
-  std::optional<DiskLoan> loan;  // the rows of the parameter being read, when the disk tier holds them
-  std::vector<int> loaned_rows;
-  const auto row_source = [&](const ParameterRows& rows, int row) {
-    return [&model, &loan, &loaned_rows, &rows, row](std::uint64_t offset, std::span<std::byte> out) {
-      std::vector<int> state_rows{rows.master};
-      state_rows.insert(state_rows.end(), rows.state.begin(), rows.state.end());
-      std::erase(state_rows, -1);
-      if (state_rows != loaned_rows) {  // state on disk is read in for the copy, and dropped again
+  // tensor data beside the model, and one row read in from the disk tier.
+  std::optional<DiskLoan> loan;  // the row being read, when the disk tier holds it
+  int loaned_row = -1;
+  const auto row_source = [&model, &loan, &loaned_row](int row) {
+    return [&model, &loan, &loaned_row, row](std::uint64_t offset, std::span<std::byte> out) {
+      if (row != loaned_row) {  // a row on disk is read in for the copy, and dropped again
         loan.reset();
-        loan.emplace(model.store(), state_rows, DiskLoan::Access::read);
-        loaned_rows = std::move(state_rows);
+        loan.emplace(model.store(), std::vector<int>{row}, DiskLoan::Access::read);
+        loaned_row = row;
       }
       model.backend().ops().copy_to_host(out.data(), static_cast<const std::byte*>(model.store().data(row)) + offset,
                                          out.size());
@@ -176,8 +173,8 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
     if (rows.role == ParameterRole::frozen) continue;
     const std::vector<std::int64_t> shape = model.stored_shape(rows);
     // f32: the master copy under bf16 or quantized storage.
-    weights.push_back({rows.name, shape, "F32", stored_elements(shape) * sizeof(float),
-                       row_source(rows, model.store().value_row(rows))});
+    weights.push_back(
+        {rows.name, shape, "F32", stored_elements(shape) * sizeof(float), row_source(model.store().value_row(rows))});
     // Optimizer state in its own dtype and shape, byte for byte (a resume is bitwise).
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0) {
@@ -185,7 +182,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
         std::vector<std::int64_t> state_shape = state_file_shape(model, rows, s);
         const std::uint64_t bytes = stored_elements(state_shape) * dtype_bytes(row.element);
         optimizer_state.push_back({state_name(rows, s), std::move(state_shape), safetensors_dtype(row.element), bytes,
-                                   row_source(rows, rows.state[s])});
+                                   row_source(rows.state[s])});
       }
   }
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};

@@ -181,6 +181,7 @@ void Allocator::set_peak_observer(std::function<void(const CategoryBytes&)> obse
 void Allocator::set_change_observer(std::function<void(const CategoryBytes&)> observer) {
   std::lock_guard lock(mutex_);
   change_observer_ = std::move(observer);
+  if (change_observer_) change_observer_(stats_.live);  // where it starts from
 }
 
 void Allocator::release_cache() {

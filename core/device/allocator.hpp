@@ -95,8 +95,9 @@ class Allocator {
   // came before. It must not use this arena.
   void set_peak_observer(std::function<void(const CategoryBytes& live)> observer);
   // Called, with the arena's lock held, after every allocation and release, with the live bytes
-  // per category: a memory timeline (core/training/memory_timeline.hpp) records one step with it.
-  // It must not use this arena, and must not throw.
+  // per category, and once as it is set, with what is live then: a memory timeline
+  // (core/training/memory_timeline.hpp) records one step with it. It must not use this arena, and
+  // must not throw.
   void set_change_observer(std::function<void(const CategoryBytes& live)> observer);
 
  private:

@@ -255,8 +255,8 @@ void Executor::bring_back_activations(int layer) {
 
 void Executor::forward_layers(bool keep_activations) {
   const int L = model_.n_layer();
-  ensure_on_device(kGlobalParameters, TensorGroup::weights);
   mark("forward", -1);
+  ensure_on_device(kGlobalParameters, TensorGroup::weights);
   model_.embed_forward();
   std::fill(dropped_by_.begin(), dropped_by_.end(), -1);
   std::fill(evicted_by_.begin(), evicted_by_.end(), -1);
@@ -292,10 +292,10 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     model_.set_adapter_pass(
         {static_cast<std::uint64_t>(step) * micro_batches.size() + m, phase_needs_gradients(phase)});
     forward_layers(phase_needs_gradients(phase));  // nothing goes backward in a predict step
+    mark("head", -1);
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
     // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
     // policy decides (skip_nonfinite) what the step does.
-    mark("head", -1);
     loss_sum += model_.head_forward();
     if (phase_needs_gradients(phase)) {
       ensure_on_device(kGlobalParameters, TensorGroup::grads);

@@ -32,7 +32,7 @@ struct MemoryPrediction {
   // The prediction exceeds [device] memory_limit: the refusal the run would meet, and the peak
   // comes from a dry run without the limit.
   std::optional<std::string> over_limit;
-  // The run's resident memory (RSS), at most: what this process held as the prediction started
+  // The run's resident memory (RSS), estimated: what this process held as the prediction started
   // (the binary, its libraries, the plugins), and the arenas' reserved peaks in host memory (the
   // device's too on the CPU backend). The data as the run holds it, and a library's own buffers as
   // they fill (OpenBLAS's), are not in it.

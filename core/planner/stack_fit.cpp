@@ -6,6 +6,7 @@
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "core/util/format_bytes.hpp"
+#include "core/util/process_memory.hpp"
 
 namespace strata {
 
@@ -173,12 +174,18 @@ FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Ca
   // Each planned and priced; a stack the host refuses is kept with its reason. A plugin kernel's
   // times carry over from stack to stack.
   KernelTimings timings;
+  // The process's own memory as the search starts, for every stack's RSS: a later dry run's start
+  // would count what earlier ones left in the heap.
+  const std::uint64_t process_bytes = resident_bytes();
   for (std::size_t i = 0; i < result.candidates.size(); ++i) {
     FitCandidate& candidate = result.candidates[i];
     if (progress) progress(i, result.candidates.size());
     try {
       const Manifest stack = parse_manifest(candidate.manifest_text, manifest.path);
       candidate.prediction = predict_memory(stack, registry, &calibration, &timings);
+      candidate.prediction->resident_bytes =
+          candidate.prediction->resident_bytes - candidate.prediction->process_bytes + process_bytes;
+      candidate.prediction->process_bytes = process_bytes;
     } catch (const ManifestError& e) {
       candidate.refusal = e.what();
       continue;

@@ -83,10 +83,6 @@ MemoryTimeline read_timeline(const std::filesystem::path& path) {
 MemoryTimelineRecorder::MemoryTimelineRecorder(Allocator& device, Allocator& host) : device_(device), host_(host) {
   device_.set_change_observer([this](const CategoryBytes& live) { changed(true, live); });
   host_.set_change_observer([this](const CategoryBytes& live) { changed(false, live); });
-  const CategoryBytes device_live = device_.live(), host_live = host_.live();  // each under its arena's lock
-  std::lock_guard lock(mutex_);
-  device_live_ = device_live;
-  host_live_ = host_live;
 }
 
 MemoryTimelineRecorder::~MemoryTimelineRecorder() {

@@ -307,7 +307,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     if (timeline && step == timeline_step) timeline->begin(step);
     const StepOutcome outcome = executor.train_step(step, micro_batches);
     device->synchronize();  // the step's time is the device's too, and an op's failure surfaces here
-    if (timeline && step == timeline_step) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
+    if (timeline && step == timeline_step) {  // written outside the step's time
       executor.observe_marks({});
       try {
         write_timeline(*options.memory_timeline, timeline->end());
@@ -316,7 +317,6 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       }
       timeline.reset();
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
     const ArenaStats stats = device_memory.stats();
 
     StepMetrics metrics;
@@ -430,6 +430,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       break;
     }
   }
+  if (timeline)  // stopped before the step it records
+    spdlog::warn("--memory-timeline: the run stopped before step {}, the step it records; nothing was written",
+                 timeline_step);
 
   RunSummary& summary = result.summary;
   summary.steps = static_cast<std::int64_t>(step_ms.size());

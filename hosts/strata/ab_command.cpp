@@ -216,7 +216,8 @@ std::vector<std::string> own_outputs(const Manifest& manifest, const std::filesy
 // The report's within-step timelines: the run's own, and the planner's prediction of it.
 void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::path& measured) {
   std::vector<std::string> notes;
-  if (std::filesystem::exists(measured)) {
+  std::error_code error;
+  if (std::filesystem::exists(measured, error)) {
     try {
       run.measured_timeline = read_timeline(measured);
     } catch (const std::invalid_argument& e) {

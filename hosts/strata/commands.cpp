@@ -183,6 +183,13 @@ int command_train(const std::vector<std::string>& arguments) {
     if (values.count("memory-timeline")) {
       check_output_file("--memory-timeline", values["memory-timeline"].as<std::string>());
       refuse_overwriting_inputs("--memory-timeline", values["memory-timeline"].as<std::string>(), manifest);
+      const std::filesystem::path timeline =
+          std::filesystem::weakly_canonical(values["memory-timeline"].as<std::string>());
+      for (const PluginSpec& sink : manifest.telemetry)
+        if (const auto* path = sink.table->get_as<std::string>("path");
+            path != nullptr && std::filesystem::weakly_canonical(path->get()) == timeline)
+          throw ManifestError("--memory-timeline " + values["memory-timeline"].as<std::string>() + ": is " +
+                              sink.label + "'s path too: write it elsewhere");
       train_options.memory_timeline = values["memory-timeline"].as<std::string>();
     }
     train_options.print_table = values.count("table") > 0;

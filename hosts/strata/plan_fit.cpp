@@ -58,7 +58,7 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
               budget_text(budget).c_str(), result.candidates.size(), planned, result.candidates.size() - planned,
               fitting, calibration.path.string().c_str());
   std::printf("the memory x time front (each stack faster than every one with a smaller device peak):\n");
-  std::printf("  %12s %12s %12s %12s %10s  %-4s %s\n", "device peak", "host peak", "RSS at most", "disk peak",
+  std::printf("  %12s %12s %12s %12s %10s  %-4s %s\n", "device peak", "host peak", "RSS estimate", "disk peak",
               "step ms", "fits", "stack");
   for (const std::size_t i : result.front) print_row(result.candidates[i]);
   if (!result.chosen) {
@@ -82,7 +82,7 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
     return kExitRunFailed;
   }
   const FitCandidate& chosen = result.candidates[*result.chosen];
-  std::printf("fastest that fits: %s\n  device %s, host %s (RSS at most %s), predicted step %.1f ms%s\n",
+  std::printf("fastest that fits: %s\n  device %s, host %s (RSS estimate %s), predicted step %.1f ms%s\n",
               chosen.description.c_str(), format_bytes(chosen.device_peak()).c_str(),
               format_bytes(chosen.prediction->host.peak_total).c_str(),
               format_bytes(chosen.prediction->resident_bytes).c_str(), chosen.step_ms(),

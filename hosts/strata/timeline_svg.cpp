@@ -121,7 +121,7 @@ std::string timeline_svg(const MemoryTimeline& timeline, TimelineHome home, cons
         << "' font-size='10' text-anchor='end'>" << mib_text(bytes) << "</text>\n";
   }
   svg << "<text x='" << kLeft + plot_w / 2 << "' y='" << kTop + plot_h + 14
-      << "' font-size='11' text-anchor='middle'>step " << timeline.step << ": its " << timeline.samples.size()
+      << "' font-size='11' text-anchor='middle'>step " << timeline.step << ": its " << timeline.samples.size() - 1
       << " allocations and releases, in order</text>\n";
   // The peak, and a hover target per column naming where it is and what it holds.
   std::size_t peak_column = 0;
@@ -153,13 +153,13 @@ std::string timeline_svg(const MemoryTimeline& timeline, TimelineHome home, cons
     svg << "<rect x='" << x << "' y='" << legend_y << "' width='10' height='10' fill='" << category_color(category)
         << "'/><text x='" << x + 13 << "' y='" << legend_y + 9 << "' font-size='10'>" << category_name(category)
         << "</text>\n";
-    x += 18 + 6.2 * static_cast<double>(category_name(category).size());
+    x += 16 + 5.6 * static_cast<double>(category_name(category).size());
   }
   for (const char* pass : {"forward", "head", "backward", "update"}) {
     svg << "<rect x='" << x << "' y='" << legend_y << "' width='10' height='10' stroke='#bbb' fill='"
         << pass_color(pass) << "'/><text x='" << x + 13 << "' y='" << legend_y + 9 << "' font-size='10'>" << pass
         << "</text>\n";
-    x += 18 + 6.2 * static_cast<double>(std::string_view(pass).size());
+    x += 16 + 5.6 * static_cast<double>(std::string_view(pass).size());
   }
   svg << "</svg>\n";
   return svg.str();

@@ -207,6 +207,8 @@ expect 2 "--html draws one stack's plan: it goes without --fit" -- \
   "$strata" plan $q --html "$work/plan2.html" --fit device=40MiB --calibration "$work/calibration.json"
 expect 2 "--memory-timeline /proc/none/t.json: cannot be created" -- \
   "$strata" train $q --memory-timeline /proc/none/t.json
+expect 2 "'s path too: write it elsewhere" -- \
+  "$strata" train $q --metrics "$work/same.jsonl" --memory-timeline "$work/same.jsonl"
 expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" plan $q --set device.memory_limit=\"8MiB\"
 # --fit: the stack it writes for a budget trains inside it; no stack under a budget is exit 1, naming
 # the smallest peak and what dominates it; without a calibration it is invalid input.
