@@ -30,12 +30,16 @@ namespace {
 // Reads a safetensors file once (its checksums verified as it parses), records its whole-file
 // checksum and checks that its floating tensors hold finite values; returns how many tensors it holds.
 std::int64_t verify_tensors(const fs::path& path, std::string& file_checksum, bool mapped) {
-  const SafetensorsFile file =
-      mapped ? SafetensorsFile::map(path, &file_checksum) : SafetensorsFile::read(path, &file_checksum);
-  for (const auto& [name, entry] : file.entries())
+  // Mapped, a tensor's pages are handed back once checked: the read-back of a save holds one
+  // tensor's pages, not the file's.
+  const SafetensorsFile file = mapped ? SafetensorsFile::map(path, &file_checksum, SafetensorsFile::Paging::on_demand)
+                                      : SafetensorsFile::read(path, &file_checksum);
+  for (const auto& [name, entry] : file.entries()) {
     if (const auto bad = file.first_non_finite(name))
       throw CheckpointError(path.string() + ": corrupt checkpoint: tensor '" + name + "' holds " +
                             std::to_string(bad->value) + " at element " + std::to_string(bad->index));
+    file.release(name);
+  }
   return static_cast<std::int64_t>(file.entries().size());
 }
 

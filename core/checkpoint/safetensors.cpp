@@ -201,9 +201,21 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
                                       [size](const char* bytes) { ::munmap(const_cast<char*>(bytes), size); });
   const std::span<const char> bytes(storage.get(), size);
   if (file_checksum != nullptr) {
-    *file_checksum = bytes_checksum({bytes.data(), bytes.size()});
+    if (paging == Paging::populate) {
+      *file_checksum = bytes_checksum({bytes.data(), bytes.size()});
+    } else {  // a piece at a time, each piece's whole pages handed back once hashed
+      const std::size_t piece = std::size_t{64} << 20;  // a multiple of every page size
+      XXH3_state_t state;
+      XXH3_64bits_reset(&state);
+      for (std::size_t offset = 0; offset < size; offset += piece) {
+        const std::size_t length = std::min(piece, size - offset);
+        XXH3_64bits_update(&state, bytes.data() + offset, length);
+        ::madvise(const_cast<char*>(bytes.data() + offset), length, MADV_DONTNEED);
+      }
+      *file_checksum = hex_text(XXH3_64bits_digest(&state));
+    }
   }
-  SafetensorsFile file = parse_storage(std::move(storage), bytes, path);
+  SafetensorsFile file = parse_storage(std::move(storage), bytes, path, paging == Paging::on_demand);
   file.mapped_ = true;
   return file;
 }
@@ -242,7 +254,7 @@ SafetensorsFile SafetensorsFile::parse_owned(std::vector<char> bytes, const std:
 }
 
 SafetensorsFile SafetensorsFile::parse_storage(std::shared_ptr<const char> storage, std::span<const char> bytes,
-                                               const std::filesystem::path& path) {
+                                               const std::filesystem::path& path, bool on_demand) {
   const std::string where = path.string() + ": ";
   if (bytes.size() < 8) throw CheckpointError(where + "truncated: " + std::to_string(bytes.size()) + " bytes");
   std::uint64_t header_size = 0;
@@ -323,6 +335,7 @@ SafetensorsFile SafetensorsFile::parse_storage(std::shared_ptr<const char> stora
   if (covered != file.payload_size())
     throw CheckpointError(where + "corrupt: the tensors cover " + std::to_string(covered) + " of " +
                           std::to_string(file.payload_size()) + " data bytes");
+  file.mapped_ = on_demand;  // so that each checksum hands its tensor's pages back
   file.verify_checksums();
   return file;
 }
@@ -350,6 +363,7 @@ void SafetensorsFile::verify_checksums() const {
       throw CheckpointError(where + "tensor '" + name + "' fails its checksum (saved xxh3 " +
                             saved->get<std::string>() + ", read " + actual +
                             "): its bytes changed after it was written");
+    release(name);
   }
 }
 

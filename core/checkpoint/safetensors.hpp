@@ -95,9 +95,10 @@ class SafetensorsFile {
   // The same, the file mapped rather than read (no copy of its bytes): only for a file no other
   // process changes while it is held, such as a save under its directory's lock, since a file cut
   // short under a mapping faults on access.
-  // Paging says how: `populate` reads every page at once (a save's read-back, which checks them all);
-  // `on_demand` reads a page when a tensor on it is first read, and release() hands a tensor's pages
-  // back, so a model loads with one tensor's file pages resident, not the file's.
+  // Paging says how: `populate` reads every page at once; `on_demand` reads a page when a tensor on
+  // it is first read, and release() hands a tensor's pages back, so a model loads (and a save is
+  // read back) with one tensor's file pages resident, not the file's: the whole-file checksum and
+  // each tensor's checksum hand their pages back as they go.
   enum class Paging { populate, on_demand };
   static SafetensorsFile map(const std::filesystem::path& path, std::string* file_checksum = nullptr,
                              Paging paging = Paging::populate);
@@ -139,8 +140,9 @@ class SafetensorsFile {
 
  private:
   static SafetensorsFile parse_owned(std::vector<char> bytes, const std::filesystem::path& path);
+  // `on_demand`: a mapping whose pages each tensor's checksum hands back once read.
   static SafetensorsFile parse_storage(std::shared_ptr<const char> storage, std::span<const char> bytes,
-                                       const std::filesystem::path& path);
+                                       const std::filesystem::path& path, bool on_demand = false);
   // Throws CheckpointError naming the first tensor whose bytes differ from their recorded checksum.
   void verify_checksums() const;
   void release_bytes(std::uint64_t begin_offset, std::uint64_t end_offset) const noexcept;
