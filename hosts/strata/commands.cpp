@@ -406,8 +406,18 @@ int command_validate(const std::vector<std::string>& arguments) {
     // failure.
     if (manifest.device.memory_limit > 0) {
       try {
-        if (const auto warning = over_limit_warning(predict_memory(manifest, registry), manifest.device.memory_limit))
-          std::cout << *warning << '\n';
+        const MemoryPrediction prediction = predict_memory(manifest, registry);
+        if (const auto warning = over_limit_warning(prediction, manifest.device.memory_limit)) {
+          std::optional<Calibration> calibration;
+          try {  // the default one, when there is one
+            if (std::filesystem::exists(default_calibration_path()))
+              calibration = load_calibration(default_calibration_path());
+          } catch (const std::invalid_argument&) {
+          }
+          std::cout << *warning << "\n  "
+                    << fit_suggestion(manifest, registry, calibration ? &*calibration : nullptr, prediction.seconds)
+                    << '\n';
+        }
       } catch (const std::exception& e) {
         std::cout << "note: the peak could not be predicted (" << e.what() << ")\n";
       }
@@ -537,7 +547,8 @@ int command_plan(const std::vector<std::string>& arguments) {
     const MemoryPrediction prediction = predict();
     print_prediction(std::cout, prediction, rates);
     if (const auto warning = over_limit_warning(prediction, manifest.device.memory_limit))
-      std::cout << *warning << '\n';
+      std::cout << *warning << "\n  " << fit_suggestion(manifest, inspected.registry, rates, prediction.seconds)
+                << '\n';
     return static_cast<int>(kExitSuccess);
   });
 }

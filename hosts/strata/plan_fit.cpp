@@ -38,7 +38,31 @@ std::string dominant(const HomePrediction& home) {
          format_bytes(home.peak_total) + ")";
 }
 
+// A size `--fit` reads back: "40MiB", "2GiB", or bytes.
+std::string size_text(std::uint64_t bytes) {
+  if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+  if (bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes);
+}
+
 }  // namespace
+
+std::string fit_suggestion(const Manifest& manifest, PluginRegistry& registry, const Calibration* calibration,
+                           double dry_run_seconds) {
+  const std::uint64_t limit = manifest.device.memory_limit;
+  const std::string command = "`strata plan " + manifest.path.string() + " --fit device=" + size_text(limit) + "`";
+  if (calibration == nullptr) return "after `strata calibrate`, " + command + " searches for a stack that fits";
+  if (dry_run_seconds > 0.05) return command + " searches for a stack that fits";  // hundreds of dry runs
+  const FitResult result = fit_stack(manifest, registry, *calibration, FitBudget{limit, 0, 0}, false);
+  if (!result.chosen)
+    return "no stack of the installed plugins fits it with these numerics; " + command +
+           " --allow-numerics tries bf16, int8 and 8-bit state";
+  const FitCandidate& chosen = result.candidates[*result.chosen];
+  char step[32];
+  std::snprintf(step, sizeof step, "%.1f ms", chosen.step_ms());
+  return command + " picks: " + chosen.description + " (device " + format_bytes(chosen.device_peak()) +
+         ", predicted step " + step + ")";
+}
 
 int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibration& calibration,
             const std::string& budget_spec, bool allow_numerics, const std::optional<std::string>& write) {

@@ -210,6 +210,11 @@ expect 2 "--memory-timeline /proc/none/t.json: cannot be created" -- \
 expect 2 "'s path too: write it elsewhere" -- \
   "$strata" train $q --metrics "$work/same.jsonl" --memory-timeline "$work/same.jsonl"
 expect 0 "exceeds [device] memory_limit = 8.0 MiB" -- "$strata" plan $q --set device.memory_limit=\"8MiB\"
+# ... and name the stack --fit would pick for the limit (with a calibration), or the command.
+expect 0 "after \`strata calibrate\`, \`strata plan $q --fit device=8MiB\` searches" -- \
+  "$strata" validate $q --set device.memory_limit=\"8MiB\"
+expect 0 "--fit device=40MiB\` picks: " -- \
+  "$strata" plan $q --set device.memory_limit=\"40MiB\" --calibration "$work/calibration.json"
 # --fit: the stack it writes for a budget trains inside it; no stack under a budget is exit 1, naming
 # the smallest peak and what dominates it; without a calibration it is invalid input.
 expect 2 "run \`strata calibrate\` first" -- "$strata" plan $q --fit device=40MiB
