@@ -30,7 +30,6 @@ std::size_t stored_elements(const std::vector<std::int64_t>& shape) {
   return count;
 }
 
-// The first `count` f32 values of a row, brought to the host by an explicit copy.
 std::string state_name(const ParameterRows& rows, std::size_t buffer) {
   return rows.name + ".state" + std::to_string(buffer);
 }

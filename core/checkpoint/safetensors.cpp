@@ -160,13 +160,6 @@ std::string encode_safetensors(const std::vector<TensorToWrite>& tensors,
   return out;
 }
 
-std::string pieces_checksum(std::span<const std::string_view> pieces) {
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  for (const std::string_view piece : pieces) XXH3_64bits_update(&state, piece.data(), piece.size());
-  return hex_text(XXH3_64bits_digest(&state));
-}
-
 SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::string* file_checksum) {
   const std::string where = path.string() + ": ";
   std::error_code error;

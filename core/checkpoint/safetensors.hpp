@@ -83,9 +83,6 @@ std::string write_safetensors_in_pieces(const std::filesystem::path& path, const
                                         const std::map<std::string, std::string>& metadata,
                                         std::uint64_t piece_bytes = std::uint64_t{64} << 20);
 
-// The same of bytes given in pieces: bytes_checksum of their concatenation.
-std::string pieces_checksum(std::span<const std::string_view> pieces);
-
 class SafetensorsFile {
  public:
   // Reads and validates the whole file; throws CheckpointError naming the file and the problem.

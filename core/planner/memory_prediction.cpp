@@ -119,10 +119,7 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   prediction.steps = std::min<std::int64_t>(train.steps, 3);
   DiskTierStats disk_before;
   std::optional<MemoryTimelineRecorder> recorder;
-  if (timeline != nullptr) {
-    recorder.emplace(device.device_memory(), device.host_memory());
-    placed.executor->observe_marks([&recorder](std::string_view pass, int layer) { recorder->mark(pass, layer); });
-  }
+  if (timeline != nullptr) recorder.emplace(device.device_memory(), device.host_memory(), *placed.executor);
   for (std::int64_t step = 1; step <= prediction.steps; ++step) {
     if (placed.disk_tier) disk_before = placed.disk_tier->stats();
     device.begin_phase("step " + std::to_string(step));
@@ -130,7 +127,6 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
     (void)placed.executor->train_step(step, micro_batches);
   }
   if (recorder) {
-    placed.executor->observe_marks({});
     *timeline = recorder->end();
     recorder.reset();
   }
@@ -145,11 +141,10 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   prediction.host = home(device, device.host_memory(), device.host_peak());
   if (placed.disk_tier) {
     const DiskTierStats disk = placed.disk_tier->stats();
-    prediction.disk = HomePrediction{disk.peak, disk.peak_total, {}, {}, disk.peak_total};
+    prediction.disk = HomePrediction{disk.peak, disk.peak_total, {}, {}};
   }
   prediction.process_bytes = process_bytes;
-  prediction.resident_bytes = process_bytes + prediction.host.peak_reserved +
-                              (manifest.device.kind == "cpu" ? prediction.device.peak_reserved : 0);
+  prediction.device_in_host_memory = manifest.device.kind == "cpu";
   prediction.backend = manifest.device.kind == "cpu"
                            ? "cpu"
                            : "cpu (for " + manifest.device.kind +

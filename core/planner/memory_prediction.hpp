@@ -37,7 +37,10 @@ struct MemoryPrediction {
   // device's too on the CPU backend). The data as the run holds it, and a library's own buffers as
   // they fill (OpenBLAS's), are not in it.
   std::uint64_t process_bytes = 0;
-  std::uint64_t resident_bytes = 0;
+  bool device_in_host_memory = true;  // the CPU backend's device arena is host memory too
+  std::uint64_t resident_bytes() const noexcept {
+    return process_bytes + host.peak_reserved + (device_in_host_memory ? device.peak_reserved : 0);
+  }
   std::string backend;   // what the prediction is for: "cpu", or the note for a CUDA manifest
   double seconds = 0.0;  // how long the dry run took
   // The step time, priced from a calibration (core/planner/calibration.hpp): the last dry step's

@@ -183,8 +183,6 @@ FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Ca
     try {
       const Manifest stack = parse_manifest(candidate.manifest_text, manifest.path);
       candidate.prediction = predict_memory(stack, registry, &calibration, &timings);
-      candidate.prediction->resident_bytes =
-          candidate.prediction->resident_bytes - candidate.prediction->process_bytes + process_bytes;
       candidate.prediction->process_bytes = process_bytes;
     } catch (const ManifestError& e) {
       candidate.refusal = e.what();

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/device/allocator.hpp"
+#include "core/executor/executor.hpp"
 #include "core/util/atomic_file.hpp"
 
 namespace strata {
@@ -80,12 +81,15 @@ MemoryTimeline read_timeline(const std::filesystem::path& path) {
   }
 }
 
-MemoryTimelineRecorder::MemoryTimelineRecorder(Allocator& device, Allocator& host) : device_(device), host_(host) {
+MemoryTimelineRecorder::MemoryTimelineRecorder(Allocator& device, Allocator& host, Executor& executor)
+    : device_(device), host_(host), executor_(executor) {
+  executor_.observe_marks([this](std::string_view pass, int layer) { mark(pass, layer); });
   device_.set_change_observer([this](const CategoryBytes& live) { changed(true, live); });
   host_.set_change_observer([this](const CategoryBytes& live) { changed(false, live); });
 }
 
 MemoryTimelineRecorder::~MemoryTimelineRecorder() {
+  executor_.observe_marks({});
   device_.set_change_observer({});
   host_.set_change_observer({});
 }

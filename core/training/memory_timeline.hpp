@@ -18,6 +18,7 @@
 namespace strata {
 
 class Allocator;
+class Executor;
 
 struct MemoryTimeline {
   // A point of the step the executor reached: "forward" / "backward" / "update" of a block (layer
@@ -44,13 +45,13 @@ void write_timeline(const std::filesystem::path& path, const MemoryTimeline& tim
 // Throws std::invalid_argument naming the file.
 MemoryTimeline read_timeline(const std::filesystem::path& path);
 
-// Records one step from two arenas. Each arena calls it under its own lock, possibly from another
-// thread (a copy landing on the copy stream): its own mutex is taken inside theirs and never the
-// other way round.
+// Records one step from two arenas and the executor's marks. Each arena calls it under its own
+// lock, possibly from another thread (a copy landing on the copy stream): its own mutex is taken
+// inside theirs and never the other way round.
 class MemoryTimelineRecorder {
  public:
-  MemoryTimelineRecorder(Allocator& device, Allocator& host);
-  ~MemoryTimelineRecorder();  // stops observing the arenas
+  MemoryTimelineRecorder(Allocator& device, Allocator& host, Executor& executor);
+  ~MemoryTimelineRecorder();  // stops observing the arenas and the executor
   MemoryTimelineRecorder(const MemoryTimelineRecorder&) = delete;
   MemoryTimelineRecorder& operator=(const MemoryTimelineRecorder&) = delete;
 
@@ -63,6 +64,7 @@ class MemoryTimelineRecorder {
 
   Allocator& device_;
   Allocator& host_;
+  Executor& executor_;
   std::mutex mutex_;
   bool recording_ = false;
   CategoryBytes device_live_{};

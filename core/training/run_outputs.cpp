@@ -56,7 +56,8 @@ void refuse_overwriting_inputs(const std::string& option, const fs::path& output
                           " of " + manifest.path.string() + ": write it elsewhere");
 }
 
-RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& resume, bool allow_overwrite) {
+RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& resume, bool allow_overwrite,
+                       const std::optional<fs::path>& memory_timeline) {
   std::vector<std::pair<fs::path, std::string>> files = input_files(manifest);
   // A checkpoint directory's own entries are inputs; a save's directory (trainer.json inside) all of it.
   std::vector<std::pair<fs::path, std::string>> checkpoint_directories;
@@ -68,11 +69,8 @@ RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& 
   else if (resume)
     checkpoint_directories.emplace_back(*resume, "the checkpoint directory being resumed");
 
-  for (const PluginSpec& sink : manifest.telemetry) {
-    const auto* value = sink.table->get_as<std::string>("path");
-    if (value == nullptr || value->get().empty()) continue;
-    const fs::path path = value->get();
-    const std::string where = sink.label + " path = \"" + path.string() + "\": ";
+  // An output inside what the run reads, or inside a save it reads and writes, is refused.
+  const auto refuse_inputs = [&](const fs::path& path, const std::string& where) {
     for (const auto& [input, what] : files)
       if (const auto relative = path_within(path, input))
         throw ManifestError(where + "is " + (*relative == "." ? "" : "inside ") + what +
@@ -81,6 +79,13 @@ RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& 
       if (const auto relative = path_within(path, directory); relative && checkpoint_entry(*relative))
         throw ManifestError(where + "is " + (*relative == "." ? "" : "inside a save of ") + what +
                             ", which this run reads and writes: write telemetry elsewhere");
+  };
+  for (const PluginSpec& sink : manifest.telemetry) {
+    const auto* value = sink.table->get_as<std::string>("path");
+    if (value == nullptr || value->get().empty()) continue;
+    const fs::path path = value->get();
+    const std::string where = sink.label + " path = \"" + path.string() + "\": ";
+    refuse_inputs(path, where);
     // A device (/dev/null) is written through, not replaced, and runs may share it.
     if (fs::exists(path, error) && !fs::is_regular_file(path, error)) continue;
     for (const Output& earlier : outputs_)
@@ -93,6 +98,15 @@ RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& 
                           " telemetry file Strata wrote, so writing it would destroy it (pass "
                           "--overwrite-telemetry to replace it)");
     outputs_.push_back({path, where});
+  }
+  if (memory_timeline) {
+    const std::string where = "--memory-timeline " + memory_timeline->string() + ": ";
+    refuse_inputs(*memory_timeline, where);
+    for (const Output& sink : outputs_)
+      if (resolved_path(sink.path) == resolved_path(*memory_timeline))
+        throw ManifestError(where + "is " + sink.where.substr(0, sink.where.find(" path = ")) +
+                            "'s path too: write it elsewhere");
+    outputs_.push_back({*memory_timeline, where});
   }
 }
 

@@ -26,8 +26,10 @@ void refuse_overwriting_inputs(const std::string& option, const std::filesystem:
 
 class RunOutputs {
  public:
-  // Checks every path; writes nothing.
-  RunOutputs(const Manifest& manifest, const std::optional<std::filesystem::path>& resume, bool allow_overwrite);
+  // Checks every path (the telemetry sinks', and a memory timeline's: train --memory-timeline);
+  // writes nothing.
+  RunOutputs(const Manifest& manifest, const std::optional<std::filesystem::path>& resume, bool allow_overwrite,
+             const std::optional<std::filesystem::path>& memory_timeline = std::nullopt);
   ~RunOutputs();
   RunOutputs(const RunOutputs&) = delete;
   RunOutputs& operator=(const RunOutputs&) = delete;

@@ -174,7 +174,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   if (!data_identity.empty() && tokenizer) data_identity += ",tokenizer:" + std::to_string(tokenizer->fingerprint());
   // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
   // cleared of partial saves a killed run left.
-  RunOutputs outputs(manifest, options.resume, options.overwrite_telemetry);  // checked now, locked below
+  RunOutputs outputs(manifest, options.resume, options.overwrite_telemetry,
+                     options.memory_timeline);  // checked now, locked below
   std::optional<CheckpointDirectoryLock> checkpoint_lock;
   if (manifest.checkpoint.dir) {
     check_checkpoint_directory(*manifest.checkpoint.dir);
@@ -292,10 +293,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       options.stop_after_step > 0 ? std::min(options.stop_after_step, train.steps) : train.steps;
   std::optional<MemoryTimelineRecorder> timeline;
   const std::int64_t timeline_step = std::min(start_step + 3, last_step);
-  if (options.memory_timeline) {
-    timeline.emplace(device_memory, device->host_memory());
-    executor.observe_marks([&timeline](std::string_view pass, int layer) { timeline->mark(pass, layer); });
-  }
+  if (options.memory_timeline) timeline.emplace(device_memory, device->host_memory(), executor);
   for (std::int64_t step = start_step + 1; step <= last_step; ++step) {
     for (int m = 0; m < train.micro_batches; ++m)
       dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
@@ -309,7 +307,6 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     device->synchronize();  // the step's time is the device's too, and an op's failure surfaces here
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
     if (timeline && step == timeline_step) {  // written outside the step's time
-      executor.observe_marks({});
       try {
         write_timeline(*options.memory_timeline, timeline->end());
       } catch (const std::exception& e) {  // the run goes on without it

@@ -149,6 +149,22 @@ int run_guarded(const std::string& name, const std::function<int()>& body) {
   }
 }
 
+namespace {
+
+// The calibration `strata calibrate` writes by default, when there is one; an unreadable one is a
+// warning, and no step time.
+std::optional<Calibration> default_calibration() {
+  if (!std::filesystem::exists(default_calibration_path())) return std::nullopt;
+  try {
+    return load_calibration(default_calibration_path());
+  } catch (const std::invalid_argument& e) {
+    spdlog::warn("{} (the default calibration; no step time)", e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 int command_train(const std::vector<std::string>& arguments) {
   CommonArguments common;
   std::string resume;
@@ -181,15 +197,8 @@ int command_train(const std::vector<std::string>& arguments) {
     PluginRegistry registry = load_plugins(manifest);
     TrainOptions train_options;
     if (values.count("memory-timeline")) {
+      // Checked against the run's inputs and telemetry, and locked, with its other outputs (RunOutputs).
       check_output_file("--memory-timeline", values["memory-timeline"].as<std::string>());
-      refuse_overwriting_inputs("--memory-timeline", values["memory-timeline"].as<std::string>(), manifest);
-      const std::filesystem::path timeline =
-          std::filesystem::weakly_canonical(values["memory-timeline"].as<std::string>());
-      for (const PluginSpec& sink : manifest.telemetry)
-        if (const auto* path = sink.table->get_as<std::string>("path");
-            path != nullptr && std::filesystem::weakly_canonical(path->get()) == timeline)
-          throw ManifestError("--memory-timeline " + values["memory-timeline"].as<std::string>() + ": is " +
-                              sink.label + "'s path too: write it elsewhere");
       train_options.memory_timeline = values["memory-timeline"].as<std::string>();
     }
     train_options.print_table = values.count("table") > 0;
@@ -408,12 +417,7 @@ int command_validate(const std::vector<std::string>& arguments) {
       try {
         const MemoryPrediction prediction = predict_memory(manifest, registry);
         if (const auto warning = over_limit_warning(prediction, manifest.device.memory_limit)) {
-          std::optional<Calibration> calibration;
-          try {  // the default one, when there is one
-            if (std::filesystem::exists(default_calibration_path()))
-              calibration = load_calibration(default_calibration_path());
-          } catch (const std::invalid_argument&) {
-          }
+          const std::optional<Calibration> calibration = default_calibration();
           std::cout << *warning << "\n  "
                     << fit_suggestion(manifest, registry, calibration ? &*calibration : nullptr, prediction.seconds)
                     << '\n';
@@ -486,12 +490,8 @@ int command_plan(const std::vector<std::string>& arguments) {
       } catch (const std::invalid_argument& e) {
         throw ManifestError(std::string("--calibration: ") + e.what());
       }
-    } else if (std::filesystem::exists(default_calibration_path())) {
-      try {
-        calibration = load_calibration(default_calibration_path());
-      } catch (const std::invalid_argument& e) {
-        spdlog::warn("{} (the default calibration; no step time)", e.what());
-      }
+    } else {
+      calibration = default_calibration();
     }
     const Calibration* rates = calibration ? &*calibration : nullptr;
     std::optional<std::filesystem::path> html;

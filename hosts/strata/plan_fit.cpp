@@ -24,7 +24,7 @@ std::string budget_text(const FitBudget& budget) {
 void print_row(const FitCandidate& candidate) {
   const MemoryPrediction& p = *candidate.prediction;
   std::printf("  %12s %12s %12s %12s %10.1f  %-4s %s%s\n", format_bytes(p.device.peak_total).c_str(),
-              format_bytes(p.host.peak_total).c_str(), format_bytes(p.resident_bytes).c_str(),
+              format_bytes(p.host.peak_total).c_str(), format_bytes(p.resident_bytes()).c_str(),
               p.disk ? format_bytes(p.disk->peak_total).c_str() : "-", candidate.step_ms(),
               candidate.fits ? "yes" : "no", candidate.description.c_str(),
               candidate.changes_numerics ? "  [changes the numbers]" : "");
@@ -109,7 +109,7 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
   std::printf("fastest that fits: %s\n  device %s, host %s (RSS estimate %s), predicted step %.1f ms%s\n",
               chosen.description.c_str(), format_bytes(chosen.device_peak()).c_str(),
               format_bytes(chosen.prediction->host.peak_total).c_str(),
-              format_bytes(chosen.prediction->resident_bytes).c_str(), chosen.step_ms(),
+              format_bytes(chosen.prediction->resident_bytes()).c_str(), chosen.step_ms(),
               chosen.changes_numerics ? " (changes the numbers: --allow-numerics)" : "");
   if (write) {
     write_file_atomically(*write, "# Written by `strata plan --fit " + budget_spec + "` for " + manifest.path.string() +

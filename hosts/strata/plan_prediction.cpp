@@ -56,7 +56,7 @@ void print_prediction(std::ostream& out, const MemoryPrediction& prediction, con
   print_home(out, "device", prediction.device);
   print_home(out, "host", prediction.host);
   if (prediction.disk) print_home(out, "disk", *prediction.disk);
-  out << "  RSS    " << format_bytes(prediction.resident_bytes) << " (estimate): this process before the dry run "
+  out << "  RSS    " << format_bytes(prediction.resident_bytes()) << " (estimate): this process before the dry run "
       << format_bytes(prediction.process_bytes) << ", and the arenas in host memory with their cached blocks;\n"
       << "         not counted: the data as the run holds it, and a library's own buffers as they fill\n";
   if (!prediction.step || calibration == nullptr) {
@@ -75,7 +75,7 @@ void print_prediction(std::ostream& out, const MemoryPrediction& prediction, con
 nlohmann::json prediction_json(const MemoryPrediction& prediction, const Calibration* calibration) {
   nlohmann::json json{{"device", home_json(prediction.device)},
                       {"host", home_json(prediction.host)},
-                      {"resident_bytes", prediction.resident_bytes},
+                      {"resident_bytes", prediction.resident_bytes()},
                       {"process_bytes", prediction.process_bytes},
                       {"steps", prediction.steps},
                       {"seconds", prediction.seconds},
