@@ -229,6 +229,79 @@ TEST(DiskTierTraining, EachStepRecordsTheTiersShare) {
   }
 }
 
+// The masters apart from the moments (offload's `masters` key), either on disk without the other,
+// train to the host's bits: the disk holds exactly the group sent there.
+TEST(DiskTierTraining, MastersOnDiskApartFromTheMomentsKeepTheMathBitwise) {
+  const auto tier_dir = temporary_directory("disk_tier_masters");
+  const std::vector<std::string> on_disk = {"device.disk_path=\"" + tier_dir.string() + "\""};
+  const std::string bf16 = "[precision]\nplugin = \"bf16\"\n";
+  const std::string host_state = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun host = run_stack(family, "masters_host", kOptimizerOffload, 3, bf16);
+    const StackRun whole = run_stack(family, "masters_whole", disk_offload(), 3, bf16, on_disk);
+    const StackRun masters = run_stack(family, "masters_alone", host_state + "masters = \"disk\"\n", 3, bf16, on_disk);
+    const StackRun moments = run_stack(family, "moments_alone", disk_offload("masters = \"host\"\n"), 3, bf16, on_disk);
+    expect_bitwise_equal(host, masters);
+    expect_bitwise_equal(host, moments);
+    ASSERT_TRUE(whole.disk && masters.disk && moments.disk);
+    const std::uint64_t all = whole.disk->peak[category_index(MemoryCategory::optimizer)];
+    const std::uint64_t on_disk_masters = masters.disk->peak[category_index(MemoryCategory::optimizer)];
+    const std::uint64_t on_disk_moments = moments.disk->peak[category_index(MemoryCategory::optimizer)];
+    // The two groups split the state: AdamW's two f32 moments for every value, an f32 master
+    // only for the bf16 matrices (norms and biases stay f32).
+    EXPECT_EQ(on_disk_masters + on_disk_moments, all);
+    EXPECT_GT(on_disk_masters, 0u);
+    EXPECT_GT(on_disk_moments, 2 * on_disk_masters);
+    // What stays in host memory is the other group, whole, and a block or two of the one on disk.
+    const std::uint64_t state_on_host = peak(host.host, MemoryCategory::optimizer);
+    EXPECT_GE(peak(masters.host, MemoryCategory::optimizer), on_disk_moments);
+    EXPECT_LT(peak(masters.host, MemoryCategory::optimizer), state_on_host);
+    EXPECT_GE(peak(moments.host, MemoryCategory::optimizer), on_disk_masters);
+    EXPECT_LT(peak(moments.host, MemoryCategory::optimizer), state_on_host);
+  }
+}
+
+// Layer streaming with the block weights on disk (offload's weights = "disk"), f32 and int8
+// storage: the same bits as streaming from host memory. Eight blocks: the disk holds all of them,
+// host memory at most four (the two resident blocks' copies, one read ahead, one going back).
+TEST(DiskTierTraining, BlockWeightsOnDiskKeepTheMathBitwise) {
+  const auto tier_dir = temporary_directory("disk_tier_weights");
+  const std::string int8 = "[precision]\nplugin = \"int8\"\n";
+  const std::string adamw8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 64\nblock_size = 256\n";
+  const std::string streamed_host = disk_offload("max_resident_layers = 2\nprefetch = 1\n");
+  const std::string streamed_disk = streamed_host + "weights = \"disk\"\n";
+  const std::vector<std::string> overrides = {"model.n_layer=8", "device.disk_path=\"" + tier_dir.string() + "\""};
+  constexpr std::uint64_t kBlocks = 8;
+  for (const Family& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    // The third case freezes the middle blocks (sparse_layers): frozen int8 weights on disk, read
+    // for their matmuls and fingerprinted by the run, but never updated.
+    for (const std::string variant : {"f32", "int8", "int8_frozen"}) {
+      SCOPED_TRACE(variant);
+      const bool quantized = variant != "f32";
+      const std::string precision = quantized ? int8 : "";
+      const std::string optimizer = quantized ? adamw8bit : "";
+      const std::string frozen =
+          variant == "int8_frozen" ? "[[strategy]]\nplugin = \"sparse_layers\"\ntrain_last = 2\n" : "";
+      const StackRun host =
+          run_stack(family, "weights_host", frozen + streamed_host, 3, precision, overrides, optimizer);
+      const StackRun disk =
+          run_stack(family, "weights_disk", frozen + streamed_disk, 3, precision, overrides, optimizer);
+      expect_bitwise_equal(host, disk);
+      ASSERT_TRUE(disk.disk.has_value());
+      const std::uint64_t block = disk.layer_weight_bytes;
+      EXPECT_EQ(disk.disk->peak[category_index(MemoryCategory::weights)], kBlocks * block)
+          << "every block's weights live on disk";
+      EXPECT_EQ(peak(host.host, MemoryCategory::weights), kBlocks * block + host.global_weight_bytes)
+          << "streaming from the host keeps every block there";
+      EXPECT_LE(peak(disk.host, MemoryCategory::weights), 4 * block + disk.global_weight_bytes);
+      EXPECT_GT(disk.disk->bytes_read, 3 * kBlocks * block) << "each step reads every block in";
+      EXPECT_TRUE(std::filesystem::is_empty(tier_dir)) << "the tier's file outlived its run";
+    }
+  }
+}
+
 TEST(DiskTierTraining, StateOnDiskWithoutADiskPathOrAPredictorIsRefused) {
   try {
     (void)run_stack(kFamilies[0], "disk_without_path", disk_offload(), 1);

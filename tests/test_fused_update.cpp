@@ -168,6 +168,35 @@ TEST(FusedUpdate, StateOnDiskIsBitwiseStateOnTheHost) {
   EXPECT_TRUE(std::filesystem::is_empty(tier_dir)) << "the tier's file outlived its run";
 }
 
+// Layer streaming with the block weights on disk under the fused update: each block's weights are
+// written back once its update has changed them, and read in again by the next pass; the losses
+// and the saved files are streaming from host memory's, bit for bit, with f32 and int8 weights.
+TEST(FusedUpdate, BlockWeightsOnDiskAreBitwiseWeightsOnTheHost) {
+  const auto tier_dir = temporary_directory("fused_disk_weights");
+  const std::string adamw = "[optimizer]\nplugin = \"adamw\"\ngrad_clip = 1.0\n";
+  const std::string adamw8bit =
+      "[optimizer]\nplugin = \"adamw8bit\"\ngrad_clip = 1.0\nmin_8bit_size = 64\nblock_size = 256\n";
+  const std::string streaming =
+      "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"disk\"\nmax_resident_layers = 2\nprefetch = 1\n";
+  const std::string disk_path = "device.disk_path=\"" + tier_dir.string() + "\"";
+  for (const bool int8 : {false, true}) {
+    SCOPED_TRACE(int8 ? "int8" : "f32");
+    const std::string precision = int8 ? "[precision]\nplugin = \"int8\"\n" : "";
+    const std::string optimizer = int8 ? adamw8bit : adamw;
+    const FusedRun host =
+        train(std::string("wh") + (int8 ? "8" : ""), precision + streaming, {kFused, disk_path}, optimizer);
+    const FusedRun disk = train(std::string("wd") + (int8 ? "8" : ""), precision + streaming + "weights = \"disk\"\n",
+                                {kFused, disk_path}, optimizer);
+    expect_same_run(host, disk);
+    ASSERT_TRUE(disk.result.disk.has_value() && host.result.disk.has_value());
+    EXPECT_GT(disk.result.disk->bytes_written, host.result.disk->bytes_written) << "the weights went to disk too";
+    const std::size_t weights = category_index(MemoryCategory::weights);
+    EXPECT_GT(disk.result.disk->peak[weights], 0u);
+    EXPECT_EQ(host.result.disk->peak[weights], 0u);
+    EXPECT_TRUE(std::filesystem::is_empty(tier_dir)) << "the tier's file outlived its run";
+  }
+}
+
 // A step whose gradients are not finite cannot be skipped once blocks are updated: the run stops,
 // naming the step and the block (SGD at lr 10 diverges within a few steps).
 TEST(FusedUpdate, NonFiniteGradientsStopTheRun) {

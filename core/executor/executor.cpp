@@ -1,5 +1,6 @@
 #include "core/executor/executor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -31,9 +32,13 @@ class ExecutorHookContext final : public HookContext {
   Status evict_to_disk(int layer, TensorGroup group) noexcept override {
     return guarded([&] {
       if (layer != kGlobalParameters) check_layer(layer);
-      if (group != TensorGroup::optimizer_state)
-        throw std::invalid_argument(std::string("only optimizer state may live on disk so far, not ") +
+      if (group != TensorGroup::optimizer_state && group != TensorGroup::masters && group != TensorGroup::weights)
+        throw std::invalid_argument(std::string("only optimizer state, masters and a block's weights may live on "
+                                                "disk, not ") +
                                     std::string(group_name(group)));
+      if (group == TensorGroup::weights && layer == kGlobalParameters)
+        throw std::invalid_argument(
+            "the global parameters' weights (embeddings, final norm, head) stay in memory: every pass reads them");
       if (!executor_.optimizer_.steps_in_parts())
         throw std::invalid_argument(
             "the optimizer steps every parameter at once (it has no step in parts, SDK 9.3), so its state cannot "
@@ -41,6 +46,20 @@ class ExecutorHookContext final : public HookContext {
       TensorStore& store = executor_.model_.store();
       store.move_group(layer, group, Home::host);  // from the device, if the state is there
       store.move_group(layer, group, Home::disk);
+    });
+  }
+  Status read_from_disk_async(int layer, TensorGroup group) noexcept override {
+    return guarded([&] {
+      if (layer != kGlobalParameters) check_layer(layer);
+      TensorStore& store = executor_.model_.store();
+      store.read_from_disk(store.group_rows(layer, group));
+    });
+  }
+  Status write_to_disk_async(int layer, TensorGroup group) noexcept override {
+    return guarded([&] {
+      if (layer != kGlobalParameters) check_layer(layer);
+      TensorStore& store = executor_.model_.store();
+      store.write_to_disk(store.group_rows(layer, group));
     });
   }
   Status wait_transfers() noexcept override {
@@ -160,6 +179,11 @@ class ExecutorHookContext final : public HookContext {
         if (!async) store.complete_rows(rows);
         return;
       }
+      if (to == Home::device) {  // rows on disk come in through host memory: read them first, and wait
+        const std::vector<int> on_disk = store.rows_on_disk(layer, {group});
+        store.begin_move_rows(on_disk, Home::host);
+        store.complete_rows(on_disk);
+      }
       if (async)
         store.begin_move_group(layer, group, to);
       else
@@ -245,6 +269,8 @@ void Executor::claim_activations(int layer, ActivationAction action) {
 void Executor::ensure_on_device(int layer, TensorGroup group) {
   TensorStore& store = model_.store();
   store.complete_moves(layer, group);
+  // A block's weights kept on disk that no strategy brought in: read them now, and wait.
+  if (store.residence(layer, group) == Residence::disk) store.move_group(layer, group, Home::host);
   if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
 }
 
@@ -453,18 +479,23 @@ void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& r
   }
   std::vector<int> layers{kGlobalParameters};
   for (int layer = 0; layer < model_.n_layer(); ++layer) layers.push_back(layer);
-  std::vector<bool> from_disk;
-  for (int layer : layers) from_disk.push_back(store.residence(layer, TensorGroup::optimizer_state) == Residence::disk);
+  // Per layer, what lives on disk: its optimizer state (the moments, the masters or both) and, when
+  // a strategy keeps them there, the block's weights, which the update rewrites.
+  std::vector<std::vector<int>> from_disk;
+  for (int layer : layers)
+    from_disk.push_back(store.rows_on_disk(layer, {TensorGroup::optimizer_state, TensorGroup::weights}));
   const auto read_in = [&](std::size_t i) {
-    if (i < layers.size() && from_disk[i]) store.begin_move_group(layers[i], TensorGroup::optimizer_state, Home::host);
+    if (i < layers.size()) store.begin_move_rows(from_disk[i], Home::host);
   };
   read_in(0);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     // The block before has been written back (the tier's transfers run in order, so the write
     // ends before the next read starts anyway): at most two blocks' state is in host memory.
-    if (i > 0) store.complete_moves(layers[i - 1], TensorGroup::optimizer_state);
+    if (i > 0) store.complete_rows(from_disk[i - 1]);
     read_in(i + 1);  // the next block's state arrives while this one updates
+    store.complete_rows(from_disk[i]);
     store.complete_moves(layers[i], TensorGroup::optimizer_state);
+    store.drop_stale_weight_copies(layers[i]);  // the update (or, skipped, the publish below) rewrites them
     if (!skipped) {
       auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
       std::vector<ParamSlot> slots = parameter_slots(layers[i]);
@@ -472,13 +503,15 @@ void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& r
         if (Status status = optimizer_.step_part(info, slots); !status) throw HookFailed(status.message());
     }
     store.publish_layer_weights(step, layers[i]);
-    if (from_disk[i]) {
-      // Written back on the tier's thread. The next block waits for it before its own read goes
-      // out (two blocks' state in memory at most), so only the last block's write overlaps
-      // compute: the next step's forward.
-      const std::vector<int> rows = store.group_rows(layers[i], TensorGroup::optimizer_state);
-      store.return_to_disk(rows, !skipped);
-    }
+    // Written back on the tier's thread. The next block waits for it before its own read goes
+    // out (two blocks' state in memory at most), so only the last block's write overlaps compute:
+    // the next step's forward.
+    // A skipped step's state is as it was; its weights were published again, which a rounding of
+    // the precision policy's own may change (it depends on the step), so weights go back written.
+    const bool weights_read = std::any_of(from_disk[i].begin(), from_disk[i].end(), [&](int row) {
+      return store.table().row(row).group == TensorGroup::weights;
+    });
+    if (!from_disk[i].empty()) store.return_to_disk(from_disk[i], !skipped || weights_read);
   }
 }
 

@@ -138,7 +138,9 @@ class Executor {
   double fused_sum_of_squares_ = 0.0;  // this step's blocks' squared gradient norms so far
   OptimizerReport fused_report_;
   std::optional<double> previous_grad_norm_;
-  std::vector<bool> state_from_disk_;  // per layer + 1 (the globals first): read in for this step's update
+  // Per layer + 1 (the globals first): the optimizer state rows read in from disk for this step's
+  // update, written back after it.
+  std::vector<std::vector<int>> state_from_disk_;
 };
 
 }  // namespace strata

@@ -41,18 +41,21 @@ void Executor::begin_fused_block(int layer) {
 
 void Executor::read_fused_state_from_disk(int layer) {
   TensorStore& store = model_.store();
-  const bool on_disk = store.residence(layer, TensorGroup::optimizer_state) == Residence::disk;
   state_from_disk_.resize(static_cast<std::size_t>(model_.n_layer()) + 1);
-  state_from_disk_[static_cast<std::size_t>(layer + 1)] = on_disk;
-  if (on_disk) store.begin_move_group(layer, TensorGroup::optimizer_state, Home::host);
+  std::vector<int>& rows = state_from_disk_[static_cast<std::size_t>(layer + 1)];
+  rows = store.rows_on_disk(layer, {TensorGroup::optimizer_state});  // the moments, the masters or both
+  store.begin_move_rows(rows, Home::host);
 }
 
 void Executor::fused_step_block(int layer) {
   mark("update", layer);
   TensorStore& store = model_.store();
-  const bool from_disk = state_from_disk_[static_cast<std::size_t>(layer + 1)];
+  std::vector<int> from_disk = std::move(state_from_disk_[static_cast<std::size_t>(layer + 1)]);
   for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})
     store.complete_moves(layer, group);
+  // Weights a strategy keeps on disk and has sent back already are read in for the update.
+  const std::vector<int> weights_in = store.borrow_from_disk(store.group_rows(layer, TensorGroup::weights));
+  from_disk.insert(from_disk.end(), weights_in.begin(), weights_in.end());
   store.drop_stale_weight_copies(layer);  // the update writes the block's weights
   std::vector<ParamSlot> slots = parameter_slots(layer);
   if (!slots.empty()) {
@@ -79,7 +82,7 @@ void Executor::fused_step_block(int layer) {
     if (Status status = optimizer_.step_part(info, slots); !status) throw HookFailed(status.message());
   }
   store.publish_layer_weights(step_, layer);
-  if (from_disk) store.return_to_disk(store.group_rows(layer, TensorGroup::optimizer_state), !slots.empty());
+  if (!from_disk.empty()) store.return_to_disk(from_disk, !slots.empty());
   for (int row : store.group_rows(layer, TensorGroup::grads)) store.release(row);
 }
 

@@ -121,6 +121,7 @@ void Model::write_values(const ParameterRows& rows, std::span<const float> value
     ops().copy_from_host(store_.f32(rows.master) + first, values.data(), values.size_bytes());  // published later
     return;
   }
+  const DiskLoan weights(store_, stored_weight_rows(rows), DiskLoan::Access::write);  // a block's weights on disk
   store_.write_stored_values(rows, values, first);
 }
 
@@ -191,7 +192,9 @@ std::vector<float> Model::effective_values(const ParameterRows& rows) {
   for (std::int64_t extent : shape) count *= extent;
   std::vector<float> values(static_cast<std::size_t>(count));
   const int row = store_.value_row(rows);
-  const DiskLoan value(store_, {row}, DiskLoan::Access::read);
+  // The master, or the stored weights with their scales (a frozen quantized matrix's matmul reads both).
+  const DiskLoan value(store_, row == rows.param ? stored_weight_rows(rows) : std::vector<int>{row},
+                       DiskLoan::Access::read);
   const DType element = table().row(row).element;
   if (element == DType::f32) {
     ops().copy_to_host(values.data(), store_.data(row), values.size() * sizeof(float));
@@ -255,6 +258,7 @@ std::string Model::frozen_fingerprint() {
     if (rows.role != ParameterRole::frozen) continue;
     ++frozen;
     mix(std::as_bytes(std::span(rows.name)));
+    const DiskLoan stored_weights(store_, stored_weight_rows(rows), DiskLoan::Access::read);  // a block's, on disk
     for (int row : {rows.param, rows.scales}) {
       if (row < 0) continue;
       const TensorRow& stored = table().row(row);

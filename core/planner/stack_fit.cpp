@@ -44,6 +44,12 @@ std::vector<StrategyChoice> offload_choices(bool has_disk) {
     choices.push_back(
         {"stream 2 layers, prefetch 1, state on disk",
          toml::table{{"plugin", "offload"}, {"optimizer_state", "disk"}, {"max_resident_layers", 2}, {"prefetch", 1}}});
+    choices.push_back(
+        {"stream 2 layers, prefetch 1, state and weights on disk", toml::table{{"plugin", "offload"},
+                                                                               {"optimizer_state", "disk"},
+                                                                               {"max_resident_layers", 2},
+                                                                               {"prefetch", 1},
+                                                                               {"weights", "disk"}}});
   }
   return choices;
 }

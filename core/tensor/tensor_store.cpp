@@ -46,6 +46,7 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
   pending_.emplace_back();
   host_copy_.emplace_back();
   disk_offset_.push_back(-1);
+  disk_current_.push_back(0);
   return index;
 }
 
@@ -173,6 +174,7 @@ void TensorStore::publish_weights(std::int64_t step) {
   for (const ParameterRows& rows : parameters_) {
     if (rows.master < 0) continue;
     const DiskLoan master(*this, {rows.master}, DiskLoan::Access::read);
+    const DiskLoan weights(*this, stored_weight_rows(rows), DiskLoan::Access::write);  // a block's weights on disk
     publish(rows, step);
   }
 }
@@ -186,6 +188,7 @@ void TensorStore::publish_layer_weights(std::int64_t step, int layer) {
 void TensorStore::publish(const ParameterRows& rows, std::int64_t step) {
   complete_rows({rows.param, rows.master});
   if (rows.scales >= 0) complete_rows({rows.scales});
+  mark_weights_written(rows);
   if (table_.row(rows.param).element == DType::bf16 && rounding_ != nullptr)
     rounding_->round(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements(),
                      RoundingCall{rows.name, step, true});
@@ -207,6 +210,7 @@ bool TensorStore::writes_stored_slices(const ParameterRows& rows) const noexcept
 
 void TensorStore::write_stored_values(const ParameterRows& rows, std::span<const float> values, std::size_t first) {
   const TensorRow& row = table_.row(rows.param);
+  mark_weights_written(rows);
   // A tensor's first values may be all it is given (the padded rows of an embedding stay as they
   // are); a slice from further on only where the storage takes slices.
   if (first + values.size() > static_cast<std::size_t>(row.elements()) || (first != 0 && !writes_stored_slices(rows)))
@@ -272,6 +276,7 @@ std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
     if (group == TensorGroup::weights) rows.push_back(parameter.param);
     if (group == TensorGroup::weights && parameter.scales >= 0) rows.push_back(parameter.scales);
     if (group == TensorGroup::grads && parameter.grad >= 0) rows.push_back(parameter.grad);
+    if (group == TensorGroup::masters && parameter.master >= 0) rows.push_back(parameter.master);
     if (group == TensorGroup::optimizer_state) {
       for (int state : parameter.state)
         if (state >= 0) rows.push_back(state);
@@ -324,14 +329,15 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
       begin_disk_move(row, to);
       continue;
     }
+    // Moving on before the last move landed: let it land first, so copies never chain buffers (and a
+    // row being read in from disk, which holds no buffer until then, is not taken for unallocated).
+    if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
     if (!allocated(row)) {
       // Not allocated: a persistent row's home changes and it is allocated there later; an
       // activation not held now (dropped, or not yet computed) is computed on the device.
       if (r.group != TensorGroup::activations) r.home = to;
       continue;
     }
-    // Moving back before the last move landed: let it land first, so copies never chain buffers.
-    if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
     Buffer& host_copy = host_copy_[static_cast<std::size_t>(row)];
     if (to == Home::host && host_copy) {
       buffers_[static_cast<std::size_t>(row)] = std::move(host_copy);  // frees the device copy; nothing to copy
@@ -378,6 +384,8 @@ void TensorStore::begin_disk_move(int row, Home to) {
   move.disk = true;
   r.home = to;
   ++moves_in_flight_;
+  // Once this lands, memory and disk hold the same bytes (a write frees the memory, a read fills it).
+  if (r.group == TensorGroup::weights) disk_current_[index] = 1;
 }
 
 std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
@@ -391,6 +399,7 @@ std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
 }
 
 void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
+  if (rows.empty()) return;  // nothing was borrowed (the common case: no row lives on disk)
   // The device may still be running kernels on these rows (on CUDA they are mapped host memory):
   // they finish before the tier's thread reads the rows or their buffers go back to the arena.
   backend_.synchronize();
@@ -410,6 +419,44 @@ void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
     r.home = Home::disk;
     disk_tier_->hold(r.category, r.bytes());
   }
+}
+
+void TensorStore::read_from_disk(const std::vector<int>& rows) {
+  collect_finished_moves();  // writes that have landed hand their memory back before more is taken
+  std::vector<int> on_disk;
+  for (int row : rows)
+    if (table_.row(row).home == Home::disk && allocated(row)) on_disk.push_back(row);
+  begin_move_rows(on_disk, Home::host);
+}
+
+void TensorStore::write_to_disk(const std::vector<int>& rows) {
+  collect_finished_moves();
+  std::vector<int> written;
+  for (int row : rows) {
+    const std::size_t index = static_cast<std::size_t>(row);
+    TensorRow& r = table_.row(row);
+    if (r.home != Home::host || disk_offset_[index] < 0) continue;
+    if (pending_[index].ticket != 0) complete_rows({row});  // a copy still filling it from the device
+    if (r.group == TensorGroup::weights && disk_current_[index] != 0) {
+      buffers_[index].reset();  // the disk's copy is current
+      r.home = Home::disk;
+      disk_tier_->hold(r.category, r.bytes());
+      continue;
+    }
+    written.push_back(row);
+  }
+  if (written.empty()) return;
+  backend_.synchronize();  // kernels still reading these rows finish before the tier's thread does
+  begin_move_rows(written, Home::disk);
+}
+
+std::vector<int> TensorStore::rows_on_disk(int layer, std::initializer_list<TensorGroup> groups) const {
+  std::vector<int> rows;
+  for (TensorGroup group : groups)
+    for (int row : group_rows(layer, group))
+      if (table_.row(row).home == Home::disk && std::find(rows.begin(), rows.end(), row) == rows.end())
+        rows.push_back(row);
+  return rows;
 }
 
 void TensorStore::bring_to_device(const std::vector<int>& rows) {
@@ -433,7 +480,9 @@ void TensorStore::complete_rows(const std::vector<int>& rows) {
     // Copies complete in issue order, so waiting for the newest covers them all.
     auto timer = profiler_.scope(ProfileKind::residency_transfer);
     if (last != 0) transfers_.exposed_seconds += backend_.copy_stream().wait(last);
-    if (last_disk != 0) transfers_.exposed_seconds += disk_tier_->wait(last_disk);
+    // The tier counts compute's waits on it itself (DiskTierStats::waited_seconds): adding them
+    // here too would report disk time as the copy stream's, unhidden.
+    if (last_disk != 0) (void)disk_tier_->wait(last_disk);
   }
   for (int row : rows) {
     PendingMove& move = pending_[static_cast<std::size_t>(row)];
@@ -455,9 +504,16 @@ void TensorStore::complete_moves(int layer, TensorGroup group) {
 }
 
 void TensorStore::drop_stale_weight_copies(std::optional<int> layer) {
-  for (const ParameterRows& rows : parameters_)
-    if ((!layer || rows.layer == *layer) && table_.row(rows.param).home == Home::device)
-      host_copy_[static_cast<std::size_t>(rows.param)].reset();
+  for (const ParameterRows& rows : parameters_) {
+    if (layer && rows.layer != *layer) continue;
+    mark_weights_written(rows);
+    if (table_.row(rows.param).home == Home::device) host_copy_[static_cast<std::size_t>(rows.param)].reset();
+  }
+}
+
+void TensorStore::mark_weights_written(const ParameterRows& rows) noexcept {
+  disk_current_[static_cast<std::size_t>(rows.param)] = 0;
+  if (rows.scales >= 0) disk_current_[static_cast<std::size_t>(rows.scales)] = 0;
 }
 
 void TensorStore::collect_finished_moves() {

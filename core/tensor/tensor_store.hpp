@@ -5,6 +5,7 @@
 // them through the executor's hook context. Nothing in this file knows a model family.
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <set>
@@ -45,8 +46,14 @@ struct ParameterRows {
   ParameterRole role = ParameterRole::trained;  // also in a model built for evaluation
 };
 
+// A parameter's stored weights: its values and, for a quantized matrix, its scales.
+inline std::vector<int> stored_weight_rows(const ParameterRows& rows) {
+  return rows.scales >= 0 ? std::vector<int>{rows.param, rows.scales} : std::vector<int>{rows.param};
+}
+
 // Residency moves since the store was built. Copy time is the copy stream's own clock; exposed
-// time is how long compute stood waiting for copies (all of a synchronous move's time).
+// time is how long compute stood waiting for its copies (all of a synchronous move's time). Waits
+// on the disk tier are the tier's own figure, not counted here.
 struct TransferTotals {
   std::uint64_t bytes_to_host = 0;
   std::uint64_t bytes_to_device = 0;
@@ -120,6 +127,14 @@ class TensorStore {
   // Sends borrowed rows back: written (on the tier's thread) when `changed`, else dropped, the
   // disk holding them still. A write waits for the previous return's to land first.
   void return_to_disk(const std::vector<int>& rows, bool changed);
+  // Starts reading those of `rows` that live on disk into host memory, on the tier's thread.
+  void read_from_disk(const std::vector<int>& rows);
+  // Starts sending those of `rows` that are in host memory and belong on disk (they have an extent
+  // there) back: weights whose disk copy is current (read in, and not written since) are dropped,
+  // everything else is written on the tier's thread and freed when the write lands.
+  void write_to_disk(const std::vector<int>& rows);
+  // The rows of a layer's groups that live on disk now.
+  std::vector<int> rows_on_disk(int layer, std::initializer_list<TensorGroup> groups) const;
 
   // Pointers into a row's memory, for ops (null when unallocated). The caller never reads them on
   // the host unless the row's home is the host.
@@ -188,6 +203,7 @@ class TensorStore {
     bool disk = false;
   };
   void begin_disk_move(int row, Home to);
+  void mark_weights_written(const ParameterRows& rows) noexcept;
   void publish(const ParameterRows& rows, std::int64_t step);
 
   void quantize(const ParameterRows& rows, const float* master);
@@ -205,8 +221,13 @@ class TensorStore {
   std::size_t moves_in_flight_ = 0;        // rows with a pending move: lets hooks skip the scan when 0
   std::vector<Buffer> host_copy_;          // parallel to table rows: clean host copies of fetched weights
   std::vector<std::int64_t> disk_offset_;  // parallel to table rows: the row's extent on disk, or -1
-  std::set<int> on_demand_;                // rows allocate_persistent leaves alone
-  std::vector<int> returning_;             // the rows of the last return_to_disk whose writes may be in flight
+  // Parallel to table rows, for weights only: the disk holds the bytes the row holds in memory (it
+  // was read from there, or written there, and nothing has written it since), so sending it back
+  // needs no write. Every writer of weights clears it (publish, write_stored_values,
+  // drop_stale_weight_copies).
+  std::vector<std::uint8_t> disk_current_;
+  std::set<int> on_demand_;     // rows allocate_persistent leaves alone
+  std::vector<int> returning_;  // the rows of the last return_to_disk whose writes may be in flight
   DiskTier* disk_tier_ = nullptr;
   TransferTotals transfers_;
 };

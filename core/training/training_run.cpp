@@ -116,7 +116,8 @@ std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_
   if (rows_on_disk && has_predictor)
     problems.push_back(where +
                        "[predictor] moves the weights through their optimizer state, which a strategy puts on disk: "
-                       "keep the state in memory (offload optimizer_state = \"host\") with a predictor");
+                       "keep the state, masters and weights in memory (offload optimizer_state = \"host\", without "
+                       "masters or weights = \"disk\") with a predictor");
   return problems;
 }
 

@@ -9,10 +9,17 @@
 //                              of bf16 or quantized weights) in the disk tier's file ([device]
 //                              disk_path): the optimizer steps block by block, each block's state
 //                              read in ahead of its update and written back behind it.
+//   masters = "host" | "disk"  where the f32 masters of bf16 or quantized weights live, when that
+//                              differs from the optimizer state's home (host or disk; the default
+//                              is the same home).
 //   max_resident_layers = K    block weights (and their gradients) live on the host; at most K
 //   prefetch = P               blocks are on the device at once, and blocks i+1..i+P (forward) or
 //                              i-1..i-P (backward) are fetched on the copy stream while block i
 //                              computes.
+//   weights = "disk"           with streaming, the block weights live in the disk tier instead of
+//                              the host: each block is read into host memory a block ahead of its
+//                              fetch, and sent back when it leaves the device (only written when
+//                              the update changed it), so host memory holds a few blocks' weights.
 //   activations = "host"       activation offloading: once block i+1's forward has run, block i's
 //                              activations leave for host memory on the copy stream (one block
 //                              in flight at a time); going
@@ -42,7 +49,19 @@ class Offload final : public MemoryStrategy {
     const bool optimizer_state_refused = config.has("optimizer_state") && optimizer_state.empty();
     disk_optimizer_ = optimizer_state == "disk";
     host_optimizer_ = optimizer_state == "host" || disk_optimizer_;
+    const std::string masters = config.get_string("masters", "", {"host", "disk"});
+    if (!masters.empty() && !host_optimizer_ && !optimizer_state_refused)
+      config.report_error("masters",
+                          "the masters live with the optimizer state unless it leaves the device: add "
+                          "optimizer_state = \"host\" or \"disk\"");
+    masters_on_disk_ = masters.empty() ? disk_optimizer_ : masters == "disk";
     streaming_ = config.has("max_resident_layers");
+    const std::string weights = config.get_string("weights", "", {"host", "disk"});
+    weights_on_disk_ = weights == "disk";
+    if (weights_on_disk_ && !streaming_)
+      config.report_error("weights",
+                          "block weights leave the device only with layer streaming: set "
+                          "max_resident_layers as well");
     if (streaming_) {
       max_resident_ = static_cast<int>(config.get_int("max_resident_layers", n_layer_, 1, n_layer_));
       // Absent: one block ahead where two fit. A refused value (reported) is not checked further.
@@ -72,12 +91,20 @@ class Offload final : public MemoryStrategy {
   Status on_attach(HookContext& context) override {
     if (!host_optimizer_) return {};
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
+      // Nothing is allocated yet: these only choose where each group will live.
       if (Status s = context.evict(layer, TensorGroup::optimizer_state); !s) return s;
       if (disk_optimizer_)
         if (Status s = context.evict_to_disk(layer, TensorGroup::optimizer_state); !s) return s;
+      if (masters_on_disk_ != disk_optimizer_) {
+        const Status s = masters_on_disk_ ? context.evict_to_disk(layer, TensorGroup::masters)
+                                          : context.evict(layer, TensorGroup::masters);
+        if (!s) return s;
+      }
       if (Status s = context.evict(layer, TensorGroup::grads); !s) return s;
       if (streaming_ && layer >= 0)
         if (Status s = context.evict(layer, TensorGroup::weights); !s) return s;
+      if (weights_on_disk_ && layer >= 0)
+        if (Status s = context.evict_to_disk(layer, TensorGroup::weights); !s) return s;
     }
     return {};
   }
@@ -117,6 +144,9 @@ class Offload final : public MemoryStrategy {
     const Status landed =
         layer + 1 < n_layer_ ? context.wait_for(layer + 1, TensorGroup::grads) : context.wait_transfers();
     if (!landed) return landed;
+    // The block above has stepped (under the fused update) and left the device: back to disk with it.
+    if (weights_on_disk_ && layer + 1 < n_layer_)
+      if (Status s = context.write_to_disk_async(layer + 1, TensorGroup::weights); !s) return s;
     if (streaming_) return bring_blocks(context, std::max(layer - prefetch_, 0), layer, /*forward=*/false, true);
     // Only gradients travel: fetch the next block's while this one computes.
     if (layer > 0) return context.fetch_async(layer - 1, TensorGroup::grads);
@@ -137,9 +167,11 @@ class Offload final : public MemoryStrategy {
 
   Status before_step(HookContext& context) override {
     if (!host_optimizer_) return {};
-    // The optimizer runs where the state is: bring everything it touches to the host.
+    // The optimizer runs where the state is: bring everything it touches to the host (weights on
+    // disk stay there: the update reads each block in with its state).
     for (int layer = kGlobalParameters; layer < n_layer_; ++layer) {
-      if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
+      if (context.residence(layer, TensorGroup::weights) != Residence::disk)
+        if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
       if (Status s = context.evict_async(layer, TensorGroup::grads); !s) return s;
     }
     return context.wait_transfers();
@@ -150,6 +182,15 @@ class Offload final : public MemoryStrategy {
     // Updated weights go back in the order the next forward wants them.
     if (Status s = context.fetch_async(kGlobalParameters, TensorGroup::weights); !s) return s;
     const int first_blocks = streaming_ ? std::min(prefetch_ + 1, n_layer_) : n_layer_;
+    if (weights_on_disk_) {
+      // Updated blocks still in host memory go back to disk, but the first ones the next forward
+      // wants; those already on disk are read in for it.
+      for (int layer = first_blocks; layer < n_layer_; ++layer)
+        if (Status s = context.write_to_disk_async(layer, TensorGroup::weights); !s) return s;
+      for (int layer = 0; layer < first_blocks; ++layer)
+        if (Status s = context.read_from_disk_async(layer, TensorGroup::weights); !s) return s;
+      return {};
+    }
     for (int layer = 0; layer < first_blocks; ++layer)
       if (Status s = context.fetch_async(layer, TensorGroup::weights); !s) return s;
     return {};
@@ -169,6 +210,12 @@ class Offload final : public MemoryStrategy {
       if (with_grads && context.residence(wanted, TensorGroup::grads) != Residence::device)
         if (Status s = context.fetch_async(wanted, TensorGroup::grads); !s) return s;
     }
+    // Weights on disk: the block after the window is read into host memory while this one
+    // computes, so its fetch, a hook later, finds it there.
+    const int next = forward ? last + 1 : first - 1;
+    if (weights_on_disk_ && next >= 0 && next < n_layer_ &&
+        context.residence(next, TensorGroup::weights) == Residence::disk)
+      return context.read_from_disk_async(next, TensorGroup::weights);
     return {};
   }
 
@@ -191,6 +238,8 @@ class Offload final : public MemoryStrategy {
     for (int layer : order) {
       if (context.residence(layer, TensorGroup::weights) != Residence::device) continue;
       if (Status s = context.evict_async(layer, TensorGroup::weights); !s) return s;
+      if (weights_on_disk_)  // dropped when unchanged since it was read, else written
+        if (Status s = context.write_to_disk_async(layer, TensorGroup::weights); !s) return s;
       if (context.residence(layer, TensorGroup::grads) == Residence::device)
         return context.evict_async(layer, TensorGroup::grads);
       return {};
@@ -201,16 +250,20 @@ class Offload final : public MemoryStrategy {
 
   int n_layer_;
   bool host_optimizer_ = false;
-  bool disk_optimizer_ = false;  // the optimizer state in the disk tier (host_optimizer_ too)
+  bool disk_optimizer_ = false;   // the optimizer state in the disk tier (host_optimizer_ too)
+  bool masters_on_disk_ = false;  // the masters in the disk tier (with the state, or alone)
+  bool weights_on_disk_ = false;  // the block weights in the disk tier (streaming_ too)
   bool streaming_ = false;
   bool activations_ = false;
   int max_resident_ = 0;
   int prefetch_ = 0;
 };
 
-constexpr const char* kKeys[] = {"optimizer_state", "max_resident_layers", "prefetch", "activations"};
+constexpr const char* kKeys[] = {"optimizer_state", "masters", "max_resident_layers",
+                                 "prefetch",        "weights", "activations"};
 const FactoryDescriptor kFactories[] = {make_factory<MemoryStrategy, Offload>(
-    "offload", "optimizer state, block weights and activations in host memory, moved on a copy stream",
+    "offload",
+    "optimizer state, masters, block weights and activations in host memory or on disk, moved on a copy stream",
     name_list(kKeys))};
 
 }  // namespace

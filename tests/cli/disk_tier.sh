@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The disk tier from the command line: optimizer state on disk trains to the losses of the state on
-# the host, bit for bit; a run killed mid-step (kill -9, mid-write to the tier) resumes to the
+# the host, and streamed block weights on disk to those of streaming from the host, bit for bit; a run killed mid-step (kill -9, mid-write to the tier) resumes to the
 # uninterrupted run's losses and leaves no tier file behind, with the full and the fused update; a bad disk_path is refused at validate
 # time (exit 2); a full filesystem ends the run (exit 1) naming the bytes, and the last checkpoint
 # stays intact. With RELIABILITY_TABLE set, the faults add rows to docs/reliability.md's table.
@@ -35,6 +35,21 @@ grep -q "disk tier: .* read, .* written" "$work/disk.log" || fail "no disk-tier 
 [ -z "$(ls -A "$tier")" ] || fail "the tier's file outlived its run: $(ls -A "$tier")"
 echo "ok: disk-tier losses equal the host's: $(losses "$work/disk/steps.jsonl")"
 
+# Block weights on disk under layer streaming (weights = "disk"): the losses of streaming from host
+# memory, with the full and the fused update.
+{ cat "$q"; printf '[[strategy]]\nplugin = "offload"\noptimizer_state = "disk"\nmax_resident_layers = 2\n'; } \
+  > "$work/stream-host.toml"
+{ cat "$work/stream-host.toml"; printf 'weights = "disk"\n'; } > "$work/stream-disk.toml"
+for update in full fused; do
+  train stream-host "sh-$update" 6 --set train.update=\"$update\" > "$work/sh.log" 2>&1 ||
+    { cat "$work/sh.log"; fail "streaming from host memory failed (update = $update)"; }
+  train stream-disk "sd-$update" 6 --set train.update=\"$update\" > "$work/sd.log" 2>&1 ||
+    { cat "$work/sd.log"; fail "streaming from disk failed (update = $update)"; }
+  [ "$(losses "$work/sh-$update/steps.jsonl")" = "$(losses "$work/sd-$update/steps.jsonl")" ] ||
+    fail "weights on disk changed the losses (update = $update): host $(losses "$work/sh-$update/steps.jsonl"), disk $(losses "$work/sd-$update/steps.jsonl")"
+  echo "ok: weights on disk, update = $update: the losses of streaming from the host"
+done
+
 # plan under the fused update says how much of the gradients it lists can exist at once.
 "$strata" plan "$work/disk.toml" "${small[@]}" --set device.disk_path=\"$tier\" --set train.update='"fused"' \
   > "$work/plan.log" 2>&1 || { cat "$work/plan.log"; fail "plan of a fused-update manifest failed"; }
@@ -48,28 +63,29 @@ echo "ok: plan: $(grep -o 'of the .* at once' "$work/plan.log")"
 # step), then --resume: the losses after the save are the uninterrupted run's. Also under the fused
 # update, whose blocks' state moves during backward and whose clipping norm is saved.
 big=(--set model.d_model=128 --set model.n_layer=4 --set checkpoint.every=5)
-for case in "full 0.1" "full 0.4" "fused 0.25"; do
-  read -r update delay <<< "$case"
-  if [ ! -f "$work/whole-$update/steps.jsonl" ]; then
-    train disk "whole-$update" 40 "${big[@]}" --set train.update=\"$update\" > "$work/whole.log" 2>&1 ||
-      { cat "$work/whole.log"; fail "uninterrupted run (update = $update) failed"; }
+# The last case keeps the block weights on disk too, so the kill may land mid-write of a block.
+for case in "full 0.1 disk" "full 0.4 disk" "fused 0.25 disk" "fused 0.3 stream-disk"; do
+  read -r update delay toml <<< "$case"
+  if [ ! -f "$work/whole-$update-$toml/steps.jsonl" ]; then
+    train "$toml" "whole-$update-$toml" 40 "${big[@]}" --set train.update=\"$update\" > "$work/whole.log" 2>&1 ||
+      { cat "$work/whole.log"; fail "uninterrupted run (update = $update, $toml) failed"; }
   fi
   rm -rf "$work/killed"
-  (exec > "$work/killed.log" 2>&1; launch=exec; train disk killed 40 "${big[@]}" --set train.update=\"$update\") &
+  (exec > "$work/killed.log" 2>&1; launch=exec; train "$toml" killed 40 "${big[@]}" --set train.update=\"$update\") &
   pid=$!
   for _ in $(seq 600); do [ -f "$work/killed/checkpoints/latest" ] && break; sleep 0.05; done
   sleep "$delay"
   kill -9 "$pid" 2> /dev/null
   wait "$pid" 2> /dev/null
   grep -q "step 40/40" "$work/killed.log" && echo "note: the run finished before kill -9 at ${delay}s"
-  train disk killed 40 "${big[@]}" --set train.update=\"$update\" --resume >> "$work/killed.log" 2>&1 ||
-    { cat "$work/killed.log"; fail "resume after kill -9 failed (update = $update)"; }
+  train "$toml" killed 40 "${big[@]}" --set train.update=\"$update\" --resume >> "$work/killed.log" 2>&1 ||
+    { cat "$work/killed.log"; fail "resume after kill -9 failed (update = $update, $toml)"; }
   resumed=$(losses "$work/killed/steps.jsonl" | awk '{print $NF}')
-  whole=$(losses "$work/whole-$update/steps.jsonl" | awk '{print $NF}')
+  whole=$(losses "$work/whole-$update-$toml/steps.jsonl" | awk '{print $NF}')
   [ "$resumed" = "$whole" ] ||
-    fail "after kill -9 at ${delay}s and --resume (update = $update) the last loss is $resumed, not $whole"
+    fail "after kill -9 at ${delay}s and --resume (update = $update, $toml) the last loss is $resumed, not $whole"
   [ -z "$(ls -A "$tier")" ] || fail "a killed run left tier files: $(ls -A "$tier")"
-  echo "ok: update = $update, kill -9 at ${delay}s, resumed to the uninterrupted last loss $whole"
+  echo "ok: update = $update, $toml, kill -9 at ${delay}s, resumed to the uninterrupted last loss $whole"
 done
 
 # A directory that cannot hold the tier, or none named: refused at validate time.
@@ -82,6 +98,11 @@ fault "optimizer_state = \"disk\" without [device] disk_path" 2 "a strategy puts
 { cat "$work/disk.toml"; printf '[predictor]\nplugin = "rssm_predictor"\n'; } > "$work/predictor.toml"
 fault "optimizer_state = \"disk\" with a [predictor]" 2 "[predictor] moves the weights through their optimizer state, which a strategy puts on disk" -- \
   "$strata" validate "$work/predictor.toml" --set device.disk_path=\"$tier\"
+fault "offload weights = \"disk\" without layer streaming" 2 "block weights leave the device only with layer streaming" -- \
+  "$strata" validate "$work/disk.toml" --set device.disk_path=\"$tier\" --set strategy.0.weights=\"disk\"
+{ cat "$q"; printf '[[strategy]]\nplugin = "offload"\nactivations = "host"\nmasters = "disk"\n'; } > "$work/masters.toml"
+fault "offload masters = \"disk\" with the optimizer state on the device" 2 "the masters live with the optimizer state" -- \
+  "$strata" validate "$work/masters.toml" --set device.disk_path=\"$tier\"
 fault "[device] disk_limit without disk_path" 2 "disk_limit bounds the disk tier: set disk_path as well" -- \
   "$strata" validate "$work/disk.toml" --set device.disk_limit=\"1GiB\"
 

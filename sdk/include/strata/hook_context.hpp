@@ -103,17 +103,44 @@ class HookContext {
   virtual Status drop_activation_tensors(int layer, std::span<const std::string_view> names) noexcept = 0;
 
   // ABI 9.3 -------------------------------------------------------------------------------------
-  // (optional, since 9.3) The disk tier: moves a layer's optimizer state (its moments, and the f32
-  // masters of bf16 or quantized weights) to the file the run keeps in [device] disk_path, and
-  // waits. From then on residence() reads disk, and the optimizer steps one block at a time
-  // (Optimizer::steps_in_parts): each block's state is read in ahead of its update and written
-  // back behind it, so at most two blocks' state is in host memory at once. Call it from
-  // on_attach, where it only changes the rows' home. Only optimizer state goes to disk so far;
-  // another group, a run without disk_path, or an optimizer that cannot step in parts is an error.
+  // (optional, since 9.3) The disk tier: moves a layer's group to the file the run keeps in
+  // [device] disk_path, and waits. From then on residence() reads disk (for optimizer_state, the
+  // home of its first row: the moments'). Call it from on_attach, where it only changes the rows'
+  // home. What may go:
+  //   * optimizer_state: the moments and the f32 masters of bf16 or quantized weights; the
+  //     optimizer then steps one block at a time (Optimizer::steps_in_parts), each block's rows
+  //     read in ahead of its update and written back behind it, so at most two blocks' state is
+  //     in host memory at once;
+  //   * masters (since 9.7): the masters alone (the moments stay where they are), stepped the same
+  //     way;
+  //   * weights (since 9.7) of a block, not the global parameters': the disk holds the block's
+  //     weights, and memory only the blocks a strategy has brought in. It brings them in with read_from_disk_async and
+  //     fetch_async (the executor reads any it needs that are still on disk, synchronously) and
+  //     sends them back with write_to_disk_async; an update that finds them on disk reads them in.
+  // Grads and activations, a run without disk_path, or an optimizer that cannot step in parts is an
+  // error.
   virtual Status evict_to_disk(int layer, TensorGroup group) noexcept {
     (void)layer;
     (void)group;
     return Status::error("this host has no disk tier");
+  }
+
+  // ABI 9.7 -------------------------------------------------------------------------------------
+  // (optional, since 9.7) The two halves of a disk round trip, on the disk tier's thread: reading a
+  // layer's rows that are on disk into host memory (residence() then reads host; fetch_async takes
+  // them on to the device), and sending a layer's rows held in host memory back to disk. A row
+  // whose disk copy is still current (weights read in and not updated since) is only dropped; the
+  // others are written, and their memory goes when the write lands. Rows not on disk, or not in
+  // host memory, are left alone.
+  virtual Status read_from_disk_async(int layer, TensorGroup group) noexcept {
+    (void)layer;
+    (void)group;
+    return Status::error("this host has no asynchronous disk reads (SDK 9.7)");
+  }
+  virtual Status write_to_disk_async(int layer, TensorGroup group) noexcept {
+    (void)layer;
+    (void)group;
+    return Status::error("this host has no asynchronous disk writes (SDK 9.7)");
   }
 };
 

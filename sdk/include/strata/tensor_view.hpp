@@ -8,8 +8,10 @@
 
 namespace strata {
 
-// The groups of tensors that residency decisions move together, per layer.
-enum class TensorGroup : std::uint8_t { weights, grads, optimizer_state, activations };
+// The groups of tensors that residency decisions move together, per layer. masters (since 9.7):
+// the f32 master copies of bf16 or quantized weights, alone; optimizer_state still holds them too,
+// so moving optimizer_state moves the masters with the moments, as before 9.7.
+enum class TensorGroup : std::uint8_t { weights, grads, optimizer_state, activations, masters };
 
 constexpr std::string_view group_name(TensorGroup group) noexcept {
   switch (group) {
@@ -17,6 +19,7 @@ constexpr std::string_view group_name(TensorGroup group) noexcept {
     case TensorGroup::grads: return "grads";
     case TensorGroup::optimizer_state: return "optimizer_state";
     case TensorGroup::activations: return "activations";
+    case TensorGroup::masters: return "masters";
   }
   return "weights";
 }
