@@ -179,11 +179,9 @@ class ExecutorHookContext final : public HookContext {
         if (!async) store.complete_rows(rows);
         return;
       }
-      if (to == Home::device) {  // rows on disk come in through host memory: read them first, and wait
-        const std::vector<int> on_disk = store.rows_on_disk(layer, {group});
-        store.begin_move_rows(on_disk, Home::host);
-        store.complete_rows(on_disk);
-      }
+      // Rows on disk come in through host memory: read them first, and wait.
+      if (to == Home::device && store.disk_tier() != nullptr)
+        (void)store.borrow_from_disk(store.group_rows(layer, group));
       if (async)
         store.begin_move_group(layer, group, to);
       else
@@ -270,7 +268,8 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
   TensorStore& store = model_.store();
   store.complete_moves(layer, group);
   // A block's weights kept on disk that no strategy brought in: read them now, and wait.
-  if (store.residence(layer, group) == Residence::disk) store.move_group(layer, group, Home::host);
+  if (store.disk_tier() != nullptr && store.residence(layer, group) == Residence::disk)
+    store.move_group(layer, group, Home::host);
   if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
 }
 

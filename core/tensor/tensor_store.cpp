@@ -389,11 +389,7 @@ void TensorStore::begin_disk_move(int row, Home to) {
 }
 
 std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
-  std::vector<int> borrowed;
-  for (int row : rows)
-    if (table_.row(row).home == Home::disk && allocated(row)) borrowed.push_back(row);
-  if (borrowed.empty()) return borrowed;
-  begin_move_rows(borrowed, Home::host);
+  std::vector<int> borrowed = read_from_disk(rows);
   complete_rows(borrowed);
   return borrowed;
 }
@@ -412,21 +408,25 @@ void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
     return;
   }
   complete_rows(rows);
-  for (int row : rows) {
-    TensorRow& r = table_.row(row);
-    if (r.home != Home::host || disk_offset_[static_cast<std::size_t>(row)] < 0) continue;
-    buffers_[static_cast<std::size_t>(row)].reset();  // the disk's copy is current
-    r.home = Home::disk;
-    disk_tier_->hold(r.category, r.bytes());
-  }
+  for (int row : rows)
+    if (table_.row(row).home == Home::host && disk_offset_[static_cast<std::size_t>(row)] >= 0) drop_to_disk(row);
 }
 
-void TensorStore::read_from_disk(const std::vector<int>& rows) {
-  collect_finished_moves();  // writes that have landed hand their memory back before more is taken
+void TensorStore::drop_to_disk(int row) {
+  TensorRow& r = table_.row(row);
+  buffers_[static_cast<std::size_t>(row)].reset();  // the disk's copy is current
+  r.home = Home::disk;
+  disk_tier_->hold(r.category, r.bytes());
+}
+
+std::vector<int> TensorStore::read_from_disk(const std::vector<int>& rows) {
   std::vector<int> on_disk;
   for (int row : rows)
     if (table_.row(row).home == Home::disk && allocated(row)) on_disk.push_back(row);
+  if (on_disk.empty()) return on_disk;
+  collect_finished_moves();  // writes that have landed hand their memory back before more is taken
   begin_move_rows(on_disk, Home::host);
+  return on_disk;
 }
 
 void TensorStore::write_to_disk(const std::vector<int>& rows) {
@@ -437,13 +437,10 @@ void TensorStore::write_to_disk(const std::vector<int>& rows) {
     TensorRow& r = table_.row(row);
     if (r.home != Home::host || disk_offset_[index] < 0) continue;
     if (pending_[index].ticket != 0) complete_rows({row});  // a copy still filling it from the device
-    if (r.group == TensorGroup::weights && disk_current_[index] != 0) {
-      buffers_[index].reset();  // the disk's copy is current
-      r.home = Home::disk;
-      disk_tier_->hold(r.category, r.bytes());
-      continue;
-    }
-    written.push_back(row);
+    if (r.group == TensorGroup::weights && disk_current_[index] != 0)
+      drop_to_disk(row);
+    else
+      written.push_back(row);
   }
   if (written.empty()) return;
   backend_.synchronize();  // kernels still reading these rows finish before the tier's thread does

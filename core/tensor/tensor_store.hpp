@@ -127,8 +127,9 @@ class TensorStore {
   // Sends borrowed rows back: written (on the tier's thread) when `changed`, else dropped, the
   // disk holding them still. A write waits for the previous return's to land first.
   void return_to_disk(const std::vector<int>& rows, bool changed);
-  // Starts reading those of `rows` that live on disk into host memory, on the tier's thread.
-  void read_from_disk(const std::vector<int>& rows);
+  // Starts reading those of `rows` that live on disk into host memory, on the tier's thread;
+  // returns them (borrow_from_disk is this and a wait).
+  std::vector<int> read_from_disk(const std::vector<int>& rows);
   // Starts sending those of `rows` that are in host memory and belong on disk (they have an extent
   // there) back: weights whose disk copy is current (read in, and not written since) are dropped,
   // everything else is written on the tier's thread and freed when the write lands.
@@ -204,6 +205,7 @@ class TensorStore {
   };
   void begin_disk_move(int row, Home to);
   void mark_weights_written(const ParameterRows& rows) noexcept;
+  void drop_to_disk(int row);  // a row in host memory whose disk copy is current: free the memory
   void publish(const ParameterRows& rows, std::int64_t step);
 
   void quantize(const ParameterRows& rows, const float* master);
