@@ -9,6 +9,8 @@
 #            end-to-end tests (flash, flash_bf16) alone, then every other CUDA test and the plugin probe)
 #   --no-flash-bench: skip strata_flash_attention_gpu_bench (bench/gpu/flash_attention_bench.cu: both
 #            flash kernels against a float64 reference, then timed), which runs first otherwise
+#   --matmul-bench: also strata_matmul_gpu_bench (bench/gpu/matmul_bench.cu: GPT-2 124M's block
+#            products as the backend runs them, against cuBLAS alone and all-bf16 products)
 #   --profile: after the benchmark, `strata train bench/gpu/CONFIG.toml --profile` (per-kernel device times)
 #   --generate: then `strata generate` on the GPU against PyTorch eager with a static KV cache
 #            (bench/generate_bench.sh 128 2 cuda:0: GPT-2 124M and a 110M LLaMA, f32, greedy)
@@ -17,13 +19,14 @@
 # costs its limit, not the whole call. The console gets each group's failures and summary, so the
 # end of the output holds the benchmark's table.
 set -uo pipefail
-export_dir=runs/gpu-check run_tests=1 flash_bench=1 profile="" generate=0 bench_args=()
+export_dir=runs/gpu-check run_tests=1 flash_bench=1 matmul_bench=0 profile="" generate=0 bench_args=()
 groups='CudaTraining.Flash*:90 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.Flash*:150'
 while [ $# -gt 0 ]; do
   case $1 in
     --tests) groups=$2; shift 2 ;;
     --no-tests) run_tests=0; shift ;;
     --no-flash-bench) flash_bench=0; shift ;;
+    --matmul-bench) matmul_bench=1; shift ;;
     --profile) profile=$2; shift 2 ;;
     --generate) generate=1; shift ;;
     --export) export_dir=$2; bench_args+=(--export "$2/bench"); shift 2 ;;
@@ -60,6 +63,13 @@ if [ "$flash_bench" = 1 ]; then
   [ "$rc" != 0 ] && tests_rc=1
   grep -vE ' ok$' "$export_dir/flash-bench.log" | tail -n 20
   echo "== flash kernels' check and timing: exit $rc, $((SECONDS - start)) s (log: $export_dir/flash-bench.log)"
+fi
+if [ "$matmul_bench" = 1 ]; then
+  (. .device-bundle/env.sh && timeout -k 5 120 strata_matmul_gpu_bench) > "$export_dir/matmul-bench.log" 2>&1
+  rc=$?
+  [ "$rc" != 0 ] && tests_rc=1
+  cat "$export_dir/matmul-bench.log"
+  echo "== block matmuls' timing: exit $rc"
 fi
 if [ "$run_tests" = 1 ]; then
   index=0

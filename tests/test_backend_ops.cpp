@@ -372,16 +372,25 @@ Case sgd_case(std::int64_t count, float momentum) {
           }};
 }
 
-Case conversion_case(std::int64_t count) {
-  return {"convert", std::to_string(count), "f32<->bf16", Op::convert, 0.0, [=](Backend& backend) {
+// `offset` elements into each buffer: an offset of 1 leaves the pointers off 16-byte alignment (a
+// backend may take another path there), and a count not a multiple of 8 leaves a tail.
+Case conversion_case(std::int64_t count, std::int64_t offset) {
+  return {"convert",
+          std::to_string(count) + (offset > 0 ? " at +" + std::to_string(offset) : ""),
+          "f32<->bf16",
+          Op::convert,
+          0.0,
+          [=](Backend& backend) {
             Ops& ops = backend.ops();
             test::BackendBuffers memory(backend);
             const Floats values = random_floats(count, 31, 100.0f);
             const auto expected_bits = to_bf16(values);
-            float* f = memory.upload(values);
-            auto* narrowed = memory.upload(std::vector<std::uint16_t>(count));
+            Floats padded(static_cast<std::size_t>(offset), 0.0f);
+            padded.insert(padded.end(), values.begin(), values.end());
+            float* f = memory.upload(padded) + offset;
+            auto* narrowed = memory.upload(std::vector<std::uint16_t>(count + offset)) + offset;
             ops.narrow(narrowed, f, count);
-            float* widened = memory.upload(Floats(count));
+            float* widened = memory.upload(Floats(count + offset)) + offset;
             ops.widen(widened, narrowed, count);
             ops.narrow_and_round(narrowed, f, count);  // also rounds f in place
             const auto bits = memory.download(narrowed, count);
@@ -530,7 +539,8 @@ std::vector<Case> conformance_table() {
   cases.push_back(adamw_case(1000));
   cases.push_back(sgd_case(1000, 0.9f));
   cases.push_back(sgd_case(1000, 0.0f));
-  cases.push_back(conversion_case(1000));
+  for (auto [count, offset] : {std::pair<std::int64_t, std::int64_t>{1000, 0}, {1003, 0}, {1001, 1}})
+    cases.push_back(conversion_case(count, offset));
   cases.push_back(reduction_case(10000));
   cases.push_back(scale_case(10001));
   cases.push_back(add_scaled_case(10001));

@@ -1,9 +1,9 @@
 // The CUDA backend end to end, through run_training with the real plugins: 20 steps of the tiny
 // GPT-2 and the tiny LLaMA on cuda:0 match the CPU's losses (f32, 1e-4 relative), two CUDA runs are
-// bitwise equal, the checkpoint and offload plugins (optimizer state on disk too) and the fused
-// update keep the CUDA math bitwise, bf16 storage, int8 weights and fp16 stay near the CPU's, the hard memory limit
-// holds, and the driver's view of device memory covers the arena's; the flash-attention plugin runs there as on the
-// CPU. Every test skips, saying why, where no CUDA device is visible.
+// bitwise equal, the checkpoint and offload plugins (optimizer state, masters and streamed weights on disk too) and the
+// fused update keep the CUDA math bitwise, bf16 storage, int8 weights and fp16 stay near the CPU's, the hard memory
+// limit holds, and the driver's view of device memory covers the arena's; the flash-attention plugin runs there as on
+// the CPU. Every test skips, saying why, where no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,22 +117,35 @@ TEST(CudaTraining, CheckpointAndOffloadKeepTheMathBitwise) {
 
 // Optimizer state in the disk tier on the GPU: each block's moments and f32 masters come from the
 // tier's file into pinned host rows, are stepped there, and the bf16 weights narrowed from the masters
-// reach the device, all as the host offload does. So the losses are the plain run's, bit for bit.
+// reach the device, all as the host offload does. So the losses are the plain run's, bit for bit: with
+// the whole state on disk, with the masters alone there (the moments in host memory), and with the
+// streamed block weights on disk too (each block read into host memory ahead of its fetch, sent back
+// as it leaves the device).
 TEST(CudaTraining, OptimizerStateOnDiskKeepsTheMathBitwise) {
   STRATA_SKIP_WITHOUT_CUDA();
   const auto tier_dir = test::temporary_directory("cuda_disk_tier");
-  const std::string on_disk = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"disk\"\n";
+  const std::string offload = "[[strategy]]\nplugin = \"offload\"\n";
+  const std::vector<std::pair<std::string, std::string>> stacks = {
+      {"state on disk", offload + "optimizer_state = \"disk\"\n"},
+      {"masters on disk", offload + "optimizer_state = \"host\"\nmasters = \"disk\"\n"},
+      {"weights on disk", offload + "optimizer_state = \"disk\"\nmax_resident_layers = 2\nprefetch = 1\n"
+                                    "weights = \"disk\"\n"}};
   for (const Family& family : {kFamilies[0], kFamilies[1]}) {
     for (const std::string& precision : {std::string{}, kBf16}) {
-      SCOPED_TRACE(family.name + (precision.empty() ? " f32" : " bf16"));
       const TrainResult plain = train(family, "cuda:0", precision);
-      const TrainResult disk =
-          train(family, "cuda:0", precision + on_disk, {"device.disk_path=\"" + tier_dir.string() + "\""});
-      ASSERT_EQ(plain.losses.size(), disk.losses.size());
-      for (std::size_t i = 0; i < plain.losses.size(); ++i) EXPECT_EQ(plain.losses[i], disk.losses[i]) << "step " << i;
-      ASSERT_TRUE(disk.disk.has_value());
-      EXPECT_GT(disk.disk->bytes_read, 0u);
-      EXPECT_GT(disk.disk->bytes_written, 0u);
+      for (const auto& [label, stack] : stacks) {
+        // The masters exist only for bf16 weights.
+        if (label == "masters on disk" && precision.empty()) continue;
+        SCOPED_TRACE(family.name + (precision.empty() ? " f32, " : " bf16, ") + label);
+        const TrainResult disk =
+            train(family, "cuda:0", precision + stack, {"device.disk_path=\"" + tier_dir.string() + "\""});
+        ASSERT_EQ(plain.losses.size(), disk.losses.size());
+        for (std::size_t i = 0; i < plain.losses.size(); ++i)
+          EXPECT_EQ(plain.losses[i], disk.losses[i]) << "step " << i;
+        ASSERT_TRUE(disk.disk.has_value());
+        EXPECT_GT(disk.disk->bytes_read, 0u);
+        EXPECT_GT(disk.disk->bytes_written, 0u);
+      }
     }
   }
 }
