@@ -3,14 +3,17 @@
 // equal to the state on the host.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/safetensors.hpp"
 #include "core/device/allocator.hpp"
 #include "core/device/disk_tier.hpp"
 #include "core/manifest/manifest.hpp"
@@ -45,19 +48,18 @@ void expect_round_trip(DiskTierOptions options) {
   DiskTier tier(std::move(options));
   const std::vector<std::size_t> sizes = {1, 4095, 4096, 4097, 3 * 8192 + 5, 100000};
   std::vector<std::vector<std::byte>> written;
-  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint64_t> extents;
   CopyTicket last = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     written.push_back(random_bytes(sizes[i], static_cast<unsigned>(i + 1)));
-    offsets.push_back(tier.reserve(sizes[i], "row " + std::to_string(i)));
-    EXPECT_EQ(offsets.back() % kDiskBlockBytes, 0u);
-    last = tier.write(offsets.back(), written.back().data(), sizes[i]);
+    extents.push_back(tier.reserve(sizes[i], "row " + std::to_string(i)));
+    last = tier.write(extents.back(), written.back().data(), sizes[i]);
   }
   tier.wait(last);
   std::vector<std::vector<std::byte>> read(sizes.size());
   for (std::size_t i = sizes.size(); i-- > 0;) {
     read[i].assign(sizes[i], std::byte{0x5a});
-    last = tier.read(offsets[i], read[i].data(), sizes[i]);
+    last = tier.read(extents[i], read[i].data(), sizes[i]);
   }
   tier.wait(last);
   for (std::size_t i = 0; i < sizes.size(); ++i)
@@ -136,6 +138,102 @@ TEST(DiskTier, ADirectoryThatCannotHoldTheFileIsNamed) {
   EXPECT_EQ(disk_directory_problem(dir / "file"), "is not a directory");
   EXPECT_NE(disk_directory_problem("/proc").find("refuses new files"), std::string::npos);
   EXPECT_THROW(DiskTier(options_in("/proc")), std::invalid_argument);
+}
+
+std::vector<std::byte> file_prefix(const std::filesystem::path& path, std::size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::byte> read(bytes);
+  in.read(reinterpret_cast<char*>(read.data()), static_cast<std::streamsize>(bytes));
+  EXPECT_TRUE(in) << path;
+  return read;
+}
+
+std::string checksum_of(const std::vector<std::byte>& bytes) {
+  return bytes_checksum({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+}
+
+// A checkpoint keeps a row by hard link: the link holds the row's bytes and their checksum, and
+// the row's next write goes to a new file, so the link keeps what it named while the row changes
+// (and outlives the tier). A row never written links as zeros.
+TEST(DiskTier, ALinkedRowKeepsItsBytesWhileTheRowGoesOnInANewFile) {
+  const auto dir = temporary_directory("disk_tier_link");
+  const auto kept = temporary_directory("disk_tier_link_kept");
+  const std::size_t bytes = 3 * 8192 + 5;
+  const std::vector<std::byte> first = random_bytes(bytes, 11), second = random_bytes(bytes, 12);
+  {
+    DiskTier tier(options_in(dir, 8192));
+    const std::uint64_t row = tier.reserve(bytes, "h.0.attn.state0");
+    const std::uint64_t untouched = tier.reserve(5000, "h.0.attn.state1");
+    (void)tier.write(row, first.data(), bytes);
+    std::string why;
+    const auto linked = tier.link(row, kept / "first.bin", why);
+    ASSERT_TRUE(linked.has_value()) << why;
+    EXPECT_EQ(linked->bytes, bytes);
+    EXPECT_EQ(checksum_text(linked->checksum), checksum_of(first));
+    EXPECT_EQ(std::filesystem::file_size(kept / "first.bin") % kDiskBlockBytes, 0u);
+    EXPECT_EQ(file_prefix(kept / "first.bin", bytes), first);
+
+    const std::uint64_t file_bytes = tier.stats().file_bytes;
+    tier.wait(tier.write(row, second.data(), bytes));
+    std::vector<std::byte> read(bytes);
+    tier.wait(tier.read(row, read.data(), bytes));
+    EXPECT_EQ(read, second) << "the row reads its new bytes";
+    EXPECT_EQ(file_prefix(kept / "first.bin", bytes), first) << "the write changed the linked file";
+    EXPECT_EQ(tier.stats().file_bytes, file_bytes) << "the new file replaces the row's, in the tier's count";
+    const auto again = tier.link(row, kept / "second.bin", why);
+    ASSERT_TRUE(again.has_value()) << why;
+    EXPECT_EQ(checksum_text(again->checksum), checksum_of(second));
+
+    const auto zeros = tier.link(untouched, kept / "zeros.bin", why);
+    ASSERT_TRUE(zeros.has_value()) << why;
+    EXPECT_EQ(checksum_text(zeros->checksum), checksum_of(std::vector<std::byte>(5000)));
+    EXPECT_EQ(file_prefix(kept / "zeros.bin", 5000), std::vector<std::byte>(5000));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the tier's own files outlived it";
+  EXPECT_EQ(file_prefix(kept / "first.bin", bytes), first) << "the link did not outlive the tier";
+  // A row of f32 is checked as it is written: a save must not keep a NaN it never reads back.
+  {
+    DiskTier tier(options_in(dir, 8192));
+    std::vector<float> values(3000, 1.5f);
+    const std::uint64_t row = tier.reserve(values.size() * 4, "h.0.attn.master", /*holds_f32=*/true);
+    (void)tier.write(row, values.data(), values.size() * 4);
+    std::string why;
+    const auto finite = tier.link(row, kept / "finite.bin", why);
+    ASSERT_TRUE(finite.has_value()) << why;
+    EXPECT_TRUE(finite->finite);
+    values[2999] = std::numeric_limits<float>::quiet_NaN();
+    (void)tier.write(row, values.data(), values.size() * 4);
+    const auto not_finite = tier.link(row, kept / "nan.bin", why);
+    ASSERT_TRUE(not_finite.has_value()) << why;
+    EXPECT_FALSE(not_finite->finite);
+    EXPECT_THROW((void)tier.write(row, values.data(), 4), std::logic_error) << "a write of part of a row";
+  }
+  EXPECT_EQ(file_prefix(kept / "second.bin", bytes), second);
+}
+
+// Where no link can be made (another filesystem, here /dev/shm's tmpfs against the test's
+// directory), link says why and changes nothing.
+TEST(DiskTier, NoLinkAcrossFilesystems) {
+  const auto kept = temporary_directory("disk_tier_cross");
+  std::error_code error;
+  if (!std::filesystem::is_directory("/dev/shm", error) || disk_directory_problem("/dev/shm") != "")
+    GTEST_SKIP() << "no usable /dev/shm here";
+  struct stat here {
+  }, there{};
+  if (::stat(kept.c_str(), &here) != 0 || ::stat("/dev/shm", &there) != 0 || here.st_dev == there.st_dev)
+    GTEST_SKIP() << "/dev/shm is on the test directory's filesystem here";
+  DiskTier tier(options_in("/dev/shm", 8192));
+  const std::vector<std::byte> bytes = random_bytes(6000, 13);
+  const std::uint64_t row = tier.reserve(bytes.size(), "wte.weight.state0");
+  (void)tier.write(row, bytes.data(), bytes.size());
+  std::string why;
+  EXPECT_FALSE(tier.link(row, kept / "row.bin", why).has_value());
+  EXPECT_NE(why.find("another filesystem"), std::string::npos) << why;
+  EXPECT_FALSE(std::filesystem::exists(kept / "row.bin"));
+  EXPECT_EQ(tier.link_refusal(), why) << "the refusal is remembered: later saves copy without trying";
+  std::vector<std::byte> read(bytes.size());
+  tier.wait(tier.read(row, read.data(), bytes.size()));
+  EXPECT_EQ(read, bytes);
 }
 
 std::string disk_offload(const std::string& extra = "") {

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/format_bytes.hpp"
 
 namespace strata {
 
@@ -66,8 +69,15 @@ constexpr const char* kAdaptersKey = "strata_adapters";
 // Hugging Face model directory, each tensor read from the file that holds it.
 class TensorSource {
  public:
-  explicit TensorSource(const SafetensorsFile& file) : path_(file.path()), metadata_(file.metadata()) {
+  // A save's model.safetensors with the tensors it keeps in tier/ (tier_tensors).
+  explicit TensorSource(const SafetensorsFile& file, const std::vector<SafetensorsFile>& linked = {})
+      : path_(file.path()), metadata_(file.metadata()) {
     for (const auto& [name, entry] : file.entries()) tensors_.emplace(name, &file);
+    for (const SafetensorsFile& raw : linked)
+      for (const auto& [name, entry] : raw.entries())
+        if (!tensors_.emplace(name, &raw).second)
+          throw CheckpointError(raw.path().string() + ": corrupt checkpoint: tensor '" + name + "' is also in " +
+                                path_.string());
   }
   TensorSource(const HfWeights& weights, fs::path directory) : path_(std::move(directory)), tensors_(weights.tensors) {}
 
@@ -111,6 +121,16 @@ class TensorSource {
   std::map<std::string, const SafetensorsFile*> tensors_;
 };
 
+// Removes a save's temporary directory unless the save completed (disarmed).
+struct RemoveOnFailure {
+  fs::path path;
+  bool armed = true;
+  ~RemoveOnFailure() {
+    std::error_code error;
+    if (armed) fs::remove_all(path, error);
+  }
+};
+
 std::string family_of(const TensorSource& source) {
   // Qwen2 is LLaMA's names with q/k/v biases; any block's will do (a save leaves frozen blocks out).
   for (const auto& [name, file] : source.tensors())
@@ -141,12 +161,14 @@ std::string strategy_state_key(std::size_t index, const std::string& plugin) {
 
 fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerState& state) {
   fs::create_directories(directory);
+  const auto start = std::chrono::steady_clock::now();
   char name[32];
   std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(state.step));
   const fs::path final_path = directory / name;
   const fs::path temporary = directory / (std::string(".") + name + ".tmp-" + std::to_string(::getpid()));
   fs::remove_all(temporary);
   fs::create_directories(temporary);
+  RemoveOnFailure cleanup{temporary};  // a save that fails part-way leaves nothing (its links would hold rows)
 
   // Every value reaches the host through an explicit copy, a piece at a time as the files are
   // written (safetensors.hpp, write_safetensors_in_pieces): a save holds at most one piece of
@@ -166,24 +188,60 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   };
   std::vector<TensorPieces> weights;
   std::vector<TensorPieces> optimizer_state;
+  // Rows whose only copy is in the disk tier are kept by hard link in tier/ (the tier's next write
+  // to such a row starts a new file), not copied into the safetensors files: a save of a large run
+  // costs its in-memory rows only. Where the tier cannot link (another filesystem), they are copied.
+  nlohmann::json tier_files = nlohmann::json::object();
+  DiskTier* tier = model.store().disk_tier();
+  bool linking = tier != nullptr && tier->link_refusal().empty();  // a refusal is logged once a run
+  const auto link_or_copy = [&](std::vector<TensorPieces>& file_tensors, const char* file, int row,
+                                const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) {
+    const std::uint64_t bytes = stored_elements(shape) * dtype_bytes(dtype);
+    if (linking && model.table().row(row).home == Home::disk) {
+      fs::create_directories(temporary / kTierDirectory);
+      const std::string link_name = std::string(kTierDirectory) + "/" + name + ".bin";
+      std::string why;
+      if (const auto linked = model.store().link_from_disk(row, temporary / link_name, why)) {
+        // What the read-back would have found in a copy: values that are not finite.
+        if (!linked->finite)
+          throw std::runtime_error("the save of step " + std::to_string(state.step) +
+                                   " was discarded and the earlier saves kept: tensor '" + name +
+                                   "' (in the disk tier) holds a value that is not finite");
+        tier_files[name] = {{"file", link_name},
+                            {"in", file},
+                            {"dtype", safetensors_dtype(dtype)},
+                            {"shape", shape},
+                            {"bytes", linked->bytes},
+                            {"checksum", checksum_text(linked->checksum)}};
+        return;
+      }
+      linking = false;
+      spdlog::warn("checkpoint: the disk tier's rows cannot be kept by hard link in {}: {}; saves copy them",
+                   directory.string(), why);
+    }
+    file_tensors.push_back({name, shape, safetensors_dtype(dtype), bytes, row_source(row)});
+  };
+  std::size_t trained = 0, state_buffers = 0;
   for (const ParameterRows& rows : model.parameters()) {
     // A frozen parameter is as initialised or loaded from the run's base (train.init_from): the
     // save records its fingerprint instead, and a load checks it against the model's.
     if (rows.role == ParameterRole::frozen) continue;
-    const std::vector<std::int64_t> shape = model.stored_shape(rows);
+    ++trained;
     // f32: the master copy under bf16 or quantized storage.
-    weights.push_back(
-        {rows.name, shape, "F32", stored_elements(shape) * sizeof(float), row_source(model.store().value_row(rows))});
+    link_or_copy(weights, "model.safetensors", model.store().value_row(rows), rows.name, model.stored_shape(rows),
+                 DType::f32);
     // Optimizer state in its own dtype and shape, byte for byte (a resume is bitwise).
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (rows.state[s] >= 0) {
-        const TensorRow& row = model.table().row(rows.state[s]);
-        std::vector<std::int64_t> state_shape = state_file_shape(model, rows, s);
-        const std::uint64_t bytes = stored_elements(state_shape) * dtype_bytes(row.element);
-        optimizer_state.push_back({state_name(rows, s), std::move(state_shape), safetensors_dtype(row.element), bytes,
-                                   row_source(rows.state[s])});
+        ++state_buffers;
+        link_or_copy(optimizer_state, "optimizer.safetensors", rows.state[s], state_name(rows, s),
+                     state_file_shape(model, rows, s), model.table().row(rows.state[s]).element);
       }
   }
+  if (tier_files.empty())
+    fs::remove(temporary / kTierDirectory);  // a first link that failed left it empty
+  else
+    sync_directory(temporary / kTierDirectory);  // the links survive a crash once `latest` names the save
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "strata"}};
   if (std::string fingerprint = model.frozen_fingerprint(); !fingerprint.empty())
     metadata[kFrozenKey] = std::move(fingerprint);
@@ -197,7 +255,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
     files[file] = write_safetensors_in_pieces(temporary / file, *tensors, file_metadata);
   loan.reset();
   nlohmann::json trainer = {
-      {"format", kCheckpointFormat},
+      {"format", tier_files.empty() ? kCheckpointFormat : kTierCheckpointFormat},
       {"step", state.step},
       {"seed", state.seed},
       {"optimizer", state.optimizer},
@@ -206,10 +264,11 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       {"data_fingerprint", state.data_fingerprint},
       {"loss", state.loss && std::isfinite(*state.loss) ? nlohmann::json(*state.loss) : nlohmann::json()},
       {"precision_state", state.precision},
-      {"optimizer_state_buffers", optimizer_state.size() / std::max<std::size_t>(1, weights.size())},
+      {"optimizer_state_buffers", state_buffers / std::max<std::size_t>(1, trained)},
       {"data_order", "counter-hash(seed, step, micro_batch, row)"},
       {"model", model.config_json()}};
   if (state.fused_clip_norm) trainer["fused_clip_norm"] = *state.fused_clip_norm;
+  if (!tier_files.empty()) trainer["tier_files"] = std::move(tier_files);
   std::map<std::string, std::string> side_files;
   if (!state.predictor.empty()) side_files["predictor.bin"] = state.predictor;
   for (const auto& [key, bytes] : state.strategies) side_files[key + ".bin"] = bytes;
@@ -238,9 +297,18 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   const fs::path previous = directory / (std::string(".") + name + ".old-" + std::to_string(::getpid()));
   if (fs::exists(final_path)) fs::rename(final_path, previous);
   fs::rename(temporary, final_path);
+  cleanup.armed = false;
   sync_directory(directory);
   fs::remove_all(previous);
   write_file_atomically(directory / "latest", std::string(name) + "\n");
+  std::uint64_t written = 0, linked = 0;
+  for (const auto& entry : fs::directory_iterator(final_path))
+    if (entry.is_regular_file()) written += entry.file_size();
+  if (trainer.contains("tier_files"))
+    for (const auto& [tensor, entry] : trainer["tier_files"].items()) linked += entry["bytes"].get<std::uint64_t>();
+  spdlog::info("checkpoint: step {} saved to {} in {:.1f} s: {} written{}", state.step, final_path.string(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), format_bytes(written),
+               linked > 0 ? ", " + format_bytes(linked) + " of disk-tier rows kept by hard link" : std::string());
   return final_path;
 }
 
@@ -340,9 +408,24 @@ void load_weights(const fs::path& path, Model& model) {
     load_weights_from(TensorSource(weights, path), model);
     return;
   }
-  fs::path file = path;
-  if (fs::is_directory(path)) file = resolve_checkpoint(path) / "model.safetensors";
-  load_weights_from(TensorSource(SafetensorsFile::read(file)), model);
+  // A save's model.safetensors named alone still takes the weights it keeps in tier/.
+  const bool save_file = !fs::is_directory(path) && path.filename() == "model.safetensors" &&
+                         fs::is_regular_file(path.parent_path() / "trainer.json");
+  if (!fs::is_directory(path) && !save_file) {
+    load_weights_from(TensorSource(SafetensorsFile::read(path)), model);
+    return;
+  }
+  const fs::path directory = save_file ? path.parent_path() : resolve_checkpoint(path);
+  nlohmann::json trainer = nlohmann::json::object();
+  if (fs::is_regular_file(directory / "trainer.json")) {
+    try {
+      trainer = nlohmann::json::parse(read_save_file(directory / "trainer.json"));
+    } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError((directory / "trainer.json").string() + ": corrupt: " + e.what());
+    }
+  }
+  const SafetensorsFile weights = SafetensorsFile::read(directory / "model.safetensors");
+  load_weights_from(TensorSource(weights, tier_tensors(directory, trainer, "model.safetensors", true)), model);
 }
 
 TrainerState load_checkpoint(const fs::path& path, Model& model, const std::string& optimizer,
@@ -416,13 +499,22 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     throw CheckpointError(weights.path().string() +
                           ": holds a whole model (no record of frozen weights), but this run freezes parameters "
                           "and saves only what trains: it is not this run's save (a base model is train.init_from)");
-  load_weights_from(TensorSource(weights), model);
+  // Weights the save kept in the disk tier's files (tier/), each read against its checksum.
+  load_weights_from(TensorSource(weights, tier_tensors(directory, trainer, "model.safetensors", true)), model);
   // The stored weights as the uninterrupted run had them after this step (a precision policy's own
   // rounding may depend on it).
   model.store().publish_weights(state.step);
   const fs::path optimizer_path = directory / "optimizer.safetensors";
   const SafetensorsFile optimizer_state =
       SafetensorsFile::read(optimizer_path, &read_checksums["optimizer.safetensors"]);
+  const std::vector<SafetensorsFile> linked_state = tier_tensors(directory, trainer, "optimizer.safetensors", true);
+  std::map<std::string, const SafetensorsFile*> state_files;  // where each state tensor is
+  for (const auto& [name, entry] : optimizer_state.entries()) state_files.emplace(name, &optimizer_state);
+  for (const SafetensorsFile& raw : linked_state)
+    for (const auto& [name, entry] : raw.entries())
+      if (!state_files.emplace(name, &raw).second)
+        throw CheckpointError(raw.path().string() + ": corrupt checkpoint: tensor '" + name + "' is also in " +
+                              optimizer_path.string());
   for (const ParameterRows& rows : model.parameters()) {
     std::vector<SavedStateBuffer> buffers(rows.state.size());
     // f32 buffers copied out: the file packs tensors without padding, so after an 8-bit optimizer's
@@ -433,15 +525,16 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
       if (rows.state[s] < 0) continue;
       has_state = true;
       const std::string name = state_name(rows, s);
-      if (!optimizer_state.has(name))
+      const auto holder = state_files.find(name);
+      if (holder == state_files.end())
         throw CheckpointError(optimizer_path.string() + ": missing '" + name +
                               "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
       const DType dtype = model.table().row(rows.state[s]).element;
-      buffers[s] = {dtype, optimizer_state.raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s))};
+      buffers[s] = {dtype, holder->second->raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s))};
       if (dtype == DType::f32) {
         aligned[s].resize(buffers[s].bytes.size() / sizeof(float));
         std::memcpy(aligned[s].data(), buffers[s].bytes.data(), buffers[s].bytes.size());
-        require_finite(aligned[s], optimizer_path, name);
+        require_finite(aligned[s], holder->second->path(), name);
         buffers[s].bytes = std::as_bytes(std::span(aligned[s]));
       }
     }
@@ -454,9 +547,11 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     std::erase(state_rows, -1);
     const DiskLoan state(model.store(), state_rows, DiskLoan::Access::write);  // the disk tier's, if there
     for (std::size_t s = 0; s < rows.state.size(); ++s)
-      if (rows.state[s] >= 0)
+      if (rows.state[s] >= 0) {
         model.backend().ops().copy_from_host(model.store().data(rows.state[s]), buffers[s].bytes.data(),
                                              buffers[s].bytes.size());
+        state_files.at(state_name(rows, s))->release(state_name(rows, s));  // a mapped tier file's pages
+      }
   }
   // Every file of the save against the checksums trainer.json records (format 2): after the
   // files' own checks (which name a tensor), before the run uses anything loaded.

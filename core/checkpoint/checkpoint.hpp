@@ -2,7 +2,10 @@
 // Training checkpoints: a directory per save,
 //   <dir>/step_00000100/model.safetensors      weights, the family's Hugging Face names and layouts
 //   <dir>/step_00000100/optimizer.safetensors  optimizer state ("<param>.state0", ...)
-//   <dir>/step_00000100/trainer.json           format (strata-checkpoint-2), step, seed, model
+//   <dir>/step_00000100/tier/<tensor>.bin      rows of the disk tier, kept by hard link (their tensors are
+//                                              then not in the two files above; trainer.json's
+//                                              "tier_files" gives each one's shape and checksum)
+//   <dir>/step_00000100/trainer.json           format (strata-checkpoint-2, or -3 with tier/), step, seed, model
 //                                              shape, optimizer, data and its fingerprint, the
 //                                              step's loss, the precision policy's state, and
 //                                              "files": every other file with its XXH3 checksum

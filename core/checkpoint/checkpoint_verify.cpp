@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/checkpoint_directory.hpp"
@@ -43,15 +44,67 @@ std::int64_t verify_tensors(const fs::path& path, std::string& file_checksum, bo
   return static_cast<std::int64_t>(file.entries().size());
 }
 
+// The tier_files object of a format-3 save (empty for the others).
+const nlohmann::json& tier_files_of(const nlohmann::json& trainer) {
+  static const nlohmann::json none = nlohmann::json::object();
+  return trainer.contains("tier_files") ? trainer["tier_files"] : none;
+}
+
 }  // namespace
+
+namespace {
+
+// The path of a linked file trainer.json names, "tier/NAME" and nothing else: a save's files stay
+// inside it. Throws CheckpointError.
+fs::path tier_file_path(const fs::path& step_directory, const nlohmann::json& entry) {
+  const std::string trainer_path = (step_directory / "trainer.json").string();
+  const std::string prefix = std::string(kTierDirectory) + "/";
+  const std::string file = entry.is_object() && entry.contains("file") && entry["file"].is_string()
+                               ? entry["file"].get<std::string>()
+                               : std::string();
+  const std::string name = file.starts_with(prefix) ? file.substr(prefix.size()) : std::string();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
+    throw CheckpointError(trainer_path + ": corrupt: tier_files lists '" + file + "', which is not a file of the save");
+  return step_directory / kTierDirectory / name;
+}
+
+}  // namespace
+
+std::vector<SafetensorsFile> tier_tensors(const fs::path& step_directory, const nlohmann::json& trainer,
+                                          const std::string& file, bool check) {
+  const std::string trainer_path = (step_directory / "trainer.json").string();
+  std::vector<SafetensorsFile> tensors;
+  const nlohmann::json& listed = tier_files_of(trainer);
+  if (!listed.is_object()) throw CheckpointError(trainer_path + ": corrupt: tier_files is not an object");
+  if (!listed.empty() && trainer.value("format", std::string()) != kTierCheckpointFormat)
+    throw CheckpointError(trainer_path + ": corrupt: tier_files in a save of format " +
+                          trainer.value("format", std::string("?")));
+  try {
+    for (const auto& [name, entry] : listed.items()) {
+      const std::string in = entry.at("in").get<std::string>();
+      if (in != "model.safetensors" && in != "optimizer.safetensors")
+        throw CheckpointError(trainer_path + ": corrupt: tier_files puts '" + name + "' in '" + in + "'");
+      if (in != file) continue;
+      tensors.push_back(SafetensorsFile::map_raw(
+          tier_file_path(step_directory, entry),
+          {name, entry.at("dtype").get<std::string>(), entry.at("shape").get<std::vector<std::int64_t>>(),
+           entry.at("bytes").get<std::uint64_t>(), entry.at("checksum").get<std::string>()},
+          check));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(trainer_path + ": corrupt tier_files: " + e.what());
+  }
+  return tensors;
+}
 
 void check_save_files(const fs::path& step_directory, const nlohmann::json& trainer,
                       const std::map<std::string, std::string>& read_checksums) {
   const std::string trainer_path = (step_directory / "trainer.json").string();
   const std::string format = trainer.contains("format") && trainer["format"].is_string() ? trainer["format"] : "";
-  if (format != kCheckpointFormat && format != "strata-checkpoint-1")
+  if (format != kCheckpointFormat && format != kTierCheckpointFormat && format != "strata-checkpoint-1")
     throw CheckpointError(trainer_path + ": corrupt or from a newer Strata: format '" + format + "' (this one reads " +
-                          kCheckpointFormat + " and strata-checkpoint-1)");
+                          kTierCheckpointFormat + ", " + kCheckpointFormat + " and strata-checkpoint-1)");
   // The directory's name says its step (a temporary's too: ".step_00000005.tmp-PID").
   std::string name = step_directory.filename().string();
   if (name.starts_with(".")) name.erase(0, 1);
@@ -78,10 +131,33 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
       throw CheckpointError(path.string() +
                             ": corrupt checkpoint: its bytes do not match the checksum trainer.json records");
   }
+  // The tier's rows a save links: each listed file present (their checksums are read with their
+  // tensors: tier_tensors), and nothing else in tier/.
+  const nlohmann::json& tier = tier_files_of(trainer);
+  std::set<std::string> tier_names;
+  if (tier.is_object())
+    for (const auto& [name, entry] : tier.items()) {
+      const fs::path path = tier_file_path(step_directory, entry);
+      tier_names.insert(std::string(kTierDirectory) + "/" + path.filename().string());
+      std::error_code missing;
+      if (!fs::is_regular_file(fs::symlink_status(path, missing)))
+        throw CheckpointError(path.string() +
+                              ": missing or not a regular file: trainer.json lists it (the save is "
+                              "incomplete or altered)");
+    }
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(step_directory, error))
-    if (const std::string file = entry.path().filename().string(); file != "trainer.json" && !files.contains(file))
+  for (const fs::directory_entry& entry : fs::directory_iterator(step_directory, error)) {
+    const std::string file = entry.path().filename().string();
+    if (file == kTierDirectory && !tier_names.empty()) {
+      for (const fs::directory_entry& linked : fs::directory_iterator(entry.path(), error))
+        if (!tier_names.contains(std::string(kTierDirectory) + "/" + linked.path().filename().string()))
+          throw CheckpointError(linked.path().string() +
+                                ": corrupt checkpoint: trainer.json records no checksum for it");
+      continue;
+    }
+    if (file != "trainer.json" && !files.contains(file))
       throw CheckpointError(entry.path().string() + ": corrupt checkpoint: trainer.json records no checksum for it");
+  }
   if (error) throw CheckpointError(step_directory.string() + ": cannot list the save: " + error.message());
 }
 
@@ -105,6 +181,20 @@ VerifiedSave verify_save(const fs::path& step_directory, bool mapped) {
     verified.bytes += fs::file_size(step_directory / name, error);
   }
   check_save_files(step_directory, trainer, read_checksums);
+  // Rows of the disk tier the save linked: a run's own read-back checks their sizes (reading them
+  // would cost the save what linking saved); `strata verify` reads each against its checksum.
+  for (const char* name : {"model.safetensors", "optimizer.safetensors"})
+    for (const SafetensorsFile& linked : tier_tensors(step_directory, trainer, name, !mapped)) {
+      for (const auto& [tensor, entry] : linked.entries()) {
+        if (!mapped)
+          if (const auto bad = linked.first_non_finite(tensor))
+            throw CheckpointError(linked.path().string() + ": corrupt checkpoint: tensor '" + tensor + "' holds " +
+                                  std::to_string(bad->value) + " at element " + std::to_string(bad->index));
+        linked.release(tensor);
+      }
+      verified.tensors += 1;
+      verified.bytes += fs::file_size(linked.path(), error);
+    }
   if (trainer.contains("files") && trainer["files"].is_object())
     for (const auto& [name, checksum] : trainer["files"].items())
       if (name.ends_with(".bin")) verified.bytes += fs::file_size(step_directory / name, error);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/safetensors.hpp"
+
 namespace strata {
 
 struct VerifiedSave {
@@ -47,5 +49,15 @@ std::string read_save_file(const std::filesystem::path& path);
 void check_save_files(const std::filesystem::path& step_directory, const nlohmann::json& trainer,
                       const std::map<std::string, std::string>& read_checksums = {});
 inline constexpr const char* kCheckpointFormat = "strata-checkpoint-2";
+// Format 2 with "tier_files": rows of the disk tier kept by hard link in the save's tier/ folder,
+// each a raw tensor with its checksum (SafetensorsFile::map_raw), which the safetensors files omit.
+inline constexpr const char* kTierCheckpointFormat = "strata-checkpoint-3";
+inline constexpr const char* kTierDirectory = "tier";
+
+// The save's tier/ tensors that belong in `file` ("model.safetensors" or "optimizer.safetensors"),
+// mapped; `check`: their checksums read (a load, `strata verify`), else only their sizes (a save's
+// own read-back). Throws CheckpointError naming the file.
+std::vector<SafetensorsFile> tier_tensors(const std::filesystem::path& step_directory, const nlohmann::json& trainer,
+                                          const std::string& file, bool check);
 
 }  // namespace strata

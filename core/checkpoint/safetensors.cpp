@@ -107,6 +107,10 @@ void for_each_piece(const TensorPieces& tensor, std::vector<std::byte>& buffer, 
 
 }  // namespace
 
+std::string checksum_text(std::uint64_t checksum) {
+  return hex_text(checksum);
+}
+
 std::string bytes_checksum(std::string_view bytes) {
   return hex_text(XXH3_64bits(bytes.data(), bytes.size()));
 }
@@ -210,6 +214,60 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
   }
   SafetensorsFile file = parse_storage(std::move(storage), bytes, path, paging == Paging::on_demand);
   file.mapped_ = true;
+  return file;
+}
+
+SafetensorsFile SafetensorsFile::map_raw(const std::filesystem::path& path, const RawTensor& tensor, bool check) {
+  const std::string where = path.string() + ": ";
+  std::uint64_t elements = 1;
+  for (std::int64_t extent : tensor.shape) {
+    if (extent < 0) throw CheckpointError(where + "corrupt: tensor '" + tensor.name + "' has a negative extent");
+    elements *= static_cast<std::uint64_t>(extent);
+  }
+  const std::uint64_t tensor_bytes = elements * dtype_size(tensor.dtype);
+  if (dtype_size(tensor.dtype) == 0 || tensor_bytes > tensor.hashed_bytes)
+    throw CheckpointError(where + "corrupt: tensor '" + tensor.name + "' (" + tensor.dtype + " " +
+                          shape_text(tensor.shape) + ") does not fit the " + std::to_string(tensor.hashed_bytes) +
+                          " bytes recorded for it");
+  // Not through a symbolic link, and never waiting on a FIFO: a save's own regular files only.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  struct stat status {};
+  if (fd < 0 || ::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    throw CheckpointError(where + "missing or not a regular file (the save is incomplete or altered)");
+  }
+  const auto size = static_cast<std::uint64_t>(status.st_size);
+  if (size < tensor.hashed_bytes) {
+    ::close(fd);
+    throw CheckpointError(where + "truncated: " + std::to_string(size) + " bytes, " +
+                          std::to_string(tensor.hashed_bytes) + " recorded");
+  }
+  void* mapping = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (mapping == MAP_FAILED) throw CheckpointError(where + "cannot be mapped: " + std::strerror(errno));
+  std::shared_ptr<const char> storage(static_cast<const char*>(mapping), [size](const char* bytes) {
+    if (bytes != nullptr) ::munmap(const_cast<char*>(bytes), size);
+  });
+  if (check) {
+    const std::size_t piece = std::size_t{64} << 20;  // a multiple of every page size
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (std::uint64_t offset = 0; offset < tensor.hashed_bytes; offset += piece) {
+      const std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(piece, tensor.hashed_bytes - offset));
+      XXH3_64bits_update(&state, storage.get() + offset, length);
+      ::madvise(const_cast<char*>(storage.get() + offset), length, MADV_DONTNEED);
+    }
+    if (const std::string actual = hex_text(XXH3_64bits_digest(&state)); actual != tensor.checksum)
+      throw CheckpointError(where + "corrupt checkpoint: tensor '" + tensor.name + "' fails its checksum (saved xxh3 " +
+                            tensor.checksum + ", read " + actual + "): its bytes changed after it was written");
+  }
+  SafetensorsFile file;
+  file.path_ = path;
+  file.storage_ = std::move(storage);
+  file.bytes_ = std::span<const char>(file.storage_.get(), static_cast<std::size_t>(tensor_bytes));
+  file.payload_begin_ = 0;
+  file.mapped_ = true;
+  file.entries_.emplace(tensor.name, Entry{tensor.dtype, tensor.shape, 0, tensor_bytes});
   return file;
 }
 

@@ -41,6 +41,9 @@ struct TensorToWrite {
 // file's as trainer.json records it ("files": {"model.safetensors": "<xxh3>", ...}).
 std::string bytes_checksum(std::string_view bytes);
 
+// The 16 hex digits bytes_checksum writes, of an XXH3-64 computed elsewhere (the disk tier's).
+std::string checksum_text(std::uint64_t checksum);
+
 // The safetensors name of a Strata dtype ("F32", "BF16", "I32", "I8", "U8").
 std::string safetensors_dtype(DType dtype);
 
@@ -99,6 +102,20 @@ class SafetensorsFile {
   enum class Paging { populate, on_demand };
   static SafetensorsFile map(const std::filesystem::path& path, std::string* file_checksum = nullptr,
                              Paging paging = Paging::populate);
+  // One tensor held raw, with no header: a row of the disk tier a save keeps by hard link
+  // (checkpoint.hpp, "tier/"). Its first `hashed_bytes` bytes (the whole row) must match
+  // `checksum` (bytes_checksum's text), checked a piece at a time with each piece's pages handed
+  // back, unless `check` is false (a save's own read-back, which bounds its cost); the tensor is
+  // the first dtype x shape bytes of them (a row may carry padding rows past the tensor's).
+  // Throws CheckpointError naming the file.
+  struct RawTensor {
+    std::string name;
+    std::string dtype;
+    std::vector<std::int64_t> shape;
+    std::uint64_t hashed_bytes = 0;
+    std::string checksum;
+  };
+  static SafetensorsFile map_raw(const std::filesystem::path& path, const RawTensor& tensor, bool check = true);
   // The same from the file's bytes; `path` names the file in messages and nothing is read from it.
   static SafetensorsFile parse(std::span<const char> bytes, const std::filesystem::path& path);
 

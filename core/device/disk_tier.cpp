@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +19,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "core/device/allocator.hpp"
 #include "core/util/format_bytes.hpp"
@@ -52,13 +56,92 @@ int open_unnamed(const DiskTierOptions& options, int extra_flags) {
   return -1;
 }
 
+// A file descriptor, closed with its owner.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) noexcept : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  int get() const noexcept { return fd_; }
+  void reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A file a row at a time: a large model's tier holds a few thousand. When the tier's files near
+// the soft limit on open files (often 1024), it is raised to the hard one.
+void allow_more_files(std::size_t open) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max ||
+      static_cast<rlim_t>(open) + 64 < limit.rlim_cur)
+    return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0)
+    spdlog::info("disk tier: {} files open: the limit on open files is raised from {} to {}", open, was,
+                 limit.rlim_max);
+}
+
+// Whether every one of `count` f32 values is finite (no exponent of all ones), by their bits.
+bool all_finite_f32(const std::byte* bytes, std::uint64_t count) {
+  std::uint32_t worst = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, bytes + 4 * i, 4);
+    worst = std::max(worst, bits & 0x7f800000u);
+  }
+  return worst != 0x7f800000u;
+}
+
+// XXH3-64 of `bytes` zero bytes: the checksum of a row never written.
+std::uint64_t zeros_checksum(std::uint64_t bytes) {
+  static const std::vector<std::byte> zeros(std::size_t{1} << 20);
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t piece = std::min<std::uint64_t>(zeros.size(), bytes - done);
+    XXH3_64bits_update(&state, zeros.data(), piece);
+    done += piece;
+  }
+  return XXH3_64bits_digest(&state);
+}
+
 }  // namespace
 
 struct DiskTier::State {
+  // One row's file. The caller's thread creates and replaces files (swapped in under the mutex);
+  // the tier's thread records each write's checksum and whether its f32 values are finite.
+  struct RowFile {
+    UniqueFd fd;
+    std::string row;
+    std::uint64_t bytes = 0;   // the row's
+    std::uint64_t extent = 0;  // the file's: bytes rounded up to kDiskBlockBytes
+    bool holds_f32 = false;
+    bool linked = false;  // a checkpoint names this file: the next write starts a new one
+    bool written = false;
+    std::uint64_t checksum = 0;  // of the last write
+    bool finite = true;          // the last write's f32 values (a row of f32)
+  };
   struct Job {
     bool write = false;
     std::byte* host = nullptr;
-    std::uint64_t offset = 0;
+    std::size_t file = 0;
+    int fd = -1;  // the row's file when issued (owned by `files` or `retired` until the job is done)
+    bool holds_f32 = false;
     std::uint64_t bytes = 0;
   };
 
@@ -73,18 +156,20 @@ struct DiskTier::State {
       uring = false;
       return;
     }
-    fd = open_unnamed(options, O_DIRECT);
-    if (fd < 0 && errno == EINVAL) {
+    // A first file proves the directory, and whether it takes O_DIRECT; each row gets its own.
+    int probe = open_unnamed(options, O_DIRECT);
+    if (probe < 0 && errno == EINVAL) {
       // The filesystem refuses O_DIRECT (some network and FUSE filesystems): buffered I/O works
       // everywhere, at the price of the page cache.
       spdlog::warn("disk tier: {} refuses O_DIRECT ({}); using buffered I/O", options.directory.string(),
                    error_text(EINVAL));
       direct_io = false;
-      fd = open_unnamed(options, 0);
+      probe = open_unnamed(options, 0);
     }
-    if (fd < 0)
+    if (probe < 0)
       throw std::invalid_argument("[device] disk_path = \"" + options.directory.string() +
-                                  "\": cannot create the disk tier's file there: " + error_text(errno));
+                                  "\": cannot create the disk tier's files there: " + error_text(errno));
+    ::close(probe);
     if (const int error = io_uring_queue_init(4, &ring, 0); error < 0) {
       spdlog::warn("disk tier: io_uring is not available ({}); using pread/pwrite on the tier's thread",
                    error_text(-error));
@@ -113,11 +198,29 @@ struct DiskTier::State {
     worker.request_stop();
     if (worker.joinable()) worker.join();  // drains the queue first
     if (ring_open) io_uring_queue_exit(&ring);
-    if (fd >= 0) ::close(fd);
   }
 
-  CopyTicket enqueue(const Job& job) {
-    std::lock_guard lock(mutex);
+  // A new unnamed file of `extent` bytes, reserved; throws std::runtime_error naming the row.
+  UniqueFd new_file(std::string_view row, std::uint64_t extent, std::string_view held) {
+    UniqueFd file(open_unnamed(options, direct_io ? O_DIRECT : 0));
+    if (file.get() < 0)
+      throw std::runtime_error("disk tier: cannot create a file for " + std::string(row) + " in " +
+                               options.directory.string() + ": " + error_text(errno));
+    if (const int error = options.reserve_space(file.get(), 0, static_cast<off_t>(extent)); error != 0)
+      throw std::runtime_error("disk tier: no room for " + std::string(row) + " in " + options.directory.string() +
+                               ": " + std::to_string(extent) + " bytes more needed (" + std::string(held) +
+                               "): " + error_text(error));
+    return file;
+  }
+
+  // Files replaced by a copy on write, closed once the transfers issued before the swap landed.
+  void close_retired() {
+    std::erase_if(retired, [&](const std::pair<UniqueFd, CopyTicket>& file) { return file.second <= completed; });
+  }
+
+  // Issues a transfer, the mutex held by the caller (the row's file looked up under the same lock).
+  CopyTicket enqueue_locked(const Job& job) {
+    close_retired();
     const CopyTicket ticket = ++issued;
     if (options.account_only) {
       (job.write ? bytes_written : bytes_read) += job.bytes;
@@ -139,10 +242,20 @@ struct DiskTier::State {
       lock.unlock();
       const auto start = std::chrono::steady_clock::now();
       std::string problem;
+      // The bytes a write leaves on disk, checksummed (and an f32 row's values checked) from host
+      // memory as they go out, so a save that links the row need not read it back.
+      const bool wrote = job.write && !failed_before;
+      const std::uint64_t checksum = wrote ? XXH3_64bits(job.host, job.bytes) : 0;
+      const bool finite = !wrote || !job.holds_f32 || all_finite_f32(job.host, job.bytes / 4);
       if (!failed_before) problem = transfer(job);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       lock.lock();
       busy_seconds += seconds;
+      if (wrote && problem.empty()) {
+        files[job.file].written = true;
+        files[job.file].checksum = checksum;
+        files[job.file].finite = finite;
+      }
       (job.write ? bytes_written : bytes_read) += problem.empty() && !failed_before ? job.bytes : 0;
       if (!problem.empty() && error.empty()) error = problem;
       ++completed;
@@ -155,13 +268,14 @@ struct DiskTier::State {
     bool busy = false;
     bool done = false;
     int result = 0;
+    int fd = -1;
     std::uint64_t offset = 0;
     std::uint64_t bytes = 0;
   };
 
-  void submit(std::size_t s, bool write, std::uint64_t offset, std::uint64_t bytes) {
+  void submit(std::size_t s, bool write, int fd, std::uint64_t offset, std::uint64_t bytes) {
     Slot& slot = slots[s];
-    slot = Slot{true, false, 0, offset, bytes};
+    slot = Slot{true, false, 0, fd, offset, bytes};
     if (uring) {
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);  // never null: at most two of the ring's four in flight
       if (write)
@@ -201,7 +315,8 @@ struct DiskTier::State {
     while (result >= 0 && moved < slot.bytes) {
       const std::uint64_t left = slot.bytes - moved;
       const auto at = static_cast<off_t>(slot.offset + moved);
-      const ssize_t n = write ? ::pwrite(fd, staging[s] + moved, left, at) : ::pread(fd, staging[s] + moved, left, at);
+      const ssize_t n =
+          write ? ::pwrite(slot.fd, staging[s] + moved, left, at) : ::pread(slot.fd, staging[s] + moved, left, at);
       if (n <= 0) {
         result = n < 0 ? -errno : -EIO;  // a read past the end or a write that makes no progress
         break;
@@ -210,7 +325,7 @@ struct DiskTier::State {
     }
     if (result < 0)
       return std::string(write ? "writing " : "reading ") + format_bytes(slot.bytes) + " at offset " +
-             std::to_string(slot.offset) + " of the disk tier in " + options.directory.string() + ": " +
+             std::to_string(slot.offset) + " of a row's file in the disk tier in " + options.directory.string() + ": " +
              error_text(-result);
     return {};
   }
@@ -238,14 +353,14 @@ struct DiskTier::State {
         std::memcpy(staging[s], job.host + first, bytes);
         const std::uint64_t padded = round_up(bytes, kDiskBlockBytes);
         std::memset(staging[s] + bytes, 0, padded - bytes);
-        submit(s, true, job.offset + first, padded);
+        submit(s, true, job.fd, first, padded);
       }
       finish_all();
       return problem;
     }
     for (std::uint64_t c = 0; c < std::min<std::uint64_t>(chunks, 2); ++c) {
       const auto [first, bytes] = span(c);
-      submit(c % 2, false, job.offset + first, round_up(bytes, kDiskBlockBytes));
+      submit(c % 2, false, job.fd, first, round_up(bytes, kDiskBlockBytes));
     }
     for (std::uint64_t c = 0; c < chunks; ++c) {
       const std::size_t s = c % 2;
@@ -255,7 +370,7 @@ struct DiskTier::State {
       std::memcpy(job.host + first, staging[s], bytes);
       if (c + 2 < chunks) {
         const auto [next_first, next_bytes] = span(c + 2);
-        submit(s, false, job.offset + next_first, round_up(next_bytes, kDiskBlockBytes));
+        submit(s, false, job.fd, next_first, round_up(next_bytes, kDiskBlockBytes));
       }
     }
     finish_all();
@@ -263,7 +378,6 @@ struct DiskTier::State {
   }
 
   DiskTierOptions options;
-  int fd = -1;
   bool direct_io = true;
   std::atomic<bool> uring{true};  // transfers go through the ring; the tier's thread may turn it off
   bool ring_open = false;         // the ring was set up, and is torn down at the end
@@ -280,7 +394,10 @@ struct DiskTier::State {
   std::uint64_t peak_total = 0;
   double waited_seconds = 0.0;
 
-  mutable std::mutex mutex;  // guards what follows
+  mutable std::mutex mutex;                              // guards what follows
+  std::vector<RowFile> files;                            // by extent
+  std::vector<std::pair<UniqueFd, CopyTicket>> retired;  // a file and the last ticket that may use it
+  std::string link_refusal;                              // why the first link failed; none is tried after
   std::condition_variable_any work_ready;
   std::condition_variable job_done;
   std::deque<Job> jobs;
@@ -297,31 +414,114 @@ DiskTier::DiskTier(DiskTierOptions options) : state_(std::make_unique<State>(std
 
 DiskTier::~DiskTier() = default;
 
-std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row) {
+std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row, bool holds_f32) {
   State& s = *state_;
   const std::uint64_t extent = round_up(std::max<std::uint64_t>(bytes, 1), kDiskBlockBytes);
-  const std::uint64_t offset = s.file_bytes;
-  if (s.options.limit > 0 && offset + extent > s.options.limit)
+  const std::uint64_t held = s.file_bytes;
+  if (s.options.limit > 0 && held + extent > s.options.limit)
     throw std::runtime_error("disk tier: " + std::string(row) + " needs " + format_bytes(extent) +
                              " more on disk, past [device] disk_limit = " + format_bytes(s.options.limit) + " (" +
-                             format_bytes(offset) + " held already)");
-  if (const int error = s.options.account_only
-                            ? 0
-                            : s.options.reserve_space(s.fd, static_cast<off_t>(offset), static_cast<off_t>(extent));
-      error != 0)
-    throw std::runtime_error("disk tier: no room for " + std::string(row) + " in " + s.options.directory.string() +
-                             ": " + std::to_string(extent) + " bytes more needed (the tier's file holds " +
-                             std::to_string(offset) + "): " + error_text(error));
-  s.file_bytes = offset + extent;
-  return offset;
+                             format_bytes(held) + " held already)");
+  State::RowFile file{{}, std::string(row), bytes, extent, holds_f32};
+  if (!s.options.account_only) {
+    allow_more_files(s.files.size() + 1);
+    file.fd = s.new_file(row, extent, "the tier holds " + std::to_string(held));
+  }
+  s.file_bytes = held + extent;
+  std::lock_guard lock(s.mutex);
+  s.files.push_back(std::move(file));
+  return s.files.size() - 1;
 }
 
-CopyTicket DiskTier::write(std::uint64_t offset, const void* source, std::uint64_t bytes) {
-  return state_->enqueue({true, static_cast<std::byte*>(const_cast<void*>(source)), offset, bytes});
+CopyTicket DiskTier::write(std::uint64_t extent, const void* source, std::uint64_t bytes) {
+  State& s = *state_;
+  std::string row;
+  std::uint64_t file_extent = 0;
+  bool linked = false, holds_f32 = false;
+  {
+    std::lock_guard lock(s.mutex);
+    const State::RowFile& file = s.files.at(extent);
+    if (bytes != file.bytes) throw std::logic_error("disk tier: " + file.row + " is written whole, not in part");
+    row = file.row, file_extent = file.extent, linked = file.linked, holds_f32 = file.holds_f32;
+  }
+  if (linked) {
+    // A checkpoint names this file: the row goes on in a new one, the save keeps the bytes it
+    // linked. Made outside the lock (the tier's thread takes it between transfers); only this
+    // thread swaps files.
+    UniqueFd fresh = s.new_file(row, file_extent, "a checkpoint holds the row's earlier bytes");
+    std::lock_guard lock(s.mutex);
+    State::RowFile& file = s.files.at(extent);
+    s.retired.emplace_back(std::move(file.fd), s.issued);
+    file.fd = std::move(fresh);
+    file.linked = false;
+  }
+  std::lock_guard lock(s.mutex);
+  return s.enqueue_locked({true, static_cast<std::byte*>(const_cast<void*>(source)), extent,
+                           s.files.at(extent).fd.get(), holds_f32, bytes});
 }
 
-CopyTicket DiskTier::read(std::uint64_t offset, void* destination, std::uint64_t bytes) {
-  return state_->enqueue({false, static_cast<std::byte*>(destination), offset, bytes});
+CopyTicket DiskTier::read(std::uint64_t extent, void* destination, std::uint64_t bytes) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  const State::RowFile& file = s.files.at(extent);
+  if (bytes != file.bytes) throw std::logic_error("disk tier: " + file.row + " is read whole, not in part");
+  return s.enqueue_locked({false, static_cast<std::byte*>(destination), extent, file.fd.get(), false, bytes});
+}
+
+std::optional<DiskTier::Linked> DiskTier::link(std::uint64_t extent, const std::filesystem::path& path,
+                                               std::string& why) {
+  State& s = *state_;
+  if (s.options.account_only) {
+    why = "the tier is accounted only, with no files";
+    return std::nullopt;
+  }
+  CopyTicket issued = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.link_refusal.empty()) {
+      why = s.link_refusal;
+      return std::nullopt;
+    }
+    issued = s.issued;
+  }
+  (void)wait(issued);  // the row's last write has landed, and its checksum is recorded
+  std::unique_lock lock(s.mutex);
+  const State::RowFile& file = s.files.at(extent);
+  const int fd = file.fd.get();
+  const std::string row = file.row;
+  const bool written = file.written;
+  Linked linked{file.checksum, file.bytes, !written || file.finite};
+  lock.unlock();
+  // What the save names must survive a crash once `latest` names it: the data and the file's own
+  // record of it are flushed first. Readable as the save's other files are.
+  if (::fdatasync(fd) != 0)
+    throw std::runtime_error("disk tier: cannot flush " + row + " to " + s.options.directory.string() + ": " +
+                             error_text(errno));
+  ::fchmod(fd, 0644);
+  // O_TMPFILE's files are linked by descriptor (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, so the
+  // /proc path is the fallback); a named file unlinked at creation has no inode left to name.
+  int made = ::linkat(fd, "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH);
+  if (made != 0 && errno != EXDEV && errno != EEXIST) {
+    const std::string by_proc = "/proc/self/fd/" + std::to_string(fd);
+    made = ::linkat(AT_FDCWD, by_proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+  }
+  if (made != 0) {
+    const int error = errno;
+    why = errno == EXDEV ? "it is on another filesystem than [device] disk_path"
+                         : "the tier's files cannot be linked there (" + error_text(error) + ")";
+    lock.lock();
+    s.link_refusal = why;
+    return std::nullopt;
+  }
+  if (!written) linked.checksum = zeros_checksum(linked.bytes);
+  lock.lock();
+  s.files.at(extent).linked = true;
+  return linked;
+}
+
+std::string DiskTier::link_refusal() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->link_refusal;
 }
 
 double DiskTier::wait(CopyTicket ticket) {

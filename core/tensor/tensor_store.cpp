@@ -111,7 +111,7 @@ void TensorStore::allocate(int row, bool zero) {
       throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
     const std::size_t index = static_cast<std::size_t>(row);
     if (disk_offset_[index] < 0)
-      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name));
+      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element == DType::f32));
     disk_tier_->hold(r.category, r.bytes());
     return;
   }
@@ -373,7 +373,7 @@ void TensorStore::begin_disk_move(int row, Home to) {
   PendingMove& move = pending_[index];
   if (to == Home::disk) {
     if (disk_offset_[index] < 0)
-      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name));
+      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element == DType::f32));
     move.ticket = disk_tier_->write(static_cast<std::uint64_t>(disk_offset_[index]), data(row), r.bytes());
     disk_tier_->hold(r.category, r.bytes());
   } else {
@@ -386,6 +386,15 @@ void TensorStore::begin_disk_move(int row, Home to) {
   ++moves_in_flight_;
   // Once this lands, memory and disk hold the same bytes (a write frees the memory, a read fills it).
   if (r.group == TensorGroup::weights) disk_current_[index] = 1;
+}
+
+std::optional<DiskTier::Linked> TensorStore::link_from_disk(int row, const std::filesystem::path& path,
+                                                            std::string& why) {
+  const std::size_t index = static_cast<std::size_t>(row);
+  if (pending_[index].ticket != 0) complete_rows({row});  // a write behind lands first
+  if (disk_tier_ == nullptr || table_.row(row).home != Home::disk || disk_offset_[index] < 0)
+    throw std::logic_error(table_.row(row).name + ": linked from disk, but it is not on disk");
+  return disk_tier_->link(static_cast<std::uint64_t>(disk_offset_[index]), path, why);
 }
 
 std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {

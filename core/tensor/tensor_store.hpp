@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/device/backend.hpp"
+#include "core/device/disk_tier.hpp"
 #include "core/tensor/tensor_table.hpp"
 #include "core/util/profiler.hpp"
 #include "strata/optimizer.hpp"
@@ -21,8 +22,6 @@
 #include "strata/weight_quantizer.hpp"
 
 namespace strata {
-
-class DiskTier;
 
 // What a parameter is to the strategies' plan (core/model/trainable_plan.hpp): trained, frozen
 // (kept as initialised or loaded: a checkpoint leaves it out and records its fingerprint), or an
@@ -127,6 +126,10 @@ class TensorStore {
   // Sends borrowed rows back: written (on the tier's thread) when `changed`, else dropped, the
   // disk holding them still. A write waits for the previous return's to land first.
   void return_to_disk(const std::vector<int>& rows, bool changed);
+  // A row whose only copy is on disk (its home is Home::disk), named at `path` by a hard link once
+  // its transfers have landed (DiskTier::link: a save copies nothing, and the row's next write goes
+  // to a new file). None, with `why` set, where the tier cannot link there.
+  std::optional<DiskTier::Linked> link_from_disk(int row, const std::filesystem::path& path, std::string& why);
   // Starts reading those of `rows` that live on disk into host memory, on the tier's thread;
   // returns them (borrow_from_disk is this and a wait).
   std::vector<int> read_from_disk(const std::vector<int>& rows);

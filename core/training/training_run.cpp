@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -141,10 +142,31 @@ std::vector<std::string> fused_update_problems(const Manifest& manifest, const S
   return problems;
 }
 
+// The filesystem `path` is on (that of its nearest existing ancestor), or none.
+std::optional<dev_t> filesystem_of(std::filesystem::path path) {
+  std::error_code error;
+  path = std::filesystem::absolute(path, error);
+  for (; !path.empty(); path = path.parent_path()) {
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0) return status.st_dev;
+    if (path == path.parent_path()) break;
+  }
+  return std::nullopt;
+}
+
 std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor,
                                          bool account_only) {
   if (std::vector<std::string> problems = disk_tier_problems(manifest, true, has_predictor); !problems.empty())
     throw ManifestError(problems);
+  // Saves keep the tier's rows by hard link, which needs one filesystem for both.
+  if (!account_only && manifest.checkpoint.dir) {
+    const auto tier = filesystem_of(*manifest.device.disk_path), saves = filesystem_of(*manifest.checkpoint.dir);
+    if (tier && saves && *tier != *saves)
+      spdlog::warn(
+          "[checkpoint] dir ({}) is on another filesystem than [device] disk_path ({}): saves will copy the "
+          "disk tier's rows instead of keeping them by hard link",
+          manifest.checkpoint.dir->string(), manifest.device.disk_path->string());
+  }
   DiskTierOptions options;
   options.directory = *manifest.device.disk_path;
   options.limit = manifest.device.disk_limit;

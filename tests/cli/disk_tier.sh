@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The disk tier from the command line: optimizer state on disk trains to the losses of the state on
 # the host, and streamed block weights on disk to those of streaming from the host, bit for bit; a run killed mid-step (kill -9, mid-write to the tier) resumes to the
-# uninterrupted run's losses and leaves no tier file behind, with the full and the fused update; a bad disk_path is refused at validate
+# uninterrupted run's losses and leaves no tier file behind, with the full and the fused update; saves keep the tier's rows by hard
+# link, and verify; a bad disk_path is refused at validate
 # time (exit 2); a full filesystem ends the run (exit 1) naming the bytes, and the last checkpoint
 # stays intact. With RELIABILITY_TABLE set, the faults add rows to docs/reliability.md's table.
 set -uo pipefail
@@ -58,6 +59,14 @@ grep -q 'train.update = "fused": of the .* of gradients listed, at most .* exist
 "$strata" plan "$work/disk.toml" "${small[@]}" --set device.disk_path=\"$tier\" > "$work/plan-full.log" 2>&1
 ! grep -q 'train.update = "fused"' "$work/plan-full.log" || fail "plan of a full-update manifest speaks of the fused one"
 echo "ok: plan: $(grep -o 'of the .* at once' "$work/plan.log")"
+
+# A save keeps the tier's rows by hard link in its tier/ folder (the checkpoint directory is on
+# the tier's filesystem here), and `strata verify` reads them against their checksums.
+save=$work/disk/checkpoints/$(cat "$work/disk/checkpoints/latest")
+[ -n "$(ls -A "$save/tier" 2> /dev/null)" ] || fail "the save of a disk-tier run linked no row: $(ls "$save")"
+grep -q '"tier_files"' "$save/trainer.json" || fail "trainer.json lists no tier_files"
+"$strata" verify "$work/disk/checkpoints" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "strata verify of linked saves failed"; }
+echo "ok: the save links $(ls "$save/tier" | wc -l) tier rows, and verifies"
 
 # kill -9 mid-run, a moment after the first save (the state's reads and writes run all through a
 # step), then --resume: the losses after the save are the uninterrupted run's. Also under the fused
@@ -122,6 +131,29 @@ if mount -t tmpfs -o size=256k tmpfs "$small_fs" 2> /dev/null; then
     --set device.disk_path=\"$small_fs\"
   umount "$small_fs"
   [ "$(digest "$work/disk/checkpoints")" = "$before" ] || fail "a run on a full disk changed the checkpoint"
+  # A save keeps the tier's rows by hard link, so the rows' next writes need room for new files:
+  # a filesystem that holds the tier and one save but not a second generation of the rows stops
+  # the run after that save (exit 1, naming a row and the bytes), and the save verifies.
+  size_kib=$(python3 - "$work/disk/checkpoints" <<'PY'
+import json, os, sys
+save = os.path.join(sys.argv[1], open(os.path.join(sys.argv[1], "latest")).read().strip())
+rows = json.load(open(os.path.join(save, "trainer.json")))["tier_files"].values()
+tier = sum((r["bytes"] + 4095) // 4096 * 4096 for r in rows)
+files = sum(os.path.getsize(os.path.join(save, f)) for f in os.listdir(save) if f != "tier")
+print((tier + files + tier // 2) // 1024 + 64)
+PY
+  )
+  if mount -t tmpfs -o size="${size_kib}k" tmpfs "$small_fs" 2> /dev/null; then
+    mkdir -p "$small_fs/tier"
+    fault "no room for the rows' next files after a save that links them" 1 "a checkpoint holds the row's earlier bytes" -- \
+      "$strata" train "$work/disk.toml" "${small[@]}" --set train.steps=8 --set checkpoint.every=2 \
+      --set checkpoint.dir=\"$small_fs/ckpt\" --set telemetry.1.path=\"$work/full-link.jsonl\" \
+      --set device.disk_path=\"$small_fs/tier\"
+    [ -f "$small_fs/ckpt/step_00000002/trainer.json" ] || fail "no save before the full filesystem stopped the run"
+    "$strata" verify "$small_fs/ckpt" > "$work/verify-full.log" 2>&1 ||
+      { cat "$work/verify-full.log"; fail "the save a full filesystem stopped after does not verify"; }
+    umount "$small_fs"
+  fi
 else
   echo "skipped: the full-filesystem case needs a tmpfs mount, which this machine refuses"
 fi
