@@ -9,14 +9,14 @@
 # Per run: each save's seconds and bytes (the run's own "checkpoint: ... saved" line), the step
 # times, and the disk the last save holds once the run has ended (du of the checkpoint directory).
 # Needs about 12 GB free in /dev/shm for the copy run's saves.
-# Usage: bash bench/tier_checkpoint_bench.sh [STEPS]
+# Usage: bash bench/tier_checkpoint_bench.sh [STEPS]   (MODES="link copy", the default, chooses the runs)
 set -euo pipefail
 steps=${1:-5}
 dir=runs/bench-tier-checkpoint
 strata=${STRATA_BIN:-./build/bin/strata}
 rm -rf "$dir" /dev/shm/strata-bench-saves
 mkdir -p "$dir/tier"
-for mode in link copy; do
+for mode in ${MODES:-link copy}; do
   saves=$dir/saves-$mode
   [ "$mode" = copy ] && saves=/dev/shm/strata-bench-saves
   echo "== $mode: checkpoints in $saves, $steps steps"
