@@ -113,7 +113,7 @@ std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_
   if (rows_on_disk && !manifest.device.disk_path)
     problems.push_back(where +
                        "a strategy puts rows on disk, but [device] disk_path is not set: name a directory for the "
-                       "disk tier's file");
+                       "disk tier's files");
   if (rows_on_disk && has_predictor)
     problems.push_back(where +
                        "[predictor] moves the weights through their optimizer state, which a strategy puts on disk: "

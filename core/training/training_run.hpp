@@ -61,7 +61,7 @@ struct TrainResult {
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options);
 
 // What keeps the manifest's disk tier from working, one problem each: a disk_path that cannot hold
-// the tier's file; and, when a strategy puts rows on disk, no disk_path, or a phase controller.
+// the tier's files; and, when a strategy puts rows on disk, no disk_path, or a phase controller.
 std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_on_disk, bool has_predictor);
 
 // What keeps train.update = "fused" from running with this stack, one problem each: an optimizer
