@@ -195,7 +195,7 @@ TEST(DiskTier, ALinkedRowKeepsItsBytesWhileTheRowGoesOnInANewFile) {
   {
     DiskTier tier(options_in(dir, 8192));
     std::vector<float> values(3000, 1.5f);
-    const std::uint64_t row = tier.reserve(values.size() * 4, "h.0.attn.master", /*holds_f32=*/true);
+    const std::uint64_t row = tier.reserve(values.size() * 4, "h.0.attn.master", DType::f32);
     (void)tier.write(row, values.data(), values.size() * 4);
     std::string why;
     const auto finite = tier.link(row, kept / "finite.bin", why);

@@ -60,6 +60,8 @@ std::map<std::string, std::string> saved_tensors(const std::filesystem::path& sa
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
     std::vector<SafetensorsFile> files = tier_tensors(save, trainer, file, true);
     files.push_back(SafetensorsFile::read(save / file));
+    for (const auto& [key, value] : files.back().metadata())  // the frozen weights' and adapters' records
+      if (key != kChecksumsKey) tensors[std::string(file) + ":metadata:" + key] = value;
     for (const SafetensorsFile& held : files)
       for (const auto& [name, entry] : held.entries()) {
         const auto bytes = held.raw(name, entry.dtype, entry.shape);

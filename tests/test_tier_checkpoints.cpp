@@ -130,6 +130,15 @@ TEST(TierCheckpoints, AChangedByteInALinkedFileIsCorruption) {
   // A linked file gone is an incomplete save.
   fs::remove(file);
   EXPECT_FALSE(verify_checkpoint_directory(whole.checkpoints).ok());
+  // tier/ as a link to a folder elsewhere (whose files are sound) is not the save's own.
+  const fs::path other = whole.checkpoints / "step_00000003";
+  fs::rename(save / "tier", root / "elsewhere");
+  fs::create_directory_symlink(other / "tier", save / "tier");
+  const DirectoryVerdict linked = verify_checkpoint_directory(whole.checkpoints);
+  bool refused = false;
+  for (const SaveVerdict& one : linked.saves)
+    if (one.directory == save) refused = one.fault.find("not a directory") != std::string::npos;
+  EXPECT_TRUE(refused) << "a tier/ that is a symbolic link was accepted";
 }
 
 // The checkpoint directory on another filesystem than the tier (here /dev/shm's tmpfs holds the

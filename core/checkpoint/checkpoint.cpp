@@ -216,7 +216,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
         return;
       }
       linking = false;
-      spdlog::warn("checkpoint: the disk tier's rows cannot be kept by hard link in {}: {}; saves copy them",
+      spdlog::warn("checkpoint: the disk tier's rows cannot be kept by hard link in {}: {}; the save copies them",
                    directory.string(), why);
     }
     file_tensors.push_back({name, shape, safetensors_dtype(dtype), bytes, row_source(row)});
@@ -416,13 +416,13 @@ void load_weights(const fs::path& path, Model& model) {
     return;
   }
   const fs::path directory = save_file ? path.parent_path() : resolve_checkpoint(path);
+  // A Strata save's trainer.json names its linked files; anything else beside the file is not ours.
   nlohmann::json trainer = nlohmann::json::object();
   if (fs::is_regular_file(directory / "trainer.json")) {
-    try {
-      trainer = nlohmann::json::parse(read_save_file(directory / "trainer.json"));
-    } catch (const nlohmann::json::exception& e) {
-      throw CheckpointError((directory / "trainer.json").string() + ": corrupt: " + e.what());
-    }
+    nlohmann::json parsed = nlohmann::json::parse(read_save_file(directory / "trainer.json"), nullptr, false);
+    if (parsed.is_object() && parsed.contains("format") && parsed["format"].is_string() &&
+        parsed["format"].get<std::string>().starts_with("strata-checkpoint"))
+      trainer = std::move(parsed);
   }
   const SafetensorsFile weights = SafetensorsFile::read(directory / "model.safetensors");
   load_weights_from(TensorSource(weights, tier_tensors(directory, trainer, "model.safetensors", true)), model);

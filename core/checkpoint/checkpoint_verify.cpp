@@ -77,9 +77,18 @@ std::vector<SafetensorsFile> tier_tensors(const fs::path& step_directory, const 
   std::vector<SafetensorsFile> tensors;
   const nlohmann::json& listed = tier_files_of(trainer);
   if (!listed.is_object()) throw CheckpointError(trainer_path + ": corrupt: tier_files is not an object");
-  if (!listed.empty() && trainer.value("format", std::string()) != kTierCheckpointFormat)
-    throw CheckpointError(trainer_path + ": corrupt: tier_files in a save of format " +
-                          trainer.value("format", std::string("?")));
+  if (listed.empty()) return tensors;
+  // Saves of the formats before linked files cannot hold them; one from a newer Strata is left to
+  // check_save_files, which names it so.
+  const nlohmann::json* format = trainer.contains("format") ? &trainer["format"] : nullptr;
+  if (format != nullptr && format->is_string() && (*format == kCheckpointFormat || *format == "strata-checkpoint-1"))
+    throw CheckpointError(trainer_path + ": corrupt: tier_files in a save of format " + format->get<std::string>());
+  // The folder itself, not a link to somewhere else: a save's files stay inside it.
+  std::error_code error;
+  if (!fs::is_directory(fs::symlink_status(step_directory / kTierDirectory, error)))
+    throw CheckpointError((step_directory / kTierDirectory).string() +
+                          ": missing or not a directory: trainer.json lists files in it (the save is incomplete or "
+                          "altered)");
   try {
     for (const auto& [name, entry] : listed.items()) {
       const std::string in = entry.at("in").get<std::string>();
@@ -135,6 +144,13 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
   // tensors: tier_tensors), and nothing else in tier/.
   const nlohmann::json& tier = tier_files_of(trainer);
   std::set<std::string> tier_names;
+  if (tier.is_object() && !tier.empty()) {
+    std::error_code folder;
+    if (!fs::is_directory(fs::symlink_status(step_directory / kTierDirectory, folder)))
+      throw CheckpointError((step_directory / kTierDirectory).string() +
+                            ": missing or not a directory: trainer.json lists files in it (the save is incomplete or "
+                            "altered)");
+  }
   if (tier.is_object())
     for (const auto& [name, entry] : tier.items()) {
       const fs::path path = tier_file_path(step_directory, entry);

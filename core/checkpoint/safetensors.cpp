@@ -219,13 +219,19 @@ SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::str
 
 SafetensorsFile SafetensorsFile::map_raw(const std::filesystem::path& path, const RawTensor& tensor, bool check) {
   const std::string where = path.string() + ": ";
+  // The byte count without overflow: a wrapped product could pass the size check.
   std::uint64_t elements = 1;
+  bool overflow = false;
   for (std::int64_t extent : tensor.shape) {
     if (extent < 0) throw CheckpointError(where + "corrupt: tensor '" + tensor.name + "' has a negative extent");
-    elements *= static_cast<std::uint64_t>(extent);
+    const auto count = static_cast<std::uint64_t>(extent);
+    overflow = overflow || (count != 0 && elements > std::numeric_limits<std::uint64_t>::max() / count);
+    elements = overflow ? 0 : elements * count;
   }
-  const std::uint64_t tensor_bytes = elements * dtype_size(tensor.dtype);
-  if (dtype_size(tensor.dtype) == 0 || tensor_bytes > tensor.hashed_bytes)
+  const std::uint64_t element_bytes = dtype_size(tensor.dtype);
+  overflow = overflow || (element_bytes != 0 && elements > std::numeric_limits<std::uint64_t>::max() / element_bytes);
+  const std::uint64_t tensor_bytes = overflow ? 0 : elements * element_bytes;
+  if (element_bytes == 0 || overflow || tensor_bytes > tensor.hashed_bytes)
     throw CheckpointError(where + "corrupt: tensor '" + tensor.name + "' (" + tensor.dtype + " " +
                           shape_text(tensor.shape) + ") does not fit the " + std::to_string(tensor.hashed_bytes) +
                           " bytes recorded for it");

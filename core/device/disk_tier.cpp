@@ -96,15 +96,26 @@ void allow_more_files(std::size_t open) {
                  limit.rlim_max);
 }
 
-// Whether every one of `count` f32 values is finite (no exponent of all ones), by their bits.
-bool all_finite_f32(const std::byte* bytes, std::uint64_t count) {
-  std::uint32_t worst = 0;
+// Whether every value of a floating row is finite (no exponent of all ones), by their bits; other
+// elements (codes) have nothing to check.
+template <typename Bits>
+bool no_exponent_all_ones(const std::byte* bytes, std::uint64_t count, Bits exponent) {
+  Bits worst = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, bytes + 4 * i, 4);
-    worst = std::max(worst, bits & 0x7f800000u);
+    Bits bits;
+    std::memcpy(&bits, bytes + sizeof(Bits) * i, sizeof(Bits));
+    worst = std::max<Bits>(worst, static_cast<Bits>(bits & exponent));
   }
-  return worst != 0x7f800000u;
+  return worst != exponent;
+}
+
+bool all_finite(const std::byte* bytes, std::uint64_t byte_count, DType element) {
+  switch (element) {
+    case DType::f32: return no_exponent_all_ones<std::uint32_t>(bytes, byte_count / 4, 0x7f800000u);
+    case DType::bf16: return no_exponent_all_ones<std::uint16_t>(bytes, byte_count / 2, 0x7f80u);
+    case DType::f16: return no_exponent_all_ones<std::uint16_t>(bytes, byte_count / 2, 0x7c00u);
+    default: return true;
+  }
 }
 
 // XXH3-64 of `bytes` zero bytes: the checksum of a row never written.
@@ -128,20 +139,20 @@ struct DiskTier::State {
   struct RowFile {
     UniqueFd fd;
     std::string row;
-    std::uint64_t bytes = 0;   // the row's
-    std::uint64_t extent = 0;  // the file's: bytes rounded up to kDiskBlockBytes
-    bool holds_f32 = false;
-    bool linked = false;  // a checkpoint names this file: the next write starts a new one
+    std::uint64_t bytes = 0;    // the row's
+    std::uint64_t extent = 0;   // the file's: bytes rounded up to kDiskBlockBytes
+    DType element = DType::u8;  // a floating row's writes are checked for finite values
+    bool linked = false;        // a checkpoint names this file: the next write starts a new one
     bool written = false;
     std::uint64_t checksum = 0;  // of the last write
-    bool finite = true;          // the last write's f32 values (a row of f32)
+    bool finite = true;          // the last write's values (a floating row)
   };
   struct Job {
     bool write = false;
     std::byte* host = nullptr;
     std::size_t file = 0;
     int fd = -1;  // the row's file when issued (owned by `files` or `retired` until the job is done)
-    bool holds_f32 = false;
+    DType element = DType::u8;
     std::uint64_t bytes = 0;
   };
 
@@ -246,7 +257,7 @@ struct DiskTier::State {
       // memory as they go out, so a save that links the row need not read it back.
       const bool wrote = job.write && !failed_before;
       const std::uint64_t checksum = wrote ? XXH3_64bits(job.host, job.bytes) : 0;
-      const bool finite = !wrote || !job.holds_f32 || all_finite_f32(job.host, job.bytes / 4);
+      const bool finite = !wrote || all_finite(job.host, job.bytes, job.element);
       if (!failed_before) problem = transfer(job);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       lock.lock();
@@ -414,7 +425,7 @@ DiskTier::DiskTier(DiskTierOptions options) : state_(std::make_unique<State>(std
 
 DiskTier::~DiskTier() = default;
 
-std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row, bool holds_f32) {
+std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row, DType element) {
   State& s = *state_;
   const std::uint64_t extent = round_up(std::max<std::uint64_t>(bytes, 1), kDiskBlockBytes);
   const std::uint64_t held = s.file_bytes;
@@ -422,7 +433,7 @@ std::uint64_t DiskTier::reserve(std::uint64_t bytes, std::string_view row, bool 
     throw std::runtime_error("disk tier: " + std::string(row) + " needs " + format_bytes(extent) +
                              " more on disk, past [device] disk_limit = " + format_bytes(s.options.limit) + " (" +
                              format_bytes(held) + " held already)");
-  State::RowFile file{{}, std::string(row), bytes, extent, holds_f32};
+  State::RowFile file{{}, std::string(row), bytes, extent, element};
   if (!s.options.account_only) {
     allow_more_files(s.files.size() + 1);
     file.fd = s.new_file(row, extent, "the tier holds " + std::to_string(held));
@@ -437,12 +448,13 @@ CopyTicket DiskTier::write(std::uint64_t extent, const void* source, std::uint64
   State& s = *state_;
   std::string row;
   std::uint64_t file_extent = 0;
-  bool linked = false, holds_f32 = false;
+  bool linked = false;
+  DType element = DType::u8;
   {
     std::lock_guard lock(s.mutex);
     const State::RowFile& file = s.files.at(extent);
     if (bytes != file.bytes) throw std::logic_error("disk tier: " + file.row + " is written whole, not in part");
-    row = file.row, file_extent = file.extent, linked = file.linked, holds_f32 = file.holds_f32;
+    row = file.row, file_extent = file.extent, linked = file.linked, element = file.element;
   }
   if (linked) {
     // A checkpoint names this file: the row goes on in a new one, the save keeps the bytes it
@@ -456,8 +468,8 @@ CopyTicket DiskTier::write(std::uint64_t extent, const void* source, std::uint64
     file.linked = false;
   }
   std::lock_guard lock(s.mutex);
-  return s.enqueue_locked({true, static_cast<std::byte*>(const_cast<void*>(source)), extent,
-                           s.files.at(extent).fd.get(), holds_f32, bytes});
+  return s.enqueue_locked(
+      {true, static_cast<std::byte*>(const_cast<void*>(source)), extent, s.files.at(extent).fd.get(), element, bytes});
 }
 
 CopyTicket DiskTier::read(std::uint64_t extent, void* destination, std::uint64_t bytes) {
@@ -465,7 +477,7 @@ CopyTicket DiskTier::read(std::uint64_t extent, void* destination, std::uint64_t
   std::lock_guard lock(s.mutex);
   const State::RowFile& file = s.files.at(extent);
   if (bytes != file.bytes) throw std::logic_error("disk tier: " + file.row + " is read whole, not in part");
-  return s.enqueue_locked({false, static_cast<std::byte*>(destination), extent, file.fd.get(), false, bytes});
+  return s.enqueue_locked({false, static_cast<std::byte*>(destination), extent, file.fd.get(), file.element, bytes});
 }
 
 std::optional<DiskTier::Linked> DiskTier::link(std::uint64_t extent, const std::filesystem::path& path,
@@ -507,10 +519,14 @@ std::optional<DiskTier::Linked> DiskTier::link(std::uint64_t extent, const std::
   }
   if (made != 0) {
     const int error = errno;
-    why = errno == EXDEV ? "it is on another filesystem than [device] disk_path"
+    why = error == EXDEV ? "it is on another filesystem than [device] disk_path"
                          : "the tier's files cannot be linked there (" + error_text(error) + ")";
-    lock.lock();
-    s.link_refusal = why;
+    // Another filesystem, or files with no name to link (no O_TMPFILE), stay so for the run; a
+    // full disk or a permission may not.
+    if (error == EXDEV || error == ENOENT || error == EPERM || error == EOPNOTSUPP) {
+      lock.lock();
+      s.link_refusal = why;
+    }
     return std::nullopt;
   }
   if (!written) linked.checksum = zeros_checksum(linked.bytes);

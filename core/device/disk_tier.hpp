@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "core/device/copy_stream.hpp"
+#include "strata/dtype.hpp"
 #include "strata/memory_category.hpp"
 
 namespace strata {
@@ -74,9 +75,9 @@ class DiskTier {
 
   // A new file for a row of `bytes` (its size rounded up to kDiskBlockBytes), zero-filled; returns
   // the row's extent, the handle the transfers name. Throws std::runtime_error naming `row`, the
-  // bytes wanted and the directory when the limit or the filesystem has no room. `holds_f32`: the
-  // row's values are f32, and each write checks that they are finite.
-  std::uint64_t reserve(std::uint64_t bytes, std::string_view row, bool holds_f32 = false);
+  // bytes wanted and the directory when the limit or the filesystem has no room. `element`: the
+  // row's values; each write of a floating row (f32, bf16, f16) checks that they are finite.
+  std::uint64_t reserve(std::uint64_t bytes, std::string_view row, DType element = DType::u8);
   // Start a transfer of a whole row between host memory and its extent (`bytes`: the row's, as
   // reserved); the memory must stay valid and untouched until the ticket is waited for. Tickets are
   // a copy stream's: in issue order, 0 is "nothing". A write to a row a checkpoint has linked
@@ -92,12 +93,12 @@ class DiskTier {
   // transfers issued so far have landed and the file is flushed (fdatasync), and returns the
   // XXH3-64 of the row's bytes (zeros for a row never written). None, with `why` set, where no link
   // can be made: another filesystem, a filesystem without O_TMPFILE (its files have no inode left
-  // to name), an accounting-only tier; after one refusal, none is tried again. Throws
-  // std::runtime_error when the flush fails.
+  // to name), an accounting-only tier, and after one of those none is tried again; other refusals
+  // (a full disk, a permission) are this link's only. Throws std::runtime_error when the flush fails.
   struct Linked {
     std::uint64_t checksum = 0;
     std::uint64_t bytes = 0;  // the row's, as reserved; the file is that rounded up to kDiskBlockBytes
-    bool finite = true;       // a row of f32: every value is finite
+    bool finite = true;       // a floating row: every value is finite
   };
   std::optional<Linked> link(std::uint64_t extent, const std::filesystem::path& path, std::string& why);
   // Why the first link failed, or "" while none has.

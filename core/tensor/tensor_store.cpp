@@ -111,7 +111,7 @@ void TensorStore::allocate(int row, bool zero) {
       throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
     const std::size_t index = static_cast<std::size_t>(row);
     if (disk_offset_[index] < 0)
-      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element == DType::f32));
+      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element));
     disk_tier_->hold(r.category, r.bytes());
     return;
   }
@@ -373,7 +373,7 @@ void TensorStore::begin_disk_move(int row, Home to) {
   PendingMove& move = pending_[index];
   if (to == Home::disk) {
     if (disk_offset_[index] < 0)
-      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element == DType::f32));
+      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element));
     move.ticket = disk_tier_->write(static_cast<std::uint64_t>(disk_offset_[index]), data(row), r.bytes());
     disk_tier_->hold(r.category, r.bytes());
   } else {
