@@ -69,7 +69,7 @@ constexpr const char* kAdaptersKey = "strata_adapters";
 // Hugging Face model directory, each tensor read from the file that holds it.
 class TensorSource {
  public:
-  // A save's model.safetensors with the tensors it keeps in tier/ (tier_tensors).
+  // A save's model.safetensors (or optimizer.safetensors) with the tensors it keeps in tier/ (tier_tensors).
   explicit TensorSource(const SafetensorsFile& file, const std::vector<SafetensorsFile>& linked = {})
       : path_(file.path()), metadata_(file.metadata()) {
     for (const auto& [name, entry] : file.entries()) tensors_.emplace(name, &file);
@@ -192,6 +192,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   // to such a row starts a new file), not copied into the safetensors files: a save of a large run
   // costs its in-memory rows only. Where the tier cannot link (another filesystem), they are copied.
   nlohmann::json tier_files = nlohmann::json::object();
+  std::uint64_t linked_bytes = 0;
   DiskTier* tier = model.store().disk_tier();
   bool linking = tier != nullptr && tier->link_refusal().empty();  // a refusal is logged once a run
   const auto link_or_copy = [&](std::vector<TensorPieces>& file_tensors, const char* file, int row,
@@ -213,6 +214,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
                             {"shape", shape},
                             {"bytes", linked->bytes},
                             {"checksum", checksum_text(linked->checksum)}};
+        linked_bytes += linked->bytes;
         return;
       }
       linking = false;
@@ -301,14 +303,13 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   sync_directory(directory);
   fs::remove_all(previous);
   write_file_atomically(directory / "latest", std::string(name) + "\n");
-  std::uint64_t written = 0, linked = 0;
+  std::uint64_t written = 0;
   for (const auto& entry : fs::directory_iterator(final_path))
     if (entry.is_regular_file()) written += entry.file_size();
-  if (trainer.contains("tier_files"))
-    for (const auto& [tensor, entry] : trainer["tier_files"].items()) linked += entry["bytes"].get<std::uint64_t>();
-  spdlog::info("checkpoint: step {} saved to {} in {:.1f} s: {} written{}", state.step, final_path.string(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), format_bytes(written),
-               linked > 0 ? ", " + format_bytes(linked) + " of disk-tier rows kept by hard link" : std::string());
+  spdlog::info(
+      "checkpoint: step {} saved to {} in {:.1f} s: {} written{}", state.step, final_path.string(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), format_bytes(written),
+      linked_bytes > 0 ? ", " + format_bytes(linked_bytes) + " of disk-tier rows kept by hard link" : std::string());
   return final_path;
 }
 
@@ -508,13 +509,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
   const SafetensorsFile optimizer_state =
       SafetensorsFile::read(optimizer_path, &read_checksums["optimizer.safetensors"]);
   const std::vector<SafetensorsFile> linked_state = tier_tensors(directory, trainer, "optimizer.safetensors", true);
-  std::map<std::string, const SafetensorsFile*> state_files;  // where each state tensor is
-  for (const auto& [name, entry] : optimizer_state.entries()) state_files.emplace(name, &optimizer_state);
-  for (const SafetensorsFile& raw : linked_state)
-    for (const auto& [name, entry] : raw.entries())
-      if (!state_files.emplace(name, &raw).second)
-        throw CheckpointError(raw.path().string() + ": corrupt checkpoint: tensor '" + name + "' is also in " +
-                              optimizer_path.string());
+  const TensorSource state_files(optimizer_state, linked_state);  // where each state tensor is
   for (const ParameterRows& rows : model.parameters()) {
     std::vector<SavedStateBuffer> buffers(rows.state.size());
     // f32 buffers copied out: the file packs tensors without padding, so after an 8-bit optimizer's
@@ -525,16 +520,16 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
       if (rows.state[s] < 0) continue;
       has_state = true;
       const std::string name = state_name(rows, s);
-      const auto holder = state_files.find(name);
-      if (holder == state_files.end())
+      if (!state_files.has(name))
         throw CheckpointError(optimizer_path.string() + ": missing '" + name +
                               "' (was the checkpoint saved with optimizer '" + state.optimizer + "'?)");
+      const SafetensorsFile& holder = state_files.holder(name);
       const DType dtype = model.table().row(rows.state[s]).element;
-      buffers[s] = {dtype, holder->second->raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s))};
+      buffers[s] = {dtype, holder.raw(name, safetensors_dtype(dtype), state_file_shape(model, rows, s))};
       if (dtype == DType::f32) {
         aligned[s].resize(buffers[s].bytes.size() / sizeof(float));
         std::memcpy(aligned[s].data(), buffers[s].bytes.data(), buffers[s].bytes.size());
-        require_finite(aligned[s], holder->second->path(), name);
+        require_finite(aligned[s], holder.path(), name);
         buffers[s].bytes = std::as_bytes(std::span(aligned[s]));
       }
     }
@@ -550,7 +545,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
       if (rows.state[s] >= 0) {
         model.backend().ops().copy_from_host(model.store().data(rows.state[s]), buffers[s].bytes.data(),
                                              buffers[s].bytes.size());
-        state_files.at(state_name(rows, s))->release(state_name(rows, s));  // a mapped tier file's pages
+        state_files.holder(state_name(rows, s)).release(state_name(rows, s));  // a mapped tier file's pages
       }
   }
   // Every file of the save against the checksums trainer.json records (format 2): after the

@@ -50,6 +50,15 @@ const nlohmann::json& tier_files_of(const nlohmann::json& trainer) {
   return trainer.contains("tier_files") ? trainer["tier_files"] : none;
 }
 
+// The save's tier/ folder itself, not a link to somewhere else: a save's files stay inside it.
+void require_tier_folder(const fs::path& step_directory) {
+  std::error_code error;
+  if (!fs::is_directory(fs::symlink_status(step_directory / kTierDirectory, error)))
+    throw CheckpointError((step_directory / kTierDirectory).string() +
+                          ": missing or not a directory: trainer.json lists files in it (the save is incomplete or "
+                          "altered)");
+}
+
 }  // namespace
 
 namespace {
@@ -83,12 +92,7 @@ std::vector<SafetensorsFile> tier_tensors(const fs::path& step_directory, const 
   const nlohmann::json* format = trainer.contains("format") ? &trainer["format"] : nullptr;
   if (format != nullptr && format->is_string() && (*format == kCheckpointFormat || *format == "strata-checkpoint-1"))
     throw CheckpointError(trainer_path + ": corrupt: tier_files in a save of format " + format->get<std::string>());
-  // The folder itself, not a link to somewhere else: a save's files stay inside it.
-  std::error_code error;
-  if (!fs::is_directory(fs::symlink_status(step_directory / kTierDirectory, error)))
-    throw CheckpointError((step_directory / kTierDirectory).string() +
-                          ": missing or not a directory: trainer.json lists files in it (the save is incomplete or "
-                          "altered)");
+  require_tier_folder(step_directory);
   try {
     for (const auto& [name, entry] : listed.items()) {
       const std::string in = entry.at("in").get<std::string>();
@@ -144,13 +148,7 @@ void check_save_files(const fs::path& step_directory, const nlohmann::json& trai
   // tensors: tier_tensors), and nothing else in tier/.
   const nlohmann::json& tier = tier_files_of(trainer);
   std::set<std::string> tier_names;
-  if (tier.is_object() && !tier.empty()) {
-    std::error_code folder;
-    if (!fs::is_directory(fs::symlink_status(step_directory / kTierDirectory, folder)))
-      throw CheckpointError((step_directory / kTierDirectory).string() +
-                            ": missing or not a directory: trainer.json lists files in it (the save is incomplete or "
-                            "altered)");
-  }
+  if (tier.is_object() && !tier.empty()) require_tier_folder(step_directory);
   if (tier.is_object())
     for (const auto& [name, entry] : tier.items()) {
       const fs::path path = tier_file_path(step_directory, entry);
