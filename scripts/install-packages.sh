@@ -16,7 +16,8 @@ install_missing() {
 strata_build_packages=(build-essential cmake ninja-build ccache
   libtomlplusplus-dev libspdlog-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-program-options-dev libopenblas-openmp-dev
-  libxxhash-dev pkg-config libpcre2-dev libsentencepiece-dev libicu-dev liburing-dev)
+  libxxhash-dev pkg-config libpcre2-dev libsentencepiece-dev libicu-dev liburing-dev
+  libopenmpi-dev openmpi-bin)
 # What the test command needs on top (scripts/setup.sh): GoogleTest, clang-format for the format
 # check, Python with NumPy for the Hugging Face interop tests, abidiff (abigail-tools) for the SDK
 # ABI check, and the tokenizer references: SentencePiece's trainer and its Python binding, and

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/device/memory_limit_exceeded.hpp"
+#include "core/distributed/data_parallel.hpp"
 #include "core/executor/hook_failed.hpp"
 
 namespace strata {
@@ -305,17 +306,23 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
   precision_.begin_step(phase);  // the phase's loss scale and compute
   const int L = model_.n_layer();
   const std::int64_t positions = static_cast<std::int64_t>(model_.batch()) * model_.seq_len();
+  // Data parallel: this rank's micro batches are those from rank x count of the step's
+  // ranks x count, and the loss is the mean over all of them.
+  DataParallel* const parallel = options_.data_parallel;
+  const std::uint64_t ranks = parallel != nullptr ? static_cast<std::uint64_t>(parallel->ranks()) : 1;
+  const std::uint64_t first_micro_batch = parallel != nullptr ? parallel->rank() * micro_batches.size() : 0;
   // Mean over every position of every micro batch, times the precision policy's loss scale.
-  const auto dloss = static_cast<float>(precision_.loss_scale() /
-                                        (static_cast<double>(positions) * static_cast<double>(micro_batches.size())));
+  const auto dloss = static_cast<float>(
+      precision_.loss_scale() / (static_cast<double>(positions) * static_cast<double>(micro_batches.size() * ranks)));
   double loss_sum = 0.0;
   micro_batches_ = static_cast<int>(micro_batches.size());
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     micro_batch_ = static_cast<int>(m);
     model_.begin_micro_batch(micro_batches[m].inputs, micro_batches[m].targets);
     // A number unique to this micro batch in the run, the same on resume and on recomputation.
-    model_.set_adapter_pass(
-        {static_cast<std::uint64_t>(step) * micro_batches.size() + m, phase_needs_gradients(phase)});
+    model_.set_adapter_pass({static_cast<std::uint64_t>(step) * micro_batches.size() * ranks + first_micro_batch + m,
+                             phase_needs_gradients(phase)});
+    const bool last_micro_batch = m + 1 == micro_batches.size();
     forward_layers(phase_needs_gradients(phase));  // nothing goes backward in a predict step
     mark("head", -1);
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
@@ -323,6 +330,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     // policy decides (skip_nonfinite) what the step does.
     loss_sum += model_.head_forward();
     if (phase_needs_gradients(phase)) {
+      if (parallel != nullptr) parallel->prepare_gradients(kGlobalParameters);
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       if (fusing_) begin_fused_block(kGlobalParameters);
       model_.head_backward(dloss);
@@ -330,6 +338,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         mark("backward", l);
         run_hooks(Hook::before_backward, l, true);
         ensure_on_device(l, TensorGroup::weights);
+        if (parallel != nullptr) parallel->prepare_gradients(l);
         ensure_on_device(l, TensorGroup::grads);
         if (fusing_) begin_fused_block(l);
         bring_back_activations(l);
@@ -340,17 +349,20 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         model_.layer_backward(l);
         model_.free_layer_activations(l, false);
         run_hooks(Hook::after_backward, l, true);
+        if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(l);
         if (fusing_) fused_step_block(l);
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       if (fusing_) read_fused_state_from_disk(kGlobalParameters);
       mark("backward", -1);
       model_.embed_backward();
+      if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(kGlobalParameters);
       if (fusing_) fused_step_block(kGlobalParameters);
     }
     model_.end_micro_batch();
   }
-  return loss_sum / static_cast<double>(micro_batches.size());
+  const double loss = loss_sum / static_cast<double>(micro_batches.size());
+  return parallel != nullptr ? parallel->mean(loss) : loss;
 }
 
 std::vector<ParamSlot> Executor::parameter_slots(std::optional<int> layer) {
@@ -434,12 +446,19 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   mark("update", -1);
   store.complete_all_moves();  // the precision check and the optimizer read every gradient
 
+  DataParallel* const parallel = options_.data_parallel;
   std::vector<TensorView> grads;
-  for (const ParameterRows& rows : model_.parameters())
-    if (rows.grad >= 0) grads.push_back(store.view(rows.grad));
+  if (parallel != nullptr) {
+    grads = parallel->held_gradients();  // zero 2: the owned ones
+  } else {
+    for (const ParameterRows& rows : model_.parameters())
+      if (rows.grad >= 0) grads.push_back(store.view(rows.grad));
+  }
   PrecisionDecision decision;
   if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
     throw HookFailed(status.message());
+  // Zero 2: each rank checked its own gradients; one rank's non-finite gradient skips every rank's step.
+  if (parallel != nullptr && parallel->zero() >= 2) decision.skip_step = parallel->largest(decision.skip_step) != 0;
   outcome.skipped = decision.skip_step;
   outcome.loss_scale = decision.loss_scale;
   // A failed op (a GPU error, a workspace over the budget) reads back as a NaN loss: report the
@@ -452,7 +471,9 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   run_hooks(Hook::before_step, -1, false);
   store.complete_all_moves();  // the optimizer writes where the strategies put the tensors
   store.drop_stale_weight_copies();
-  if (store.any_on_disk()) {
+  if (parallel != nullptr && parallel->zero() >= 1) {
+    sharded_step(step, outcome.skipped, outcome.report);
+  } else if (store.any_on_disk()) {
     step_in_parts(step, outcome.skipped, outcome.report);
   } else {
     if (!outcome.skipped) {
@@ -466,6 +487,25 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
     store.publish_weights(step);
   }
   run_hooks(Hook::after_step, -1, true);
+}
+
+void Executor::sharded_step(std::int64_t step, bool skipped, OptimizerReport& report) {
+  TensorStore& store = model_.store();
+  DataParallel& parallel = *options_.data_parallel;
+  if (!skipped) {
+    auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
+    const OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
+    const std::vector<ParamSlot> all = parameter_slots();  // others' state (and at zero 2 gradients): empty
+    const double norm = std::sqrt(parallel.sum_of_squares(model_.backend().ops(), all));
+    std::vector<ParamSlot> owned = parallel.owned(all);
+    if (Status status = optimizer_.begin_step_with_norm(info, owned, norm, report); !status)
+      throw HookFailed(status.message());
+    report.grad_norm = norm;
+    if (!owned.empty())
+      if (Status status = optimizer_.step_part(info, owned); !status) throw HookFailed(status.message());
+  }
+  parallel.share_updated_parameters();
+  store.publish_weights(step);
 }
 
 void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report) {

@@ -20,6 +20,8 @@
 
 namespace strata {
 
+class DataParallel;
+
 // Tokens and next-token targets for one micro batch, (B,T) each.
 struct MicroBatch {
   std::span<const std::int32_t> inputs;
@@ -35,6 +37,9 @@ struct ExecutorOptions {
   std::vector<std::string> strategy_labels;
   UpdateMode update = UpdateMode::full;
   FusedClip fused_clip = FusedClip::previous;
+  // Data parallel (core/distributed/data_parallel.hpp): the ranks' gradients are summed after each
+  // block's last backward of the step, and the update is sharded by its ZeRO stage. Null: one rank.
+  DataParallel* data_parallel = nullptr;
 };
 
 struct StepOutcome {
@@ -106,6 +111,9 @@ class Executor {
   // The optimizer step block by block, for optimizer state on disk: each block's state is read in
   // while the block before updates, and written back behind it. A skipped step only publishes.
   void step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report);
+  // Zero 1 and 2: the owned parameters' update, clipped by the global norm, then the owners'
+  // values to every rank.
+  void sharded_step(std::int64_t step, bool skipped, OptimizerReport& report);
   // The fused update (core/executor/fused_update.cpp): blocks' gradients exist only from their
   // backward to their update; each block steps right after its backward, the globals after the
   // embedding's, and the report sums the blocks' norms into the step's.

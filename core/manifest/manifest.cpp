@@ -21,9 +21,9 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 
-const std::vector<std::string> kTopLevelKeys = {"model",     "data",       "train",     "device",
-                                                "optimizer", "precision",  "strategy",  "kernels",
-                                                "telemetry", "checkpoint", "predictor", "plugin_path"};
+const std::vector<std::string> kTopLevelKeys = {"model",     "data",        "train",      "device",    "optimizer",
+                                                "precision", "strategy",    "kernels",    "telemetry", "checkpoint",
+                                                "predictor", "plugin_path", "distributed"};
 
 std::string location(const std::filesystem::path& file, const toml::node& node) {
   // A value --set parsed carries "--set key.path" as its source; a table --set created has none.
@@ -217,6 +217,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
         "update", "fused_clip"}},
       {"device", {"kind", "memory_limit", "tf32", "disk_path", "disk_limit"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
+      {"distributed", {"zero"}},
       {"kernels", {"attention"}},
   };
   return keys;
@@ -505,6 +506,12 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     manifest.checkpoint.every = checkpoint.get_int("every", 0, 0, std::numeric_limits<std::int64_t>::max());
     manifest.checkpoint.keep_last = checkpoint.get_int("keep_last", 0, 0, std::numeric_limits<std::int64_t>::max());
     collect(checkpoint);
+  }
+  {
+    TomlConfigView distributed = view_of("distributed");
+    manifest.distributed.present = root.contains("distributed");
+    manifest.distributed.zero = static_cast<int>(distributed.get_int("zero", 0, 0, 3));
+    collect(distributed);
   }
   {
     TomlConfigView kernels = view_of("kernels");

@@ -74,6 +74,12 @@ struct CheckpointSpec {
   std::int64_t keep_last = 0;  // keep the newest N saves; 0: keep all
 };
 
+// [distributed]: data parallel over the ranks mpirun starts (docs/architecture.md, "Data parallel").
+struct DistributedSpec {
+  bool present = false;  // the table is in the manifest
+  int zero = 0;          // ZeRO stage: 0 all-reduce, 1 optimizer state sharded, 2 gradients too (3: refused)
+};
+
 class Manifest {
  public:
   std::filesystem::path path;
@@ -82,6 +88,7 @@ class Manifest {
   TrainSpec train;
   DeviceSpec device;
   CheckpointSpec checkpoint;
+  DistributedSpec distributed;
   PluginSpec optimizer;
   PluginSpec precision;
   std::vector<PluginSpec> strategies;

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 #include "core/training/training_run.hpp"
 #include "core/util/address_space.hpp"
@@ -12,18 +13,28 @@
 namespace strata {
 
 PlacedModel place_model(const Manifest& manifest, Backend& device, Stack& stack, Kernel& attention,
-                        const StorageTypes& storage, bool disk_accounted_only) {
+                        const StorageTypes& storage, bool disk_accounted_only, Communicator* communicator) {
   const TrainSpec& train = manifest.train;
   PlacedModel placed;
   placed.model = make_model(manifest.model, device, attention,
                             ModelOptions{train.micro_batch_rows(), state_layout_of(*stack.optimizer),
                                          Allocation::deferred, storage, Purpose::training, stack.trainable});
   Model& model = *placed.model;
-  placed.executor =
-      std::make_unique<Executor>(model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
-                                 ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(),
-                                                 stack.strategy_labels, train.update, train.fused_clip});
+  if (communicator != nullptr && communicator->size() > 1)
+    placed.data_parallel = std::make_unique<DataParallel>(*communicator, model.store(), manifest.distributed.zero);
+  placed.executor = std::make_unique<Executor>(
+      model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
+      ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels,
+                      train.update, train.fused_clip, placed.data_parallel.get()});
   placed.executor->attach_without_allocating();  // strategies place the rows
+  if (placed.data_parallel) {
+    if (placed.data_parallel->zero() >= 1 && model.store().any_on_disk())
+      throw ManifestError(manifest.path.string() +
+                          ": [distributed] zero = " + std::to_string(placed.data_parallel->zero()) +
+                          " shards the optimizer state, and a strategy puts rows on disk: use zero = 0 with the "
+                          "disk tier");
+    placed.data_parallel->shard_rows();
+  }
   if (model.store().any_on_disk()) {
     placed.disk_tier = open_disk_tier(manifest, device, stack.predictor != nullptr, disk_accounted_only);
     model.store().use_disk_tier(*placed.disk_tier);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <sstream>
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/checkpoint_directory.hpp"
@@ -21,6 +22,7 @@
 #include "core/data/token_file.hpp"
 #include "core/device/backends.hpp"
 #include "core/device/disk_tier.hpp"
+#include "core/distributed/data_parallel.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/hook_failed.hpp"
 #include "core/manifest/manifest_error.hpp"
@@ -35,6 +37,7 @@
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
 #include "core/util/format_bytes.hpp"
+#include "core/util/random.hpp"
 
 namespace strata {
 
@@ -142,6 +145,38 @@ std::vector<std::string> fused_update_problems(const Manifest& manifest, const S
   return problems;
 }
 
+std::vector<std::string> data_parallel_problems(const Manifest& manifest, const Stack& stack, int ranks) {
+  std::vector<std::string> problems;
+  const std::string where = manifest.path.string() + ": ";
+  const int zero = manifest.distributed.zero;
+  if (zero == 3)
+    problems.push_back(where + "[distributed] zero = 3 (the weights sharded too) is not available yet: use 0, 1 or 2");
+  if (ranks <= 1) return problems;
+  const TrainSpec& train = manifest.train;
+  if (train.batch % (ranks * train.micro_batches) != 0)
+    problems.push_back(where + "train.batch = " + std::to_string(train.batch) + " is not divisible by " +
+                       std::to_string(ranks) + " ranks x train.micro_batches = " + std::to_string(train.micro_batches) +
+                       ": each rank trains on an equal share of every batch");
+  if (manifest.device.kind != "cpu")
+    problems.push_back(where + "[device] kind = \"" + manifest.device.kind +
+                       "\": data parallel runs on CPU ranks only so far (the NCCL path for CUDA ranks is not built)");
+  if (stack.predictor)
+    problems.push_back(where + "[predictor] steps without gradients, which data parallel does not share: run one rank");
+  if (zero >= 1 && (!stack.optimizer->steps_in_parts() || !stack.optimizer->clips_by_given_norm()))
+    problems.push_back(where + "[distributed] zero = " + std::to_string(zero) + ": [optimizer] plugin = \"" +
+                       manifest.optimizer.plugin +
+                       "\" does not update a subset of the parameters by a given norm (SDK 9.4: steps_in_parts and "
+                       "begin_step_with_norm): use zero = 0");
+  if (zero >= 1 && train.update == UpdateMode::fused)
+    problems.push_back(where + "[distributed] zero = " + std::to_string(zero) +
+                       " with train.update = \"fused\": use zero = 0 (the fused update already frees each block's "
+                       "gradients)");
+  if (zero >= 2 && stack.precision->loss_scale() != 1.0)
+    problems.push_back(where + "[distributed] zero = 2 with [precision] plugin = \"" + manifest.precision.plugin +
+                       "\", whose loss scale follows every gradient: use bf16, or zero = 1");
+  return problems;
+}
+
 // The filesystem `path` is on (that of its nearest existing ancestor), or none.
 std::optional<dev_t> filesystem_of(std::filesystem::path path) {
   std::error_code error;
@@ -175,15 +210,86 @@ std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& devi
   return std::make_unique<DiskTier>(std::move(options));
 }
 
-TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options) {
+namespace {
+
+// One number for a manifest as read (--set included): ranks compare theirs before step 1.
+std::uint64_t manifest_digest(const Manifest& manifest) {
+  std::ostringstream text;
+  text << *manifest.document;
+  return splitmix64(std::hash<std::string>{}(text.str()));
+}
+
+// What one rank of `ranks` trains: its share of the batch (the same micro batches as one process
+// with ranks x micro_batches of them), no telemetry but rank 0's.
+Manifest rank_manifest(const Manifest& manifest, int rank, int ranks) {
+  Manifest mine = manifest;
+  mine.train.batch = manifest.train.batch / ranks;
+  if (rank != 0) mine.telemetry.clear();
+  return mine;
+}
+
+// Rank 0 logs every rank's peak memory by category, as the allocator measured it, and the time
+// its calls to the other ranks took (waiting for them included).
+void log_ranks(DataParallel& parallel, const ArenaStats& stats, double seconds) {
+  Communicator& communicator = parallel.communicator();
+  const auto peak = [&](MemoryCategory category) {
+    return static_cast<double>(stats.peak[static_cast<std::size_t>(category)]);
+  };
+  const std::vector<double> mine{communicator.seconds(),
+                                 static_cast<double>(communicator.bytes_sent()),
+                                 static_cast<double>(stats.peak_total),
+                                 peak(MemoryCategory::weights),
+                                 peak(MemoryCategory::grads),
+                                 peak(MemoryCategory::optimizer),
+                                 peak(MemoryCategory::activations),
+                                 seconds};
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(communicator.size()));
+  communicator.all_gather(std::as_bytes(std::span<const double>(mine)), std::as_writable_bytes(std::span(all)));
+  if (communicator.rank() != 0) return;
+  const auto bytes = [](double value) { return format_bytes(static_cast<std::uint64_t>(value)); };
+  for (int r = 0; r < communicator.size(); ++r) {
+    const double* v = all.data() + static_cast<std::size_t>(r) * mine.size();
+    spdlog::info(
+        "rank {} (zero {}): peak {} (weights {}, gradients {}, optimizer state {}, activations {}); communication "
+        "{:.2f} s of {:.2f} s ({:.1f}%), {} sent",
+        r, parallel.zero(), bytes(v[2]), bytes(v[3]), bytes(v[4]), bytes(v[5]), bytes(v[6]), v[0], v[7],
+        100.0 * v[0] / std::max(v[7], 1e-9), bytes(v[1]));
+  }
+}
+
+}  // namespace
+
+TrainResult run_training(const Manifest& global_manifest, PluginRegistry& registry, const TrainOptions& options) {
+  LocalCommunicator alone;
+  Communicator& communicator = options.communicator != nullptr ? *options.communicator : alone;
+  const int ranks = communicator.size(), rank = communicator.rank();
+  const bool root = rank == 0;
+  if (ranks > 1) {
+    const std::vector<double> digests =
+        all_gather_double(communicator, static_cast<double>(manifest_digest(global_manifest) >> 11));
+    std::string differing;
+    for (int r = 1; r < ranks; ++r)
+      if (digests[static_cast<std::size_t>(r)] != digests[0]) differing += " " + std::to_string(r);
+    if (!differing.empty())
+      throw ManifestError(global_manifest.path.string() + ": the manifest (with its --set values) of rank(s)" +
+                          differing + " differs from rank 0's: every rank must train the same run");
+  }
+  const Manifest manifest = ranks > 1 ? rank_manifest(global_manifest, rank, ranks) : global_manifest;
   configure_threads(manifest.train.threads);
   // The backend first: an unknown device is invalid input, refused before anything is written,
   // and the backend must outlive the plugin objects (their ops() points into it).
   std::unique_ptr<Backend> device = options.backend ? options.backend(manifest) : backend_for(manifest);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
-  Stack stack = build_stack(manifest, registry, host);
+  Stack stack = build_stack(manifest, registry, host, root ? "console" : "");  // rank 0 alone reports
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);
+  if (std::vector<std::string> problems = data_parallel_problems(global_manifest, stack, ranks); !problems.empty())
+    throw ManifestError(problems);
+  if (global_manifest.distributed.present && ranks == 1)
+    spdlog::info("[distributed]: one rank (start with mpirun -np N for more)");
+  if (ranks > 1)
+    spdlog::info("data parallel: rank {} of {} through {}, zero = {}, {} of the batch's {} rows", rank, ranks,
+                 communicator.name(), manifest.distributed.zero, manifest.train.batch, global_manifest.train.batch);
   const TrainSpec& train = manifest.train;
   const int rows = manifest.train.micro_batch_rows();
   const auto tokenizer = tokenizer_for(manifest);
@@ -197,10 +303,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   if (!data_identity.empty() && tokenizer) data_identity += ",tokenizer:" + std::to_string(tokenizer->fingerprint());
   // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
   // cleared of partial saves a killed run left.
+  const std::optional<std::filesystem::path> memory_timeline = root ? options.memory_timeline : std::nullopt;
   RunOutputs outputs(manifest, options.resume, options.overwrite_telemetry,
-                     options.memory_timeline);  // checked now, locked below
+                     memory_timeline);  // checked now, locked below
   std::optional<CheckpointDirectoryLock> checkpoint_lock;
-  if (manifest.checkpoint.dir) {
+  if (manifest.checkpoint.dir && root) {  // rank 0 alone writes the saves
     check_checkpoint_directory(*manifest.checkpoint.dir);
     checkpoint_lock.emplace(*manifest.checkpoint.dir);
     if (const int removed = remove_stale_partial_saves(*manifest.checkpoint.dir); removed > 0)
@@ -209,7 +316,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   // A run that does not continue the saves in its directory would number its own from step 1 over
   // them, and prune them with keep_last: it is refused, or with --fresh moves them aside (below).
   const bool earlier_run =
-      manifest.checkpoint.dir && check_earlier_run(*manifest.checkpoint.dir, options.resume, options.fresh);
+      manifest.checkpoint.dir && root && check_earlier_run(*manifest.checkpoint.dir, options.resume, options.fresh);
 
   host.use_backend(*device);
   // A large model takes a while to place and initialise: say what is happening, and how long it took.
@@ -221,8 +328,9 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                device->name());
   const PlacedModel placed =
       place_model(manifest, *device, stack, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                  stack.storage_on(*device));
+                  stack.storage_on(*device), false, &communicator);
   Model& model = *placed.model;
+  DataParallel* parallel = placed.data_parallel.get();
   Executor& executor = *placed.executor;
   DiskTier* disk_tier = placed.disk_tier.get();
   PluginMemoryImpl& controller_memory = *placed.controller_memory;
@@ -242,8 +350,10 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
   std::int64_t start_step = 0;
   if (options.resume) {
+    if (parallel) parallel->hold_all_state();  // the checkpoint holds every rank's
     const TrainerState state =
         load_checkpoint(*options.resume, model, manifest.optimizer.plugin, stack.optimizer.get());
+    if (parallel) parallel->release_others_state();
     // The checkpoint must come from this run: the same seed (data order), stack and data.
     std::string differences;
     if (state.seed != train.seed)
@@ -289,7 +399,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
   if (options.fresh && earlier_run)  // after init_from and --resume have read what they need
     spdlog::info("--fresh: moved the earlier run's saves to {}", move_saves_aside(*manifest.checkpoint.dir).string());
 
-  const std::int64_t tokens_per_step = static_cast<std::int64_t>(train.batch) * manifest.model.seq_len();
+  const std::int64_t tokens_per_step =
+      static_cast<std::int64_t>(global_manifest.train.batch) * manifest.model.seq_len();
   RunInfo info{manifest.path.string(),           stack.description,           train.steps, start_step, tokens_per_step,
                manifest.model.parameter_count(), manifest.device.memory_limit};
   outputs.lock();
@@ -316,10 +427,11 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
       options.stop_after_step > 0 ? std::min(options.stop_after_step, train.steps) : train.steps;
   std::optional<MemoryTimelineRecorder> timeline;
   const std::int64_t timeline_step = std::min(start_step + 3, last_step);
-  if (options.memory_timeline) timeline.emplace(device_memory, device->host_memory(), executor);
+  if (memory_timeline) timeline.emplace(device_memory, device->host_memory(), executor);
   for (std::int64_t step = start_step + 1; step <= last_step; ++step) {
-    for (int m = 0; m < train.micro_batches; ++m)
-      dataset.train_batch(train.seed, step, m, inputs.data() + m * micro_size, targets.data() + m * micro_size);
+    for (int m = 0; m < train.micro_batches; ++m)  // this rank's micro batches of the step's ranks x micro_batches
+      dataset.train_batch(train.seed, step, rank * train.micro_batches + m, inputs.data() + m * micro_size,
+                          targets.data() + m * micro_size);
     device_memory.reset_window();
     const TransferTotals transfers_before = model.store().transfers();
     const double copy_seconds_before = device->copy_stream().busy_seconds();
@@ -331,7 +443,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
     if (timeline && step == timeline_step) {  // written outside the step's time
       try {
-        write_timeline(*options.memory_timeline, timeline->end());
+        write_timeline(*memory_timeline, timeline->end());
       } catch (const std::exception& e) {  // the run goes on without it
         spdlog::warn("the memory timeline was not written: {}", e.what());
       }
@@ -371,7 +483,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
     metrics.transfer_ms = 1000.0 * (device->copy_stream().busy_seconds() - copy_seconds_before);
     metrics.exposed_transfer_ms =
         1000.0 * (model.store().transfers().exposed_seconds - transfers_before.exposed_seconds);
-    const bool eval_now = step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0);
+    const bool eval_now =
+        root && (step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0));  // rank 0 reports
     if (eval_now) {
       metrics.val_loss = validation_loss(executor, dataset, manifest);
       device->synchronize();  // an op's failure in the evaluation surfaces here, not as a NaN
@@ -399,7 +512,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
 
     // The step's records are written before the run stops, so the log shows the blow-up.
     if (auto diverged = divergence.observe(step, outcome.loss)) throw std::runtime_error(*diverged);
-    if (sampler && step % train.sample_every == 0) {
+    if (sampler && root && step % train.sample_every == 0) {
       model.store().complete_all_moves();
       device->synchronize();  // the weights are read as the step left them
       const auto sample_start = std::chrono::steady_clock::now();
@@ -410,7 +523,8 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                    sample.prompt_text, sample.text);
       result.samples.push_back(std::move(sample));
     }
-    result.stopped_by_signal = stop_signal.received();
+    // The ranks stop after the same step: the one after which any rank had a signal.
+    result.stopped_by_signal = parallel ? parallel->largest(stop_signal.received()) : stop_signal.received();
     const bool checkpoint_now =
         manifest.checkpoint.dir && (step == last_step || result.stopped_by_signal != 0 ||
                                     (manifest.checkpoint.every > 0 && step % manifest.checkpoint.every == 0));
@@ -441,8 +555,13 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
         if (!strategy_state.empty())
           saved.strategies[strategy_state_key(i, manifest.strategies[i].plugin)] = std::move(strategy_state);
       }
-      result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved);
-      prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last, outcome.loss, train.divergence_factor);
+      if (parallel) parallel->gather_state_to_root();  // rank 0 writes the one-process format
+      if (root) {
+        result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved);
+        prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last, outcome.loss,
+                          train.divergence_factor);
+      }
+      if (parallel) parallel->release_gathered_state();
     }
     if (result.stopped_by_signal != 0) {
       spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,
@@ -488,6 +607,7 @@ TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, con
                  format_bytes(result.disk->bytes_read), format_bytes(result.disk->bytes_written),
                  result.disk->busy_seconds, result.disk->waited_seconds, format_bytes(result.disk->peak_total));
   }
+  if (parallel) log_ranks(*parallel, stats, summary.seconds);
   if (options.profile) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);

@@ -10,6 +10,7 @@
 
 #include "core/device/backend.hpp"
 #include "core/device/disk_tier.hpp"
+#include "core/distributed/communicator.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/training/training_sample.hpp"
@@ -41,6 +42,8 @@ struct TrainOptions {
   // or its last when it takes fewer: the step `strata plan`'s dry run predicts.
   std::optional<std::filesystem::path> memory_timeline;
   BackendFactory backend;
+  // The ranks mpirun started (core/distributed/communicator.hpp); null or one rank: this process alone.
+  Communicator* communicator = nullptr;
 };
 
 struct TrainResult {
@@ -55,6 +58,9 @@ struct TrainResult {
   std::vector<TrainingSample> samples;  // train.sample_every's, in step order
   std::optional<DiskTierStats> disk;    // the disk tier's totals, when a strategy used it
 };
+
+// What keeps [distributed] from running this manifest on `ranks` ranks, one problem each.
+std::vector<std::string> data_parallel_problems(const Manifest& manifest, const Stack& stack, int ranks);
 
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and
 // std::runtime_error (the run failed).

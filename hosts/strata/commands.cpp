@@ -22,6 +22,7 @@
 #include "core/data/token_file.hpp"
 #include "core/device/backend.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
+#include "core/distributed/communicator.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/hook_failed.hpp"
 #include "core/manifest/manifest.hpp"
@@ -188,7 +189,22 @@ int command_train(const std::vector<std::string>& arguments) {
                         "FILE] [--memory-timeline FILE]",
                         options, arguments, values))
     return *code;
-  return run_guarded("train", [&] {
+  // Under mpirun, one rank of a data-parallel run: MPI starts here. Rank 0 alone speaks below
+  // warnings; a rank that fails ends every rank (MPI_Abort), so none waits on it forever.
+  std::unique_ptr<Communicator> communicator;
+  if (const int failed = run_guarded("train",
+                                     [&] {
+                                       communicator = make_communicator();
+                                       return static_cast<int>(kExitSuccess);
+                                     });
+      failed != kExitSuccess)
+    return failed;
+  const int ranks = communicator->size(), rank = communicator->rank();
+  if (ranks > 1 && rank != 0) spdlog::set_level(spdlog::level::warn);
+  if (ranks > 1) spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
+  const std::string name =
+      ranks > 1 ? "train (rank " + std::to_string(rank) + " of " + std::to_string(ranks) + ")" : std::string("train");
+  const int code = run_guarded(name, [&] {
     Manifest manifest = load_manifest(common.manifest, common.overrides);
     if (values.count("metrics")) {
       check_output_file("--metrics", values["metrics"].as<std::string>());
@@ -196,6 +212,7 @@ int command_train(const std::vector<std::string>& arguments) {
     }
     PluginRegistry registry = load_plugins(manifest);
     TrainOptions train_options;
+    train_options.communicator = communicator.get();
     if (values.count("memory-timeline")) {
       // Checked against the run's inputs and telemetry, and locked, with its other outputs (RunOutputs).
       check_output_file("--memory-timeline", values["memory-timeline"].as<std::string>());
@@ -231,6 +248,12 @@ int command_train(const std::vector<std::string>& arguments) {
     if (result.stopped_by_signal != 0) return 128 + result.stopped_by_signal;  // the shell's convention: 130, 143
     return static_cast<int>(kExitSuccess);
   });
+  // Every rank stops after the same step on a signal; any other failure is this rank's alone.
+  if (ranks > 1 && code != kExitSuccess && code <= 128) {
+    std::cerr.flush();
+    communicator->abort(code);
+  }
+  return code;
 }
 
 int command_eval(const std::vector<std::string>& arguments) {

@@ -1,0 +1,88 @@
+#pragma once
+// How data-parallel ranks talk (docs/architecture.md, "Data parallel"): one small interface, with
+// one rank alone (no communication) and MPI between processes behind it. Every call is collective:
+// each rank makes the same calls in the same order, or the job waits forever (MPI's rule).
+//
+// The sums are Strata's own, not MPI's: a reduction adds the ranks' values in rank order,
+// ((r0 + r1) + r2) + ..., whatever order the bytes arrive in, so a run repeats bitwise, and a
+// gradient summed for every rank (ZeRO 0) has the bits of one summed for its owner (ZeRO 1, 2).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  virtual std::string name() const = 0;  // "one process", "MPI (Open MPI v4.1.4)"
+
+  // Every rank's `mine` (the same size on each) into `all`, in rank order: size() x mine.size().
+  virtual void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+  // Rank `root`'s `bytes` into every rank's `bytes`.
+  virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
+  // Every rank's `mine` (the same size on each) into root's `all`, in rank order; `all` is
+  // ignored elsewhere.
+  virtual void gather(std::span<const std::byte> mine, std::span<std::byte> all, int root) = 0;
+  // A variable all-to-all of floats: send[send_offsets[r], + send_counts[r]) to rank r, and from
+  // rank r into receive[receive_offsets[r], + receive_counts[r]).
+  virtual void all_to_all(std::span<const float> send, std::span<const int> send_counts,
+                          std::span<const int> send_offsets, std::span<float> receive,
+                          std::span<const int> receive_counts, std::span<const int> receive_offsets) = 0;
+  // Every rank's piece of `data` (piece r: [offsets[r], + counts[r])) into every rank's `data`.
+  virtual void all_gather_pieces(std::span<float> data, std::span<const int> counts, std::span<const int> offsets) = 0;
+  // Point to point, for a save's shards: `bytes` to rank `to`; from rank `from` into `bytes`.
+  virtual void send(std::span<const std::byte> bytes, int to) = 0;
+  virtual void receive(std::span<std::byte> bytes, int from) = 0;
+  // Ends every rank of the job with this exit code: a rank that fails cannot leave the others
+  // waiting in a collective call.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+
+  // Wall time spent in this communicator's calls so far, waiting included.
+  double seconds() const noexcept { return seconds_; }
+  std::uint64_t bytes_sent() const noexcept { return bytes_sent_; }
+
+ protected:
+  double seconds_ = 0.0;
+  std::uint64_t bytes_sent_ = 0;
+};
+
+// One rank alone: every collective copies its own bytes.
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 1; }
+  std::string name() const override { return "one process"; }
+  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override;
+  void broadcast(std::span<std::byte> bytes, int root) override;
+  void gather(std::span<const std::byte> mine, std::span<std::byte> all, int root) override;
+  void all_to_all(std::span<const float> send, std::span<const int> send_counts, std::span<const int> send_offsets,
+                  std::span<float> receive, std::span<const int> receive_counts,
+                  std::span<const int> receive_offsets) override;
+  void all_gather_pieces(std::span<float> data, std::span<const int> counts, std::span<const int> offsets) override;
+  void send(std::span<const std::byte> bytes, int to) override;
+  void receive(std::span<std::byte> bytes, int from) override;
+  [[noreturn]] void abort(int exit_code) override;
+};
+
+// True when this process was started by mpirun (Open MPI's or a PMIx launcher's environment).
+bool launched_by_mpirun();
+// MPI's communicator when launched by mpirun (MPI is initialised here and finalised when it goes),
+// the local one otherwise. Throws std::runtime_error when mpirun started a build without MPI.
+std::unique_ptr<Communicator> make_communicator();
+
+// The fixed-order sums. Each rank's piece of `data` is [r * n / size, (r + 1) * n / size).
+// Every rank ends with the sum over ranks of `data`, each element added in rank order.
+// `scratch` is resized to size() x the largest piece.
+void all_reduce_sum(Communicator& communicator, std::span<float> data, std::vector<float>& scratch);
+// Rank `root` ends with the sum, added in rank order; the others' `data` is unchanged.
+void reduce_sum_to(Communicator& communicator, std::span<float> data, int root, std::vector<float>& scratch);
+// One double per rank, in rank order.
+std::vector<double> all_gather_double(Communicator& communicator, double mine);
+
+}  // namespace strata

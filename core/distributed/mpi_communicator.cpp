@@ -1,0 +1,111 @@
+// The communicator between processes that mpirun started (Open MPI from Debian). Every call
+// blocks; MPI's default error handler ends the job on a lost rank, and mpirun names it.
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "core/distributed/communicator.hpp"
+
+namespace strata {
+
+namespace {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int provided = 0;
+    // OpenMP's threads compute; only the main thread calls MPI.
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    library_ = std::string(version, static_cast<std::size_t>(length));
+    if (const auto comma = library_.find(','); comma != std::string::npos) library_.resize(comma);
+  }
+  ~MpiCommunicator() override { MPI_Finalize(); }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::string name() const override { return "MPI (" + library_ + ")"; }
+
+  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+    timed(mine.size(), [&] {
+      MPI_Allgather(mine.data(), count(mine.size()), MPI_BYTE, all.data(), count(mine.size()), MPI_BYTE,
+                    MPI_COMM_WORLD);
+    });
+  }
+  void broadcast(std::span<std::byte> bytes, int root) override {
+    timed(rank_ == root ? bytes.size() : 0,
+          [&] { MPI_Bcast(bytes.data(), count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD); });
+  }
+  void gather(std::span<const std::byte> mine, std::span<std::byte> all, int root) override {
+    timed(mine.size(), [&] {
+      MPI_Gather(mine.data(), count(mine.size()), MPI_BYTE, all.data(), count(mine.size()), MPI_BYTE, root,
+                 MPI_COMM_WORLD);
+    });
+  }
+  void all_to_all(std::span<const float> send, std::span<const int> send_counts, std::span<const int> send_offsets,
+                  std::span<float> receive, std::span<const int> receive_counts,
+                  std::span<const int> receive_offsets) override {
+    std::size_t sent = 0;
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) sent += static_cast<std::size_t>(send_counts[static_cast<std::size_t>(r)]) * sizeof(float);
+    timed(sent, [&] {
+      MPI_Alltoallv(send.data(), send_counts.data(), send_offsets.data(), MPI_FLOAT, receive.data(),
+                    receive_counts.data(), receive_offsets.data(), MPI_FLOAT, MPI_COMM_WORLD);
+    });
+  }
+  void all_gather_pieces(std::span<float> data, std::span<const int> counts, std::span<const int> offsets) override {
+    timed(static_cast<std::size_t>(counts[static_cast<std::size_t>(rank_)]) * sizeof(float) *
+              static_cast<std::size_t>(size_ - 1),
+          [&] {
+            MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), counts.data(), offsets.data(), MPI_FLOAT,
+                           MPI_COMM_WORLD);
+          });
+  }
+  void send(std::span<const std::byte> bytes, int to) override {
+    timed(bytes.size(), [&] { MPI_Send(bytes.data(), count(bytes.size()), MPI_BYTE, to, 0, MPI_COMM_WORLD); });
+  }
+  void receive(std::span<std::byte> bytes, int from) override {
+    timed(0,
+          [&] { MPI_Recv(bytes.data(), count(bytes.size()), MPI_BYTE, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); });
+  }
+  [[noreturn]] void abort(int exit_code) override {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);
+  }
+
+ private:
+  static int count(std::size_t bytes) {
+    if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::length_error("one MPI message of " + std::to_string(bytes) + " bytes: more than MPI's int count");
+    return static_cast<int>(bytes);
+  }
+  template <typename Call>
+  void timed(std::size_t bytes, Call&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bytes_sent_ += bytes;
+  }
+  int rank_ = 0;
+  int size_ = 1;
+  std::string library_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_communicator() {
+  if (!launched_by_mpirun()) return std::make_unique<LocalCommunicator>();
+  return std::make_unique<MpiCommunicator>();
+}
+
+}  // namespace strata
