@@ -8,7 +8,7 @@ trap 'rm -f "$table"' EXIT
 # The tokenizer script reads the references CTest makes (tests/tokenizers/make_all.sh).
 references=build/tests/tokenizer_references
 [ -d "$references/gpt2" ] || bash tests/tokenizers/make_all.sh "$references" > /dev/null
-for script in exit_codes reliability reliability_saves reliability_inputs disk_tier tokenizer generate; do
+for script in exit_codes reliability reliability_saves reliability_inputs disk_tier data_parallel tokenizer generate; do
   extra=()
   [ "$script" = tokenizer ] && extra=("$references")
   RELIABILITY_TABLE=$table OMP_WAIT_POLICY=PASSIVE bash "tests/cli/$script.sh" build/bin/strata "build/tests/table_$script" \

@@ -39,6 +39,10 @@ void LocalCommunicator::abort(int exit_code) {
   std::_Exit(exit_code);
 }
 
+void PlanningCommunicator::abort(int exit_code) {
+  std::_Exit(exit_code);
+}
+
 bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }

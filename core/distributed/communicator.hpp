@@ -21,6 +21,8 @@ class Communicator {
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
   virtual std::string name() const = 0;  // "one process", "MPI (Open MPI v4.1.4)"
+  // False for a plan's ranks: no value is read or written, so the sums are skipped too.
+  virtual bool moves_bytes() const noexcept { return true; }
 
   // Every rank's `mine` (the same size on each) into `all`, in rank order: size() x mine.size().
   virtual void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
@@ -68,6 +70,30 @@ class LocalCommunicator final : public Communicator {
   void send(std::span<const std::byte> bytes, int to) override;
   void receive(std::span<std::byte> bytes, int from) override;
   [[noreturn]] void abort(int exit_code) override;
+};
+
+// One rank of `size` as `strata plan --ranks` drives it: the calls move no bytes (the dry backend's
+// values mean nothing), so one process can plan each rank's memory in turn.
+class PlanningCommunicator final : public Communicator {
+ public:
+  PlanningCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::string name() const override { return "a plan of " + std::to_string(size_) + " ranks"; }
+  bool moves_bytes() const noexcept override { return false; }
+  void all_gather(std::span<const std::byte>, std::span<std::byte>) override {}
+  void broadcast(std::span<std::byte>, int) override {}
+  void gather(std::span<const std::byte>, std::span<std::byte>, int) override {}
+  void all_to_all(std::span<const float>, std::span<const int>, std::span<const int>, std::span<float>,
+                  std::span<const int>, std::span<const int>) override {}
+  void all_gather_pieces(std::span<float>, std::span<const int>, std::span<const int>) override {}
+  void send(std::span<const std::byte>, int) override {}
+  void receive(std::span<std::byte>, int) override {}
+  [[noreturn]] void abort(int exit_code) override;
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
 };
 
 // True when this process was started by mpirun (Open MPI's or a PMIx launcher's environment).

@@ -21,12 +21,19 @@ DataParallel::DataParallel(Communicator& communicator, TensorStore& store, int z
     owners_[i] = static_cast<int>(std::min(n - 1, (2 * before + count) * n / std::max<std::int64_t>(1, 2 * total)));
     before += count;
   }
+  for (const ParameterRows& rows : parameters) n_layer_ = std::max(n_layer_, rows.layer + 1);
 }
 
-std::vector<int> DataParallel::state_rows(std::size_t index) const {
+std::vector<int> DataParallel::owner_rows(std::size_t index) const {
   std::vector<int> rows;
-  for (int row : store_.parameters()[index].state)
+  if (zero_ == 0) return rows;
+  const ParameterRows& parameter = store_.parameters()[index];
+  for (int row : parameter.state)
     if (row >= 0) rows.push_back(row);
+  if (zero_ >= 3) {
+    for (int row : stored_weight_rows(parameter)) rows.push_back(row);
+    if (parameter.master >= 0) rows.push_back(parameter.master);
+  }
   return rows;
 }
 
@@ -35,9 +42,41 @@ void DataParallel::shard_rows() {
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] < 0 || owners_[i] == rank()) continue;
-    store_.allocate_on_demand(state_rows(i));
+    store_.allocate_on_demand(owner_rows(i));
     if (zero_ >= 2) store_.allocate_on_demand({parameters[i].grad});
   }
+}
+
+void DataParallel::gather_weights(int layer) {
+  if (zero_ < 3) return;
+  // The same flag on every rank (they make the same calls), so every rank takes part in the same
+  // broadcasts, the owner included.
+  if (gathered_.empty()) gathered_.assign(static_cast<std::size_t>(n_layer_) + 1, false);
+  const std::size_t slot = static_cast<std::size_t>(layer + 1);
+  if (gathered_[slot]) return;
+  gathered_[slot] = true;
+  const std::vector<ParameterRows>& parameters = store_.parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (owners_[i] < 0 || parameters[i].layer != layer) continue;
+    for (int row : stored_weight_rows(parameters[i])) {
+      if (owners_[i] != rank()) store_.allocate(row);
+      store_.complete_rows({row});
+      const TensorView view = store_.view(row);
+      if (communicator_.moves_bytes())
+        communicator_.broadcast({static_cast<std::byte*>(view.data), view.bytes()}, owners_[i]);
+    }
+  }
+}
+
+void DataParallel::release_weights(int layer) {
+  if (zero_ < 3 || gathered_.empty()) return;
+  const std::size_t slot = static_cast<std::size_t>(layer + 1);
+  if (!gathered_[slot]) return;
+  gathered_[slot] = false;
+  const std::vector<ParameterRows>& parameters = store_.parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (owners_[i] >= 0 && owners_[i] != rank() && parameters[i].layer == layer)
+      for (int row : stored_weight_rows(parameters[i])) store_.release(row);
 }
 
 void DataParallel::prepare_gradients(int layer) {
@@ -56,10 +95,11 @@ void DataParallel::reduce_gradients(int layer) {
     store_.complete_rows({rows.grad});  // a strategy may be moving it
     const TensorView grad = store_.view(rows.grad);
     const std::span<float> values(grad.f32(), static_cast<std::size_t>(grad.count));
+    // A plan's dry rows are address space only: touching them would commit it.
     if (zero_ < 2) {
-      all_reduce_sum(communicator_, values, scratch_);
+      if (communicator_.moves_bytes()) all_reduce_sum(communicator_, values, scratch_);
     } else {
-      reduce_sum_to(communicator_, values, owners_[i], scratch_);
+      if (communicator_.moves_bytes()) reduce_sum_to(communicator_, values, owners_[i], scratch_);
       if (owners_[i] != rank()) store_.release(rows.grad);
     }
   }
@@ -103,7 +143,7 @@ double DataParallel::sum_of_squares(Ops& ops, std::span<const ParamSlot> slots) 
 }
 
 void DataParallel::share_updated_parameters() {
-  if (zero_ == 0) return;
+  if (zero_ == 0 || zero_ >= 3) return;  // zero 3: a rank gathers the weights when it uses them
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] < 0) continue;
@@ -112,13 +152,18 @@ void DataParallel::share_updated_parameters() {
   }
 }
 
-void DataParallel::gather_state_to_root() {
-  if (zero_ == 0) return;
+void DataParallel::gather_to_root() {
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] <= 0) continue;  // frozen, or rank 0's own
-    for (int row : state_rows(i)) {
+    // Rank 0 may hold a zero 3 layer's weights already (gathered for the step): every rank knows.
+    const bool weights_here =
+        zero_ >= 3 && !gathered_.empty() && gathered_[static_cast<std::size_t>(parameters[i].layer + 1)];
+    const std::vector<int> weights = stored_weight_rows(parameters[i]);
+    for (int row : owner_rows(i)) {
+      if (weights_here && std::find(weights.begin(), weights.end(), row) != weights.end()) continue;
       if (rank() == 0) {
+        gathered_by_root_.push_back(row);
         store_.allocate(row);
         const TensorView view = store_.view(row);
         communicator_.receive({static_cast<std::byte*>(view.data), view.bytes()}, owners_[i]);
@@ -131,26 +176,23 @@ void DataParallel::gather_state_to_root() {
   }
 }
 
-void DataParallel::release_gathered_state() {
-  if (zero_ == 0 || rank() != 0) return;
-  for (std::size_t i = 0; i < owners_.size(); ++i)
-    if (owners_[i] > 0)
-      for (int row : state_rows(i)) store_.release(row);
+void DataParallel::release_gathered_rows() {
+  for (int row : gathered_by_root_) store_.release(row);
+  gathered_by_root_.clear();
 }
 
-void DataParallel::hold_all_state() {
-  if (zero_ == 0) return;
+void DataParallel::hold_all_rows() {
   for (std::size_t i = 0; i < owners_.size(); ++i)
     if (owners_[i] >= 0 && owners_[i] != rank())
-      for (int row : state_rows(i))
+      for (int row : owner_rows(i))
         if (!store_.allocated(row)) store_.allocate(row, /*zero=*/true);
 }
 
-void DataParallel::release_others_state() {
-  if (zero_ == 0) return;
+void DataParallel::release_others_rows() {
   for (std::size_t i = 0; i < owners_.size(); ++i)
     if (owners_[i] >= 0 && owners_[i] != rank())
-      for (int row : state_rows(i)) store_.release(row);
+      for (int row : owner_rows(i)) store_.release(row);
+  std::fill(gathered_.begin(), gathered_.end(), false);
 }
 
 double DataParallel::mean(double mine) {

@@ -6,6 +6,9 @@
 //   zero 1: each parameter has one owner, which alone keeps its optimizer state and updates it;
 //           the updated values go from the owner to every rank.
 //   zero 2: as 1, and a gradient is summed to its owner only; the others free it once sent.
+//   zero 3: as 2, and the owner alone keeps the weights (and their f32 masters): another rank
+//           receives a block's before the block's forward and again before its backward, and frees
+//           them after each; the global parameters' for the length of a micro batch.
 // Owners hold contiguous runs of parameters in the model's order, balanced by element count. Every
 // sum adds the ranks in rank order, so the stages give the same bits (tests/cli_data_parallel.sh).
 #include <cstdint>
@@ -51,26 +54,38 @@ class DataParallel {
   std::vector<ParamSlot> owned(std::span<const ParamSlot> slots) const;
   // Zero 1 and 2, after the update: each owner's updated values to every rank.
   void share_updated_parameters();
+  // Zero 3: a layer's weights (kGlobalParameters: the embeddings, final norm and head) from their
+  // owners, allocated where this rank does not own them; nothing when they are here already.
+  void gather_weights(int layer);
+  // Zero 3: frees the layer's weights this rank does not own.
+  void release_weights(int layer);
 
   // Checkpoints. Rank 0 writes the one-process format: before a save, the owners send it the
-  // optimizer state it does not keep (rank 0 holds it until release_gathered_state).
-  void gather_state_to_root();
-  void release_gathered_state();
-  // Before a resume loads a checkpoint: every state row held; after, those of others freed.
-  void hold_all_state();
-  void release_others_state();
+  // rows it does not keep (optimizer state; at zero 3 the weights and masters too), which it holds
+  // until release_gathered_rows.
+  void gather_to_root();
+  void release_gathered_rows();
+  // Before a run initialises or loads its weights and state: every row this rank does not keep,
+  // held; after, freed again.
+  void hold_all_rows();
+  void release_others_rows();
 
   // The mean over ranks of each rank's value (added in rank order), and the largest.
   double mean(double mine);
   int largest(int mine);
 
  private:
-  std::vector<int> state_rows(std::size_t index) const;
+  // The rows of store.parameters()[index] that only its owner keeps: the optimizer state (zero 1
+  // and up), the stored weights and the master (zero 3).
+  std::vector<int> owner_rows(std::size_t index) const;
   Communicator& communicator_;
   TensorStore& store_;
   int zero_ = 0;
   std::vector<int> owners_;  // per store.parameters() index; -1 for a frozen parameter
   std::vector<float> scratch_;
+  int n_layer_ = 0;
+  std::vector<bool> gathered_;         // zero 3, per layer + 1: its weights are here for now
+  std::vector<int> gathered_by_root_;  // rows rank 0 holds for a save
 };
 
 }  // namespace strata

@@ -266,6 +266,8 @@ void Executor::claim_activations(int layer, ActivationAction action) {
 }
 
 void Executor::ensure_on_device(int layer, TensorGroup group) {
+  // Zero 3: the layer's weights come from their owners first (once, until released).
+  if (group == TensorGroup::weights && options_.data_parallel != nullptr) options_.data_parallel->gather_weights(layer);
   TensorStore& store = model_.store();
   store.complete_moves(layer, group);
   // A block's weights kept on disk that no strategy brought in: read them now, and wait.
@@ -295,6 +297,7 @@ void Executor::forward_layers(bool keep_activations) {
     model_.layer_forward(l);
     forward_layer_ = l;
     run_hooks(Hook::after_forward, l, false);
+    if (options_.data_parallel != nullptr) options_.data_parallel->release_weights(l);  // zero 3
     if (!keep_activations && l > 0) model_.free_layer_activations(l - 1, false);
   }
   forward_layer_ = -1;  // no hook runs before the head reads the last block's output
@@ -350,6 +353,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         model_.free_layer_activations(l, false);
         run_hooks(Hook::after_backward, l, true);
         if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(l);
+        if (parallel != nullptr) parallel->release_weights(l);  // zero 3
         if (fusing_) fused_step_block(l);
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
@@ -359,6 +363,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(kGlobalParameters);
       if (fusing_) fused_step_block(kGlobalParameters);
     }
+    if (parallel != nullptr) parallel->release_weights(kGlobalParameters);  // zero 3
     model_.end_micro_batch();
   }
   const double loss = loss_sum / static_cast<double>(micro_batches.size());
@@ -588,6 +593,7 @@ double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
   forward_layers(false);
   model_.head_forward();
   const double sum = model_.loss_sum(rows);
+  if (options_.data_parallel != nullptr) options_.data_parallel->release_weights(kGlobalParameters);  // zero 3
   model_.end_micro_batch();
   return sum;
 }

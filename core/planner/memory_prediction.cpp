@@ -79,7 +79,8 @@ MemoryPrediction::StepTime price_step(const DryBackend& device, std::size_t phas
 
 // `timings`: where a plugin's kernels are timed on the spot (null: not priced).
 MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std::uint64_t device_limit,
-                         const Calibration* calibration, KernelTimings* timings, MemoryTimeline* timeline) {
+                         const Calibration* calibration, KernelTimings* timings, MemoryTimeline* timeline,
+                         Communicator* communicator) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t process_bytes = resident_bytes();  // before the dry run's own bookkeeping
   DryBackend device(device_limit);
@@ -88,6 +89,13 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   Stack stack = build_stack(manifest, registry, host, "");
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);
+  if (communicator != nullptr) {
+    Manifest whole = manifest;  // the batch of every rank
+    whole.train.batch *= communicator->size();
+    if (std::vector<std::string> problems = data_parallel_problems(whole, stack, communicator->size());
+        !problems.empty())
+      throw ManifestError(problems);
+  }
   host.use_backend(device);
   // A plugin's kernels are timed on the spot when the step is priced; the backend's own attention
   // (its ops, which compute nothing here) is priced by the calibration.
@@ -101,7 +109,7 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
     if (manifest.precision.table != nullptr) precision << *manifest.precision.table;
     storage.quantizer = &quantizer.emplace(*storage.quantizer, device, timings, "precision " + precision.str());
   }
-  const PlacedModel placed = place_model(manifest, device, stack, attention, storage, true);
+  const PlacedModel placed = place_model(manifest, device, stack, attention, storage, true, communicator);
   // Initialised as a run does, values aside: writing a frozen quantized matrix, for one, takes a
   // workspace. (A run's [train] init_from reads its values over these; the plan reads no files.)
   placed.model->init_weights_as_zeros(manifest.train.seed);
@@ -157,25 +165,35 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
 }  // namespace
 
 MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry, const Calibration* calibration,
-                                KernelTimings* timings, MemoryTimeline* timeline) {
+                                KernelTimings* timings, MemoryTimeline* timeline, std::optional<PlannedRank> rank) {
   KernelTimings own;
   if (calibration != nullptr && timings == nullptr) timings = &own;
   if (calibration == nullptr) timings = nullptr;
-  Manifest quiet = manifest;
+  std::optional<PlanningCommunicator> communicator;
+  if (rank && rank->ranks > 1) {
+    if (manifest.train.batch % (rank->ranks * manifest.train.micro_batches) != 0)
+      throw ManifestError(manifest.path.string() + ": train.batch = " + std::to_string(manifest.train.batch) +
+                          " is not divisible by " + std::to_string(rank->ranks) +
+                          " ranks x train.micro_batches = " + std::to_string(manifest.train.micro_batches) +
+                          ": each rank trains on an equal share of every batch");
+    communicator.emplace(rank->rank, rank->ranks);
+  }
+  Manifest quiet = communicator ? rank_manifest(manifest, rank->rank, rank->ranks) : manifest;
   quiet.telemetry.clear();  // a plan writes nothing: no sinks
+  Communicator* ranks = communicator ? &*communicator : nullptr;
   // Over the limit, the step stops: with MemoryLimitExceeded, or, when a plugin's hook allocated,
   // with that hook's failure naming it. Either way the peak comes from a run without the limit; a
   // failure that run repeats is not the limit's, and stands.
   std::string refusal;
   try {
-    return dry_run(quiet, registry, manifest.device.memory_limit, calibration, timings, timeline);
+    return dry_run(quiet, registry, manifest.device.memory_limit, calibration, timings, timeline, ranks);
   } catch (const ManifestError&) {
     throw;
   } catch (const std::exception& e) {
     if (manifest.device.memory_limit == 0) throw;
     refusal = e.what();
   }
-  MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration, timings, timeline);
+  MemoryPrediction prediction = dry_run(quiet, registry, 0, calibration, timings, timeline, ranks);
   prediction.over_limit = refusal;
   return prediction;
 }

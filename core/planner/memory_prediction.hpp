@@ -61,8 +61,14 @@ struct MemoryPrediction {
 // the step time is predicted too; a plugin's own kernels are timed on the spot, once per shape in
 // `timings` when given (a search plans many stacks). `timeline`, when given, receives the memory
 // timeline of the last dry step: the step `strata train --memory-timeline` records.
+// `rank`: one rank of a data-parallel run (`strata plan --ranks`), its share of the batch and of
+// the rows by [distributed] zero.
+struct PlannedRank {
+  int rank = 0;
+  int ranks = 1;
+};
 MemoryPrediction predict_memory(const Manifest& manifest, PluginRegistry& registry,
                                 const Calibration* calibration = nullptr, KernelTimings* timings = nullptr,
-                                MemoryTimeline* timeline = nullptr);
+                                MemoryTimeline* timeline = nullptr, std::optional<PlannedRank> rank = std::nullopt);
 
 }  // namespace strata

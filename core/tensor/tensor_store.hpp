@@ -105,6 +105,7 @@ class TensorStore {
   void allocate_persistent();
   // Rows their user allocates and releases itself (the fused update's block gradients).
   void allocate_on_demand(const std::vector<int>& rows) { on_demand_.insert(rows.begin(), rows.end()); }
+  bool allocated_on_demand(int row) const { return on_demand_.contains(row); }
   void allocate(int row, bool zero = false);
   // Frees a row (waiting for a copy in flight); an activation row's home goes back to the device.
   void release(int row);

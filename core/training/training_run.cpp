@@ -145,12 +145,17 @@ std::vector<std::string> fused_update_problems(const Manifest& manifest, const S
   return problems;
 }
 
+Manifest rank_manifest(const Manifest& manifest, int rank, int ranks) {
+  Manifest mine = manifest;
+  mine.train.batch = manifest.train.batch / ranks;
+  if (rank != 0) mine.telemetry.clear();
+  return mine;
+}
+
 std::vector<std::string> data_parallel_problems(const Manifest& manifest, const Stack& stack, int ranks) {
   std::vector<std::string> problems;
   const std::string where = manifest.path.string() + ": ";
   const int zero = manifest.distributed.zero;
-  if (zero == 3)
-    problems.push_back(where + "[distributed] zero = 3 (the weights sharded too) is not available yet: use 0, 1 or 2");
   if (ranks <= 1) return problems;
   const TrainSpec& train = manifest.train;
   if (train.batch % (ranks * train.micro_batches) != 0)
@@ -171,6 +176,10 @@ std::vector<std::string> data_parallel_problems(const Manifest& manifest, const 
     problems.push_back(where + "[distributed] zero = " + std::to_string(zero) +
                        " with train.update = \"fused\": use zero = 0 (the fused update already frees each block's "
                        "gradients)");
+  if (zero >= 3 && train.sample_every > 0)
+    problems.push_back(where +
+                       "train.sample_every with [distributed] zero = 3: a sample needs every weight on rank 0, "
+                       "which keeps only its share (sample from a save with `strata generate`)");
   if (zero >= 2 && stack.precision->loss_scale() != 1.0)
     problems.push_back(where + "[distributed] zero = 2 with [precision] plugin = \"" + manifest.precision.plugin +
                        "\", whose loss scale follows every gradient: use bf16, or zero = 1");
@@ -219,30 +228,21 @@ std::uint64_t manifest_digest(const Manifest& manifest) {
   return splitmix64(std::hash<std::string>{}(text.str()));
 }
 
-// What one rank of `ranks` trains: its share of the batch (the same micro batches as one process
-// with ranks x micro_batches of them), no telemetry but rank 0's.
-Manifest rank_manifest(const Manifest& manifest, int rank, int ranks) {
-  Manifest mine = manifest;
-  mine.train.batch = manifest.train.batch / ranks;
-  if (rank != 0) mine.telemetry.clear();
-  return mine;
-}
-
-// Rank 0 logs every rank's peak memory by category, as the allocator measured it, and the time
-// its calls to the other ranks took (waiting for them included).
-void log_ranks(DataParallel& parallel, const ArenaStats& stats, double seconds) {
+// Rank 0 logs every rank's peak memory by category, as the allocator measured it, and the median
+// step's time in calls to the other ranks (waiting for them included; none of it overlaps compute).
+void log_ranks(DataParallel& parallel, const ArenaStats& stats, double median_step_ms, double median_communication_ms) {
   Communicator& communicator = parallel.communicator();
   const auto peak = [&](MemoryCategory category) {
     return static_cast<double>(stats.peak[static_cast<std::size_t>(category)]);
   };
-  const std::vector<double> mine{communicator.seconds(),
+  const std::vector<double> mine{median_communication_ms,
                                  static_cast<double>(communicator.bytes_sent()),
                                  static_cast<double>(stats.peak_total),
                                  peak(MemoryCategory::weights),
                                  peak(MemoryCategory::grads),
                                  peak(MemoryCategory::optimizer),
                                  peak(MemoryCategory::activations),
-                                 seconds};
+                                 median_step_ms};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(communicator.size()));
   communicator.all_gather(std::as_bytes(std::span<const double>(mine)), std::as_writable_bytes(std::span(all)));
   if (communicator.rank() != 0) return;
@@ -251,10 +251,45 @@ void log_ranks(DataParallel& parallel, const ArenaStats& stats, double seconds) 
     const double* v = all.data() + static_cast<std::size_t>(r) * mine.size();
     spdlog::info(
         "rank {} (zero {}): peak {} (weights {}, gradients {}, optimizer state {}, activations {}); communication "
-        "{:.2f} s of {:.2f} s ({:.1f}%), {} sent",
+        "{:.0f} ms of the median step's {:.0f} ms ({:.1f}%, none hidden), {} sent in the run",
         r, parallel.zero(), bytes(v[2]), bytes(v[3]), bytes(v[4]), bytes(v[5]), bytes(v[6]), v[0], v[7],
         100.0 * v[0] / std::max(v[7], 1e-9), bytes(v[1]));
   }
+}
+
+// Every rank's share of the step, for rank 0's sinks (empty elsewhere).
+std::vector<RankStepMetrics> gather_rank_metrics(DataParallel& parallel, std::int64_t step, double communication_ms,
+                                                 std::uint64_t bytes_sent, const ArenaStats& stats) {
+  Communicator& communicator = parallel.communicator();
+  std::vector<double> mine{communication_ms, static_cast<double>(bytes_sent),
+                           static_cast<double>(stats.window_peak_total)};
+  for (std::uint64_t bytes : stats.window_peak) mine.push_back(static_cast<double>(bytes));
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(communicator.size()));
+  communicator.all_gather(std::as_bytes(std::span<const double>(mine)), std::as_writable_bytes(std::span(all)));
+  std::vector<RankStepMetrics> ranks;
+  if (communicator.rank() != 0) return ranks;
+  for (int r = 0; r < communicator.size(); ++r) {
+    const double* v = all.data() + static_cast<std::size_t>(r) * mine.size();
+    RankStepMetrics metrics;
+    metrics.step = step;
+    metrics.rank = r;
+    metrics.ranks = communicator.size();
+    metrics.zero = parallel.zero();
+    metrics.communication_ms = v[0];
+    metrics.hidden_ms = 0.0;  // every sum waits
+    metrics.bytes_sent = static_cast<std::uint64_t>(v[1]);
+    metrics.peak_device_bytes = static_cast<std::uint64_t>(v[2]);
+    for (std::size_t c = 0; c < metrics.peak_device_bytes_by_category.size(); ++c)
+      metrics.peak_device_bytes_by_category[c] = static_cast<std::uint64_t>(v[3 + c]);
+    ranks.push_back(metrics);
+  }
+  return ranks;
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
 }
 
 }  // namespace
@@ -338,6 +373,10 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                seconds_since(setup_start), format_bytes(device->device_memory().live_total()),
                format_bytes(device->host_memory().live_total()), train.seed);
   const auto init_start = std::chrono::steady_clock::now();
+  // Rows another rank keeps are held while a save is loaded (it holds every rank's), and freed
+  // after. An initialisation writes this rank's own weights alone (Model::write_values).
+  const bool hold_shards = parallel && options.resume;
+  if (hold_shards) parallel->hold_all_rows();
   model.init_weights(train.seed);
   spdlog::info("weights initialised in {:.1f} s", seconds_since(init_start));
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
@@ -350,10 +389,8 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
 
   std::int64_t start_step = 0;
   if (options.resume) {
-    if (parallel) parallel->hold_all_state();  // the checkpoint holds every rank's
     const TrainerState state =
         load_checkpoint(*options.resume, model, manifest.optimizer.plugin, stack.optimizer.get());
-    if (parallel) parallel->release_others_state();
     // The checkpoint must come from this run: the same seed (data order), stack and data.
     std::string differences;
     if (state.seed != train.seed)
@@ -396,6 +433,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     }
   }
 
+  if (hold_shards) parallel->release_others_rows();
   if (options.fresh && earlier_run)  // after init_from and --resume have read what they need
     spdlog::info("--fresh: moved the earlier run's saves to {}", move_saves_aside(*manifest.checkpoint.dir).string());
 
@@ -417,6 +455,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
 
   TrainResult result;
   std::vector<double> step_ms;
+  std::vector<double> communication_ms;  // data parallel: per step, in calls to the other ranks
   DivergenceGuard divergence({.factor = train.divergence_factor, .steps = train.divergence_steps});
   const StopSignal stop_signal;  // SIGINT/SIGTERM finish the step in hand, then stop
   Allocator& device_memory = device->device_memory();
@@ -437,6 +476,8 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     const double copy_seconds_before = device->copy_stream().busy_seconds();
     const DiskTierStats disk_before = disk_tier ? disk_tier->stats() : DiskTierStats{};
     const auto step_start = std::chrono::steady_clock::now();
+    const double communicated_before = parallel ? parallel->communicator().seconds() : 0.0;
+    const std::uint64_t sent_before = parallel ? parallel->communicator().bytes_sent() : 0;
     if (timeline && step == timeline_step) timeline->begin(step);
     const StepOutcome outcome = executor.train_step(step, micro_batches);
     device->synchronize();  // the step's time is the device's too, and an op's failure surfaces here
@@ -450,6 +491,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
       timeline.reset();
     }
     const ArenaStats stats = device_memory.stats();
+    if (parallel) communication_ms.push_back(1000.0 * (parallel->communicator().seconds() - communicated_before));
 
     StepMetrics metrics;
     metrics.step = step;
@@ -483,8 +525,9 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     metrics.transfer_ms = 1000.0 * (device->copy_stream().busy_seconds() - copy_seconds_before);
     metrics.exposed_transfer_ms =
         1000.0 * (model.store().transfers().exposed_seconds - transfers_before.exposed_seconds);
-    const bool eval_now =
-        root && (step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0));  // rank 0 reports
+    // Rank 0 reports; at zero 3 every rank takes part (the weights are gathered as the pass goes).
+    const bool eval_now = (root || (parallel && parallel->zero() >= 3)) &&
+                          (step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0));
     if (eval_now) {
       metrics.val_loss = validation_loss(executor, dataset, manifest);
       device->synchronize();  // an op's failure in the evaluation surfaces here, not as a NaN
@@ -506,6 +549,13 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                                          disk.file_bytes};
       for (const auto& sink : stack.telemetry)
         if (Status status = sink->on_step_disk(disk_metrics); !status) throw HookFailed(status.message());
+    }
+    if (parallel) {
+      const std::vector<RankStepMetrics> ranks_step = gather_rank_metrics(
+          *parallel, step, communication_ms.back(), parallel->communicator().bytes_sent() - sent_before, stats);
+      for (const RankStepMetrics& rank_step : ranks_step)
+        for (const auto& sink : stack.telemetry)
+          if (Status status = sink->on_step_rank(rank_step); !status) throw HookFailed(status.message());
     }
     for (const auto& sink : stack.telemetry)
       if (Status status = sink->on_step(metrics); !status) throw HookFailed(status.message());
@@ -555,13 +605,13 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
         if (!strategy_state.empty())
           saved.strategies[strategy_state_key(i, manifest.strategies[i].plugin)] = std::move(strategy_state);
       }
-      if (parallel) parallel->gather_state_to_root();  // rank 0 writes the one-process format
+      if (parallel) parallel->gather_to_root();  // rank 0 writes the one-process format
       if (root) {
         result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved);
         prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last, outcome.loss,
                           train.divergence_factor);
       }
-      if (parallel) parallel->release_gathered_state();
+      if (parallel) parallel->release_gathered_rows();
     }
     if (result.stopped_by_signal != 0) {
       spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,
@@ -607,7 +657,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                  format_bytes(result.disk->bytes_read), format_bytes(result.disk->bytes_written),
                  result.disk->busy_seconds, result.disk->waited_seconds, format_bytes(result.disk->peak_total));
   }
-  if (parallel) log_ranks(*parallel, stats, summary.seconds);
+  if (parallel) log_ranks(*parallel, stats, summary.median_ms, median_of(communication_ms));
   if (options.profile) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);

@@ -59,6 +59,10 @@ struct TrainResult {
   std::optional<DiskTierStats> disk;    // the disk tier's totals, when a strategy used it
 };
 
+// What one rank of `ranks` trains: its share of the batch (its micro batches are those of one
+// process with ranks x micro_batches of them), and no telemetry but rank 0's.
+Manifest rank_manifest(const Manifest& manifest, int rank, int ranks);
+
 // What keeps [distributed] from running this manifest on `ranks` ranks, one problem each.
 std::vector<std::string> data_parallel_problems(const Manifest& manifest, const Stack& stack, int ranks);
 

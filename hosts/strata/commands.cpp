@@ -489,11 +489,13 @@ int command_plan(const std::vector<std::string>& arguments) {
       "device=SIZE[,host=SIZE][,disk=SIZE]: search the stacks the plugins offer for the fastest that fits")(
       "allow-numerics", "with --fit, also try bf16, int8 and 8-bit optimizer state (they change the numbers)")(
       "write", po::value<std::string>(), "with --fit, write the stack chosen as a manifest")(
-      "html", po::value<std::string>(), "also write the prediction, with its within-step memory, as an HTML page");
+      "html", po::value<std::string>(), "also write the prediction, with its within-step memory, as an HTML page")(
+      "ranks", po::value<int>(), "predict each rank's memory of a data-parallel run of N ranks ([distributed] zero)");
   po::variables_map values;
   if (auto code = parse("plan",
                         "MANIFEST [--set key=value]... [--full] [--json] [--html FILE] [--calibration FILE] "
-                        "[--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]]",
+                        "[--fit device=SIZE[,host=SIZE][,disk=SIZE] [--allow-numerics] [--write OUT.toml]] "
+                        "[--ranks N]",
                         options, arguments, values))
     return *code;
   return run_guarded("plan", [&] {
@@ -536,6 +538,22 @@ int command_plan(const std::vector<std::string>& arguments) {
       }
       return prediction;
     };
+    if (values.count("ranks")) {
+      const int ranks = values["ranks"].as<int>();
+      if (ranks < 1 || ranks > 1024) throw ManifestError("--ranks " + std::to_string(ranks) + ": give 1 to 1024 ranks");
+      if (values.count("fit") || values.count("json") || values.count("html"))
+        throw ManifestError("--ranks prints its own table: it goes without --fit, --json and --html");
+      std::vector<MemoryPrediction> predictions;
+      for (int rank = 0; rank < ranks; ++rank)
+        predictions.push_back(
+            predict_memory(manifest, inspected.registry, nullptr, nullptr, nullptr, PlannedRank{rank, ranks}));
+      Manifest replicated = manifest;  // the ideal's reference: the same ranks without sharding
+      replicated.distributed.zero = 0;
+      const MemoryPrediction reference =
+          predict_memory(replicated, inspected.registry, nullptr, nullptr, nullptr, PlannedRank{0, ranks});
+      print_rank_predictions(std::cout, manifest.distributed.zero, predictions, reference);
+      return static_cast<int>(kExitSuccess);
+    }
     if (values.count("fit")) {
       if (rates == nullptr)
         throw ManifestError(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <sstream>
 
 #include "core/util/format_bytes.hpp"
 
@@ -105,6 +106,41 @@ std::optional<std::string> over_limit_warning(const MemoryPrediction& prediction
          std::string(category_name(dominant)) + " dominate it with " +
          format_bytes(prediction.device.at_peak[category_index(dominant)]) + " (" +
          categories(prediction.device.at_peak) + "): the run would stop at step 1";
+}
+
+void print_rank_predictions(std::ostream& out, int zero, const std::vector<MemoryPrediction>& ranks,
+                            const MemoryPrediction& replicated) {
+  const int n = static_cast<int>(ranks.size());
+  const auto cell = [&](std::uint64_t bytes) {  // 0: no figure
+    std::ostringstream text;
+    text << std::right << std::setw(12) << (bytes == 0 ? std::string("-") : format_bytes(bytes));
+    return text.str();
+  };
+  const auto peak = [](const MemoryPrediction& prediction, MemoryCategory category) {
+    return prediction.device.peak[category_index(category)];
+  };
+  out << "\npredicted device peaks per rank, " << n << " ranks at [distributed] zero = " << zero
+      << " (a dry run of each rank, as `strata plan` runs one; each category's own peak):\n"
+      << "  rank         peak     weights   gradients   optimizer activations\n";
+  const auto row = [&](const std::string& name, std::uint64_t total, std::uint64_t weights, std::uint64_t grads,
+                       std::uint64_t optimizer, std::uint64_t activations) {
+    out << "  " << std::left << std::setw(7) << name << cell(total) << cell(weights) << cell(grads) << cell(optimizer)
+        << cell(activations) << '\n';
+  };
+  for (int r = 0; r < n; ++r) {
+    const MemoryPrediction& p = ranks[static_cast<std::size_t>(r)];
+    row(std::to_string(r), p.device.peak_total, peak(p, MemoryCategory::weights), peak(p, MemoryCategory::grads),
+        peak(p, MemoryCategory::optimizer), peak(p, MemoryCategory::activations));
+  }
+  const std::uint64_t split = static_cast<std::uint64_t>(n);
+  const std::uint64_t grads = peak(replicated, MemoryCategory::grads);
+  const std::uint64_t optimizer = peak(replicated, MemoryCategory::optimizer);
+  row("ideal", 0, peak(replicated, MemoryCategory::weights), zero >= 2 ? grads / split : grads,
+      zero >= 1 ? optimizer / split : optimizer, peak(replicated, MemoryCategory::activations));
+  out << "  (ideal: zero 0's rank with the optimizer state" << (zero >= 2 ? " and the gradients" : "")
+      << (zero >= 1 ? " divided by " + std::to_string(n) : std::string(" as they are"))
+      << "; a rank owns whole parameters, so the split is as even as their sizes allow, and a zero 2 rank holds "
+         "each block's gradients from its backward to their sum, the embeddings' through the whole backward)\n";
 }
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,5 +20,10 @@ nlohmann::json prediction_json(const MemoryPrediction& prediction, const Calibra
 // "warning: ..." when the predicted device peak exceeds `memory_limit` (0: none), naming the
 // category that dominates the peak; nothing otherwise.
 std::optional<std::string> over_limit_warning(const MemoryPrediction& prediction, std::uint64_t memory_limit);
+// `strata plan --ranks N`: each rank's device peak by category at the manifest's zero stage
+// (`ranks`, one prediction a rank), beside the ideal: zero 0's rank 0 (`replicated`) with the
+// optimizer state (zero 1 and 2) and the gradients (zero 2) divided by N.
+void print_rank_predictions(std::ostream& out, int zero, const std::vector<MemoryPrediction>& ranks,
+                            const MemoryPrediction& replicated);
 
 }  // namespace strata

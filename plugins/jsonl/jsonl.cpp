@@ -81,6 +81,20 @@ class Jsonl final : public TelemetrySink {
                           {"disk_bytes", disk_->disk_bytes}, {"file_bytes", disk_->file_bytes}};
         disk_.reset();
       }
+      // Each rank's share of this step (on_step_rank came just before), in data-parallel runs.
+      if (!ranks_.empty() && ranks_.front().step == m.step) {
+        nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+        for (const RankStepMetrics& r : ranks_)
+          ranks.push_back({{"rank", r.rank},
+                           {"zero", r.zero},
+                           {"communication_ms", r.communication_ms},
+                           {"hidden_ms", r.hidden_ms},
+                           {"bytes_sent", r.bytes_sent},
+                           {"peak_device_bytes", r.peak_device_bytes},
+                           {"peak_device_bytes_by_category", by_category(r.peak_device_bytes_by_category)}});
+        record["ranks"] = ranks;
+      }
+      ranks_.clear();
       write(record);
     });
   }
@@ -88,6 +102,10 @@ class Jsonl final : public TelemetrySink {
   Status on_step_disk(const DiskStepMetrics& metrics) override {
     disk_ = metrics;
     return {};
+  }
+
+  Status on_step_rank(const RankStepMetrics& metrics) override {
+    return guarded([&] { ranks_.push_back(metrics); });
   }
 
   Status on_run_end(const RunSummary& s) override {
@@ -156,6 +174,7 @@ class Jsonl final : public TelemetrySink {
   std::string path_;
   std::ofstream out_;
   std::optional<DiskStepMetrics> disk_;  // the step's, until on_step writes it
+  std::vector<RankStepMetrics> ranks_;   // the step's ranks, likewise
 };
 
 constexpr const char* kKeys[] = {"path"};

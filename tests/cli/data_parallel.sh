@@ -4,7 +4,7 @@
 # two ranks train within a stated bound of one process with two micro batches (the sums are added
 # in another order); a save of two ranks resumes on two ranks bitwise and on one rank within the
 # bound, and verifies; faults: a batch the ranks cannot share, ranks with different manifests,
-# zero = 3, a rank killed mid-step (the job ends, naming it), SIGTERM (the ranks stop after the same
+# zero 3 with samples, a rank killed mid-step (the job ends, naming it), SIGTERM (the ranks stop after the same
 # step and save once). With RELIABILITY_TABLE set, the faults add rows to docs/reliability.md's table.
 set -uo pipefail
 source "$(dirname "$0")/expect.sh" "$1" "$2"
@@ -28,37 +28,74 @@ mpi_train() {
 }
 
 # Every stage gives zero 0's losses, to the last bit; the log names the ranks and what each held.
-for zero in 0 1 2; do mpi_train "z$zero" --set distributed.zero=$zero; done
+for zero in 0 1 2 3; do mpi_train "z$zero" --set distributed.zero=$zero; done
 grep -q "data parallel: rank 0 of 2 through MPI" "$work/z0.log" || fail "the log does not name the ranks: $(head "$work/z0.log")"
 grep -q "rank 1 (zero 2): peak .*gradients .*optimizer state" "$work/z2.log" || fail "no per-rank memory in the log"
 [ "$(grep -c '"step"' "$work/z0/steps.jsonl")" = 6 ] || fail "rank 0 alone writes the telemetry: $(cat "$work/z0/steps.jsonl")"
-for zero in 1 2; do
+for zero in 1 2 3; do
   [ "$(losses "$work/z0/steps.jsonl")" = "$(losses "$work/z$zero/steps.jsonl")" ] ||
     fail "zero $zero changed the losses: zero 0 $(losses "$work/z0/steps.jsonl"), zero $zero $(losses "$work/z$zero/steps.jsonl")"
 done
-echo "ok: zero 0, 1 and 2 give the same losses: $(losses "$work/z0/steps.jsonl")"
-# The optimizer state is split between the ranks at zero 1 (about half each).
-python3 - "$work/z0.log" "$work/z1.log" <<'EOF' || fail "zero 1 did not split the optimizer state"
-import re, sys
-def state(log, rank):
-    line = next(l for l in open(log) if re.search(rf"rank {rank} \(zero \d\): peak", l))
-    value, unit = re.search(r"optimizer state ([\d.]+) (\w+)", line).groups()
-    return float(value) * {"B": 1, "KiB": 1024, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
-full = state(sys.argv[1], 1)
-assert state(sys.argv[2], 1) < 0.75 * full, (state(sys.argv[2], 1), full)
+echo "ok: zero 0, 1, 2 and 3 give the same losses: $(losses "$work/z0/steps.jsonl")"
+# Rank 0's telemetry carries each rank's share of every step (SDK 9.8): at zero 1 each rank's
+# optimizer state is about half zero 0's, at zero 3 its weights are fewer, at zero 2 its gradients are fewer (the tied embedding's exists
+# on every rank from the head's backward to the embedding's); rank 1's sends are counted.
+python3 - "$work" <<'EOF' || fail "the ranks' telemetry does not show the shards"
+import json, sys
+def steps(name):
+    return [json.loads(l) for l in open(f"{sys.argv[1]}/{name}/steps.jsonl") if '"step"' in l]
+def peak(record, rank, category):
+    entry = record["ranks"][rank]
+    assert entry["rank"] == rank, entry
+    return entry["peak_device_bytes_by_category"][category]
+for name in ("z0", "z1", "z2", "z3"):
+    for record in steps(name):
+        assert len(record["ranks"]) == 2 and record["ranks"][1]["bytes_sent"] > 0, record
+        assert record["ranks"][0]["communication_ms"] >= 0 and record["ranks"][0]["hidden_ms"] == 0, record
+z0, z1, z2, z3 = (steps(name)[-1] for name in ("z0", "z1", "z2", "z3"))
+for rank in (0, 1):
+    assert peak(z1, rank, "optimizer") < 0.75 * peak(z0, rank, "optimizer"), (rank, z1["ranks"], z0["ranks"])
+    assert peak(z1, rank, "grads") == peak(z0, rank, "grads"), (rank, z1["ranks"], z0["ranks"])
+    assert peak(z2, rank, "grads") < peak(z0, rank, "grads"), (rank, z2["ranks"], z0["ranks"])
+    assert peak(z3, rank, "weights") < peak(z0, rank, "weights"), (rank, z3["ranks"], z0["ranks"])
+print("ok: per-rank telemetry, zero 1's optimizer state by rank:",
+      [r["peak_device_bytes_by_category"]["optimizer"] for r in z1["ranks"]], "zero 0's:",
+      [r["peak_device_bytes_by_category"]["optimizer"] for r in z0["ranks"]])
 EOF
+
+# plan --ranks predicts each rank's device peak by category: for zero 2 the run's telemetry, to the byte.
+for zero in 2 3; do
+"$strata" plan "$q" "${small[@]}" --set distributed.zero=$zero --ranks 2 > "$work/plan.log" 2>&1 ||
+  { cat "$work/plan.log"; fail "plan --ranks 2 failed"; }
+python3 - "$work" z$zero <<'EOF' || fail "plan --ranks does not predict the run's per-rank peaks: $(cat "$work/plan.log")"
+import json, sys
+def fmt(b):  # core/util/format_bytes.cpp
+    units, value, unit = ["B", "KiB", "MiB", "GiB", "TiB"], float(b), 0
+    while value >= 1024 and unit + 1 < len(units):
+        value, unit = value / 1024, unit + 1
+    return f"{value:.0f} {units[unit]}" if unit == 0 else f"{value:.1f} {units[unit]}"
+record = [json.loads(l) for l in open(f"{sys.argv[1]}/{sys.argv[2]}/steps.jsonl") if '"step"' in l][-1]
+rows = {line.split()[0]: line for line in open(f"{sys.argv[1]}/plan.log") if line.startswith("  ")}
+for entry in record["ranks"]:
+    c = entry["peak_device_bytes_by_category"]
+    measured = "  ".join(fmt(v) for v in (entry["peak_device_bytes"], c["weights"], c["grads"], c["optimizer"], c["activations"]))
+    predicted = "  ".join(" ".join(p) for p in zip(*[iter(rows[str(entry["rank"])].split()[1:])] * 2))
+    assert measured == predicted, (entry["rank"], measured, predicted)
+print(f"ok: plan --ranks 2 predicts both ranks' peaks by category as the {sys.argv[2]} run measured them")
+EOF
+done
 
 # Checkpointing (recompute) and offload of the optimizer state on top: still zero 0's losses.
 { cat "$q"; printf '[[strategy]]\nplugin = "checkpoint"\n[[strategy]]\nplugin = "offload"\noptimizer_state = "host"\n'; } \
   > "$work/stacked.toml"
-for zero in 1 2; do
+for zero in 1 2 3; do
   "${mpi[@]}" "$strata" train "$work/stacked.toml" "${small[@]}" --set distributed.zero=$zero \
     --set checkpoint.dir=\"$work/s$zero/checkpoints\" --set telemetry.1.path=\"$work/s$zero/steps.jsonl\" \
     > "$work/s$zero.log" 2>&1 || { cat "$work/s$zero.log"; fail "two ranks with checkpointing and offload failed"; }
   [ "$(losses "$work/z0/steps.jsonl")" = "$(losses "$work/s$zero/steps.jsonl")" ] ||
     fail "checkpointing + offload at zero $zero changed the losses: $(losses "$work/s$zero/steps.jsonl")"
 done
-echo "ok: checkpointing and offload on top of zero 1 and 2 keep the losses"
+echo "ok: checkpointing and offload on top of zero 1, 2 and 3 keep the losses"
 
 # A second run repeats the first, bit for bit.
 mpi_train z2-again --set distributed.zero=2
@@ -81,20 +118,24 @@ train one --set train.micro_batches=2
 within "$work/one/steps.jsonl" "$work/z0/steps.jsonl" || fail "two ranks drift from one process: $(losses "$work/one/steps.jsonl") vs $(losses "$work/z0/steps.jsonl")"
 echo "ok: two ranks within 1e-5 of one process with two micro batches"
 
-# A save of two ranks (zero 2) verifies, and resumes on two ranks bitwise, on one within the bound.
-mpi_train cut --set distributed.zero=2 --stop-after 3
+# A save of two ranks at zero 3 (every shard gathered to rank 0) verifies, and resumes on two ranks
+# bitwise, at zero 3 and at zero 1, and on one process within the bound.
+mpi_train cut --set distributed.zero=3 --stop-after 3
 "$strata" verify "$work/cut/checkpoints" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "the two-rank save does not verify"; }
-cp -r "$work/cut" "$work/cut1"
-"${mpi[@]}" "$strata" train "$q" "${small[@]}" --set distributed.zero=2 --set checkpoint.dir=\"$work/cut/checkpoints\" \
-  --set telemetry.1.path=\"$work/cut/steps.jsonl\" --resume > "$work/resume2.log" 2>&1 ||
-  { cat "$work/resume2.log"; fail "two ranks did not resume their save"; }
-[ "$(losses "$work/cut/steps.jsonl")" = "$(losses "$work/z2/steps.jsonl")" ] ||
-  fail "the two-rank resume differs: $(losses "$work/cut/steps.jsonl") vs $(losses "$work/z2/steps.jsonl")"
+cp -r "$work/cut" "$work/cut1" && cp -r "$work/cut" "$work/cutz1"
+for resumed in "cut 3" "cutz1 1"; do
+  set -- $resumed
+  "${mpi[@]}" "$strata" train "$q" "${small[@]}" --set distributed.zero=$2 --set checkpoint.dir=\"$work/$1/checkpoints\" \
+    --set telemetry.1.path=\"$work/$1/steps.jsonl\" --resume > "$work/resume-$1.log" 2>&1 ||
+    { cat "$work/resume-$1.log"; fail "two ranks at zero $2 did not resume a zero 3 save"; }
+  [ "$(losses "$work/$1/steps.jsonl")" = "$(losses "$work/z0/steps.jsonl")" ] ||
+    fail "the two-rank resume at zero $2 differs: $(losses "$work/$1/steps.jsonl") vs $(losses "$work/z0/steps.jsonl")"
+done
 "$strata" train "$q" "${small[@]}" --set train.micro_batches=2 --set checkpoint.dir=\"$work/cut1/checkpoints\" \
   --set telemetry.1.path=\"$work/cut1/steps.jsonl\" --resume > "$work/resume1.log" 2>&1 ||
   { cat "$work/resume1.log"; fail "one process did not resume a two-rank save"; }
-within "$work/cut1/steps.jsonl" "$work/z2/steps.jsonl" || fail "one process resumed a two-rank save off the bound"
-echo "ok: a two-rank save verifies, resumes on two ranks bitwise and on one within the bound"
+within "$work/cut1/steps.jsonl" "$work/z0/steps.jsonl" || fail "one process resumed a two-rank save off the bound"
+echo "ok: a two-rank zero 3 save verifies, resumes on two ranks bitwise (zero 3 and zero 1) and on one within the bound"
 
 # Faults.
 fault "a batch the ranks cannot share equally" 2 "is not divisible by 2 ranks" -- \
@@ -102,8 +143,9 @@ fault "a batch the ranks cannot share equally" 2 "is not divisible by 2 ranks" -
 fault "ranks started with different manifests" 2 "differs from rank 0's" -- \
   mpirun --allow-run-as-root --oversubscribe -np 1 "$strata" train "$q" "${small[@]}" --set checkpoint.dir=\"$work/mix\" \
   : -np 1 "$strata" train "$q" "${small[@]}" --set checkpoint.dir=\"$work/mix\" --set train.lr=0.1
-fault "[distributed] zero = 3" 2 "zero = 3 (the weights sharded too) is not available yet" -- \
-  "$strata" train "$q" "${small[@]}" --set distributed.zero=3 --set checkpoint.dir=\"$work/z3\"
+fault "samples at [distributed] zero = 3" 2 "train.sample_every with [distributed] zero = 3" -- \
+  "${mpi[@]}" "$strata" train "$q" "${small[@]}" --set distributed.zero=3 --set train.sample_every=2 \
+  --set checkpoint.dir=\"$work/z3-sample\"
 expect 0 "[distributed]: one rank" -- "$strata" train "$q" "${small[@]}" --set distributed.zero=1 \
   --set checkpoint.dir=\"$work/alone/checkpoints\" --set telemetry.1.path=\"$work/alone/steps.jsonl\"
 

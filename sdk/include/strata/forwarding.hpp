@@ -172,6 +172,10 @@ class Forwarder<TelemetrySink, Policy> final : public TelemetrySink {
     if (!policy_.has(5)) return {};
     return policy_.call("on_step_disk", at_step(metrics.step), [&] { return object_->on_step_disk(metrics); });
   }
+  Status on_step_rank(const RankStepMetrics& metrics) noexcept override {
+    if (!policy_.has(8)) return {};
+    return policy_.call("on_step_rank", at_step(metrics.step), [&] { return object_->on_step_rank(metrics); });
+  }
 
  private:
   std::shared_ptr<TelemetrySink> object_;

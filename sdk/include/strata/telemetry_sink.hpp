@@ -67,6 +67,20 @@ struct DiskStepMetrics {
   std::uint64_t file_bytes = 0;  // the tier's file: extents reserved so far
 };
 
+// ABI 9.8: one rank's share of a step of a data-parallel run (mpirun -np N strata train), handed
+// to rank 0's sinks (TelemetrySink::on_step_rank) for every rank, just before on_step.
+struct RankStepMetrics {
+  std::int64_t step = 0;
+  int rank = 0;
+  int ranks = 1;
+  int zero = 0;                   // [distributed] zero
+  double communication_ms = 0.0;  // in calls to the other ranks, waiting for them included
+  double hidden_ms = 0.0;         // of which overlapped compute
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t peak_device_bytes = 0;            // peak of the total within the step
+  CategoryBytes peak_device_bytes_by_category{};  // each category's own peak within the step
+};
+
 struct PluginMemoryUse {
   std::string_view plugin;
   std::uint64_t host_bytes = 0;
@@ -116,6 +130,9 @@ class TelemetrySink {
   // (optional, since 9.5) The disk tier's share of a step, just before on_step of the same step;
   // called only in runs with a disk tier.
   virtual Status on_step_disk(const DiskStepMetrics& /*metrics*/) { return {}; }
+  // (optional, since 9.8) In a data-parallel run, rank 0's sinks get each rank's share of a step,
+  // rank by rank, just before on_step of the same step (after on_step_disk).
+  virtual Status on_step_rank(const RankStepMetrics& /*metrics*/) { return {}; }
 };
 
 }  // namespace strata
