@@ -3,8 +3,8 @@
 # thread each (mpirun -np 2, four rows a rank) against one process of two threads with two micro
 # batches of four rows (the same batches, the same work), for zero 0 to 3, in ROUNDS rounds side
 # by side. Per run: the median step time (rank 0's telemetry, the first step left out), the ratio to
-# the one-process step, and each rank's communication time and peak memory by category (the run's
-# own log; the allocator's figures).
+# the one-process step; then bench/data_parallel_summary.py's table from the runs' telemetry: each
+# rank's communication time and bytes per step and its device peak by category (the allocator's).
 # Usage: bash bench/data_parallel_bench.sh [STEPS] [ROUNDS]
 set -euo pipefail
 steps=${1:-5}
@@ -34,6 +34,6 @@ for round in $(seq "$rounds"); do
       --set checkpoint.dir=\"$dir/$name\" --set telemetry.1.path=\"$dir/$name.jsonl\" > "$dir/$name.log" 2>&1
     two=$(median "$dir/$name.jsonl")
     echo "round $round: 2 ranks x 1 thread, zero $zero: ${two} ms/step, $(python3 -c "print(f'{$two / $one:.3f}')")x"
-    grep -o "rank [01] (zero .*" "$dir/$name.log" | sed -e 's/^/  /'
   done
 done
+python3 bench/data_parallel_summary.py "$dir" "$rounds"

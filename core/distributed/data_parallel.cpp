@@ -30,10 +30,9 @@ std::vector<int> DataParallel::owner_rows(std::size_t index) const {
   const ParameterRows& parameter = store_.parameters()[index];
   for (int row : parameter.state)
     if (row >= 0) rows.push_back(row);
-  if (zero_ >= 3) {
+  if (parameter.master >= 0) rows.push_back(parameter.master);  // optimizer state too
+  if (zero_ >= 3)
     for (int row : stored_weight_rows(parameter)) rows.push_back(row);
-    if (parameter.master >= 0) rows.push_back(parameter.master);
-  }
   return rows;
 }
 
@@ -147,8 +146,14 @@ void DataParallel::share_updated_parameters() {
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] < 0) continue;
-    const TensorView values = store_.values(parameters[i]);
-    communicator_.broadcast({static_cast<std::byte*>(values.data), values.bytes()}, owners_[i]);
+    // The weights as the owner stored them (its published bf16 or int8 and scales, where its master
+    // is f32): what every rank computes with, as one process would have rounded them.
+    for (int row : stored_weight_rows(parameters[i])) {
+      store_.complete_rows({row});
+      const TensorView view = store_.view(row);
+      if (communicator_.moves_bytes())
+        communicator_.broadcast({static_cast<std::byte*>(view.data), view.bytes()}, owners_[i]);
+    }
   }
 }
 

@@ -3,8 +3,8 @@
 // trains on its share of every batch; after each block's backward (in the step's last micro batch)
 // the block's gradients are summed over the ranks in rank order. What a rank keeps is the stage:
 //   zero 0: every gradient all-reduced; every rank updates every parameter.
-//   zero 1: each parameter has one owner, which alone keeps its optimizer state and updates it;
-//           the updated values go from the owner to every rank.
+//   zero 1: each parameter has one owner, which alone keeps its optimizer state (its f32 master
+//           included) and updates it; the owner's stored weights go to every rank.
 //   zero 2: as 1, and a gradient is summed to its owner only; the others free it once sent.
 //   zero 3: as 2, and the owner alone keeps the weights (and their f32 masters): another rank
 //           receives a block's before the block's forward and again before its backward, and frees
@@ -52,7 +52,8 @@ class DataParallel {
   double sum_of_squares(Ops& ops, std::span<const ParamSlot> slots);
   // The slots of the parameters this rank owns.
   std::vector<ParamSlot> owned(std::span<const ParamSlot> slots) const;
-  // Zero 1 and 2, after the update: each owner's updated values to every rank.
+  // Zero 1 and 2, after the update and its rounding (publish_weights): each owner's stored weights
+  // to every rank.
   void share_updated_parameters();
   // Zero 3: a layer's weights (kGlobalParameters: the embeddings, final norm and head) from their
   // owners, allocated where this rank does not own them; nothing when they are here already.

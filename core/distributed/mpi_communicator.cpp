@@ -2,6 +2,7 @@
 // blocks; MPI's default error handler ends the job on a lost rank, and mpirun names it.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
@@ -20,6 +21,13 @@ class MpiCommunicator final : public Communicator {
     int provided = 0;
     // OpenMP's threads compute; only the main thread calls MPI.
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    if (provided < MPI_THREAD_FUNNELED) {
+      MPI_Finalize();
+      throw std::runtime_error(
+          "this MPI library cannot be called from a process with other threads (it gives "
+          "thread level " +
+          std::to_string(provided) + ", below MPI_THREAD_FUNNELED)");
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
@@ -42,9 +50,14 @@ class MpiCommunicator final : public Communicator {
                     MPI_COMM_WORLD);
     });
   }
+  // Rows of any size, in messages of at most kMessage bytes (MPI's counts are ints).
   void broadcast(std::span<std::byte> bytes, int root) override {
-    timed(rank_ == root ? bytes.size() : 0,
-          [&] { MPI_Bcast(bytes.data(), count(bytes.size()), MPI_BYTE, root, MPI_COMM_WORLD); });
+    timed(rank_ == root ? bytes.size() : 0, [&] {
+      for (std::size_t at = 0; at < bytes.size(); at += kMessage) {
+        const std::size_t n = std::min(kMessage, bytes.size() - at);
+        MPI_Bcast(bytes.data() + at, count(n), MPI_BYTE, root, MPI_COMM_WORLD);
+      }
+    });
   }
   void gather(std::span<const std::byte> mine, std::span<std::byte> all, int root) override {
     timed(mine.size(), [&] {
@@ -72,11 +85,17 @@ class MpiCommunicator final : public Communicator {
           });
   }
   void send(std::span<const std::byte> bytes, int to) override {
-    timed(bytes.size(), [&] { MPI_Send(bytes.data(), count(bytes.size()), MPI_BYTE, to, 0, MPI_COMM_WORLD); });
+    timed(bytes.size(), [&] {
+      for (std::size_t at = 0; at < bytes.size(); at += kMessage)
+        MPI_Send(bytes.data() + at, count(std::min(kMessage, bytes.size() - at)), MPI_BYTE, to, 0, MPI_COMM_WORLD);
+    });
   }
   void receive(std::span<std::byte> bytes, int from) override {
-    timed(0,
-          [&] { MPI_Recv(bytes.data(), count(bytes.size()), MPI_BYTE, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); });
+    timed(0, [&] {
+      for (std::size_t at = 0; at < bytes.size(); at += kMessage)
+        MPI_Recv(bytes.data() + at, count(std::min(kMessage, bytes.size() - at)), MPI_BYTE, from, 0, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    });
   }
   [[noreturn]] void abort(int exit_code) override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
@@ -84,6 +103,7 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  static constexpr std::size_t kMessage = std::size_t{1} << 30;
   static int count(std::size_t bytes) {
     if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw std::length_error("one MPI message of " + std::to_string(bytes) + " bytes: more than MPI's int count");

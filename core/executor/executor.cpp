@@ -509,8 +509,8 @@ void Executor::sharded_step(std::int64_t step, bool skipped, OptimizerReport& re
     if (!owned.empty())
       if (Status status = optimizer_.step_part(info, owned); !status) throw HookFailed(status.message());
   }
+  store.publish_weights(step);  // the masters this rank keeps
   parallel.share_updated_parameters();
-  store.publish_weights(step);
 }
 
 void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report) {

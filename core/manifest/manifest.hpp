@@ -77,7 +77,7 @@ struct CheckpointSpec {
 // [distributed]: data parallel over the ranks mpirun starts (docs/architecture.md, "Data parallel").
 struct DistributedSpec {
   bool present = false;  // the table is in the manifest
-  int zero = 0;          // ZeRO stage: 0 all-reduce, 1 optimizer state sharded, 2 gradients too (3: refused)
+  int zero = 0;          // ZeRO stage: 0 all-reduce, 1 optimizer state sharded, 2 gradients too, 3 weights too
 };
 
 class Manifest {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <sstream>
@@ -89,13 +90,15 @@ double mean_window_loss(Executor& executor, std::int64_t windows, int rows, int 
 }
 
 // The validation loss as training reports it and `strata eval` reproduces it: the first
-// eval_batches x micro-batch rows windows of the validation split (all when eval_batches = 0).
-double validation_loss(Executor& executor, const Dataset& dataset, const Manifest& manifest) {
+// eval_batches x micro-batch rows windows of the validation split (all when eval_batches = 0), in
+// passes of `pass_rows` rows (a data-parallel rank's model holds fewer rows than the manifest's
+// micro batch; 0: the micro batch's).
+double validation_loss(Executor& executor, const Dataset& dataset, const Manifest& manifest, int pass_rows = 0) {
   const int rows = manifest.train.micro_batch_rows();
   const std::int64_t windows = manifest.train.eval_batches > 0
                                    ? std::min<std::int64_t>(dataset.val_windows(), manifest.train.eval_batches * rows)
                                    : dataset.val_windows();
-  return mean_window_loss(executor, windows, rows, manifest.model.seq_len(),
+  return mean_window_loss(executor, windows, pass_rows > 0 ? pass_rows : rows, manifest.model.seq_len(),
                           [&](std::int64_t w, std::int32_t* in, std::int32_t* out) { dataset.val_window(w, in, out); });
 }
 
@@ -181,7 +184,8 @@ std::vector<std::string> data_parallel_problems(const Manifest& manifest, const 
                        "train.sample_every with [distributed] zero = 3: a sample needs every weight on rank 0, "
                        "which keeps only its share (sample from a save with `strata generate`)");
   if (zero >= 2 && stack.precision->loss_scale() != 1.0)
-    problems.push_back(where + "[distributed] zero = 2 with [precision] plugin = \"" + manifest.precision.plugin +
+    problems.push_back(where + "[distributed] zero = " + std::to_string(zero) + " with [precision] plugin = \"" +
+                       manifest.precision.plugin +
                        "\", whose loss scale follows every gradient: use bf16, or zero = 1");
   return problems;
 }
@@ -221,10 +225,12 @@ std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& devi
 
 namespace {
 
-// One number for a manifest as read (--set included): ranks compare theirs before step 1.
-std::uint64_t manifest_digest(const Manifest& manifest) {
+// One number for a manifest as read (--set included) and the options that steer the run: ranks
+// compare theirs before step 1.
+std::uint64_t run_digest(const Manifest& manifest, const TrainOptions& options) {
   std::ostringstream text;
-  text << *manifest.document;
+  text << *manifest.document << "\nresume " << (options.resume ? options.resume->string() : "-") << "\nstop after "
+       << options.stop_after_step << "\nfresh " << options.fresh << "\nforce resume " << options.force_resume;
   return splitmix64(std::hash<std::string>{}(text.str()));
 }
 
@@ -301,16 +307,22 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   const bool root = rank == 0;
   if (ranks > 1) {
     const std::vector<double> digests =
-        all_gather_double(communicator, static_cast<double>(manifest_digest(global_manifest) >> 11));
+        all_gather_double(communicator, static_cast<double>(run_digest(global_manifest, options) >> 11));
     std::string differing;
     for (int r = 1; r < ranks; ++r)
       if (digests[static_cast<std::size_t>(r)] != digests[0]) differing += " " + std::to_string(r);
     if (!differing.empty())
-      throw ManifestError(global_manifest.path.string() + ": the manifest (with its --set values) of rank(s)" +
-                          differing + " differs from rank 0's: every rank must train the same run");
+      throw ManifestError(global_manifest.path.string() +
+                          ": the manifest (with its --set values) or the options "
+                          "(--resume, --stop-after, --fresh, --force-resume) of rank(s)" +
+                          differing + " differ from rank 0's: every rank must train the same run");
   }
   const Manifest manifest = ranks > 1 ? rank_manifest(global_manifest, rank, ranks) : global_manifest;
-  configure_threads(manifest.train.threads);
+  // threads = 0 under mpirun: this machine's cores shared among the ranks on it.
+  const char* local_ranks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  configure_threads(manifest.train.threads > 0 || ranks == 1 || local_ranks == nullptr
+                        ? manifest.train.threads
+                        : std::max(1, omp_get_num_procs() / std::max(1, std::atoi(local_ranks))));
   // The backend first: an unknown device is invalid input, refused before anything is written,
   // and the backend must outlive the plugin objects (their ops() points into it).
   std::unique_ptr<Backend> device = options.backend ? options.backend(manifest) : backend_for(manifest);
@@ -385,7 +397,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     load_weights(*base, model);
     spdlog::info("weights from {}", base->string());
   }
-  if (options.print_table) model.table().print(std::cout);
+  if (options.print_table && root) model.table().print(std::cout);
 
   std::int64_t start_step = 0;
   if (options.resume) {
@@ -434,6 +446,12 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   }
 
   if (hold_shards) parallel->release_others_rows();
+  if (parallel) {
+    // The owners' initialised (or loaded) weights to every rank: at zero 1 and 2 a rank rounds only
+    // the masters it keeps. Also the point every rank reaches before rank 0 moves saves aside.
+    parallel->share_updated_parameters();
+    (void)parallel->largest(0);
+  }
   if (options.fresh && earlier_run)  // after init_from and --resume have read what they need
     spdlog::info("--fresh: moved the earlier run's saves to {}", move_saves_aside(*manifest.checkpoint.dir).string());
 
@@ -492,6 +510,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     }
     const ArenaStats stats = device_memory.stats();
     if (parallel) communication_ms.push_back(1000.0 * (parallel->communicator().seconds() - communicated_before));
+    const std::uint64_t sent_in_step = parallel ? parallel->communicator().bytes_sent() - sent_before : 0;
 
     StepMetrics metrics;
     metrics.step = step;
@@ -529,7 +548,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     const bool eval_now = (root || (parallel && parallel->zero() >= 3)) &&
                           (step == train.steps || (train.eval_every > 0 && step % train.eval_every == 0));
     if (eval_now) {
-      metrics.val_loss = validation_loss(executor, dataset, manifest);
+      metrics.val_loss = validation_loss(executor, dataset, global_manifest, manifest.train.micro_batch_rows());
       device->synchronize();  // an op's failure in the evaluation surfaces here, not as a NaN
     }
 
@@ -551,8 +570,8 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
         if (Status status = sink->on_step_disk(disk_metrics); !status) throw HookFailed(status.message());
     }
     if (parallel) {
-      const std::vector<RankStepMetrics> ranks_step = gather_rank_metrics(
-          *parallel, step, communication_ms.back(), parallel->communicator().bytes_sent() - sent_before, stats);
+      const std::vector<RankStepMetrics> ranks_step =
+          gather_rank_metrics(*parallel, step, communication_ms.back(), sent_in_step, stats);
       for (const RankStepMetrics& rank_step : ranks_step)
         for (const auto& sink : stack.telemetry)
           if (Status status = sink->on_step_rank(rank_step); !status) throw HookFailed(status.message());
@@ -658,7 +677,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                  result.disk->busy_seconds, result.disk->waited_seconds, format_bytes(result.disk->peak_total));
   }
   if (parallel) log_ranks(*parallel, stats, summary.median_ms, median_of(communication_ms));
-  if (options.profile) {
+  if (options.profile && root) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);
   }

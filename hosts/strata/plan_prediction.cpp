@@ -135,12 +135,18 @@ void print_rank_predictions(std::ostream& out, int zero, const std::vector<Memor
   const std::uint64_t split = static_cast<std::uint64_t>(n);
   const std::uint64_t grads = peak(replicated, MemoryCategory::grads);
   const std::uint64_t optimizer = peak(replicated, MemoryCategory::optimizer);
-  row("ideal", 0, peak(replicated, MemoryCategory::weights), zero >= 2 ? grads / split : grads,
+  const std::uint64_t weights = peak(replicated, MemoryCategory::weights);
+  row("ideal", 0, zero >= 3 ? weights / split : weights, zero >= 2 ? grads / split : grads,
       zero >= 1 ? optimizer / split : optimizer, peak(replicated, MemoryCategory::activations));
-  out << "  (ideal: zero 0's rank with the optimizer state" << (zero >= 2 ? " and the gradients" : "")
+  out << "  (ideal: zero 0's rank with the optimizer state"
+      << (zero >= 3   ? ", the gradients and the weights"
+          : zero >= 2 ? " and the gradients"
+                      : "")
       << (zero >= 1 ? " divided by " + std::to_string(n) : std::string(" as they are"))
       << "; a rank owns whole parameters, so the split is as even as their sizes allow, and a zero 2 rank holds "
-         "each block's gradients from its backward to their sum, the embeddings' through the whole backward)\n";
+         "each block's gradients from its backward to their sum, the embeddings' through the whole backward)\n"
+      << "  (not in these peaks: rank 0 also holds the other ranks' shards while it writes a save, and every rank "
+         "holds every shard while a resume loads one)\n";
 }
 
 }  // namespace strata
