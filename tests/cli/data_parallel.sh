@@ -12,6 +12,8 @@ command -v mpirun > /dev/null || fail "mpirun is not installed (scripts/install-
 losses() { python3 -c 'import json,sys; print(" ".join(repr(json.loads(l)["loss"]) for l in open(sys.argv[1]) if "\"loss\"" in l))' "$1"; }
 # Open MPI as root (CI is) needs --allow-run-as-root; two ranks on two cores, one thread each.
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+# Shared memory without cross-memory attach, which a container's ptrace rules may refuse.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 small=(--set model.n_layer=3 --set model.d_model=32 --set model.seq_len=16 --set train.batch=4
   --set train.eval_batches=2 --set train.eval_every=0 --set train.threads=1 --set train.steps=6)
 train() {  # train NAME [args...]: checkpoints and telemetry under $work/NAME
