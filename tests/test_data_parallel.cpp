@@ -60,6 +60,7 @@ class ThreadCommunicator final : public Communicator {
       for (int r = 0; r < size(); ++r) {
         const Mailbox::Post& from = post(r);
         ASSERT_EQ(from.counts[rank_], receive_counts[static_cast<std::size_t>(r)]);
+        if (from.counts[rank_] == 0) continue;  // an empty piece may have no buffer
         std::memcpy(receive.data() + receive_offsets[static_cast<std::size_t>(r)],
                     reinterpret_cast<const float*>(from.bytes) + from.offsets[rank_],
                     sizeof(float) * static_cast<std::size_t>(from.counts[rank_]));
@@ -69,7 +70,7 @@ class ThreadCommunicator final : public Communicator {
   void all_gather_pieces(std::span<float> data, std::span<const int> counts, std::span<const int> offsets) override {
     exchange({reinterpret_cast<const std::byte*>(data.data()), 0}, [&] {
       for (int r = 0; r < size(); ++r)
-        if (r != rank_)
+        if (r != rank_ && counts[static_cast<std::size_t>(r)] > 0)
           std::memcpy(data.data() + offsets[static_cast<std::size_t>(r)],
                       reinterpret_cast<const float*>(post(r).bytes) + offsets[static_cast<std::size_t>(r)],
                       sizeof(float) * static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
