@@ -167,7 +167,8 @@ TEST(DataParallelSums, OneRankAloneIsLeftAsItIs) {
   all_reduce_sum(alone, values, scratch);
   reduce_sum_to(alone, values, 0, scratch);
   EXPECT_EQ(values, values_of(0, 17));
-  EXPECT_EQ(all_gather_double(alone, 2.5), std::vector<double>{2.5});
+  const std::vector<double> mine{2.5, -1.0};
+  EXPECT_EQ(all_gather_doubles(alone, mine), mine);
 }
 
 }  // namespace

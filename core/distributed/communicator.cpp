@@ -115,9 +115,9 @@ void reduce_sum_to(Communicator& communicator, std::span<float> data, int root, 
   }
 }
 
-std::vector<double> all_gather_double(Communicator& communicator, double mine) {
-  std::vector<double> all(static_cast<std::size_t>(communicator.size()));
-  communicator.all_gather(std::as_bytes(std::span<const double>(&mine, 1)), std::as_writable_bytes(std::span(all)));
+std::vector<double> all_gather_doubles(Communicator& communicator, std::span<const double> mine) {
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(communicator.size()));
+  communicator.all_gather(std::as_bytes(mine), std::as_writable_bytes(std::span(all)));
   return all;
 }
 

@@ -108,7 +108,7 @@ std::unique_ptr<Communicator> make_communicator();
 void all_reduce_sum(Communicator& communicator, std::span<float> data, std::vector<float>& scratch);
 // Rank `root` ends with the sum, added in rank order; the others' `data` is unchanged.
 void reduce_sum_to(Communicator& communicator, std::span<float> data, int root, std::vector<float>& scratch);
-// One double per rank, in rank order.
-std::vector<double> all_gather_double(Communicator& communicator, double mine);
+// Every rank's `mine` (the same count on each), rank after rank.
+std::vector<double> all_gather_doubles(Communicator& communicator, std::span<const double> mine);
 
 }  // namespace strata

@@ -130,11 +130,10 @@ double DataParallel::sum_of_squares(Ops& ops, std::span<const ParamSlot> slots) 
   for (std::size_t i = 0, slot = 0; i < owners_.size(); ++i) {
     if (owners_[i] < 0) continue;
     if (owns(i)) mine[slot] = ops.sum_of_squares(slots[slot].grad.f32(), slots[slot].grad.count);
-    slot_owner.push_back(zero_ == 0 ? rank() : owners_[i]);
+    slot_owner.push_back(owners_[i]);
     ++slot;
   }
-  std::vector<double> all(mine.size() * static_cast<std::size_t>(ranks()));
-  communicator_.all_gather(std::as_bytes(std::span<const double>(mine)), std::as_writable_bytes(std::span(all)));
+  const std::vector<double> all = all_gather_doubles(communicator_, mine);
   double sum = 0.0;
   for (std::size_t slot = 0; slot < mine.size(); ++slot)
     sum += all[static_cast<std::size_t>(slot_owner[slot]) * mine.size() + slot];
@@ -201,14 +200,15 @@ void DataParallel::release_others_rows() {
 }
 
 double DataParallel::mean(double mine) {
-  const std::vector<double> all = all_gather_double(communicator_, mine);
+  const std::vector<double> all = all_gather_doubles(communicator_, {&mine, 1});
   double sum = 0.0;
   for (double value : all) sum += value;
   return sum / static_cast<double>(all.size());
 }
 
 int DataParallel::largest(int mine) {
-  const std::vector<double> all = all_gather_double(communicator_, static_cast<double>(mine));
+  const double value = mine;
+  const std::vector<double> all = all_gather_doubles(communicator_, {&value, 1});
   return static_cast<int>(*std::max_element(all.begin(), all.end()));
 }
 

@@ -31,8 +31,6 @@ class DataParallel {
   int rank() const noexcept { return communicator_.rank(); }
   int ranks() const noexcept { return communicator_.size(); }
   int zero() const noexcept { return zero_; }
-  // The rank that owns store.parameters()[index]'s optimizer state (every rank at zero 0).
-  int owner(std::size_t index) const noexcept { return owners_[index]; }
   bool owns(std::size_t index) const noexcept { return zero_ == 0 || owners_[index] == rank(); }
 
   // Before allocation: the rows this rank does not keep are allocated on demand (never, for
@@ -46,9 +44,9 @@ class DataParallel {
   void reduce_gradients(int layer);
   // The gradients this rank holds (zero 2: those it owns).
   std::vector<TensorView> held_gradients() const;
-  // The global squared gradient norm: each slot's sum of squares from its owner, added in slot order
-  // (AdamW's own order, so the norm has the bits zero 0's step computes). `slots` are every
-  // trained parameter's, in the store's order.
+  // Zero 1 and up: the global squared gradient norm, each slot's sum of squares from its owner,
+  // added in slot order (AdamW's own order, so the norm has the bits zero 0's step computes).
+  // `slots` are every trained parameter's, in the store's order.
   double sum_of_squares(Ops& ops, std::span<const ParamSlot> slots);
   // The slots of the parameters this rank owns.
   std::vector<ParamSlot> owned(std::span<const ParamSlot> slots) const;

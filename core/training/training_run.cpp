@@ -249,8 +249,7 @@ void log_ranks(DataParallel& parallel, const ArenaStats& stats, double median_st
                                  peak(MemoryCategory::optimizer),
                                  peak(MemoryCategory::activations),
                                  median_step_ms};
-  std::vector<double> all(mine.size() * static_cast<std::size_t>(communicator.size()));
-  communicator.all_gather(std::as_bytes(std::span<const double>(mine)), std::as_writable_bytes(std::span(all)));
+  const std::vector<double> all = all_gather_doubles(communicator, mine);
   if (communicator.rank() != 0) return;
   const auto bytes = [](double value) { return format_bytes(static_cast<std::uint64_t>(value)); };
   for (int r = 0; r < communicator.size(); ++r) {
@@ -270,8 +269,7 @@ std::vector<RankStepMetrics> gather_rank_metrics(DataParallel& parallel, std::in
   std::vector<double> mine{communication_ms, static_cast<double>(bytes_sent),
                            static_cast<double>(stats.window_peak_total)};
   for (std::uint64_t bytes : stats.window_peak) mine.push_back(static_cast<double>(bytes));
-  std::vector<double> all(mine.size() * static_cast<std::size_t>(communicator.size()));
-  communicator.all_gather(std::as_bytes(std::span<const double>(mine)), std::as_writable_bytes(std::span(all)));
+  const std::vector<double> all = all_gather_doubles(communicator, mine);
   std::vector<RankStepMetrics> ranks;
   if (communicator.rank() != 0) return ranks;
   for (int r = 0; r < communicator.size(); ++r) {
@@ -306,8 +304,8 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   const int ranks = communicator.size(), rank = communicator.rank();
   const bool root = rank == 0;
   if (ranks > 1) {
-    const std::vector<double> digests =
-        all_gather_double(communicator, static_cast<double>(run_digest(global_manifest, options) >> 11));
+    const double digest = static_cast<double>(run_digest(global_manifest, options) >> 11);  // exact in a double
+    const std::vector<double> digests = all_gather_doubles(communicator, {&digest, 1});
     std::string differing;
     for (int r = 1; r < ranks; ++r)
       if (digests[static_cast<std::size_t>(r)] != digests[0]) differing += " " + std::to_string(r);
