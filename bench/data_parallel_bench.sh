@@ -2,9 +2,12 @@
 # Data parallel on the CPU: GPT-2 124M (examples/gpt2-124m.toml) at B8, T256, two ranks of one
 # thread each (mpirun -np 2, four rows a rank) against one process of two threads with two micro
 # batches of four rows (the same batches, the same work), for zero 0 to 3, in ROUNDS rounds side
-# by side. Per run: the median step time (rank 0's telemetry, the first step left out), the ratio to
-# the one-process step; then bench/data_parallel_summary.py's table from the runs' telemetry: each
-# rank's communication time and bytes per step and its device peak by category (the allocator's).
+# by side, each stage with its calls overlapping computing ([distributed] overlap, the default) and
+# waited for where they are made (overlap = false). Per run: the median step time (rank 0's
+# telemetry, the first step left out), the ratio to the one-process step; then
+# bench/data_parallel_summary.py's table from the runs' telemetry: each rank's communication time,
+# the part of it hidden behind computing, bytes per step and its device peak by category (the
+# allocator's).
 # Usage: bash bench/data_parallel_bench.sh [STEPS] [ROUNDS]
 set -euo pipefail
 steps=${1:-5}
@@ -28,12 +31,16 @@ for round in $(seq "$rounds"); do
   one=$(median "$dir/$name.jsonl")
   echo "round $round: one process, 2 threads, 2 micro batches: ${one} ms/step"
   for zero in 0 1 2 3; do
-    name=z$zero-r$round
-    mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core "$strata" train examples/gpt2-124m.toml \
-      "${common[@]}" --set train.threads=1 --set train.micro_batches=1 --set distributed.zero=$zero \
-      --set checkpoint.dir=\"$dir/$name\" --set telemetry.1.path=\"$dir/$name.jsonl\" > "$dir/$name.log" 2>&1
-    two=$(median "$dir/$name.jsonl")
-    echo "round $round: 2 ranks x 1 thread, zero $zero: ${two} ms/step, $(python3 -c "print(f'{$two / $one:.3f}')")x"
+    for overlap in true false; do
+      name=z$zero-$overlap-r$round
+      mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core "$strata" train examples/gpt2-124m.toml \
+        "${common[@]}" --set train.threads=1 --set train.micro_batches=1 --set distributed.zero=$zero \
+        --set distributed.overlap=$overlap \
+        --set checkpoint.dir=\"$dir/$name\" --set telemetry.1.path=\"$dir/$name.jsonl\" > "$dir/$name.log" 2>&1
+      two=$(median "$dir/$name.jsonl")
+      echo "round $round: 2 ranks x 1 thread, zero $zero, overlap $overlap: ${two} ms/step," \
+        "$(python3 -c "print(f'{$two / $one:.3f}')")x"
+    done
   done
 done
 python3 bench/data_parallel_summary.py "$dir" "$rounds"

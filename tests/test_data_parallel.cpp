@@ -4,107 +4,19 @@
 // The ranks under mpirun are tests/cli/data_parallel.sh's.
 #include <gtest/gtest.h>
 
-#include <barrier>
+#include <atomic>
 #include <chrono>
 #include <cstring>
-#include <functional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "core/distributed/communication_thread.hpp"
 #include "core/distributed/communicator.hpp"
+#include "thread_ranks.hpp"
 
-namespace strata {
+namespace strata::test {
 namespace {
-
-// The ranks' shared mailbox: each call posts its buffers, waits for every rank, reads the others'
-// and waits again before anyone may reuse a buffer.
-struct Mailbox {
-  explicit Mailbox(int size) : ranks(size), sync(size), sent(static_cast<std::size_t>(size)) {}
-  int ranks;
-  std::barrier<> sync;
-  struct Post {
-    const std::byte* bytes = nullptr;
-    std::size_t size = 0;
-    const int* counts = nullptr;
-    const int* offsets = nullptr;
-  };
-  std::vector<Post> sent;
-};
-
-class ThreadCommunicator final : public Communicator {
- public:
-  ThreadCommunicator(Mailbox& mailbox, int rank) : mailbox_(mailbox), rank_(rank) {}
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return mailbox_.ranks; }
-  std::string name() const override { return "threads"; }
-  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
-    exchange({mine.data(), mine.size()}, [&] {
-      for (int r = 0; r < size(); ++r) std::memcpy(all.data() + r * mine.size(), post(r).bytes, mine.size());
-    });
-  }
-  void broadcast(std::span<std::byte> bytes, int root) override {
-    exchange({bytes.data(), bytes.size()}, [&] {
-      if (rank_ != root) std::memcpy(bytes.data(), post(root).bytes, bytes.size());
-    });
-  }
-  void gather(std::span<const std::byte> mine, std::span<std::byte> all, int root) override {
-    exchange({mine.data(), mine.size()}, [&] {
-      if (rank_ == root)
-        for (int r = 0; r < size(); ++r) std::memcpy(all.data() + r * mine.size(), post(r).bytes, mine.size());
-    });
-  }
-  void all_to_all(std::span<const float> send, std::span<const int> send_counts, std::span<const int> send_offsets,
-                  std::span<float> receive, std::span<const int> receive_counts,
-                  std::span<const int> receive_offsets) override {
-    exchange({reinterpret_cast<const std::byte*>(send.data()), 0, send_counts.data(), send_offsets.data()}, [&] {
-      for (int r = 0; r < size(); ++r) {
-        const Mailbox::Post& from = post(r);
-        ASSERT_EQ(from.counts[rank_], receive_counts[static_cast<std::size_t>(r)]);
-        if (from.counts[rank_] == 0) continue;  // an empty piece may have no buffer
-        std::memcpy(receive.data() + receive_offsets[static_cast<std::size_t>(r)],
-                    reinterpret_cast<const float*>(from.bytes) + from.offsets[rank_],
-                    sizeof(float) * static_cast<std::size_t>(from.counts[rank_]));
-      }
-    });
-  }
-  void all_gather_pieces(std::span<float> data, std::span<const int> counts, std::span<const int> offsets) override {
-    exchange({reinterpret_cast<const std::byte*>(data.data()), 0}, [&] {
-      for (int r = 0; r < size(); ++r)
-        if (r != rank_ && counts[static_cast<std::size_t>(r)] > 0)
-          std::memcpy(data.data() + offsets[static_cast<std::size_t>(r)],
-                      reinterpret_cast<const float*>(post(r).bytes) + offsets[static_cast<std::size_t>(r)],
-                      sizeof(float) * static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
-    });
-  }
-  void send(std::span<const std::byte>, int) override { FAIL() << "no point-to-point here"; }
-  void receive(std::span<std::byte>, int) override { FAIL() << "no point-to-point here"; }
-  [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
-
- private:
-  const Mailbox::Post& post(int rank) const { return mailbox_.sent[static_cast<std::size_t>(rank)]; }
-  void exchange(Mailbox::Post mine, const std::function<void()>& read) {
-    // The ranks arrive in a different order at every call: the last rank first, and so on.
-    std::this_thread::sleep_for(std::chrono::microseconds(200 * (size() - 1 - rank_)));
-    mailbox_.sent[static_cast<std::size_t>(rank_)] = mine;
-    mailbox_.sync.arrive_and_wait();
-    read();
-    mailbox_.sync.arrive_and_wait();
-  }
-  Mailbox& mailbox_;
-  int rank_;
-};
-
-// Runs body(communicator) on `ranks` threads.
-void on_ranks(int ranks, const std::function<void(Communicator&)>& body) {
-  Mailbox mailbox(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      ThreadCommunicator communicator(mailbox, r);
-      body(communicator);
-    });
-  for (std::thread& thread : threads) thread.join();
-}
 
 // Rank r's values: large and small together, so that the order of the additions shows in the bits.
 std::vector<float> values_of(int rank, std::size_t n) {
@@ -161,6 +73,65 @@ TEST(DataParallelSums, EveryElementIsAddedInRankOrderWhateverTheArrival) {
   }
 }
 
+// The communicator's thread (core/distributed/communication_thread.hpp): jobs run in the order
+// submitted while the caller goes on, a failure reaches the caller, and a job's own calls run at once.
+TEST(CommunicationThread, RunsJobsInOrderWhileTheCallerGoesOn) {
+  CommunicationThread thread;
+  std::atomic<bool> caller_went_on{false};
+  std::vector<int> order;
+  const auto first = thread.submit([&] {
+    // Submit returned before this job ran: the caller sets the flag only after it has.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!caller_went_on.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    order.push_back(caller_went_on.load() ? 1 : -1);
+  });
+  const auto second = thread.submit([&] { order.push_back(2); });
+  EXPECT_LT(first, second);
+  caller_went_on = true;
+  thread.wait(first);
+  thread.wait(second);
+  EXPECT_EQ(order, (std::vector<int>{1, 2})) << "-1: the job ran inside submit(), before the caller went on";
+  EXPECT_GT(thread.waited_seconds(), 0.0);
+}
+
+TEST(CommunicationThread, AFailureReachesTheCallerAndTheJobsAfterItStillRun) {
+  CommunicationThread thread;
+  bool later_ran = false, nested_ran = false;
+  const auto failing = thread.submit([] { throw std::runtime_error("the other rank is gone"); });
+  const auto later = thread.submit([&] {
+    thread.run([&] { nested_ran = thread.on_thread(); });  // at once: waiting here would never end
+    later_ran = true;
+  });
+  EXPECT_THROW(thread.wait(failing), std::runtime_error);
+  EXPECT_THROW(thread.wait(later), std::runtime_error);  // the rank has failed: every wait says so
+  EXPECT_TRUE(later_ran);
+  EXPECT_TRUE(nested_ran);
+}
+
+// The sums submitted to each rank's own thread, lagging behind the caller, give the bits of the
+// blocking calls.
+TEST(DataParallelSums, SubmittedSumsGiveTheBlockingCallsBits) {
+  const int ranks = 3;
+  const std::size_t n = 100003;
+  const std::vector<float> expected = in_rank_order(ranks, n);
+  std::vector<std::vector<float>> summed(ranks);
+  on_ranks(
+      ranks,
+      [&](Communicator& communicator) {
+        const auto r = static_cast<std::size_t>(communicator.rank());
+        summed[r] = values_of(communicator.rank(), n);
+        std::vector<float> scratch;
+        const Communicator::Ticket ticket =
+            communicator.submit([&] { all_reduce_sum(communicator, summed[r], scratch); });
+        communicator.wait(ticket);
+      },
+      /*own_thread=*/true, std::chrono::microseconds(2000));
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_EQ(0, std::memcmp(summed[static_cast<std::size_t>(r)].data(), expected.data(), n * sizeof(float)))
+        << "rank " << r;
+}
+
 TEST(DataParallelSums, OneRankAloneIsLeftAsItIs) {
   LocalCommunicator alone;
   std::vector<float> values = values_of(0, 17), scratch;
@@ -172,4 +143,4 @@ TEST(DataParallelSums, OneRankAloneIsLeftAsItIs) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::test

@@ -8,6 +8,13 @@
 
 namespace strata {
 
+Communicator::Ticket Communicator::submit(std::function<void()> job) {
+  job();
+  return ++submitted_;
+}
+
+void Communicator::wait(Ticket) {}
+
 void LocalCommunicator::all_gather(std::span<const std::byte> mine, std::span<std::byte> all) {
   std::copy(mine.begin(), mine.end(), all.begin());
 }

@@ -6,8 +6,10 @@
 // The sums are Strata's own, not MPI's: a reduction adds the ranks' values in rank order,
 // ((r0 + r1) + r2) + ..., whatever order the bytes arrive in, so a run repeats bitwise, and a
 // gradient summed for every rank (ZeRO 0) has the bits of one summed for its owner (ZeRO 1, 2).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,13 +47,27 @@ class Communicator {
   // waiting in a collective call.
   [[noreturn]] virtual void abort(int exit_code) = 0;
 
-  // Wall time spent in this communicator's calls so far, waiting included.
-  double seconds() const noexcept { return seconds_; }
-  std::uint64_t bytes_sent() const noexcept { return bytes_sent_; }
+  // Calls that overlap the caller's computing: `job` (which makes this communicator's calls) runs
+  // on the communicator's own thread after every job submitted before it, so the ranks still make
+  // the same calls in the same order. A communicator without such a thread runs it at once.
+  using Ticket = std::uint64_t;
+  virtual Ticket submit(std::function<void()> job);
+  // Returns once the job of `ticket` and every job before it have run; rethrows a job's failure.
+  virtual void wait(Ticket ticket);
+
+  // Wall time spent in this communicator's calls so far, waiting for other ranks included.
+  double seconds() const noexcept { return seconds_.load(); }
+  // The part of it the caller spent blocked (in a call, or in wait()); the rest overlapped its
+  // computing. Without a thread of its own, all of it.
+  virtual double waited_seconds() const noexcept { return seconds(); }
+  std::uint64_t bytes_sent() const noexcept { return bytes_sent_.load(); }
 
  protected:
-  double seconds_ = 0.0;
-  std::uint64_t bytes_sent_ = 0;
+  std::atomic<double> seconds_{0.0};  // written on the communicator's thread, read on the caller's
+  std::atomic<std::uint64_t> bytes_sent_{0};
+
+ private:
+  Ticket submitted_ = 0;
 };
 
 // One rank alone: every collective copies its own bytes.

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace strata {
 
-DataParallel::DataParallel(Communicator& communicator, TensorStore& store, int zero)
-    : communicator_(communicator), store_(store), zero_(zero) {
+DataParallel::DataParallel(Communicator& communicator, TensorStore& store, int zero, bool overlap)
+    : communicator_(communicator), store_(store), zero_(zero), overlap_(overlap) {
   const std::vector<ParameterRows>& parameters = store_.parameters();
   std::int64_t total = 0;
   for (const ParameterRows& rows : parameters)
@@ -22,6 +23,33 @@ DataParallel::DataParallel(Communicator& communicator, TensorStore& store, int z
     before += count;
   }
   for (const ParameterRows& rows : parameters) n_layer_ = std::max(n_layer_, rows.layer + 1);
+  store_.guard_rows([this](int row) { wait_for_row(row); });
+}
+
+DataParallel::~DataParallel() {
+  store_.guard_rows({});
+  try {
+    communicator_.wait(last_ticket_);
+  } catch (...) {  // the run has failed already, and says why
+  }
+}
+
+void DataParallel::start(const std::vector<int>& rows, std::function<void()> job) {
+  const Communicator::Ticket ticket = communicator_.submit(std::move(job));
+  last_ticket_ = ticket;
+  if (!overlap_) {
+    communicator_.wait(ticket);
+    return;
+  }
+  for (int row : rows) in_flight_[row] = ticket;
+}
+
+void DataParallel::wait_for_row(int row) {
+  const auto found = in_flight_.find(row);
+  if (found == in_flight_.end()) return;
+  const Communicator::Ticket ticket = found->second;
+  in_flight_.erase(found);
+  communicator_.wait(ticket);
 }
 
 std::vector<int> DataParallel::owner_rows(std::size_t index) const {
@@ -48,6 +76,17 @@ void DataParallel::shard_rows() {
 
 void DataParallel::gather_weights(int layer) {
   if (zero_ < 3) return;
+  start_gather(layer);  // nothing when it was prefetched, or is here already
+  for (const ParameterRows& parameter : store_.parameters())
+    if (parameter.layer == layer)
+      for (int row : stored_weight_rows(parameter)) wait_for_row(row);
+}
+
+void DataParallel::prefetch_weights(int layer) {
+  if (zero_ >= 3 && overlap_) start_gather(layer);
+}
+
+void DataParallel::start_gather(int layer) {
   // The same flag on every rank (they make the same calls), so every rank takes part in the same
   // broadcasts, the owner included.
   if (gathered_.empty()) gathered_.assign(static_cast<std::size_t>(n_layer_) + 1, false);
@@ -55,16 +94,23 @@ void DataParallel::gather_weights(int layer) {
   if (gathered_[slot]) return;
   gathered_[slot] = true;
   const std::vector<ParameterRows>& parameters = store_.parameters();
+  std::vector<int> rows;
+  std::vector<std::pair<std::span<std::byte>, int>> broadcasts;  // (bytes, owner)
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] < 0 || parameters[i].layer != layer) continue;
     for (int row : stored_weight_rows(parameters[i])) {
       if (owners_[i] != rank()) store_.allocate(row);
       store_.complete_rows({row});
       const TensorView view = store_.view(row);
-      if (communicator_.moves_bytes())
-        communicator_.broadcast({static_cast<std::byte*>(view.data), view.bytes()}, owners_[i]);
+      rows.push_back(row);
+      broadcasts.emplace_back(std::span<std::byte>(static_cast<std::byte*>(view.data), view.bytes()), owners_[i]);
     }
   }
+  // A plan's dry rows are address space only: touching them would commit it.
+  if (broadcasts.empty() || !communicator_.moves_bytes()) return;
+  start(rows, [this, broadcasts = std::move(broadcasts)] {
+    for (const auto& [bytes, owner] : broadcasts) communicator_.broadcast(bytes, owner);
+  });
 }
 
 void DataParallel::release_weights(int layer) {
@@ -87,21 +133,42 @@ void DataParallel::prepare_gradients(int layer) {
 }
 
 void DataParallel::reduce_gradients(int layer) {
+  // The block above's sums have had this block's backward to run in: free what they sent away.
+  release_sent_gradients();
   const std::vector<ParameterRows>& parameters = store_.parameters();
+  std::vector<int> rows;
+  std::vector<std::pair<std::span<float>, int>> sums;  // (gradient, owner)
   for (std::size_t i = 0; i < parameters.size(); ++i) {
-    const ParameterRows& rows = parameters[i];
-    if (owners_[i] < 0 || rows.layer != layer) continue;
-    store_.complete_rows({rows.grad});  // a strategy may be moving it
-    const TensorView grad = store_.view(rows.grad);
-    const std::span<float> values(grad.f32(), static_cast<std::size_t>(grad.count));
-    // A plan's dry rows are address space only: touching them would commit it.
-    if (zero_ < 2) {
-      if (communicator_.moves_bytes()) all_reduce_sum(communicator_, values, scratch_);
-    } else {
-      if (communicator_.moves_bytes()) reduce_sum_to(communicator_, values, owners_[i], scratch_);
-      if (owners_[i] != rank()) store_.release(rows.grad);
-    }
+    const ParameterRows& parameter = parameters[i];
+    if (owners_[i] < 0 || parameter.layer != layer) continue;
+    store_.complete_rows({parameter.grad});  // a strategy may be moving it
+    const TensorView grad = store_.view(parameter.grad);
+    rows.push_back(parameter.grad);
+    sums.emplace_back(std::span<float>(grad.f32(), static_cast<std::size_t>(grad.count)), owners_[i]);
+    if (zero_ >= 2 && owners_[i] != rank()) sent_gradients_.push_back(parameter.grad);
   }
+  // A plan's dry rows are address space only: touching them would commit it.
+  if (!sums.empty() && communicator_.moves_bytes())
+    start(rows, [this, sums = std::move(sums)] {
+      for (const auto& [values, owner] : sums) {
+        if (zero_ < 2)
+          all_reduce_sum(communicator_, values, scratch_);
+        else
+          reduce_sum_to(communicator_, values, owner, scratch_);
+      }
+    });
+  if (!overlap_) release_sent_gradients();  // sent already
+}
+
+void DataParallel::release_sent_gradients() {
+  for (int row : sent_gradients_) store_.release(row);  // waits for its sum
+  sent_gradients_.clear();
+}
+
+void DataParallel::finish_reductions() {
+  release_sent_gradients();
+  communicator_.wait(last_ticket_);
+  in_flight_.clear();
   scratch_ = {};
 }
 

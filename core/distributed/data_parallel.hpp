@@ -11,8 +11,14 @@
 //           them after each; the global parameters' for the length of a micro batch.
 // Owners hold contiguous runs of parameters in the model's order, balanced by element count. Every
 // sum adds the ranks in rank order, so the stages give the same bits (tests/cli_data_parallel.sh).
+//
+// The calls overlap computing: a block's sums run on the communicator's thread while the block
+// below goes backward, and at zero 3 the next block's weights arrive while this one computes. The
+// store waits for a row in flight before it moves or frees it (TensorStore::guard_rows).
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/distributed/communicator.hpp"
@@ -24,8 +30,13 @@ namespace strata {
 
 class DataParallel {
  public:
-  // Ownership over the store's trained parameters. Before the store allocates its rows.
-  DataParallel(Communicator& communicator, TensorStore& store, int zero);
+  // Ownership over the store's trained parameters. Before the store allocates its rows. Without
+  // `overlap`, every call is waited for where it is made, and nothing is prefetched.
+  DataParallel(Communicator& communicator, TensorStore& store, int zero, bool overlap = true);
+  // Waits for the calls in flight: they read and write the store's rows.
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
 
   Communicator& communicator() noexcept { return communicator_; }
   int rank() const noexcept { return communicator_.rank(); }
@@ -39,9 +50,12 @@ class DataParallel {
   // Zero 2: a block's gradients this rank does not own, allocated and zeroed before its first
   // backward of the step. Nothing at other stages.
   void prepare_gradients(int layer);
-  // After a block's last backward of the step: its gradients summed over the ranks (to every rank
-  // at zero 0 and 1, to the owner at zero 2, which frees the others).
+  // After a block's last backward of the step: starts summing its gradients over the ranks (to
+  // every rank at zero 0 and 1, to the owner at zero 2). Zero 2 frees the others' copies once sent:
+  // the block before's when this one starts, the rest in finish_reductions.
   void reduce_gradients(int layer);
+  // Before anything reads the step's gradients (the precision check, the update): every sum done.
+  void finish_reductions();
   // The gradients this rank holds (zero 2: those it owns).
   std::vector<TensorView> held_gradients() const;
   // Zero 1 and up: the global squared gradient norm, each slot's sum of squares from its owner,
@@ -56,6 +70,9 @@ class DataParallel {
   // Zero 3: a layer's weights (kGlobalParameters: the embeddings, final norm and head) from their
   // owners, allocated where this rank does not own them; nothing when they are here already.
   void gather_weights(int layer);
+  // Zero 3: starts gathering the layer the executor uses next, while it computes this one; at most
+  // one layer more than the one in use is held.
+  void prefetch_weights(int layer);
   // Zero 3: frees the layer's weights this rank does not own.
   void release_weights(int layer);
 
@@ -77,11 +94,21 @@ class DataParallel {
   // The rows of store.parameters()[index] that only its owner keeps: the optimizer state (zero 1
   // and up), the stored weights and the master (zero 3).
   std::vector<int> owner_rows(std::size_t index) const;
+  // Submits `job` to the communicator's thread; `rows` are in flight until it has run.
+  void start(const std::vector<int>& rows, std::function<void()> job);
+  void start_gather(int layer);
+  // The store's guard: returns once no call in flight reads or writes `row`.
+  void wait_for_row(int row);
+  void release_sent_gradients();
   Communicator& communicator_;
   TensorStore& store_;
   int zero_ = 0;
-  std::vector<int> owners_;  // per store.parameters() index; -1 for a frozen parameter
-  std::vector<float> scratch_;
+  bool overlap_ = true;
+  std::vector<int> owners_;                                  // per store.parameters() index; -1 for a frozen parameter
+  std::vector<float> scratch_;                               // the sums', used on the communicator's thread only
+  std::unordered_map<int, Communicator::Ticket> in_flight_;  // row -> the job that reads or writes it
+  Communicator::Ticket last_ticket_ = 0;
+  std::vector<int> sent_gradients_;  // zero 2: others' gradients to free once their sums have run
   int n_layer_ = 0;
   std::vector<bool> gathered_;         // zero 3, per layer + 1: its weights are here for now
   std::vector<int> gathered_by_root_;  // rows rank 0 holds for a save

@@ -1,5 +1,7 @@
-// The communicator between processes that mpirun started (Open MPI from Debian). Every call
-// blocks; MPI's default error handler ends the job on a lost rank, and mpirun names it.
+// The communicator between processes that mpirun started (Open MPI from Debian). MPI lives on the
+// communicator's own thread (core/distributed/communication_thread.hpp), from MPI_Init to
+// MPI_Finalize: a blocking call runs there and waits, a submitted job runs there while the caller
+// computes. MPI's default error handler ends the job on a lost rank, and mpirun names it.
 #include <mpi.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/distributed/communication_thread.hpp"
 #include "core/distributed/communicator.hpp"
 
 namespace strata {
@@ -18,25 +21,35 @@ namespace {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
+    // A blocking call waits in MPI's progress loop, which spins by default; this thread shares its
+    // core with the rank's computing, so it yields the core while it waits. The user's setting wins.
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
     int provided = 0;
-    // OpenMP's threads compute; only the main thread calls MPI.
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    if (provided < MPI_THREAD_FUNNELED) {
-      MPI_Finalize();
-      throw std::runtime_error(
-          "this MPI library cannot be called from a process with other threads (it gives "
-          "thread level " +
-          std::to_string(provided) + ", below MPI_THREAD_FUNNELED)");
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-    int length = 0;
-    MPI_Get_library_version(version, &length);
-    library_ = std::string(version, static_cast<std::size_t>(length));
+    thread_.run([&] {
+      // This thread alone calls MPI: the rank's threads compute, and submit their calls here.
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      if (provided < MPI_THREAD_FUNNELED) {
+        MPI_Finalize();
+        throw std::runtime_error(
+            "this MPI library cannot be called from a process with other threads (it gives "
+            "thread level " +
+            std::to_string(provided) + ", below MPI_THREAD_FUNNELED)");
+      }
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+      MPI_Comm_size(MPI_COMM_WORLD, &size_);
+      char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+      int length = 0;
+      MPI_Get_library_version(version, &length);
+      library_ = std::string(version, static_cast<std::size_t>(length));
+    });
     if (const auto comma = library_.find(','); comma != std::string::npos) library_.resize(comma);
   }
-  ~MpiCommunicator() override { MPI_Finalize(); }
+  ~MpiCommunicator() override {
+    try {
+      thread_.run([] { MPI_Finalize(); });
+    } catch (...) {  // a job failed before: the run has reported it
+    }
+  }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
@@ -97,10 +110,15 @@ class MpiCommunicator final : public Communicator {
                  MPI_STATUS_IGNORE);
     });
   }
+  // From the caller's thread, which may find the communicator's thread blocked in a collective
+  // call that will never end: Open MPI's MPI_Abort asks mpirun to end every rank from any thread.
   [[noreturn]] void abort(int exit_code) override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
     std::_Exit(exit_code);
   }
+  Ticket submit(std::function<void()> job) override { return thread_.submit(std::move(job)); }
+  void wait(Ticket ticket) override { thread_.wait(ticket); }
+  double waited_seconds() const noexcept override { return thread_.waited_seconds(); }
 
  private:
   static constexpr std::size_t kMessage = std::size_t{1} << 30;
@@ -109,13 +127,17 @@ class MpiCommunicator final : public Communicator {
       throw std::length_error("one MPI message of " + std::to_string(bytes) + " bytes: more than MPI's int count");
     return static_cast<int>(bytes);
   }
+  // Runs an MPI call on the communicator's thread (at once when a job makes it there), timed.
   template <typename Call>
   void timed(std::size_t bytes, Call&& call) {
-    const auto start = std::chrono::steady_clock::now();
-    call();
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    bytes_sent_ += bytes;
+    thread_.run([&] {
+      const auto start = std::chrono::steady_clock::now();
+      call();
+      seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      bytes_sent_ += bytes;
+    });
   }
+  CommunicationThread thread_;
   int rank_ = 0;
   int size_ = 1;
   std::string library_;

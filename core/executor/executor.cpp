@@ -285,6 +285,8 @@ void Executor::forward_layers(bool keep_activations) {
   const int L = model_.n_layer();
   mark("forward", -1);
   ensure_on_device(kGlobalParameters, TensorGroup::weights);
+  DataParallel* const parallel = options_.data_parallel;
+  if (parallel != nullptr) parallel->prefetch_weights(0);  // zero 3: block 0's come during the embedding
   model_.embed_forward();
   std::fill(dropped_by_.begin(), dropped_by_.end(), -1);
   std::fill(evicted_by_.begin(), evicted_by_.end(), -1);
@@ -293,11 +295,12 @@ void Executor::forward_layers(bool keep_activations) {
     mark("forward", l);
     run_hooks(Hook::before_forward, l, false);
     ensure_on_device(l, TensorGroup::weights);
+    if (parallel != nullptr && l + 1 < L) parallel->prefetch_weights(l + 1);  // zero 3: during this block
     model_.allocate_layer_activations(l);
     model_.layer_forward(l);
     forward_layer_ = l;
     run_hooks(Hook::after_forward, l, false);
-    if (options_.data_parallel != nullptr) options_.data_parallel->release_weights(l);  // zero 3
+    if (parallel != nullptr) parallel->release_weights(l);  // zero 3
     if (!keep_activations && l > 0) model_.free_layer_activations(l - 1, false);
   }
   forward_layer_ = -1;  // no hook runs before the head reads the last block's output
@@ -329,6 +332,8 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     forward_layers(phase_needs_gradients(phase));  // nothing goes backward in a predict step
     mark("head", -1);
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
+    // Zero 3: the last block's weights come back for its backward during the head's.
+    if (parallel != nullptr && phase_needs_gradients(phase)) parallel->prefetch_weights(L - 1);
     // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
     // policy decides (skip_nonfinite) what the step does.
     loss_sum += model_.head_forward();
@@ -341,6 +346,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         mark("backward", l);
         run_hooks(Hook::before_backward, l, true);
         ensure_on_device(l, TensorGroup::weights);
+        if (parallel != nullptr && l > 0) parallel->prefetch_weights(l - 1);  // zero 3: during this block
         if (parallel != nullptr) parallel->prepare_gradients(l);
         ensure_on_device(l, TensorGroup::grads);
         if (fusing_) begin_fused_block(l);
@@ -352,8 +358,11 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         model_.layer_backward(l);
         model_.free_layer_activations(l, false);
         run_hooks(Hook::after_backward, l, true);
+        // The sums run on the communicator's thread while the blocks below go backward; the fused
+        // update reads them at once.
         if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(l);
         if (parallel != nullptr) parallel->release_weights(l);  // zero 3
+        if (parallel != nullptr && fusing_) parallel->finish_reductions();
         if (fusing_) fused_step_block(l);
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
@@ -361,6 +370,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       mark("backward", -1);
       model_.embed_backward();
       if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(kGlobalParameters);
+      if (parallel != nullptr && fusing_) parallel->finish_reductions();
       if (fusing_) fused_step_block(kGlobalParameters);
     }
     if (parallel != nullptr) parallel->release_weights(kGlobalParameters);  // zero 3
@@ -449,9 +459,10 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   }
   outcome.loss = forward_backward(step, micro_batches, outcome.phase);
   mark("update", -1);
+  DataParallel* const parallel = options_.data_parallel;
+  if (parallel != nullptr) parallel->finish_reductions();
   store.complete_all_moves();  // the precision check and the optimizer read every gradient
 
-  DataParallel* const parallel = options_.data_parallel;
   std::vector<TensorView> grads;
   if (parallel != nullptr) {
     grads = parallel->held_gradients();  // zero 2: the owned ones

@@ -217,7 +217,7 @@ const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
         "update", "fused_clip"}},
       {"device", {"kind", "memory_limit", "tf32", "disk_path", "disk_limit"}},
       {"checkpoint", {"dir", "every", "keep_last"}},
-      {"distributed", {"zero"}},
+      {"distributed", {"zero", "overlap"}},
       {"kernels", {"attention"}},
   };
   return keys;
@@ -511,6 +511,7 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     TomlConfigView distributed = view_of("distributed");
     manifest.distributed.present = root.contains("distributed");
     manifest.distributed.zero = static_cast<int>(distributed.get_int("zero", 0, 0, 3));
+    manifest.distributed.overlap = distributed.get_bool("overlap", true);
     collect(distributed);
   }
   {

@@ -78,6 +78,9 @@ struct CheckpointSpec {
 struct DistributedSpec {
   bool present = false;  // the table is in the manifest
   int zero = 0;          // ZeRO stage: 0 all-reduce, 1 optimizer state sharded, 2 gradients too, 3 weights too
+  // The calls to the other ranks overlap computing (a block's sums, zero 3's next block's weights);
+  // false waits for each, and zero 2 and 3 then hold one block's gradients or weights fewer.
+  bool overlap = true;
 };
 
 class Manifest {

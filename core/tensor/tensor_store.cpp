@@ -138,6 +138,7 @@ std::int64_t TensorStore::matmul_scratch_floats(const ParameterRows& rows, std::
 }
 
 void TensorStore::release(int row) {
+  if (row_guard_) row_guard_(row);
   // A copy still reading or writing the row lands first: its buffers are about to go.
   if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
   buffers_[static_cast<std::size_t>(row)].reset();
@@ -326,6 +327,7 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
   for (int row : rows) {
     TensorRow& r = table_.row(row);
     if (r.home == to) continue;
+    if (row_guard_) row_guard_(row);
     if (to == Home::disk || r.home == Home::disk) {
       begin_disk_move(row, to);
       continue;
@@ -423,6 +425,7 @@ void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
 }
 
 void TensorStore::drop_to_disk(int row) {
+  if (row_guard_) row_guard_(row);
   TensorRow& r = table_.row(row);
   buffers_[static_cast<std::size_t>(row)].reset();  // the disk's copy is current
   r.home = Home::disk;

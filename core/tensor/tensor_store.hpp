@@ -5,6 +5,7 @@
 // them through the executor's hook context. Nothing in this file knows a model family.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -109,6 +110,9 @@ class TensorStore {
   void allocate(int row, bool zero = false);
   // Frees a row (waiting for a copy in flight); an activation row's home goes back to the device.
   void release(int row);
+  // Rows another thread may be reading or writing (a data-parallel sum or broadcast): before a
+  // move or a release touches a row's buffer, `wait_for_row(row)` returns once none is.
+  void guard_rows(std::function<void(int row)> wait_for_row) { row_guard_ = std::move(wait_for_row); }
   // Held somewhere: in memory, or on disk (where data() is null).
   bool allocated(int row) const noexcept {
     const std::size_t index = static_cast<std::size_t>(row);
@@ -232,7 +236,8 @@ class TensorStore {
   // needs no write. Every writer of weights clears it (publish, write_stored_values,
   // drop_stale_weight_copies).
   std::vector<std::uint8_t> disk_current_;
-  std::set<int> on_demand_;     // rows allocate_persistent leaves alone
+  std::set<int> on_demand_;  // rows allocate_persistent leaves alone
+  std::function<void(int)> row_guard_;
   std::vector<int> returning_;  // the rows of the last return_to_disk whose writes may be in flight
   DiskTier* disk_tier_ = nullptr;
   TransferTotals transfers_;

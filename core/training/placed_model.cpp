@@ -21,7 +21,8 @@ PlacedModel place_model(const Manifest& manifest, Backend& device, Stack& stack,
                                          Allocation::deferred, storage, Purpose::training, stack.trainable});
   Model& model = *placed.model;
   if (communicator != nullptr && communicator->size() > 1)
-    placed.data_parallel = std::make_unique<DataParallel>(*communicator, model.store(), manifest.distributed.zero);
+    placed.data_parallel = std::make_unique<DataParallel>(*communicator, model.store(), manifest.distributed.zero,
+                                                          manifest.distributed.overlap);
   placed.executor = std::make_unique<Executor>(
       model, *stack.optimizer, *stack.precision, stack.strategy_pointers(),
       ExecutorOptions{train.steps, train.warmup_steps, train.lr, stack.predictor.get(), stack.strategy_labels,

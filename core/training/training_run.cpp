@@ -235,8 +235,10 @@ std::uint64_t run_digest(const Manifest& manifest, const TrainOptions& options) 
 }
 
 // Rank 0 logs every rank's peak memory by category, as the allocator measured it, and the median
-// step's time in calls to the other ranks (waiting for them included; none of it overlaps compute).
-void log_ranks(DataParallel& parallel, const ArenaStats& stats, double median_step_ms, double median_communication_ms) {
+// step's time in calls to the other ranks (waiting for them included) with the part of it that
+// overlapped computing.
+void log_ranks(DataParallel& parallel, const ArenaStats& stats, double median_step_ms, double median_communication_ms,
+               double median_hidden_ms) {
   Communicator& communicator = parallel.communicator();
   const auto peak = [&](MemoryCategory category) {
     return static_cast<double>(stats.peak[static_cast<std::size_t>(category)]);
@@ -248,7 +250,8 @@ void log_ranks(DataParallel& parallel, const ArenaStats& stats, double median_st
                                  peak(MemoryCategory::grads),
                                  peak(MemoryCategory::optimizer),
                                  peak(MemoryCategory::activations),
-                                 median_step_ms};
+                                 median_step_ms,
+                                 median_hidden_ms};
   const std::vector<double> all = all_gather_doubles(communicator, mine);
   if (communicator.rank() != 0) return;
   const auto bytes = [](double value) { return format_bytes(static_cast<std::uint64_t>(value)); };
@@ -256,18 +259,19 @@ void log_ranks(DataParallel& parallel, const ArenaStats& stats, double median_st
     const double* v = all.data() + static_cast<std::size_t>(r) * mine.size();
     spdlog::info(
         "rank {} (zero {}): peak {} (weights {}, gradients {}, optimizer state {}, activations {}); communication "
-        "{:.0f} ms of the median step's {:.0f} ms ({:.1f}%, none hidden), {} sent in the run",
+        "{:.0f} ms of the median step's {:.0f} ms ({:.1f}%), {:.0f} ms of it hidden behind computing ({:.0f}%), {} "
+        "sent in the run",
         r, parallel.zero(), bytes(v[2]), bytes(v[3]), bytes(v[4]), bytes(v[5]), bytes(v[6]), v[0], v[7],
-        100.0 * v[0] / std::max(v[7], 1e-9), bytes(v[1]));
+        100.0 * v[0] / std::max(v[7], 1e-9), v[8], 100.0 * v[8] / std::max(v[0], 1e-9), bytes(v[1]));
   }
 }
 
 // Every rank's share of the step, for rank 0's sinks (empty elsewhere).
 std::vector<RankStepMetrics> gather_rank_metrics(DataParallel& parallel, std::int64_t step, double communication_ms,
-                                                 std::uint64_t bytes_sent, const ArenaStats& stats) {
+                                                 double hidden_ms, std::uint64_t bytes_sent, const ArenaStats& stats) {
   Communicator& communicator = parallel.communicator();
   std::vector<double> mine{communication_ms, static_cast<double>(bytes_sent),
-                           static_cast<double>(stats.window_peak_total)};
+                           static_cast<double>(stats.window_peak_total), hidden_ms};
   for (std::uint64_t bytes : stats.window_peak) mine.push_back(static_cast<double>(bytes));
   const std::vector<double> all = all_gather_doubles(communicator, mine);
   std::vector<RankStepMetrics> ranks;
@@ -280,11 +284,11 @@ std::vector<RankStepMetrics> gather_rank_metrics(DataParallel& parallel, std::in
     metrics.ranks = communicator.size();
     metrics.zero = parallel.zero();
     metrics.communication_ms = v[0];
-    metrics.hidden_ms = 0.0;  // every sum waits
+    metrics.hidden_ms = v[3];
     metrics.bytes_sent = static_cast<std::uint64_t>(v[1]);
     metrics.peak_device_bytes = static_cast<std::uint64_t>(v[2]);
     for (std::size_t c = 0; c < metrics.peak_device_bytes_by_category.size(); ++c)
-      metrics.peak_device_bytes_by_category[c] = static_cast<std::uint64_t>(v[3 + c]);
+      metrics.peak_device_bytes_by_category[c] = static_cast<std::uint64_t>(v[4 + c]);
     ranks.push_back(metrics);
   }
   return ranks;
@@ -472,6 +476,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   TrainResult result;
   std::vector<double> step_ms;
   std::vector<double> communication_ms;  // data parallel: per step, in calls to the other ranks
+  std::vector<double> hidden_ms;         // and the part of it that overlapped computing
   DivergenceGuard divergence({.factor = train.divergence_factor, .steps = train.divergence_steps});
   const StopSignal stop_signal;  // SIGINT/SIGTERM finish the step in hand, then stop
   Allocator& device_memory = device->device_memory();
@@ -493,6 +498,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     const DiskTierStats disk_before = disk_tier ? disk_tier->stats() : DiskTierStats{};
     const auto step_start = std::chrono::steady_clock::now();
     const double communicated_before = parallel ? parallel->communicator().seconds() : 0.0;
+    const double waited_before = parallel ? parallel->communicator().waited_seconds() : 0.0;
     const std::uint64_t sent_before = parallel ? parallel->communicator().bytes_sent() : 0;
     if (timeline && step == timeline_step) timeline->begin(step);
     const StepOutcome outcome = executor.train_step(step, micro_batches);
@@ -507,7 +513,13 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
       timeline.reset();
     }
     const ArenaStats stats = device_memory.stats();
-    if (parallel) communication_ms.push_back(1000.0 * (parallel->communicator().seconds() - communicated_before));
+    if (parallel) {
+      // The step's calls to the other ranks, and the part the caller did not wait for: it computed.
+      const double communicated = parallel->communicator().seconds() - communicated_before;
+      const double waited = parallel->communicator().waited_seconds() - waited_before;
+      communication_ms.push_back(1000.0 * communicated);
+      hidden_ms.push_back(1000.0 * std::max(0.0, communicated - waited));
+    }
     const std::uint64_t sent_in_step = parallel ? parallel->communicator().bytes_sent() - sent_before : 0;
 
     StepMetrics metrics;
@@ -569,7 +581,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     }
     if (parallel) {
       const std::vector<RankStepMetrics> ranks_step =
-          gather_rank_metrics(*parallel, step, communication_ms.back(), sent_in_step, stats);
+          gather_rank_metrics(*parallel, step, communication_ms.back(), hidden_ms.back(), sent_in_step, stats);
       for (const RankStepMetrics& rank_step : ranks_step)
         for (const auto& sink : stack.telemetry)
           if (Status status = sink->on_step_rank(rank_step); !status) throw HookFailed(status.message());
@@ -674,7 +686,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                  format_bytes(result.disk->bytes_read), format_bytes(result.disk->bytes_written),
                  result.disk->busy_seconds, result.disk->waited_seconds, format_bytes(result.disk->peak_total));
   }
-  if (parallel) log_ranks(*parallel, stats, summary.median_ms, median_of(communication_ms));
+  if (parallel) log_ranks(*parallel, stats, summary.median_ms, median_of(communication_ms), median_of(hidden_ms));
   if (options.profile && root) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);
