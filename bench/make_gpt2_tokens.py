@@ -3,8 +3,9 @@
   make_gpt2_tokens.py OUT [count] [vocab]   (vocab defaults to GPT-2's 50257; the file is version 1,
                                               uint16 ids, when every id fits, else version 2, uint32
                                               ids, as Strata's writer chooses)"""
-import random, struct, sys
+import os, random, struct, sys
 path = sys.argv[1]
+os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a fresh checkout has no runs/
 count = int(sys.argv[2]) if len(sys.argv) > 2 else 200000
 vocab = int(sys.argv[3]) if len(sys.argv) > 3 else 50257
 random.seed(0)

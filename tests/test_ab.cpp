@@ -6,6 +6,7 @@
 
 #include "core/manifest/manifest.hpp"
 #include "hosts/strata/ab_conditions.hpp"
+#include "hosts/strata/ab_run.hpp"
 #include "hosts/strata/ab_verdict.hpp"
 #include "test_support.hpp"
 
@@ -113,6 +114,37 @@ AbRun run(const std::vector<double>& losses, const std::vector<std::pair<std::in
 
 AbVerdict verdict(const AbRun& reference, const AbRun& other, const AbConditions& c = {}, AbSettings s = {}) {
   return compare_runs(reference, other, c, s);
+}
+
+// A data-parallel run's JSONL (strata ab --ranks): each rank's largest step peak, by category too,
+// and its median communication and hidden time per step.
+TEST(AbRun, ReadsEveryRanksShareOfTheSteps) {
+  const auto dir = test::temporary_directory("ab_ranks");
+  std::string jsonl;
+  const double communication[3][2] = {{40, 30}, {10, 8}, {12, 9}};
+  const double hidden[3][2] = {{0, 0}, {4, 2}, {6, 3}};
+  const unsigned long long peaks[3][2] = {{900, 700}, {1000, 600}, {800, 650}};
+  for (int step = 0; step < 3; ++step) {
+    jsonl += "{\"step\": " + std::to_string(step + 1) + ", \"loss\": 5.0, \"ms\": 100.0, \"ranks\": [";
+    for (int rank = 0; rank < 2; ++rank)
+      jsonl += std::string(rank ? ", " : "") + "{\"rank\": " + std::to_string(rank) +
+               ", \"zero\": 3, \"communication_ms\": " + std::to_string(communication[step][rank]) +
+               ", \"hidden_ms\": " + std::to_string(hidden[step][rank]) +
+               ", \"peak_device_bytes\": " + std::to_string(peaks[step][rank]) +
+               ", \"peak_device_bytes_by_category\": {\"weights\": " + std::to_string(peaks[step][rank] / 2) + "}}";
+    jsonl += "]}\n";
+  }
+  test::write_text(dir / "run.jsonl", jsonl);
+  const AbRun run = read_ab_run(dir / "run.jsonl");
+  ASSERT_EQ(run.ranks.size(), 2u);
+  EXPECT_EQ(run.ranks[1].rank, 1);
+  EXPECT_EQ(run.ranks[0].zero, 3);
+  EXPECT_EQ(run.ranks[0].peak_device_bytes, 1000u);
+  EXPECT_EQ(run.ranks[1].peak_device_bytes, 700u);
+  EXPECT_EQ(run.ranks[0].peak_device_bytes_by_category[category_index(MemoryCategory::weights)], 500u);
+  EXPECT_EQ(run.ranks[0].communication_ms, 12.0);  // the median of 40, 10 and 12
+  EXPECT_EQ(run.ranks[1].hidden_ms, 2.0);          // of 0, 2 and 3
+  EXPECT_TRUE(read_ab_run(dir / "missing.jsonl").ranks.empty());
 }
 
 TEST(AbVerdict, DefaultLastKIsAQuarterOfTheStepsUpToTen) {

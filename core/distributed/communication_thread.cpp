@@ -1,7 +1,5 @@
 #include "core/distributed/communication_thread.hpp"
 
-#include <chrono>
-
 namespace strata {
 
 CommunicationThread::CommunicationThread() : thread_([this] { loop(); }) {}
@@ -27,12 +25,15 @@ CommunicationThread::Ticket CommunicationThread::submit(std::function<void()> jo
 }
 
 void CommunicationThread::wait(Ticket ticket) {
-  const auto start = std::chrono::steady_clock::now();
+  wait_since(ticket, Clock::now());
+}
+
+void CommunicationThread::wait_since(Ticket ticket, Clock::time_point start) {
   std::unique_lock lock(mutex_);
   ran_.wait(lock, [&] { return completed_ >= ticket; });
-  const std::exception_ptr failure = failure_;
+  const std::exception_ptr failure = failed_ != 0 && failed_ <= ticket ? failure_ : nullptr;
   lock.unlock();
-  waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  waited_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -41,7 +42,9 @@ void CommunicationThread::run(const std::function<void()>& job) {
     job();
     return;
   }
-  wait(submit(job));
+  // From before the job is queued: the thread may start it before this thread gets to wait.
+  const Clock::time_point start = Clock::now();
+  wait_since(submit(job), start);
 }
 
 void CommunicationThread::loop() {
@@ -53,14 +56,16 @@ void CommunicationThread::loop() {
     jobs_.pop_front();
     lock.unlock();
     std::exception_ptr failure;
+    const Clock::time_point start = Clock::now();
     try {
       job();
     } catch (...) {
       failure = std::current_exception();
     }
+    busy_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     lock.lock();
-    if (failure && !failure_) failure_ = failure;
     ++completed_;
+    if (failure && !failure_) failure_ = failure, failed_ = completed_;
     ran_.notify_all();
   }
 }

@@ -2,9 +2,9 @@
 // The thread a data-parallel rank talks to the other ranks on (docs/architecture.md, "Data
 // parallel"): jobs run one at a time, in the order they were submitted, while the rank's own thread
 // goes on computing. One thread and one order keep MPI's rule (every rank makes the same calls in
-// the same order) and let MPI run at its simplest thread level, MPI_THREAD_FUNNELED: this thread
-// alone ever calls MPI.
+// the same order); this thread makes every MPI call but MPI_Abort.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,10 +33,15 @@ class CommunicationThread {
   // Runs `job` on the thread and waits for it; from the thread itself (a job's own calls), at once.
   void run(const std::function<void()>& job);
   bool on_thread() const noexcept { return std::this_thread::get_id() == thread_.get_id(); }
-  // Wall time the other threads spent in wait() and run(): the communication they did not hide.
+  // Wall time this thread spent running jobs: the communication, its arithmetic included.
+  double busy_seconds() const noexcept { return busy_seconds_.load(); }
+  // Wall time the other threads spent blocked in wait() and run() (from before the job was queued):
+  // the part of busy_seconds() they did not hide.
   double waited_seconds() const noexcept { return waited_seconds_.load(); }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  void wait_since(Ticket ticket, Clock::time_point start);
   void loop();
 
   std::mutex mutex_;
@@ -46,7 +51,9 @@ class CommunicationThread {
   Ticket submitted_ = 0;
   Ticket completed_ = 0;
   std::exception_ptr failure_;
+  Ticket failed_ = 0;  // the first failed job's ticket
   bool stopping_ = false;
+  std::atomic<double> busy_seconds_{0.0};
   std::atomic<double> waited_seconds_{0.0};
   std::thread thread_;  // last: it starts once the members it reads exist
 };

@@ -55,8 +55,10 @@ class Communicator {
   // Returns once the job of `ticket` and every job before it have run; rethrows a job's failure.
   virtual void wait(Ticket ticket);
 
-  // Wall time spent in this communicator's calls so far, waiting for other ranks included.
-  double seconds() const noexcept { return seconds_.load(); }
+  // Wall time spent communicating so far: in calls to the other ranks (waiting for them included),
+  // and, where jobs run on a thread of the communicator's own, everything those jobs did (the sums'
+  // additions too).
+  virtual double seconds() const noexcept { return seconds_.load(); }
   // The part of it the caller spent blocked (in a call, or in wait()); the rest overlapped its
   // computing. Without a thread of its own, all of it.
   virtual double waited_seconds() const noexcept { return seconds(); }

@@ -105,7 +105,7 @@ class DataParallel {
   int zero_ = 0;
   bool overlap_ = true;
   std::vector<int> owners_;                                  // per store.parameters() index; -1 for a frozen parameter
-  std::vector<float> scratch_;                               // the sums', used on the communicator's thread only
+  std::vector<float> scratch_;                               // the sums', used by the one thread that runs them
   std::unordered_map<int, Communicator::Ticket> in_flight_;  // row -> the job that reads or writes it
   Communicator::Ticket last_ticket_ = 0;
   std::vector<int> sent_gradients_;  // zero 2: others' gradients to free once their sums have run

@@ -5,7 +5,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -21,18 +20,19 @@ namespace {
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
-    // A blocking call waits in MPI's progress loop, which spins by default; this thread shares its
-    // core with the rank's computing, so it yields the core while it waits. The user's setting wins.
-    setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+    // A blocking call waits in MPI's progress loop, which spins unless told to yield. mpirun tells
+    // a rank to spin when the ranks have a core each, but this thread shares its rank's core with
+    // the rank's computing: it yields.
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/1);
     int provided = 0;
     thread_.run([&] {
-      // This thread alone calls MPI: the rank's threads compute, and submit their calls here.
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      // This thread makes every call but MPI_Abort, which a failing rank makes from its own thread
+      // while this one may be inside a collective call: legal at MPI_THREAD_MULTIPLE alone.
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
       if (provided < MPI_THREAD_FUNNELED) {
         MPI_Finalize();
         throw std::runtime_error(
-            "this MPI library cannot be called from a process with other threads (it gives "
-            "thread level " +
+            "this MPI library cannot be used by a process with other threads (it gives thread level " +
             std::to_string(provided) + ", below MPI_THREAD_FUNNELED)");
       }
       MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -43,6 +43,7 @@ class MpiCommunicator final : public Communicator {
       library_ = std::string(version, static_cast<std::size_t>(length));
     });
     if (const auto comma = library_.find(','); comma != std::string::npos) library_.resize(comma);
+    provided_ = provided;
   }
   ~MpiCommunicator() override {
     try {
@@ -111,11 +112,13 @@ class MpiCommunicator final : public Communicator {
     });
   }
   // From the caller's thread, which may find the communicator's thread blocked in a collective
-  // call that will never end: Open MPI's MPI_Abort asks mpirun to end every rank from any thread.
+  // call that will never end. Below MPI_THREAD_MULTIPLE that thread's call may not be joined by
+  // another: the rank exits with the code, and mpirun ends the job on a rank that exits unfinalized.
   [[noreturn]] void abort(int exit_code) override {
-    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    if (provided_ >= MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, exit_code);
     std::_Exit(exit_code);
   }
+  double seconds() const noexcept override { return thread_.busy_seconds(); }
   Ticket submit(std::function<void()> job) override { return thread_.submit(std::move(job)); }
   void wait(Ticket ticket) override { thread_.wait(ticket); }
   double waited_seconds() const noexcept override { return thread_.waited_seconds(); }
@@ -127,17 +130,17 @@ class MpiCommunicator final : public Communicator {
       throw std::length_error("one MPI message of " + std::to_string(bytes) + " bytes: more than MPI's int count");
     return static_cast<int>(bytes);
   }
-  // Runs an MPI call on the communicator's thread (at once when a job makes it there), timed.
+  // Runs an MPI call on the communicator's thread (at once when a job makes it there), counting the
+  // bytes it sends; the thread times it (seconds()).
   template <typename Call>
   void timed(std::size_t bytes, Call&& call) {
     thread_.run([&] {
-      const auto start = std::chrono::steady_clock::now();
       call();
-      seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       bytes_sent_ += bytes;
     });
   }
   CommunicationThread thread_;
+  int provided_ = 0;  // MPI's thread level
   int rank_ = 0;
   int size_ = 1;
   std::string library_;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +45,17 @@ namespace {
 
 std::filesystem::path own_executable() {
   return std::filesystem::read_symlink("/proc/self/exe");
+}
+
+// `name` in a directory of PATH, as a shell would find it; empty when none holds it.
+std::filesystem::path find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream directories(path != nullptr ? path : "");
+  for (std::string directory; std::getline(directories, directory, ':');) {
+    const std::filesystem::path candidate = std::filesystem::path(directory.empty() ? "." : directory) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
 }
 
 // Steps finished so far by a child, from its JSONL (one line per step after the header).
@@ -246,6 +258,7 @@ int command_ab(const std::vector<std::string>& arguments) {
   std::int64_t last_k = 0;
   std::string html;
   std::string out_dir;
+  int ranks = 1;
   AbSettings settings;
   po::options_description options("ab options");
   options.add_options()("manifest", po::value(&manifest_paths)->composing(),
@@ -254,6 +267,8 @@ int command_ab(const std::vector<std::string>& arguments) {
       "set", po::value(&overrides)->composing(), "override a key in every manifest (repeatable)")(
       "html", po::value(&html), "also write a self-contained HTML report here")(
       "out", po::value(&out_dir)->default_value("runs/ab"), "where each run's JSONL and log go")(
+      "ranks", po::value(&ranks)->default_value(1),
+      "train each manifest on this many data-parallel ranks (mpirun -np N; [distributed] picks the stage)")(
       "tolerance", po::value(&settings.tolerance)->default_value(kDefaultTolerance),
       "largest relative loss difference (mean over the last k steps, and any single step) still called "
       "'within tolerance'")("last-k", po::value(&last_k),
@@ -262,7 +277,8 @@ int command_ab(const std::vector<std::string>& arguments) {
   po::positional_options_description positional;
   positional.add("manifest", -1);
   const std::string synopsis =
-      "A.toml B.toml [more.toml...] [--steps N] [--set key=value]... [--html FILE] [--tolerance X] [--last-k N]";
+      "A.toml B.toml [more.toml...] [--steps N] [--set key=value]... [--html FILE] [--tolerance X] [--last-k N] "
+      "[--ranks N]";
   po::variables_map values;
   try {
     po::store(po::command_line_parser(arguments).options(options).positional(positional).style(kCommandLineStyle).run(),
@@ -277,6 +293,7 @@ int command_ab(const std::vector<std::string>& arguments) {
     if (!(settings.tolerance >= 0.0) || !std::isfinite(settings.tolerance))
       throw po::error("--tolerance must be a finite number >= 0");
     if (values.count("last-k") && last_k < 1) throw po::error("--last-k must be at least 1");
+    if (ranks < 1) throw po::error("--ranks must be at least 1");
   } catch (const po::error& e) {
     std::cerr << "strata ab: " << e.what() << "\nusage: strata ab " << synopsis << '\n';
     return kExitInvalidInput;
@@ -315,6 +332,19 @@ int command_ab(const std::vector<std::string>& arguments) {
     std::cerr << "strata ab: " << e.what() << '\n';
     return kExitInvalidInput;
   }
+  // More than one rank: each run is mpirun's, with as many ranks (as root, which Open MPI refuses
+  // unless told; more ranks than cores, which it refuses unless told too).
+  std::vector<std::string> launcher;
+  if (ranks > 1) {
+    const std::filesystem::path mpirun = find_on_path("mpirun");
+    if (mpirun.empty()) {
+      std::cerr << "strata ab: --ranks " << ranks
+                << " runs each manifest under mpirun, which is not on PATH (Debian: apt-get install openmpi-bin)\n";
+      return kExitInvalidInput;
+    }
+    launcher = {mpirun.string(), "-np", std::to_string(ranks), "--oversubscribe"};
+    if (::geteuid() == 0) launcher.push_back("--allow-run-as-root");
+  }
   std::vector<AbRun> runs;
   std::set<std::string> labels;
   bool any_failed = false;
@@ -329,8 +359,8 @@ int command_ab(const std::vector<std::string>& arguments) {
     const std::filesystem::path timeline = std::filesystem::path(out_dir) / (base + ".timeline.json");
     std::filesystem::remove(jsonl);
     std::filesystem::remove(timeline);
-    std::vector<std::string> command = {own_executable().string(), "train", manifest_paths[i], "--metrics",
-                                        jsonl.string()};
+    std::vector<std::string> command = launcher;
+    command.insert(command.end(), {own_executable().string(), "train", manifest_paths[i], "--metrics", jsonl.string()});
     if (!html.empty()) command.insert(command.end(), {"--memory-timeline", timeline.string()});
     for (const std::string& assignment : shared) command.insert(command.end(), {"--set", assignment});
     for (const std::string& assignment : own_outputs(manifests[i], std::filesystem::path(out_dir) / base))

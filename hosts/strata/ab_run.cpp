@@ -1,5 +1,6 @@
 #include "ab_run.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,12 @@ double loss_value(const nlohmann::json& value) {
   return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 }  // namespace
 
 AbRun read_ab_run(const std::filesystem::path& jsonl) {
@@ -29,6 +36,7 @@ AbRun read_ab_run(const std::filesystem::path& jsonl) {
   if (!in) return run;  // the child never got as far as its first record
   std::string line;
   int line_number = 0;
+  std::vector<std::vector<double>> communication_ms, hidden_ms;  // per rank, per step
   while (std::getline(in, line)) {
     ++line_number;
     if (line.empty()) continue;
@@ -73,7 +81,25 @@ AbRun read_ab_run(const std::filesystem::path& jsonl) {
       step.device_bytes = read_categories(record.value("device_bytes", nlohmann::json::object()));
       step.host_bytes = record.value("host_bytes", std::uint64_t{0});
       run.steps.push_back(step);
+      for (const nlohmann::json& entry : record.value("ranks", nlohmann::json::array())) {
+        const std::size_t r = entry.at("rank").get<std::size_t>();
+        if (run.ranks.size() <= r) run.ranks.resize(r + 1), communication_ms.resize(r + 1), hidden_ms.resize(r + 1);
+        AbRank& rank = run.ranks[r];
+        rank.rank = static_cast<int>(r);
+        rank.zero = entry.value("zero", 0);
+        rank.peak_device_bytes = std::max(rank.peak_device_bytes, entry.value("peak_device_bytes", std::uint64_t{0}));
+        const CategoryBytes peaks =
+            read_categories(entry.value("peak_device_bytes_by_category", nlohmann::json::object()));
+        for (std::size_t c = 0; c < peaks.size(); ++c)
+          rank.peak_device_bytes_by_category[c] = std::max(rank.peak_device_bytes_by_category[c], peaks[c]);
+        communication_ms[r].push_back(entry.value("communication_ms", 0.0));
+        hidden_ms[r].push_back(entry.value("hidden_ms", 0.0));
+      }
     }
+  }
+  for (std::size_t r = 0; r < run.ranks.size(); ++r) {  // medians over the steps, as the run's median_ms
+    run.ranks[r].communication_ms = median(communication_ms[r]);
+    run.ranks[r].hidden_ms = median(hidden_ms[r]);
   }
   return run;
 }

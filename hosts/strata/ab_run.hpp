@@ -22,6 +22,16 @@ struct AbStep {
   std::uint64_t host_bytes = 0;
 };
 
+// One data-parallel rank's share of a run (`strata ab --ranks N`), from the steps' `ranks` lists.
+struct AbRank {
+  int rank = 0;
+  int zero = 0;
+  std::uint64_t peak_device_bytes = 0;            // its largest step peak
+  CategoryBytes peak_device_bytes_by_category{};  // each category's largest
+  double communication_ms = 0.0;                  // per step, the median
+  double hidden_ms = 0.0;                         // the part of it that overlapped computing, the median
+};
+
 struct AbRun {
   std::filesystem::path manifest;
   std::string label;  // the manifest's file name, made unique
@@ -48,6 +58,7 @@ struct AbRun {
   double predictor_ms = 0.0;
   std::uint64_t predictor_bytes = 0;  // host + device, as the arenas counted them
   bool complete = false;              // a summary record was read
+  std::vector<AbRank> ranks;          // a data-parallel run's, by rank; empty for one process
   // With --html: the memory timeline of the step the planner's dry run predicts (the run's third),
   // as the run measured it and as the dry run predicted it; why one is missing otherwise.
   std::optional<MemoryTimeline> measured_timeline;

@@ -96,6 +96,37 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
                                   "% of " + fixed(run.transfer_ms, run.transfer_ms < 10 ? 1 : 0) + " ms"
                             : "-");
   rows.push_back(hidden);
+  // Data-parallel runs (--ranks): the busiest rank's memory and calls; the rows above are rank 0's.
+  if (std::any_of(runs.begin(), runs.end(), [](const AbRun& r) { return !r.ranks.empty(); })) {
+    Row ranks{"ranks", {}};
+    for (const AbRun& run : runs)
+      ranks.cells.push_back(run.ranks.empty() ? std::string("1")
+                                              : std::to_string(run.ranks.size()) + ", zero " +
+                                                    std::to_string(run.ranks.front().zero));
+    rows.push_back(ranks);
+    numeric_row(
+        "largest rank's peak",
+        [](const AbRun& r) {
+          std::uint64_t peak = r.ranks.empty() ? r.peak_device_bytes : 0;
+          for (const AbRank& rank : r.ranks) peak = std::max(peak, rank.peak_device_bytes);
+          return static_cast<double>(peak);
+        },
+        mib);
+    Row calls{"communication/step", {}};
+    for (const AbRun& run : runs) {
+      double most = 0.0, all = 0.0, hidden_part = 0.0;
+      for (const AbRank& rank : run.ranks) {
+        most = std::max(most, rank.communication_ms);
+        all += rank.communication_ms;
+        hidden_part += rank.hidden_ms;
+      }
+      calls.cells.push_back(run.ranks.empty() || !run.complete
+                                ? std::string("-")
+                                : fixed(most, most < 10 ? 1 : 0) + " ms, " +
+                                      fixed(all > 0 ? 100.0 * hidden_part / all : 0.0, 0) + "% hidden");
+    }
+    rows.push_back(calls);
+  }
   Row verdict{"verdict", {}};
   for (const AbVerdict& v : verdicts) verdict.cells.push_back(v.label);
   rows.push_back(verdict);

@@ -136,6 +136,19 @@ for zero, category in ((2, "grads"), (3, "weights")):
 print("ok: overlap = false keeps the losses, hides nothing, and holds less at zero 2 and 3")
 EOF
 
+# strata ab --ranks 2: each manifest under mpirun; the table adds the ranks, the largest rank's
+# peak and the calls' time per step with its hidden share.
+for zero in 0 3; do { cat "$q"; printf '[distributed]\nzero = %s\n' $zero; } > "$work/ab-z$zero.toml"; done
+"$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 2 --out "$work/ab" "${small[@]}" > "$work/ab.log" 2>&1 ||
+  { cat "$work/ab.log"; fail "strata ab --ranks 2 failed"; }
+for row in "^ranks  *2, zero 0  *2, zero 3" "^largest rank's peak  *[0-9.]* MiB  *[0-9.]* MiB (0\.[0-9]*x)" \
+  "^communication/step  *[0-9.]* ms, [0-9]*% hidden" "^verdict  *reference  *identical"; do
+  grep -q "$row" "$work/ab.log" || fail "strata ab --ranks 2 printed no row matching '$row': $(cat "$work/ab.log")"
+done
+expect 2 "--ranks must be at least 1" -- "$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 0
+expect 2 "mpirun, which is not on PATH" -- env PATH=/nonexistent "$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 2
+echo "ok: strata ab --ranks 2 shows the ranks' peaks and calls; bad --ranks exit 2"
+
 # Two ranks against one process with two micro batches: the same batches, the gradients summed in
 # another order (one process accumulates each micro batch's into the same rows): within 1e-5.
 within() {  # within A B: each step's loss of A within a relative 1e-5 of B's
