@@ -145,6 +145,11 @@ TEST(AbRun, ReadsEveryRanksShareOfTheSteps) {
   EXPECT_EQ(run.ranks[0].communication_ms, 12.0);  // the median of 40, 10 and 12
   EXPECT_EQ(run.ranks[1].hidden_ms, 2.0);          // of 0, 2 and 3
   EXPECT_TRUE(read_ab_run(dir / "missing.jsonl").ranks.empty());
+  for (const char* rank : {"-1", "1.5", "4096"}) {
+    test::write_text(dir / "bad.jsonl",
+                     std::string("{\"step\": 1, \"loss\": 5.0, \"ranks\": [{\"rank\": ") + rank + "}]}\n");
+    EXPECT_THROW(read_ab_run(dir / "bad.jsonl"), std::runtime_error) << rank;
+  }
 }
 
 TEST(AbVerdict, DefaultLastKIsAQuarterOfTheStepsUpToTen) {

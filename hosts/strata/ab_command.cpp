@@ -132,6 +132,9 @@ ChildOutcome run_child(const std::vector<std::string>& command, const std::files
   FileDescriptor stderr_write(pipe_ends[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  // Nothing to read: a child that reads stdin (mpirun forwards it to rank 0) must not take the
+  // terminal's, nor stop a comparison run in the background.
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, log_fd.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, stderr_write.get(), STDERR_FILENO);
   std::vector<char*> argv;
@@ -225,8 +228,9 @@ std::vector<std::string> own_outputs(const Manifest& manifest, const std::filesy
   return assignments;
 }
 
-// The report's within-step timelines: the run's own, and the planner's prediction of it.
-void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::path& measured) {
+// The report's within-step timelines: the run's own (rank 0's, for ranks > 1), and the planner's
+// prediction of it.
+void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::path& measured, int ranks) {
   std::vector<std::string> notes;
   std::error_code error;
   if (std::filesystem::exists(measured, error)) {
@@ -241,7 +245,8 @@ void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::
   try {
     PluginRegistry registry = load_plugins(manifest);
     MemoryTimeline predicted;
-    (void)predict_memory(manifest, registry, nullptr, nullptr, &predicted);
+    (void)predict_memory(manifest, registry, nullptr, nullptr, &predicted,
+                         ranks > 1 ? std::optional<PlannedRank>(PlannedRank{0, ranks}) : std::nullopt);
     run.predicted_timeline = std::move(predicted);
   } catch (const std::exception& e) {
     notes.push_back(std::string("no prediction: ") + e.what());
@@ -293,7 +298,7 @@ int command_ab(const std::vector<std::string>& arguments) {
     if (!(settings.tolerance >= 0.0) || !std::isfinite(settings.tolerance))
       throw po::error("--tolerance must be a finite number >= 0");
     if (values.count("last-k") && last_k < 1) throw po::error("--last-k must be at least 1");
-    if (ranks < 1) throw po::error("--ranks must be at least 1");
+    if (ranks < 1 || ranks > 1024) throw po::error("--ranks must be 1 to 1024");
   } catch (const po::error& e) {
     std::cerr << "strata ab: " << e.what() << "\nusage: strata ab " << synopsis << '\n';
     return kExitInvalidInput;
@@ -342,7 +347,9 @@ int command_ab(const std::vector<std::string>& arguments) {
                 << " runs each manifest under mpirun, which is not on PATH (Debian: apt-get install openmpi-bin)\n";
       return kExitInvalidInput;
     }
-    launcher = {mpirun.string(), "-np", std::to_string(ranks), "--oversubscribe"};
+    // --quiet: without mpirun's own banners after a failing rank's message, the run's last error
+    // line is the rank's.
+    launcher = {mpirun.string(), "-np", std::to_string(ranks), "--oversubscribe", "--quiet"};
     if (::geteuid() == 0) launcher.push_back("--allow-run-as-root");
   }
   std::vector<AbRun> runs;
@@ -404,7 +411,7 @@ int command_ab(const std::vector<std::string>& arguments) {
                   run.failure.empty() ? "(nothing on stderr)" : run.failure.c_str());
       any_failed = true;
     }
-    if (!html.empty()) add_timelines(run, manifests[i], timeline);
+    if (!html.empty()) add_timelines(run, manifests[i], timeline, ranks);
     runs.push_back(std::move(run));
   }
 

@@ -22,6 +22,8 @@ double loss_value(const nlohmann::json& value) {
   return value.is_null() ? std::numeric_limits<double>::quiet_NaN() : value.get<double>();
 }
 
+constexpr std::int64_t kMaxRanks = 1024;  // as `strata ab --ranks` allows
+
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
@@ -82,10 +84,16 @@ AbRun read_ab_run(const std::filesystem::path& jsonl) {
       step.host_bytes = record.value("host_bytes", std::uint64_t{0});
       run.steps.push_back(step);
       for (const nlohmann::json& entry : record.value("ranks", nlohmann::json::array())) {
-        const std::size_t r = entry.at("rank").get<std::size_t>();
-        if (run.ranks.size() <= r) run.ranks.resize(r + 1), communication_ms.resize(r + 1), hidden_ms.resize(r + 1);
+        const nlohmann::json& rank_number = entry.at("rank");
+        const std::int64_t number = rank_number.is_number_integer() ? rank_number.get<std::int64_t>() : -1;
+        if (number < 0 || number >= kMaxRanks)
+          throw std::runtime_error(jsonl.string() + ":" + std::to_string(line_number) + ": rank " + rank_number.dump() +
+                                   " is not a rank number (0 to " + std::to_string(kMaxRanks - 1) + ")");
+        const auto r = static_cast<std::size_t>(number);
+        while (run.ranks.size() <= r) run.ranks.push_back(AbRank{static_cast<int>(run.ranks.size())});
+        communication_ms.resize(run.ranks.size());
+        hidden_ms.resize(run.ranks.size());
         AbRank& rank = run.ranks[r];
-        rank.rank = static_cast<int>(r);
         rank.zero = entry.value("zero", 0);
         rank.peak_device_bytes = std::max(rank.peak_device_bytes, entry.value("peak_device_bytes", std::uint64_t{0}));
         const CategoryBytes peaks =

@@ -100,9 +100,10 @@ void print_ab_table(std::ostream& out, const std::vector<AbRun>& runs, const std
   if (std::any_of(runs.begin(), runs.end(), [](const AbRun& r) { return !r.ranks.empty(); })) {
     Row ranks{"ranks", {}};
     for (const AbRun& run : runs)
-      ranks.cells.push_back(run.ranks.empty() ? std::string("1")
-                                              : std::to_string(run.ranks.size()) + ", zero " +
-                                                    std::to_string(run.ranks.front().zero));
+      ranks.cells.push_back(!run.complete       ? std::string("-")
+                            : run.ranks.empty() ? std::string("1")
+                                                : std::to_string(run.ranks.size()) + ", zero " +
+                                                      std::to_string(run.ranks.front().zero));
     rows.push_back(ranks);
     numeric_row(
         "largest rank's peak",

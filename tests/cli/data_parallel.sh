@@ -66,11 +66,12 @@ print("ok: per-rank telemetry, zero 1's optimizer state by rank:",
       [r["peak_device_bytes_by_category"]["optimizer"] for r in z0["ranks"]])
 EOF
 
-# plan --ranks predicts each rank's device peak by category: for zero 2 the run's telemetry, to the byte.
-for zero in 2 3; do
-"$strata" plan "$q" "${small[@]}" --set distributed.zero=$zero --ranks 2 > "$work/plan.log" 2>&1 ||
-  { cat "$work/plan.log"; fail "plan --ranks 2 failed"; }
-python3 - "$work" z$zero <<'EOF' || fail "plan --ranks does not predict the run's per-rank peaks: $(cat "$work/plan.log")"
+# plan --ranks predicts each rank's device peak by category: the run's telemetry, to the byte.
+plan_matches() {  # plan_matches RUN [--set ...]: the plan of RUN's settings against RUN's last step
+  local run=$1; shift
+  "$strata" plan "$q" "${small[@]}" "$@" --ranks 2 > "$work/plan.log" 2>&1 ||
+    { cat "$work/plan.log"; fail "plan --ranks 2 failed"; }
+  python3 - "$work" "$run" <<'EOF' || fail "plan --ranks does not predict the $run run's per-rank peaks: $(cat "$work/plan.log")"
 import json, sys
 def fmt(b):  # core/util/format_bytes.cpp
     units, value, unit = ["B", "KiB", "MiB", "GiB", "TiB"], float(b), 0
@@ -86,7 +87,8 @@ for entry in record["ranks"]:
     assert measured == predicted, (entry["rank"], measured, predicted)
 print(f"ok: plan --ranks 2 predicts both ranks' peaks by category as the {sys.argv[2]} run measured them")
 EOF
-done
+}
+for zero in 2 3; do plan_matches z$zero --set distributed.zero=$zero; done
 
 # Weights stored in bf16 and in int8 (f32 masters, which the owners keep from zero 1 on, and send
 # as stored): every stage still gives zero 0's losses.
@@ -135,6 +137,7 @@ for zero, category in ((2, "grads"), (3, "weights")):
         assert waiting[-1]["ranks"][rank]["hidden_ms"] == 0, waiting[-1]["ranks"]
 print("ok: overlap = false keeps the losses, hides nothing, and holds less at zero 2 and 3")
 EOF
+for zero in 2 3; do plan_matches w$zero --set distributed.zero=$zero --set distributed.overlap=false; done
 
 # strata ab --ranks 2: each manifest under mpirun; the table adds the ranks, the largest rank's
 # peak and the calls' time per step with its hidden share.
@@ -145,7 +148,10 @@ for row in "^ranks  *2, zero 0  *2, zero 3" "^largest rank's peak  *[0-9.]* MiB 
   "^communication/step  *[0-9.]* ms, [0-9]*% hidden" "^verdict  *reference  *identical"; do
   grep -q "$row" "$work/ab.log" || fail "strata ab --ranks 2 printed no row matching '$row': $(cat "$work/ab.log")"
 done
-expect 2 "--ranks must be at least 1" -- "$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 0
+expect 2 "--ranks must be 1 to 1024" -- "$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 0
+# A run that fails under mpirun reports its rank's own error line, not mpirun's banner.
+expect 1 "exit 2: $work/ab-z0.toml: train.batch = 3 is not divisible by 2 ranks" -- \
+  "$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 2 --out "$work/ab-bad" --set train.batch=3
 expect 2 "mpirun, which is not on PATH" -- env PATH=/nonexistent "$strata" ab "$work/ab-z0.toml" "$work/ab-z3.toml" --ranks 2
 echo "ok: strata ab --ranks 2 shows the ranks' peaks and calls; bad --ranks exit 2"
 
