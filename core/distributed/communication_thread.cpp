@@ -65,7 +65,10 @@ void CommunicationThread::loop() {
     busy_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     lock.lock();
     ++completed_;
-    if (failure && !failure_) failure_ = failure, failed_ = completed_;
+    if (failure && !failure_) {
+      failure_ = failure;
+      failed_ = completed_;
+    }
     ran_.notify_all();
   }
 }

@@ -15,6 +15,7 @@
 #include "core/device/disk_tier.hpp"
 #include "core/training/training_run.hpp"
 #include "core/util/atomic_file.hpp"
+#include "core/util/median.hpp"
 #include "kernels/cpu/cpu_ops.hpp"
 
 namespace strata {
@@ -43,8 +44,7 @@ double measure_seconds(const std::function<void()>& op, double at_least) {
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     total += times.back();
   } while (times.size() < 3 || (total < at_least && times.size() < 25));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
 }
 
 namespace {

@@ -38,6 +38,7 @@
 #include "core/training/run_outputs.hpp"
 #include "core/training/stop_signal.hpp"
 #include "core/util/format_bytes.hpp"
+#include "core/util/median.hpp"
 #include "core/util/random.hpp"
 
 namespace strata {
@@ -292,12 +293,6 @@ std::vector<RankStepMetrics> gather_rank_metrics(DataParallel& parallel, std::in
     ranks.push_back(metrics);
   }
   return ranks;
-}
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace
@@ -656,9 +651,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   summary.steps = static_cast<std::int64_t>(step_ms.size());
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   if (!step_ms.empty()) {
-    std::vector<double> sorted = step_ms;
-    std::sort(sorted.begin(), sorted.end());
-    summary.median_ms = sorted[sorted.size() / 2];
+    summary.median_ms = median(step_ms);
     summary.tokens_per_s = static_cast<double>(tokens_per_step) / (summary.median_ms / 1000.0);
   }
   const ArenaStats stats = device_memory.stats();
@@ -686,7 +679,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                  format_bytes(result.disk->bytes_read), format_bytes(result.disk->bytes_written),
                  result.disk->busy_seconds, result.disk->waited_seconds, format_bytes(result.disk->peak_total));
   }
-  if (parallel) log_ranks(*parallel, stats, summary.median_ms, median_of(communication_ms), median_of(hidden_ms));
+  if (parallel) log_ranks(*parallel, stats, summary.median_ms, median(communication_ms), median(hidden_ms));
   if (options.profile && root) {
     std::cout << "\nkernel time (" << summary.steps << " steps, evaluation included)\n";
     model.profiler().print(std::cout, summary.steps);

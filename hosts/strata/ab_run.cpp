@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/util/median.hpp"
+
 namespace strata {
 
 namespace {
@@ -23,12 +25,6 @@ double loss_value(const nlohmann::json& value) {
 }
 
 constexpr std::int64_t kMaxRanks = 1024;  // as `strata ab --ranks` allows
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 }  // namespace
 
