@@ -310,7 +310,9 @@ TEST(CudaPluginKernels, FlashAttentionOnTensorCoresStaysNearTheCpuKernel) {
       float* d_dqkv = on_gpu.upload(dqkv_start);
       float* d_out = on_gpu.upload(std::vector<float>(N * C, NAN));  // every element must be written
       float* d_lse = on_gpu.upload(std::vector<float>(lse.size(), NAN));
-      float* d_scratch = on_gpu.upload(std::vector<float>(scratch.size(), NAN));
+      // The tensor-core backward's scratch also holds its bf16 copies of q, k, v and dout.
+      const std::int64_t scratch_floats = flash::cuda::scratch_floats(s, flash::cuda::Operands::bf16);
+      float* d_scratch = on_gpu.upload(std::vector<float>(scratch_floats, NAN));
       const AttentionInputs in{d_qkv, d_qkv + k_offset, d_qkv + v_offset, q_stride, kv_stride};
       ASSERT_TRUE(flash::cuda::forward(stream, s, d_out, d_lse, in, flash::cuda::Operands::bf16));
       ASSERT_TRUE(flash::cuda::backward(stream, s, {d_dqkv, d_dqkv + k_offset, d_dqkv + v_offset, q_stride, kv_stride},

@@ -5,7 +5,7 @@
 // It compares forward out and dq/dk/dv (added into random pre-filled buffers) with a float64 CPU
 // reference (kernels/cpu/attention.hpp's templates), checks that two runs agree bit for bit and
 // that every output element was written (outputs poisoned with NaN first), then times forward and
-// backward at B16 H12 T1024 D64 beside the cuBLAS baseline (kernels/cuda/attention.cu). Bounds:
+// backward at three model shapes (main's list) beside the cuBLAS baseline (kernels/cuda/attention.cu). Bounds:
 // max |gpu - ref| / max |ref| < 2e-5 for f32; for bf16 operands ||gpu - ref|| / ||ref|| < 1e-2.
 #include <algorithm>
 #include <cmath>
@@ -108,7 +108,7 @@ bool run_case(const Case& c, std::mt19937& rng, Operands operands) {
 
   DeviceBuffer<float> d_qkv(lay.total), d_dqkv(lay.total), d_dout(out_count), d_out(out_count);
   DeviceBuffer<float> d_saved(strata::flash::cuda::lse_floats(shape));
-  DeviceBuffer<float> d_scratch(strata::flash::cuda::scratch_floats(shape));
+  DeviceBuffer<float> d_scratch(strata::flash::cuda::scratch_floats(shape, operands));
   check(cudaMemcpy(d_qkv.data, qkv.data(), lay.total * 4, cudaMemcpyHostToDevice), "h2d");
   check(cudaMemcpy(d_dout.data, dout.data(), out_count * 4, cudaMemcpyHostToDevice), "h2d");
   const strata::AttentionInputs in{d_qkv.data + lay.q_offset, d_qkv.data + lay.k_offset, d_qkv.data + lay.v_offset,
@@ -120,7 +120,7 @@ bool run_case(const Case& c, std::mt19937& rng, Operands operands) {
     check(cudaMemcpy(d_dqkv.data, dqkv0.data(), lay.total * 4, cudaMemcpyHostToDevice), "h2d");
     check(cudaMemset(d_out.data, 0xff, out_count * 4), "memset");
     check(cudaMemset(d_saved.data, 0xff, strata::flash::cuda::lse_floats(shape) * 4), "memset");
-    check(cudaMemset(d_scratch.data, 0xff, strata::flash::cuda::scratch_floats(shape) * 4), "memset");
+    check(cudaMemset(d_scratch.data, 0xff, strata::flash::cuda::scratch_floats(shape, operands) * 4), "memset");
     if (!strata::flash::cuda::forward(nullptr, shape, d_out.data, d_saved.data, in, operands)) {
       std::printf("shape refused\n");
       return false;
@@ -196,8 +196,7 @@ float time_ms(Fn fn, int reps) {
   return median(times);
 }
 
-void benchmark() {
-  const Case c{16, 1024, 12, 12, 64, true};
+void benchmark(const Case& c) {
   const strata::AttentionShape shape{c.batch, c.seq_len, c.n_head, c.n_kv_head, c.head_dim};
   const Layout lay = layout_of(c);
   const std::int64_t out_count = static_cast<std::int64_t>(c.batch) * c.seq_len * c.n_head * c.head_dim;
@@ -217,7 +216,7 @@ void benchmark() {
   const double bwd_flop = 2.5 * fwd_flop;
   for (const Operands operands : {Operands::f32, Operands::bf16}) {
     DeviceBuffer<float> saved(strata::flash::cuda::lse_floats(shape));
-    DeviceBuffer<float> scratch(strata::flash::cuda::scratch_floats(shape));
+    DeviceBuffer<float> scratch(strata::flash::cuda::scratch_floats(shape, operands));
     const float f =
         time_ms([&] { strata::flash::cuda::forward(nullptr, shape, out.data, saved.data, in, operands); }, 20);
     const float b = time_ms(
@@ -226,8 +225,9 @@ void benchmark() {
                                         operands);
         },
         20);
-    std::printf("flash %s B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
-                operands == Operands::bf16 ? "bf16" : "f32 ", f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
+    std::printf("flash %s B%d H%d/%d T%d D%d: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
+                operands == Operands::bf16 ? "bf16" : "f32 ", c.batch, c.n_head, c.n_kv_head, c.seq_len, c.head_dim, f,
+                fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
   }
   {
     cublasHandle_t cublas;
@@ -241,8 +241,9 @@ void benchmark() {
           strata::cuda::attention_backward(nullptr, cublas, shape, grads, dout.data, in, saved.data, scratch.data);
         },
         10);
-    std::printf("baseline   B16 H12 T1024 D64: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
-                f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
+    std::printf("baseline   B%d H%d/%d T%d D%d: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
+                c.batch, c.n_head, c.n_kv_head, c.seq_len, c.head_dim, f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9,
+                f + b);
     cublasDestroy(cublas);
   }
 }
@@ -263,7 +264,9 @@ int main(int argc, char** argv) {
           if (T == 257) ok = run_case({B, T, 4, 1, D, true}, rng, operands) && ok;  // MQA, packed
         }
   }
-  benchmark();
+  // GPT-2 124M's attention; a TinyLlama-1.1B-shaped LLaMA's (grouped, T 2048); a 7B LLaMA's (head dim 128).
+  for (const Case& c : {Case{16, 1024, 12, 12, 64, true}, Case{4, 2048, 32, 4, 64, true}, Case{1, 2048, 32, 32, 128, true}})
+    benchmark(c);
   std::printf(ok ? "ALL OK\n" : "SOME FAILED\n");
   return ok ? 0 : 1;
 }

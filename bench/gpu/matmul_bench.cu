@@ -2,13 +2,15 @@
 // (N = 16384 rows), each timed three ways with CUDA events (median of 30 after 5 warm-ups, inputs
 // random, never zeros):
 //   strata   kernels/cuda/matmul.cu as the backend runs it: f32 input narrowed to bf16, bf16 weight,
-//            bias broadcast, f32 output (forward); input and dout narrowed, dinp, dweight (+=) and
-//            the dbias gemv (backward)
+//            the bias added in cuBLASLt's epilogue, f32 output (forward; "plain": the bias broadcast
+//            into out first, then beta = 1); input and dout narrowed, dinp, dweight (+=) and the
+//            dbias gemv (backward; "bwd gemm": its two products alone)
 //   gemm     the same cuBLAS product alone, bf16 operands, f32 output (no narrowing, no bias)
 //   bf16out  all bf16 (operands and output), as PyTorch's autocast runs it
 // and printed with TFLOP/s (2 N C OC a forward product, twice that backward). A build with nvcc
 // makes it as bench/strata_matmul_gpu_bench; bench/gpu_check.sh --matmul-bench runs it.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -104,9 +106,12 @@ int main() {
   check(cudaMalloc(&cublas_workspace, 32 << 20), "workspace");
   check(cublasSetWorkspace(handle, cublas_workspace, 32 << 20), "cublas workspace");
   std::mt19937 random(7);
-  std::printf("%-10s %9s %9s %9s | %9s %9s | %8s %8s %8s\n", "product", "fwd ms", "gemm ms", "bf16out", "bwd ms",
-              "TFLOP/s", "fwd", "gemm", "bf16out");
-  double total_forward = 0, total_backward = 0, total_gemm = 0, total_bf16 = 0;
+  strata::cuda::BiasMatmul bias_matmul;
+  const strata::cuda::BiasEpilogue epilogue{&bias_matmul, cublas_workspace, std::size_t{32} << 20};
+  std::printf("%-10s %9s %9s %9s %9s | %9s %9s %9s | %8s %8s %8s\n", "product", "fwd ms", "plain ms", "gemm ms",
+              "bf16out", "bwd ms", "bwd gemm", "TFLOP/s", "fwd", "gemm", "bf16out");
+  double total_forward = 0, total_plain = 0, total_backward = 0, total_backward_gemm = 0, total_gemm = 0,
+         total_bf16 = 0, worst_epilogue_difference = 0;
   for (const Product& p : products) {
     const MatmulShape shape{N, p.in, p.out, WeightLayout::in_out};
     DeviceBuffer<float> inp(N * p.in, random), out(N * p.out, random), bias(p.out, random), dout(N * p.out, random),
@@ -116,7 +121,28 @@ int main() {
     void* staging = nullptr;
     check(cudaMalloc(&staging, strata::cuda::matmul_bf16_workspace_bytes(shape)), "staging");
     const strata::Weight w{weight.data, strata::DType::bf16, nullptr, 0};
+    // The epilogue's bias against the plain path's broadcast: the same sums, so equal to rounding.
+    std::vector<float> plain_out(static_cast<std::size_t>(N * p.out)), fused_out(plain_out.size());
+    check(strata::cuda::matmul_forward(stream, handle, out.data, inp.data, w, bias.data, shape, staging, true),
+          "forward");
+    check(cudaMemcpy(plain_out.data(), out.data, plain_out.size() * 4, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemset(out.data, 0xff, plain_out.size() * 4), "poison");  // NaNs: every element must be written
+    check(strata::cuda::matmul_forward(stream, handle, out.data, inp.data, w, bias.data, shape, staging, true, epilogue),
+          "forward");
+    check(cudaMemcpy(fused_out.data(), out.data, fused_out.size() * 4, cudaMemcpyDeviceToHost), "download");
+    double difference = 0, scale = 0;
+    for (std::size_t i = 0; i < plain_out.size(); ++i) {
+      const double gap = std::isnan(fused_out[i]) ? INFINITY : std::fabs(double{fused_out[i]} - plain_out[i]);
+      difference = std::max(difference, gap);
+      scale = std::max(scale, static_cast<double>(std::fabs(plain_out[i])));
+    }
+    worst_epilogue_difference = std::max(worst_epilogue_difference, difference / scale);
     const double forward = median_ms(stream, [&] {
+      check(strata::cuda::matmul_forward(stream, handle, out.data, inp.data, w, bias.data, shape, staging, true,
+                                         epilogue),
+            "forward");
+    });
+    const double plain = median_ms(stream, [&] {
       check(strata::cuda::matmul_forward(stream, handle, out.data, inp.data, w, bias.data, shape, staging, true),
             "forward");
     });
@@ -137,19 +163,34 @@ int main() {
                          CUDA_R_16BF, c, &beta, out16.data, CUDA_R_16BF, oc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "bf16out");
     });
+    // The backward's two products alone, on operands already bf16 (out16 standing in for dout).
+    const float one = 1.0f;
+    const double backward_gemm = median_ms(stream, [&] {
+      check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, c, n, oc, &alpha, weight.data, CUDA_R_16BF, oc, out16.data,
+                         CUDA_R_16BF, oc, &beta, dinp.data, CUDA_R_32F, c, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "dinp gemm");
+      check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, oc, c, n, &alpha, out16.data, CUDA_R_16BF, oc, inp16.data,
+                         CUDA_R_16BF, c, &one, dweight.data, CUDA_R_32F, oc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "dweight gemm");
+    });
     const double flop = 2.0 * N * p.in * p.out;
     const auto rate = [](double f, double ms) { return f / (ms * 1e-3) / 1e12; };
-    std::printf("%-10s %9.3f %9.3f %9.3f | %9.3f %9.1f | %8.1f %8.1f %8.1f\n", p.name, forward, gemm, bf16out, backward,
-                rate(2 * flop, backward), rate(flop, forward), rate(flop, gemm), rate(flop, bf16out));
-    total_forward += forward, total_backward += backward, total_gemm += gemm, total_bf16 += bf16out;
+    std::printf("%-10s %9.3f %9.3f %9.3f %9.3f | %9.3f %9.3f %9.1f | %8.1f %8.1f %8.1f\n", p.name, forward, plain, gemm,
+                bf16out, backward, backward_gemm, rate(2 * flop, backward), rate(flop, forward), rate(flop, gemm),
+                rate(flop, bf16out));
+    total_forward += forward, total_plain += plain, total_backward += backward, total_backward_gemm += backward_gemm;
+    total_gemm += gemm, total_bf16 += bf16out;
     cudaFree(staging);
   }
   std::printf(
-      "one block: forward %.3f ms (the GEMMs alone %.3f, all-bf16 %.3f), backward %.3f ms; x12 blocks: %.1f + "
-      "%.1f ms\n",
-      total_forward, total_gemm, total_bf16, total_backward, 12 * total_forward, 12 * total_backward);
+      "one block: forward %.3f ms (bias broadcast first %.3f, the GEMMs alone %.3f, all-bf16 %.3f), backward %.3f ms "
+      "(its GEMMs alone %.3f); x12 blocks: %.1f + %.1f ms\n",
+      total_forward, total_plain, total_gemm, total_bf16, total_backward, total_backward_gemm, 12 * total_forward,
+      12 * total_backward);
+  std::printf("bias in the epilogue against broadcast first: max |difference| / max |out| = %.3g %s\n",
+              worst_epilogue_difference, worst_epilogue_difference < 1e-5 ? "ok" : "FAILED");
   cudaFree(cublas_workspace);
   cublasDestroy(handle);
   cudaStreamDestroy(stream);
-  return 0;
+  return worst_epilogue_difference < 1e-5 ? 0 : 1;
 }

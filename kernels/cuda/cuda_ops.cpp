@@ -54,8 +54,8 @@ class CudaOpsImpl final : public CudaOps {
       : name_(std::move(name)), stream_(stream), workspace_(workspace), tf32_(tf32_products) {
     check_cuda("start", cudaGetDevice(&device_));  // the backend made its device current
     cublasSetStream(cublas_.get(), stream_);
-    cublasSetWorkspace(cublas_.get(), workspace_.reserve(WorkspaceSlot::cublas, kCublasWorkspaceBytes),
-                       kCublasWorkspaceBytes);
+    cublas_workspace_ = workspace_.reserve(WorkspaceSlot::cublas, kCublasWorkspaceBytes);
+    cublasSetWorkspace(cublas_.get(), cublas_workspace_, kCublasWorkspaceBytes);
     // Host-side scalars (alpha, beta). The default math mode keeps f32 products in f32; TF32 mode
     // lets attention's batched products use the tensor cores (matmul.cu picks its compute type).
     cublasSetPointerMode(cublas_.get(), CUBLAS_POINTER_MODE_HOST);
@@ -73,8 +73,8 @@ class CudaOpsImpl final : public CudaOps {
       void* staging = weight.dtype == DType::bf16
                           ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(shape))
                           : nullptr;
-      check_cublas("matmul_forward",
-                   cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging, tf32_));
+      check_cublas("matmul_forward", cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging,
+                                                          tf32_, {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}));
     });
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
@@ -352,6 +352,8 @@ class CudaOpsImpl final : public CudaOps {
   cudaStream_t stream_;
   WorkspaceSource& workspace_;
   CublasHandle cublas_;
+  void* cublas_workspace_ = nullptr;  // shared with bias_matmul_: both run on stream_ only
+  BiasMatmul bias_matmul_;
   bool tf32_;
   int device_ = 0;
   std::exception_ptr error_;

@@ -61,7 +61,8 @@ void fill_floats(cudaStream_t stream, float* out, float value, std::int64_t coun
 }
 
 cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float* out, const float* inp, Weight weight,
-                              const float* bias, const MatmulShape& shape, void* workspace, bool tf32) {
+                              const float* bias, const MatmulShape& shape, void* workspace, bool tf32,
+                              BiasEpilogue epilogue) {
   const std::int64_t N = shape.rows, C = shape.in_features, OC = shape.out_features;
   if (N == 0 || OC == 0) return CUBLAS_STATUS_SUCCESS;
   Operand input{inp, CUDA_R_32F};
@@ -69,6 +70,11 @@ cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float*
     auto* narrowed = static_cast<std::uint16_t*>(workspace);
     narrow(stream, narrowed, inp, N * C);
     input = {narrowed, CUDA_R_16BF};
+    if (bias != nullptr && epilogue.matmul != nullptr) {
+      const cublasStatus_t status = epilogue.matmul->forward(stream, out, narrowed, weight.data, bias, shape,
+                                                             epilogue.workspace, epilogue.workspace_bytes);
+      if (status != CUBLAS_STATUS_NOT_SUPPORTED) return status;
+    }
   }
   if (bias != nullptr) broadcast_rows_kernel<<<grid_stride_blocks(N * OC), kThreads, 0, stream>>>(out, bias, N, OC);
   const float beta = bias != nullptr ? 1.0f : 0.0f;

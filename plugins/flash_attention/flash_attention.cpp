@@ -14,6 +14,7 @@
 #include <string>
 
 #include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
+#include "plugins/flash_attention/tensor_core_scratch.hpp"
 #include "strata/plugin.hpp"
 
 #if STRATA_FLASH_ATTENTION_CUDA
@@ -65,7 +66,7 @@ class FlashAttention final : public Kernel {
                                        " offers (head dim 128 needs 218 KiB, an sm_90 GPU)"
                                  : std::string(target.backend) +
                                        " cannot run bf16 tensor-core products with this head dim (sm_80 or later, "
-                                       "and 121 KiB of shared memory per block at head dim 128)");
+                                       "and 103 KiB of shared memory per block at head dim 128)");
     }
     return {};
 #else
@@ -83,12 +84,13 @@ class FlashAttention final : public Kernel {
     return {};
   }
 
-  // The same on both backends: the log-sum-exp rows, and rowsum(dout ⊙ out) in backward.
+  // The same on both backends: the log-sum-exp rows, and rowsum(dout ⊙ out) in backward; the
+  // tensor-core kernels' backward also keeps bf16 copies of its operands.
   std::int64_t saved_floats(const AttentionShape& shape) const noexcept override {
     return flash::cpu::lse_floats(shape);
   }
   std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
-    return flash::cpu::scratch_floats(shape);
+    return kProducts == Products::f32 ? flash::cpu::scratch_floats(shape) : flash::tensor_core_scratch_floats(shape);
   }
 
   Status attention_forward(const AttentionShape& shape, float* out, float* saved, const AttentionInputs& in) override {

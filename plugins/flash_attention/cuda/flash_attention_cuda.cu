@@ -5,6 +5,7 @@
 
 #include "plugins/flash_attention/cuda/flash_attention_launch.cuh"
 #include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
+#include "plugins/flash_attention/tensor_core_scratch.hpp"
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
 // - Every tile kernel runs 256 threads as a 16 x 16 grid: thread (ty, tx) owns rows ty*4 .. ty*4+3
@@ -418,8 +419,8 @@ std::int64_t lse_floats(const AttentionShape& shape) {
   return row_floats(shape);
 }
 
-std::int64_t scratch_floats(const AttentionShape& shape) {
-  return row_floats(shape);
+std::int64_t scratch_floats(const AttentionShape& shape, Operands operands) {
+  return operands == Operands::bf16 ? tensor_core_scratch_floats(shape) : row_floats(shape);
 }
 
 bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in,
@@ -442,7 +443,8 @@ bool backward(cudaStream_t stream, const AttentionShape& shape, const AttentionG
   delta_kernel<<<delta_blocks, kDeltaRowsPerBlock * kWarpSize, 0, stream>>>(scratch, dout, out, rows, shape.seq_len,
                                                                             shape.n_head, shape.head_dim);
   if (operands == Operands::bf16) {
-    tensor_cores::launch_backward(stream, shape, grads, dout, in, lse, scratch);
+    tensor_cores::launch_backward(stream, shape, grads, dout, in, lse, scratch,
+                                  scratch + tensor_core_copies_offset(shape));
     return true;
   }
   const Upstream up{dout, lse, scratch};

@@ -17,8 +17,9 @@
 // (sm_90; an A100's 163 KiB is not enough), which supports() asks the current device about.
 //
 // Operands::bf16 runs the same algorithm on the tensor cores (flash_attention_tensor_cores.hpp):
-// bf16 operands, f32 accumulation and softmax, deterministic too; it needs sm_80 or later and 89
-// KiB (head dim 64) or 121 KiB (128) of shared memory per block.
+// bf16 operands, f32 accumulation and softmax, deterministic too; it needs sm_80 or later and 55
+// KiB (head dim 64) or 103 KiB (128) of shared memory per block, and a larger backward scratch
+// (tensor_core_scratch.hpp: bf16 copies of q, k, v and dout).
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -32,7 +33,7 @@ enum class Operands { f32, bf16 };
 
 bool supports(const AttentionShape& shape, Operands operands = Operands::f32);
 std::int64_t lse_floats(const AttentionShape& shape);
-std::int64_t scratch_floats(const AttentionShape& shape);
+std::int64_t scratch_floats(const AttentionShape& shape, Operands operands = Operands::f32);
 
 // Both launch nothing and return false for a shape supports() refuses.
 bool forward(cudaStream_t stream, const AttentionShape& shape, float* out, float* lse, const AttentionInputs& in,
