@@ -9,8 +9,10 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "kernels/cpu/cpu_ops.hpp"
+#include "strata/dtype.hpp"
 
 namespace strata::test {
 
@@ -113,20 +115,50 @@ class SealedCopyStream final : public CopyStream {
 // The CPU op table with the device mappings open for the duration of each call.
 class SealedOps final : public Ops {
  public:
-  SealedOps(std::unique_ptr<Ops> ops, SealedMappings& mappings) : ops_(std::move(ops)), mappings_(mappings) {}
+  SealedOps(std::unique_ptr<Ops> ops, SealedMappings& mappings, SealedProducts products)
+      : ops_(std::move(ops)), mappings_(mappings), products_(products) {}
 
   std::string_view backend() const noexcept override { return ops_->backend(); }
-  bool has(Op op) const noexcept override { return ops_->has(op); }
+  bool has(Op op) const noexcept override {
+    return op == Op::matmul_bf16_input ? products_ == SealedProducts::bf16_inputs : ops_->has(op);
+  }
 
   void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
                       Scratch scratch) noexcept override {
     const Unsealed open(mappings_);
-    ops_->matmul_forward(out, inp, weight, bias, shape, scratch);
+    if (rounds(weight)) {
+      const std::vector<float> rounded = rounded_input(inp, shape);
+      ops_->matmul_forward(out, rounded.data(), weight, bias, shape, scratch);
+    } else {
+      ops_->matmul_forward(out, inp, weight, bias, shape, scratch);
+    }
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
                        const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
     const Unsealed open(mappings_);
-    ops_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
+    if (rounds(weight)) {
+      const std::vector<float> rounded = rounded_input(inp, shape);
+      ops_->matmul_backward(dinp, dweight, dbias, dout, rounded.data(), weight, shape, scratch, dinp_write);
+    } else {
+      ops_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
+    }
+  }
+  // The CPU kernel on the widened input, with room for the whole widened weight: it then widens the
+  // weight in one chunk, as the model's weight scratch does for matrices of up to 2^20 values (the
+  // tests' models), so the sums run in the same order.
+  void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
+                                 const MatmulShape& shape) noexcept override {
+    const Unsealed open(mappings_);
+    std::vector<float> widened = widen_input(inp, shape), scratch = weight_scratch(shape);
+    ops_->matmul_forward(out, widened.data(), weight, bias, shape, Scratch{scratch.data(), std::ssize(scratch)});
+  }
+  void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const std::uint16_t* inp, Weight weight, const MatmulShape& shape,
+                                  GradientWrite dinp_write) noexcept override {
+    const Unsealed open(mappings_);
+    std::vector<float> widened = widen_input(inp, shape), scratch = weight_scratch(shape);
+    ops_->matmul_backward(dinp, dweight, dbias, dout, widened.data(), weight, shape,
+                          Scratch{scratch.data(), std::ssize(scratch)}, dinp_write);
   }
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                          std::int64_t rows, std::int64_t channels, float eps) noexcept override {
@@ -296,14 +328,30 @@ class SealedOps final : public Ops {
   }
 
  private:
+  bool rounds(Weight weight) const { return products_ != SealedProducts::cpu && weight.dtype == DType::bf16; }
+  static std::vector<float> rounded_input(const float* inp, const MatmulShape& shape) {
+    std::vector<float> rounded(static_cast<std::size_t>(shape.rows * shape.in_features));
+    for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(inp[i]));
+    return rounded;
+  }
+  static std::vector<float> widen_input(const std::uint16_t* inp, const MatmulShape& shape) {
+    std::vector<float> widened(static_cast<std::size_t>(shape.rows * shape.in_features));
+    for (std::size_t i = 0; i < widened.size(); ++i) widened[i] = bf16_to_f32(inp[i]);
+    return widened;
+  }
+  static std::vector<float> weight_scratch(const MatmulShape& shape) {
+    return std::vector<float>(static_cast<std::size_t>(shape.in_features * shape.out_features));
+  }
+
   std::unique_ptr<Ops> ops_;
   SealedMappings& mappings_;
+  SealedProducts products_;
 };
 
 class SealedCpuBackend final : public Backend {
  public:
-  explicit SealedCpuBackend(std::uint64_t limit)
-      : ops_(cpu::make_cpu_ops(), mappings_),
+  SealedCpuBackend(std::uint64_t limit, SealedProducts products)
+      : ops_(cpu::make_cpu_ops(), mappings_, products),
         device_("sealed cpu device memory", std::make_unique<SealedResource>(mappings_), limit),
         host_("sealed cpu host memory", make_aligned_host_resource()),
         copy_stream_(mappings_) {}
@@ -326,8 +374,8 @@ class SealedCpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit) {
-  return std::make_unique<SealedCpuBackend>(device_memory_limit);
+std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit, SealedProducts products) {
+  return std::make_unique<SealedCpuBackend>(device_memory_limit, products);
 }
 
 }  // namespace strata::test

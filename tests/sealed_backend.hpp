@@ -12,6 +12,16 @@
 
 namespace strata::test {
 
-std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit);
+// How its matmuls with a bf16 weight treat an f32 input.
+enum class SealedProducts {
+  cpu,      // as the CPU backend's: f32 products on the f32 input; no bf16-input matmuls
+  rounded,  // as a GPU's: the input rounded to bf16 first; no bf16-input matmuls
+  // Rounded, and the bf16-input matmuls (SDK 9.9) offered, as a GPU offers them: a run takes the
+  // model's bf16-input path, and must give `rounded`'s losses bit for bit.
+  bf16_inputs,
+};
+
+std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit,
+                                                 SealedProducts products = SealedProducts::cpu);
 
 }  // namespace strata::test

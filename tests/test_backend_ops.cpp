@@ -118,6 +118,51 @@ Case matmul_case(std::int64_t N, std::int64_t C, std::int64_t OC, WeightLayout l
       }};
 }
 
+// The optional bf16-input matmuls (SDK 9.9) against the same backend's matmuls on the widened
+// input: bit for bit (bound 0), forward with its bias, backward with dinp overwritten and then
+// accumulated, dweight and dbias accumulated.
+Case matmul_bf16_input_case(std::int64_t N, std::int64_t C, std::int64_t OC, WeightLayout layout) {
+  const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
+                            (layout == WeightLayout::in_out ? " in_out" : " out_in");
+  return {"matmul_bf16in", shape, "bf16", Op::matmul_bf16_input, 0.0, [=](Backend& backend) {
+            Ops& ops = backend.ops();
+            test::BackendBuffers memory(backend);
+            const std::vector<std::uint16_t> inp16 = to_bf16(random_floats(N * C, 11)),
+                                             weight16 = to_bf16(random_floats(C * OC, 12));
+            const Floats bias = random_floats(OC, 13), dout = random_floats(N * OC, 14);
+            const Weight w{memory.upload(weight16), DType::bf16};
+            const MatmulShape ms{N, C, OC, layout};
+            // Room for the whole widened weight, as the sealed backend's bf16-input ops give the CPU
+            // kernel (a smaller one sums the CPU's products in other chunks).
+            const Scratch scratch{memory.upload(Floats(C * OC)), C * OC};
+            const float* widened = memory.upload(from_bf16(inp16));
+            const std::uint16_t* stored = memory.upload(inp16);
+            const float *b = memory.upload(bias), *dy = memory.upload(dout);
+            std::vector<Floats> results[2];  // [widened, stored]: out, dinp, dweight, dbias
+            for (int path = 0; path < 2; ++path) {
+              float* out = memory.upload(Floats(N * OC));
+              float* dinp = memory.upload(Floats(N * C, 7.0f));
+              float* dweight = memory.upload(random_floats(C * OC, 15));
+              float* dbias = memory.upload(random_floats(OC, 16));
+              for (const GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {
+                if (path == 0) {
+                  if (write == GradientWrite::overwrite) ops.matmul_forward(out, widened, w, b, ms, scratch);
+                  ops.matmul_backward(dinp, dweight, dbias, dy, widened, w, ms, scratch, write);
+                } else {
+                  if (write == GradientWrite::overwrite) ops.matmul_forward_bf16_input(out, stored, w, b, ms);
+                  ops.matmul_backward_bf16_input(dinp, dweight, dbias, dy, stored, w, ms, write);
+                }
+              }
+              results[path] = {memory.download(out, N * OC), memory.download(dinp, N * C),
+                               memory.download(dweight, C * OC), memory.download(dbias, OC)};
+            }
+            double worst = 0.0;
+            for (std::size_t i = 0; i < results[0].size(); ++i)
+              worst = std::max(worst, error_of(results[1][i], results[0][i]));
+            return worst;
+          }};
+}
+
 Case layernorm_case(std::int64_t N, std::int64_t C) {
   return {
       "layernorm", std::to_string(N) + "x" + std::to_string(C), "f32", Op::layernorm, 2e-5, [=](Backend& backend) {
@@ -504,11 +549,11 @@ Case memory_case(std::uint64_t bytes) {
           }};
 }
 
-// The CPU's bound, except for bf16 weights on a GPU: the tensor cores take the input (and, backward,
-// dout) in bf16 too, so each product carries bf16 rounding of both operands (8 significant bits,
+// The CPU's bound, except for bf16 weights on a GPU (and the sealed backend that rounds as one): the
+// tensor cores take the input (and, backward, dout) in bf16 too, so each product carries bf16 rounding of both operands (8 significant bits,
 // f32 accumulation): about 2^-9 relative per operand, well inside 1e-2 of the result's scale.
 double bound_on(const std::string& kind, const Case& c) {
-  if (kind.rfind("cuda:", 0) == 0 && c.kind == Op::matmul_bf16) return 1e-2;
+  if ((kind.rfind("cuda:", 0) == 0 || kind == "sealed-bf16") && c.kind == Op::matmul_bf16) return 1e-2;
   return c.bound;
 }
 
@@ -519,6 +564,10 @@ std::vector<Case> conformance_table() {
       cases.push_back(matmul_case(7, 13, 5, layout, dtype));
       cases.push_back(matmul_case(64, 96, 80, layout, dtype));
     }
+  for (const WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
+    cases.push_back(matmul_bf16_input_case(7, 13, 5, layout));
+    cases.push_back(matmul_bf16_input_case(64, 96, 80, layout));
+  }
   cases.push_back(layernorm_case(5, 7));
   cases.push_back(layernorm_case(64, 192));
   cases.push_back(rmsnorm_case(5, 7));
@@ -556,6 +605,8 @@ TEST(BackendConformance, EveryOpOfEveryBackendMatchesTheReference) {
   // The sealed CPU backend too: the table must reach backend memory through the ops alone, as it
   // does a GPU's, or this backend crashes.
   backends.emplace_back("sealed", test::make_sealed_cpu_backend(0));
+  // And one whose bf16 products round their input, as a GPU's do, and that offers the bf16-input matmuls.
+  backends.emplace_back("sealed-bf16", test::make_sealed_cpu_backend(0, test::SealedProducts::bf16_inputs));
   for (const auto& [kind, backend] : backends) {
     std::printf("%-14s %-36s %-11s %-7s %10s %10s\n", "op", "shape", "dtype", "backend", "error", "bound");
     for (const Case& c : cases) {

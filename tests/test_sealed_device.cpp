@@ -13,11 +13,18 @@
 namespace strata {
 namespace {
 
-enum class Device { plain, sealed };
+// plain: the CPU backend; sealed: the sealed one; rounded and bf16_inputs: the sealed one whose bf16
+// products round their input first, as a GPU's do, without and with the bf16-input matmuls.
+enum class Device { plain, sealed, rounded, bf16_inputs };
 
 BackendFactory factory(Device device) {
   if (device == Device::plain) return {};
-  return [](const Manifest& manifest) { return test::make_sealed_cpu_backend(manifest.device.memory_limit); };
+  const test::SealedProducts products = device == Device::sealed    ? test::SealedProducts::cpu
+                                        : device == Device::rounded ? test::SealedProducts::rounded
+                                                                    : test::SealedProducts::bf16_inputs;
+  return [products](const Manifest& manifest) {
+    return test::make_sealed_cpu_backend(manifest.device.memory_limit, products);
+  };
 }
 
 TrainResult train(Device device, const std::filesystem::path& manifest_path, const std::vector<std::string>& overrides,
@@ -71,6 +78,29 @@ TEST(SealedDevice, LlamaTrainsAsOnTheCpuBackend) {
 TEST(SealedDevice, Bf16StorageTrainsAsOnTheCpuBackend) {
   expect_sealed_equals_plain("bf16", kBf16);
   expect_sealed_equals_plain("llama_bf16", kBf16, kLlama);
+}
+
+// The bf16-input matmuls (SDK 9.9) give the losses of the products on the widened input, where a
+// backend rounds its bf16 products' inputs (as a GPU does): the blocks read their activations as
+// bf16 storage keeps them, and the LM head its hidden state narrowed once, under checkpointing,
+// offload and layer streaming too.
+TEST(SealedDevice, Bf16InputMatmulsKeepTheLossesOfRoundedProducts) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {kBf16, {}},
+      {kBf16, kLlama},
+      {kBf16 + kBlockCheckpoint + kOptimizerOffload, {}},
+      {kBf16 + kLayerStreaming + kSelectiveCheckpoint, kLlama}};
+  int index = 0;
+  for (const auto& [extra, family] : runs) {
+    SCOPED_TRACE(extra);
+    const auto dir = test::temporary_directory("sealed_bf16_inputs_" + std::to_string(index++));
+    test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n" + extra));
+    std::vector<std::string> overrides = family;
+    overrides.insert(overrides.end(), {"train.steps=3", "train.micro_batches=2"});
+    const TrainResult rounded = train(Device::rounded, dir / "m.toml", overrides);
+    const TrainResult bf16_inputs = train(Device::bf16_inputs, dir / "m.toml", overrides);
+    expect_same_losses(bf16_inputs, rounded);
+  }
 }
 
 TEST(SealedDevice, SgdTrainsAsOnTheCpuBackend) {

@@ -31,6 +31,12 @@ void Transformer::rmsnorm(int l, int out, int rstd, int x, int weight, float eps
 }
 
 void Transformer::linear(int l, int out, int x, int weight, int bias) {
+  if (const std::uint16_t* stored = bf16_input(l, x, weight)) {  // no widening, no narrowing
+    auto timer = profiler_.scope(ProfileKind::matmul_forward);
+    ops().matmul_forward_bf16_input(this->out(l, out), stored, weight_of(l, weight),
+                                    bias == kNoBias ? nullptr : value(l, bias), matmul_shape(l, weight));
+    return;
+  }
   const float* input = in(l, x);
   auto timer = profiler_.scope(ProfileKind::matmul_forward);
   adapted_matmul_forward(parameter(l, weight), this->out(l, out), input, bias == kNoBias ? nullptr : value(l, bias),
@@ -105,6 +111,12 @@ void Transformer::identity(int l) {
 }
 
 void Transformer::linear_backward(int l, float* dx, GradientWrite write, const float* dy, int x, int weight, int bias) {
+  if (const std::uint16_t* stored = bf16_input(l, x, weight)) {
+    auto timer = profiler_.scope(ProfileKind::matmul_backward);
+    ops().matmul_backward_bf16_input(dx, grad_of(parameter(l, weight)), bias == kNoBias ? nullptr : grad(l, bias), dy,
+                                     stored, weight_of(l, weight), matmul_shape(l, weight), write);
+    return;
+  }
   const float* input = in(l, x);
   auto timer = profiler_.scope(ProfileKind::matmul_backward);
   adapted_matmul_backward(parameter(l, weight), dx, bias == kNoBias ? nullptr : grad(l, bias), dy, input,

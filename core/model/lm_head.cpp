@@ -44,11 +44,22 @@ Weight LmHead::widened_columns(int weight_row, std::int64_t first, std::int64_t 
   return {head.scratch.data, DType::f32};
 }
 
-void LmHead::chunk_logits_forward(float* logits, const float* hidden, const HeadOperand& head, std::int64_t width,
-                                  std::int64_t rows) {
+const std::uint16_t* LmHead::narrowed_hidden(const float* hidden, int weight_row) {
+  if (rows_.hidden_bf16 < 0 || store_.weight(weight_row).dtype != DType::bf16) return nullptr;
+  auto timer = store_.profiler().scope(ProfileKind::bf16_convert);
+  std::uint16_t* narrowed = store_.bf16(rows_.hidden_bf16);
+  store_.ops().narrow(narrowed, hidden, shape_.rows * shape_.channels);
+  return narrowed;
+}
+
+void LmHead::chunk_logits_forward(float* logits, const float* hidden, const std::uint16_t* hidden_bf16,
+                                  const HeadOperand& head, std::int64_t width, std::int64_t rows) {
   auto timer = store_.profiler().scope(ProfileKind::lm_head_forward);
-  store_.ops().matmul_forward(logits, hidden, head.weight, nullptr,
-                              MatmulShape{rows, shape_.channels, width, WeightLayout::out_in}, head.scratch);
+  const MatmulShape shape{rows, shape_.channels, width, WeightLayout::out_in};
+  if (hidden_bf16 != nullptr)
+    store_.ops().matmul_forward_bf16_input(logits, hidden_bf16, head.weight, nullptr, shape);
+  else
+    store_.ops().matmul_forward(logits, hidden, head.weight, nullptr, shape, head.scratch);
 }
 
 std::vector<float> LmHead::row_logits(const float* hidden_row, int weight_row) {
@@ -57,7 +68,8 @@ std::vector<float> LmHead::row_logits(const float* hidden_row, int weight_row) {
   std::vector<float> host(static_cast<std::size_t>(shape_.vocab));
   for (std::int64_t first = 0; first < shape_.vocab; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, shape_.padded_vocab - first);
-    chunk_logits_forward(logits, hidden_row, {widened_columns(weight_row, first, width), Scratch{}}, width, 1);
+    chunk_logits_forward(logits, hidden_row, nullptr, {widened_columns(weight_row, first, width), Scratch{}}, width,
+                         1);
     const std::int64_t kept = std::min(width, shape_.vocab - first);  // padding columns are not logits
     store_.ops().copy_to_host(host.data() + first, logits, static_cast<std::uint64_t>(kept) * sizeof(float));
   }
@@ -71,10 +83,11 @@ double LmHead::forward(const float* hidden, int weight_row, const std::int32_t* 
   float* running_max = store_.f32(rows_.logsumexp);
   float* running_sum = store_.f32(rows_.losses);
   float* target_logits = store_.f32(rows_.target_logits);
+  const std::uint16_t* hidden_bf16 = narrowed_hidden(hidden, weight_row);
   for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, Vp - first);
     float* logits = chunk_logits(first);
-    chunk_logits_forward(logits, hidden, head_columns(weight_row, first), width, N);
+    chunk_logits_forward(logits, hidden, hidden_bf16, head_columns(weight_row, first), width, N);
     auto timer = store_.profiler().scope(ProfileKind::cross_entropy_forward);
     ops.cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, N, first, width,
                                     shape_.vocab);
@@ -89,11 +102,12 @@ void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float*
                       const std::int32_t* targets) {
   Ops& ops = store_.ops();
   const std::int64_t N = shape_.rows, C = shape_.channels, Vp = shape_.padded_vocab;
+  const std::uint16_t* hidden_bf16 = narrowed_hidden(hidden, weight_row);  // again: the row may be another pass's
   for (std::int64_t first = 0; first < Vp; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, Vp - first);
     float* logits = chunk_logits(first);
     const HeadOperand head = head_columns(weight_row, first);
-    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, head, width, N);
+    if (mode_ == LogitsMode::recompute) chunk_logits_forward(logits, hidden, hidden_bf16, head, width, N);
     {
       auto timer = store_.profiler().scope(ProfileKind::cross_entropy_backward);
       // In place: the chunk's logits become its dlogits.
@@ -102,9 +116,13 @@ void LmHead::backward(float dloss, float* d_hidden, float* dweight, const float*
     }
     auto timer = store_.profiler().scope(ProfileKind::lm_head_backward);
     // d_hidden sums over the chunks; each chunk's rows of dweight (null: a frozen head) are its own.
-    ops.matmul_backward(d_hidden, dweight != nullptr ? dweight + first * C : nullptr, nullptr, logits, hidden,
-                        head.weight, MatmulShape{N, C, width, WeightLayout::out_in}, head.scratch,
-                        first == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
+    float* dweight_rows = dweight != nullptr ? dweight + first * C : nullptr;
+    const MatmulShape shape{N, C, width, WeightLayout::out_in};
+    const GradientWrite write = first == 0 ? GradientWrite::overwrite : GradientWrite::accumulate;
+    if (hidden_bf16 != nullptr)
+      ops.matmul_backward_bf16_input(d_hidden, dweight_rows, nullptr, logits, hidden_bf16, head.weight, shape, write);
+    else
+      ops.matmul_backward(d_hidden, dweight_rows, nullptr, logits, hidden, head.weight, shape, head.scratch, write);
   }
 }
 

@@ -4,7 +4,8 @@
 // chunked cross-entropy, so the logits need not exist all at once. A bf16 head weight goes to the
 // matmul op as stored, with the weight scratch, as the blocks' bf16 matrices do: the CPU widens each
 // chunk there and runs the f32 product, a GPU runs bf16 operands on its tensor cores (f32
-// accumulation). Decoding's one-position logits widen the chunk first (the CPU's matrix-vector path).
+// accumulation), on the hidden state narrowed once where the backend takes bf16 inputs. Decoding's
+// one-position logits widen the chunk first (the CPU's matrix-vector path).
 //
 // LogitsMode: `keep` stores every chunk's logits from the forward pass for the backward
 // (chunk-major: chunk c is an (N, width) block); `recompute` keeps one chunk's room and
@@ -28,6 +29,7 @@ struct LmHeadRows {
   int logsumexp = -1;
   int target_logits = -1;
   int weight_scratch = -1;  // f32 workspace of weight_scratch_elements, or -1 when no weight is bf16
+  int hidden_bf16 = -1;     // the hidden state in bf16 (a global activation), or -1: see narrowed_hidden
   std::int64_t weight_scratch_elements = 0;
 };
 
@@ -68,8 +70,12 @@ class LmHead {
   // Rows [first, first + width) of the head weight (its logits' columns): as stored, or widened to f32.
   HeadOperand head_columns(int weight_row, std::int64_t first);
   Weight widened_columns(int weight_row, std::int64_t first, std::int64_t width);
-  void chunk_logits_forward(float* logits, const float* hidden, const HeadOperand& head, std::int64_t width,
-                            std::int64_t rows);
+  // The hidden state narrowed to bf16 once, for the bf16-input matmuls of every chunk (the same
+  // bits as the matmuls' own narrowing), where the head weight is bf16 and the backend has them
+  // (rows_.hidden_bf16); null otherwise.
+  const std::uint16_t* narrowed_hidden(const float* hidden, int weight_row);
+  void chunk_logits_forward(float* logits, const float* hidden, const std::uint16_t* hidden_bf16,
+                            const HeadOperand& head, std::int64_t width, std::int64_t rows);
 
   TensorStore& store_;
   LmHeadShape shape_;

@@ -69,6 +69,10 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   head_rows.losses = add_global_activation("act.losses", {B, T});
   head_rows.logsumexp = add_global_activation("act.logsumexp", {B, T});
   head_rows.target_logits = add_global_activation("act.target_logits", {B, T});
+  // A bf16 head on a backend with bf16-input matmuls: the hidden state narrowed once per pass, not
+  // once per vocabulary chunk.
+  if (storage.embedding_storage() == DType::bf16 && ops().has(Op::matmul_bf16_input))
+    head_rows.hidden_bf16 = add_global_activation("act.hidden_bf16", {B, T, C}, ElementType::bf16);
   const ElementType stored = storage.activations == DType::bf16 ? ElementType::bf16 : ElementType::f32;
   std::vector<std::vector<int>> activation_rows(static_cast<std::size_t>(n_layer_));
   for (int l = 0; l < n_layer_; ++l)
@@ -210,6 +214,15 @@ const float* Transformer::in(int l, int kind) {
     staged.layer = l;
   }
   return store_.f32(staged.row);
+}
+
+const std::uint16_t* Transformer::bf16_input(int l, int kind, int weight) {
+  if (kind == kBlockInput && l == 0) return nullptr;
+  if (staging(kind).row < 0 || !ops().has(Op::matmul_bf16_input)) return nullptr;
+  const ParameterRows& rows = parameter(l, weight);
+  if (store_.weight(rows.param).dtype != DType::bf16 || adapted(rows)) return nullptr;
+  settle(kind);
+  return store_.bf16(row(l, kind));
 }
 
 float* Transformer::out(int l, int kind) {

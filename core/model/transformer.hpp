@@ -168,6 +168,10 @@ class Transformer : public Model {
   Weight weight_of(int layer, int which) const { return store_.weight(parameter(layer, which).param); }
   MatmulShape matmul_shape(int layer, int weight) const;
   void settle(int kind);
+  // Kind `kind` of block `l` as its bf16 row holds it (settled), where the matmul with weight
+  // `weight` can read it as is (Ops' matmul_bf16_input); null where it cannot: f32 storage, the
+  // first block's f32 input, a weight not in bf16, adapters on the weight, a backend without the op.
+  const std::uint16_t* bf16_input(int l, int kind, int weight);
   void round_written();  // rounds every kind still marked written
   void forget_staging();
 

@@ -202,6 +202,16 @@ class DryOps final : public Ops {
                         const float*, bool inverse) noexcept override {
     log(inverse ? "rope_backward" : "rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
   }
+  // Priced as the bf16 matmuls: the widening they spare the caller is simply not logged.
+  void matmul_forward_bf16_input(float*, const std::uint16_t*, Weight, const float*,
+                                 const MatmulShape& shape) noexcept override {
+    log("matmul_forward_bf16", matmul_flops(shape));
+  }
+  void matmul_backward_bf16_input(float* dinp, float* dweight, float*, const float*, const std::uint16_t*, Weight,
+                                  const MatmulShape& shape, GradientWrite) noexcept override {
+    log("matmul_backward_bf16",
+        matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)));
+  }
 
  private:
   void log(const char* op, double work) noexcept { backend_.record(op, work); }

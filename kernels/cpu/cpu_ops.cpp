@@ -37,7 +37,8 @@ class CpuOps final : public Ops {
   CpuOps() : attention_(make_attention_kernel(AttentionImpl::fast)) {}
 
   std::string_view backend() const noexcept override { return "cpu"; }
-  bool has(Op op) const noexcept override { return op != Op::count; }
+  // Not matmul_bf16_input: the CPU's bf16 products compute in f32, on the input the caller widened.
+  bool has(Op op) const noexcept override { return op != Op::count && op != Op::matmul_bf16_input; }
 
   void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
                       Scratch scratch) noexcept override {

@@ -89,6 +89,29 @@ class CudaOpsImpl final : public CudaOps {
     });
   }
 
+  // bf16 weights only (the op's contract): the input needs no narrowing, so no staging forward,
+  // and dout's alone backward.
+  void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
+                                 const MatmulShape& shape) noexcept override {
+    run("matmul_forward_bf16_input", [&] {
+      check_cublas("matmul_forward_bf16_input",
+                   cuda::matmul_forward_bf16_input(stream_, cublas_.get(), out, inp, weight, bias, shape,
+                                                   {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}));
+    });
+  }
+  void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const std::uint16_t* inp, Weight weight, const MatmulShape& shape,
+                                  GradientWrite dinp_write) noexcept override {
+    run("matmul_backward_bf16_input", [&] {
+      void* staging =
+          reserve(WorkspaceSlot::bf16_staging, static_cast<std::size_t>(shape.rows * shape.out_features) * 2);
+      const float* ones = dbias != nullptr ? ones_for(shape.rows) : nullptr;
+      check_cublas("matmul_backward_bf16_input",
+                   cuda::matmul_backward_bf16_input(stream_, cublas_.get(), dinp, dweight, dbias, dout, inp, weight,
+                                                    shape, dinp_write, ones, staging));
+    });
+  }
+
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                          std::int64_t rows, std::int64_t channels, float eps) noexcept override {
     run("layernorm_forward",

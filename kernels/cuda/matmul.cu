@@ -60,21 +60,17 @@ void fill_floats(cudaStream_t stream, float* out, float value, std::int64_t coun
   if (count > 0) fill_floats_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, value, count);
 }
 
-cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float* out, const float* inp, Weight weight,
-                              const float* bias, const MatmulShape& shape, void* workspace, bool tf32,
-                              BiasEpilogue epilogue) {
+namespace {
+
+// out = input @ W (+ bias), the input already in the operand type the weight's products take.
+cublasStatus_t forward_product(cudaStream_t stream, cublasHandle_t handle, float* out, Operand input, Weight weight,
+                               const float* bias, const MatmulShape& shape, bool tf32, BiasEpilogue epilogue) {
   const std::int64_t N = shape.rows, C = shape.in_features, OC = shape.out_features;
-  if (N == 0 || OC == 0) return CUBLAS_STATUS_SUCCESS;
-  Operand input{inp, CUDA_R_32F};
-  if (weight.dtype == DType::bf16) {  // the tensor cores take both operands in bf16
-    auto* narrowed = static_cast<std::uint16_t*>(workspace);
-    narrow(stream, narrowed, inp, N * C);
-    input = {narrowed, CUDA_R_16BF};
-    if (bias != nullptr && epilogue.matmul != nullptr) {
-      const cublasStatus_t status = epilogue.matmul->forward(stream, out, narrowed, weight.data, bias, shape,
-                                                             epilogue.workspace, epilogue.workspace_bytes);
-      if (status != CUBLAS_STATUS_NOT_SUPPORTED) return status;
-    }
+  if (input.type == CUDA_R_16BF && bias != nullptr && epilogue.matmul != nullptr) {
+    const cublasStatus_t status =
+        epilogue.matmul->forward(stream, out, static_cast<const std::uint16_t*>(input.data), weight.data, bias, shape,
+                                 epilogue.workspace, epilogue.workspace_bytes);
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) return status;
   }
   if (bias != nullptr) broadcast_rows_kernel<<<grid_stride_blocks(N * OC), kThreads, 0, stream>>>(out, bias, N, OC);
   const float beta = bias != nullptr ? 1.0f : 0.0f;
@@ -84,20 +80,12 @@ cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float*
   return gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight_operand(weight), C, input, C, beta, out, OC, tf32);
 }
 
-cublasStatus_t matmul_backward(cudaStream_t stream, cublasHandle_t handle, float* dinp, float* dweight, float* dbias,
-                               const float* dout, const float* inp, Weight weight, const MatmulShape& shape,
-                               GradientWrite dinp_write, const float* ones, void* workspace, bool tf32) {
+// dinp, dweight and dbias from dout and the input, both already in the weight's operand type;
+// dout_f32 is dout itself (f32), which the dbias gemv reads.
+cublasStatus_t backward_products(cublasHandle_t handle, float* dinp, float* dweight, float* dbias, Operand gradient,
+                                 const float* dout_f32, Operand input, Weight weight, const MatmulShape& shape,
+                                 GradientWrite dinp_write, const float* ones, bool tf32) {
   const std::int64_t N = shape.rows, C = shape.in_features, OC = shape.out_features;
-  if (N == 0) return CUBLAS_STATUS_SUCCESS;
-  Operand input{inp, CUDA_R_32F}, gradient{dout, CUDA_R_32F};
-  if (weight.dtype == DType::bf16) {
-    auto* narrowed_input = static_cast<std::uint16_t*>(workspace);
-    auto* narrowed_gradient = narrowed_input + N * C;
-    narrow(stream, narrowed_input, inp, N * C);
-    narrow(stream, narrowed_gradient, dout, N * OC);
-    input = {narrowed_input, CUDA_R_16BF};
-    gradient = {narrowed_gradient, CUDA_R_16BF};
-  }
   const bool in_out = shape.layout == WeightLayout::in_out;
   if (dinp != nullptr) {
     const float beta = dinp_write == GradientWrite::accumulate ? 1.0f : 0.0f;
@@ -118,9 +106,61 @@ cublasStatus_t matmul_backward(cudaStream_t stream, cublasHandle_t handle, float
   if (dbias != nullptr) {
     // dbias (OC) += dout^T (OC, N) @ ones (N): column-major dout is (OC, N) with leading dimension OC.
     const float alpha = 1.0f, beta = 1.0f;
-    return cublasSgemv(handle, CUBLAS_OP_N, as_int(OC), as_int(N), &alpha, dout, as_int(OC), ones, 1, &beta, dbias, 1);
+    return cublasSgemv(handle, CUBLAS_OP_N, as_int(OC), as_int(N), &alpha, dout_f32, as_int(OC), ones, 1, &beta, dbias,
+                       1);
   }
   return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float* out, const float* inp, Weight weight,
+                              const float* bias, const MatmulShape& shape, void* workspace, bool tf32,
+                              BiasEpilogue epilogue) {
+  if (shape.rows == 0 || shape.out_features == 0) return CUBLAS_STATUS_SUCCESS;
+  Operand input{inp, CUDA_R_32F};
+  if (weight.dtype == DType::bf16) {  // the tensor cores take both operands in bf16
+    auto* narrowed = static_cast<std::uint16_t*>(workspace);
+    narrow(stream, narrowed, inp, shape.rows * shape.in_features);
+    input = {narrowed, CUDA_R_16BF};
+  }
+  return forward_product(stream, handle, out, input, weight, bias, shape, tf32, epilogue);
+}
+
+cublasStatus_t matmul_forward_bf16_input(cudaStream_t stream, cublasHandle_t handle, float* out,
+                                         const std::uint16_t* inp, Weight weight, const float* bias,
+                                         const MatmulShape& shape, BiasEpilogue epilogue) {
+  if (shape.rows == 0 || shape.out_features == 0) return CUBLAS_STATUS_SUCCESS;
+  return forward_product(stream, handle, out, {inp, CUDA_R_16BF}, weight, bias, shape, false, epilogue);
+}
+
+cublasStatus_t matmul_backward(cudaStream_t stream, cublasHandle_t handle, float* dinp, float* dweight, float* dbias,
+                               const float* dout, const float* inp, Weight weight, const MatmulShape& shape,
+                               GradientWrite dinp_write, const float* ones, void* workspace, bool tf32) {
+  const std::int64_t N = shape.rows, C = shape.in_features, OC = shape.out_features;
+  if (N == 0) return CUBLAS_STATUS_SUCCESS;
+  Operand input{inp, CUDA_R_32F}, gradient{dout, CUDA_R_32F};
+  if (weight.dtype == DType::bf16) {
+    auto* narrowed_input = static_cast<std::uint16_t*>(workspace);
+    auto* narrowed_gradient = narrowed_input + N * C;
+    narrow(stream, narrowed_input, inp, N * C);
+    narrow(stream, narrowed_gradient, dout, N * OC);
+    input = {narrowed_input, CUDA_R_16BF};
+    gradient = {narrowed_gradient, CUDA_R_16BF};
+  }
+  return backward_products(handle, dinp, dweight, dbias, gradient, dout, input, weight, shape, dinp_write, ones, tf32);
+}
+
+cublasStatus_t matmul_backward_bf16_input(cudaStream_t stream, cublasHandle_t handle, float* dinp, float* dweight,
+                                          float* dbias, const float* dout, const std::uint16_t* inp, Weight weight,
+                                          const MatmulShape& shape, GradientWrite dinp_write, const float* ones,
+                                          void* workspace) {
+  const std::int64_t N = shape.rows, OC = shape.out_features;
+  if (N == 0) return CUBLAS_STATUS_SUCCESS;
+  auto* narrowed_gradient = static_cast<std::uint16_t*>(workspace);
+  narrow(stream, narrowed_gradient, dout, N * OC);
+  return backward_products(handle, dinp, dweight, dbias, {narrowed_gradient, CUDA_R_16BF}, dout, {inp, CUDA_R_16BF},
+                           weight, shape, dinp_write, ones, false);
 }
 
 }  // namespace strata::cuda

@@ -26,6 +26,15 @@ std::size_t matmul_bf16_workspace_bytes(const MatmulShape& shape);
 cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float* out, const float* inp, Weight weight,
                               const float* bias, const MatmulShape& shape, void* workspace, bool tf32,
                               BiasEpilogue epilogue = {});
+// The same products on an input already in bf16 (bf16 weights only): the same bits as the calls
+// above on that input widened, without the narrowing. Backward still narrows dout into `workspace`.
+cublasStatus_t matmul_forward_bf16_input(cudaStream_t stream, cublasHandle_t handle, float* out,
+                                         const std::uint16_t* inp, Weight weight, const float* bias,
+                                         const MatmulShape& shape, BiasEpilogue epilogue = {});
+cublasStatus_t matmul_backward_bf16_input(cudaStream_t stream, cublasHandle_t handle, float* dinp, float* dweight,
+                                          float* dbias, const float* dout, const std::uint16_t* inp, Weight weight,
+                                          const MatmulShape& shape, GradientWrite dinp_write, const float* ones,
+                                          void* workspace);
 // dinp per dinp_write; dweight and dbias (either may be null) accumulate. `ones` holds at least
 // shape.rows ones (f32) for the dbias gemv.
 cublasStatus_t matmul_backward(cudaStream_t stream, cublasHandle_t handle, float* dinp, float* dweight, float* dbias,

@@ -25,7 +25,7 @@
 namespace strata {
 
 inline constexpr std::uint32_t kAbiMajor = 9;
-inline constexpr std::uint32_t kAbiMinor = 8;
+inline constexpr std::uint32_t kAbiMinor = 9;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

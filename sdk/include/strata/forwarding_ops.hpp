@@ -150,6 +150,15 @@ class ForwardingOps : public Ops {
                         bool inverse) noexcept override {
     base_.rope_frequencies(x, rows, stride, seq_len, first_position, n_heads, head_dim, inverse_frequencies, inverse);
   }
+  void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
+                                 const MatmulShape& shape) noexcept override {
+    base_.matmul_forward_bf16_input(out, inp, weight, bias, shape);
+  }
+  void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const std::uint16_t* inp, Weight weight, const MatmulShape& shape,
+                                  GradientWrite dinp_write) noexcept override {
+    base_.matmul_backward_bf16_input(dinp, dweight, dbias, dout, inp, weight, shape, dinp_write);
+  }
 
  protected:
   Ops& base() const noexcept { return base_; }

@@ -148,6 +148,8 @@ enum class Op : std::uint8_t {
   rope_at,
   attention_decode,
   rope_frequencies,
+  // Optional (9.9): matmuls on a bf16 input.
+  matmul_bf16_input,
   count
 };
 
@@ -179,7 +181,8 @@ constexpr std::string_view op_name(Op op) noexcept {
                                         "sqrt",
                                         "rope_at",
                                         "attention_decode",
-                                        "rope_frequencies"};
+                                        "rope_frequencies",
+                                        "matmul_bf16_input"};
   static_assert(std::size(names) == static_cast<std::size_t>(Op::count));
   return op < Op::count ? names[static_cast<std::size_t>(op)] : "unknown";
 }
@@ -339,6 +342,22 @@ class Ops {
                                 std::int64_t /*first_position*/, int /*n_heads*/, int /*head_dim*/,
                                 const float* /*inverse_frequencies*/, bool /*inverse*/) noexcept {
     unsupported(Op::rope_frequencies);
+  }
+
+  // --- matmuls on a bf16 input (optional, since 9.9; check has()): matmul_forward and
+  // matmul_backward for a bf16 weight with `inp` given in bf16, as bf16 storage keeps an
+  // activation. A backend offers them only where its bf16 products take bf16 operands, rounding an
+  // f32 input (and dout) to bf16 first, as tensor cores do. Then they give the bits of those ops on
+  // the input widened to f32, without the caller's widening or the backend's rounding, and a caller
+  // may round an f32 input once for several products (the LM head's vocabulary chunks).
+  virtual void matmul_forward_bf16_input(float* /*out*/, const std::uint16_t* /*inp*/, Weight /*weight*/,
+                                         const float* /*bias*/, const MatmulShape& /*shape*/) noexcept {
+    unsupported(Op::matmul_bf16_input);
+  }
+  virtual void matmul_backward_bf16_input(float* /*dinp*/, float* /*dweight*/, float* /*dbias*/,
+                                          const float* /*dout*/, const std::uint16_t* /*inp*/, Weight /*weight*/,
+                                          const MatmulShape& /*shape*/, GradientWrite /*dinp_write*/) noexcept {
+    unsupported(Op::matmul_bf16_input);
   }
 
  protected:
