@@ -115,8 +115,8 @@ class SealedCopyStream final : public CopyStream {
 // The CPU op table with the device mappings open for the duration of each call.
 class SealedOps final : public Ops {
  public:
-  SealedOps(std::unique_ptr<Ops> ops, SealedMappings& mappings, SealedProducts products)
-      : ops_(std::move(ops)), mappings_(mappings), products_(products) {}
+  SealedOps(std::unique_ptr<Ops> ops, SealedMappings& mappings, SealedProducts products, Bf16InputCalls* calls)
+      : ops_(std::move(ops)), mappings_(mappings), products_(products), calls_(calls) {}
 
   std::string_view backend() const noexcept override { return ops_->backend(); }
   bool has(Op op) const noexcept override {
@@ -149,6 +149,7 @@ class SealedOps final : public Ops {
   void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
                                  const MatmulShape& shape) noexcept override {
     const Unsealed open(mappings_);
+    if (calls_ != nullptr) ++calls_->forward[static_cast<int>(shape.layout)];
     std::vector<float> widened = widen_input(inp, shape), scratch = weight_scratch(shape);
     ops_->matmul_forward(out, widened.data(), weight, bias, shape, Scratch{scratch.data(), std::ssize(scratch)});
   }
@@ -156,6 +157,7 @@ class SealedOps final : public Ops {
                                   const std::uint16_t* inp, Weight weight, const MatmulShape& shape,
                                   GradientWrite dinp_write) noexcept override {
     const Unsealed open(mappings_);
+    if (calls_ != nullptr) ++calls_->backward[static_cast<int>(shape.layout)];
     std::vector<float> widened = widen_input(inp, shape), scratch = weight_scratch(shape);
     ops_->matmul_backward(dinp, dweight, dbias, dout, widened.data(), weight, shape,
                           Scratch{scratch.data(), std::ssize(scratch)}, dinp_write);
@@ -346,12 +348,13 @@ class SealedOps final : public Ops {
   std::unique_ptr<Ops> ops_;
   SealedMappings& mappings_;
   SealedProducts products_;
+  Bf16InputCalls* calls_;
 };
 
 class SealedCpuBackend final : public Backend {
  public:
-  SealedCpuBackend(std::uint64_t limit, SealedProducts products)
-      : ops_(cpu::make_cpu_ops(), mappings_, products),
+  SealedCpuBackend(std::uint64_t limit, SealedProducts products, Bf16InputCalls* calls)
+      : ops_(cpu::make_cpu_ops(), mappings_, products, calls),
         device_("sealed cpu device memory", std::make_unique<SealedResource>(mappings_), limit),
         host_("sealed cpu host memory", make_aligned_host_resource()),
         copy_stream_(mappings_) {}
@@ -374,8 +377,9 @@ class SealedCpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit, SealedProducts products) {
-  return std::make_unique<SealedCpuBackend>(device_memory_limit, products);
+std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit, SealedProducts products,
+                                                 Bf16InputCalls* calls) {
+  return std::make_unique<SealedCpuBackend>(device_memory_limit, products, calls);
 }
 
 }  // namespace strata::test

@@ -21,7 +21,16 @@ enum class SealedProducts {
   bf16_inputs,
 };
 
+// The bf16-input matmuls a sealed backend served, by weight layout (index: WeightLayout; GPT-2's
+// blocks are in_out, every LM head out_in).
+struct Bf16InputCalls {
+  int forward[2] = {0, 0};
+  int backward[2] = {0, 0};
+};
+
+// `calls`, where given, counts the bf16-input matmuls (it must outlive the backend).
 std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit,
-                                                 SealedProducts products = SealedProducts::cpu);
+                                                 SealedProducts products = SealedProducts::cpu,
+                                                 Bf16InputCalls* calls = nullptr);
 
 }  // namespace strata::test

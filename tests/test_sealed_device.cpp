@@ -98,8 +98,24 @@ TEST(SealedDevice, Bf16InputMatmulsKeepTheLossesOfRoundedProducts) {
     std::vector<std::string> overrides = family;
     overrides.insert(overrides.end(), {"train.steps=3", "train.micro_batches=2"});
     const TrainResult rounded = train(Device::rounded, dir / "m.toml", overrides);
-    const TrainResult bf16_inputs = train(Device::bf16_inputs, dir / "m.toml", overrides);
+    test::Bf16InputCalls calls;
+    const Manifest manifest = load_manifest(dir / "m.toml", overrides);
+    PluginRegistry registry;
+    registry.scan(plugin_search_path({}));
+    TrainOptions options;
+    options.backend = [&calls](const Manifest& m) {
+      return test::make_sealed_cpu_backend(m.device.memory_limit, test::SealedProducts::bf16_inputs, &calls);
+    };
+    const TrainResult bf16_inputs = run_training(manifest, registry, options);
     expect_same_losses(bf16_inputs, rounded);
+    // The path ran: the blocks' products (GPT-2's in_out, LLaMA's out_in) and the LM head's (out_in).
+    const auto in_out = static_cast<int>(WeightLayout::in_out), out_in = static_cast<int>(WeightLayout::out_in);
+    EXPECT_GT(calls.forward[out_in], 0);
+    EXPECT_GT(calls.backward[out_in], 0);
+    if (family.empty()) {
+      EXPECT_GT(calls.forward[in_out], 0);
+      EXPECT_GT(calls.backward[in_out], 0);
+    }
   }
 }
 

@@ -241,9 +241,9 @@ void benchmark(const Case& c) {
           strata::cuda::attention_backward(nullptr, cublas, shape, grads, dout.data, in, saved.data, scratch.data);
         },
         10);
-    std::printf("baseline   B%d H%d/%d T%d D%d: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
-                c.batch, c.n_head, c.n_kv_head, c.seq_len, c.head_dim, f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9,
-                f + b);
+    std::printf(
+        "baseline   B%d H%d/%d T%d D%d: fwd %.3f ms (%.1f TFLOP/s)  bwd %.3f ms (%.1f TFLOP/s)  total %.3f ms\n",
+        c.batch, c.n_head, c.n_kv_head, c.seq_len, c.head_dim, f, fwd_flop / f / 1e9, b, bwd_flop / b / 1e9, f + b);
     cublasDestroy(cublas);
   }
 }
@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
         }
   }
   // GPT-2 124M's attention; a TinyLlama-1.1B-shaped LLaMA's (grouped, T 2048); a 7B LLaMA's (head dim 128).
-  for (const Case& c : {Case{16, 1024, 12, 12, 64, true}, Case{4, 2048, 32, 4, 64, true}, Case{1, 2048, 32, 32, 128, true}})
+  for (const Case& c :
+       {Case{16, 1024, 12, 12, 64, true}, Case{4, 2048, 32, 4, 64, true}, Case{1, 2048, 32, 32, 128, true}})
     benchmark(c);
   std::printf(ok ? "ALL OK\n" : "SOME FAILED\n");
   return ok ? 0 : 1;

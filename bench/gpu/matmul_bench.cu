@@ -127,8 +127,9 @@ int main() {
           "forward");
     check(cudaMemcpy(plain_out.data(), out.data, plain_out.size() * 4, cudaMemcpyDeviceToHost), "download");
     check(cudaMemset(out.data, 0xff, plain_out.size() * 4), "poison");  // NaNs: every element must be written
-    check(strata::cuda::matmul_forward(stream, handle, out.data, inp.data, w, bias.data, shape, staging, true, epilogue),
-          "forward");
+    check(
+        strata::cuda::matmul_forward(stream, handle, out.data, inp.data, w, bias.data, shape, staging, true, epilogue),
+        "forward");
     check(cudaMemcpy(fused_out.data(), out.data, fused_out.size() * 4, cudaMemcpyDeviceToHost), "download");
     double difference = 0, scale = 0;
     for (std::size_t i = 0; i < plain_out.size(); ++i) {

@@ -68,8 +68,7 @@ std::vector<float> LmHead::row_logits(const float* hidden_row, int weight_row) {
   std::vector<float> host(static_cast<std::size_t>(shape_.vocab));
   for (std::int64_t first = 0; first < shape_.vocab; first += chunk_columns_) {
     const std::int64_t width = std::min(chunk_columns_, shape_.padded_vocab - first);
-    chunk_logits_forward(logits, hidden_row, nullptr, {widened_columns(weight_row, first, width), Scratch{}}, width,
-                         1);
+    chunk_logits_forward(logits, hidden_row, nullptr, {widened_columns(weight_row, first, width), Scratch{}}, width, 1);
     const std::int64_t kept = std::min(width, shape_.vocab - first);  // padding columns are not logits
     store_.ops().copy_to_host(host.data() + first, logits, static_cast<std::uint64_t>(kept) * sizeof(float));
   }

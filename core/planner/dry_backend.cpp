@@ -67,13 +67,17 @@ namespace {
 
 // The op table: each op logs its name and its work (flops for products, elements or bytes for the
 // rest) and computes nothing. Sizes (what attention saves) are the CPU table's, which the run being
-// planned would use.
+// planned would use; the ops it offers are the CPU's, and for a GPU's run also the bf16-input
+// matmuls, whose use adds rows (the LM head's narrowed hidden state).
 class DryOps final : public Ops {
  public:
-  explicit DryOps(DryBackend& backend) : backend_(backend), sizes_(cpu::make_cpu_ops()) {}
+  DryOps(DryBackend& backend, bool bf16_input_matmuls)
+      : backend_(backend), sizes_(cpu::make_cpu_ops()), bf16_input_matmuls_(bf16_input_matmuls) {}
 
   std::string_view backend() const noexcept override { return "cpu"; }
-  bool has(Op op) const noexcept override { return sizes_->has(op); }
+  bool has(Op op) const noexcept override {
+    return op == Op::matmul_bf16_input ? bf16_input_matmuls_ : sizes_->has(op);
+  }
 
   void matmul_forward(float*, const float*, Weight weight, const float*, const MatmulShape& shape,
                       Scratch) noexcept override {
@@ -219,12 +223,13 @@ class DryOps final : public Ops {
 
   DryBackend& backend_;
   std::unique_ptr<Ops> sizes_;
+  bool bf16_input_matmuls_ = false;
 };
 
 }  // namespace
 
-DryBackend::DryBackend(std::uint64_t device_memory_limit)
-    : ops_(std::make_unique<DryOps>(*this)),
+DryBackend::DryBackend(std::uint64_t device_memory_limit, bool bf16_input_matmuls)
+    : ops_(std::make_unique<DryOps>(*this, bf16_input_matmuls)),
       device_(std::make_unique<Allocator>("planned device memory", std::make_unique<ReservedResource>(),
                                           device_memory_limit)),
       host_(std::make_unique<Allocator>("planned host memory", std::make_unique<ReservedResource>())),

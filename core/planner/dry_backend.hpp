@@ -43,7 +43,8 @@ struct PeakInstant {
 
 class DryBackend final : public Backend {
  public:
-  explicit DryBackend(std::uint64_t device_memory_limit);
+  // bf16_input_matmuls: plan a GPU's run, whose backend offers Ops' bf16-input matmuls (SDK 9.9).
+  explicit DryBackend(std::uint64_t device_memory_limit, bool bf16_input_matmuls = false);
   ~DryBackend() override;
 
   std::string name() const override { return "cpu"; }  // kernels bind as they would on the CPU

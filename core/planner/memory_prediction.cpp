@@ -83,7 +83,7 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
                          Communicator* communicator) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t process_bytes = resident_bytes();  // before the dry run's own bookkeeping
-  DryBackend device(device_limit);
+  DryBackend device(device_limit, manifest.device.kind.starts_with("cuda"));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   host.set_planning(true);
   Stack stack = build_stack(manifest, registry, host, "");

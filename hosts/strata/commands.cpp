@@ -28,6 +28,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
+#include "core/planner/dry_backend.hpp"
 #include "core/planner/memory_prediction.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
@@ -503,9 +504,12 @@ int command_plan(const std::vector<std::string>& arguments) {
     // It outlives the plugins, whose memory (HostServices::memory) comes from its arenas.
     // stdout carries the JSON alone: the log (the stack's and a plugin's lines) goes to stderr.
     if (values.count("json")) spdlog::set_default_logger(spdlog::stderr_color_mt("strata-plan"));
-    std::unique_ptr<Backend> device = make_cpu_backend(0);
+    std::unique_ptr<Backend> device;  // declared first: it goes last
     InspectedStack inspected(common, "");
     const Manifest& manifest = inspected.manifest;
+    // The dry run's backend, so that the table holds the rows the prediction counts (a GPU's run
+    // declares rows for the ops it offers: the LM head's narrowed hidden state).
+    device = std::make_unique<DryBackend>(0, manifest.device.kind.starts_with("cuda"));
     // The calibration named (unreadable: invalid input), or the default one when it exists
     // (unreadable: a warning, and no step time).
     std::optional<Calibration> calibration;

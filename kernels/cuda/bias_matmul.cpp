@@ -40,9 +40,9 @@ BiasMatmul::~BiasMatmul() {
   cublasLtDestroy(handle_);
 }
 
-const BiasMatmul::Plan* BiasMatmul::plan_for(const Key& key, std::size_t workspace_bytes) {
+const BiasMatmul::Plan* BiasMatmul::plan_for(const Key& key) {
   if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
-  const auto [layout, N, C, OC, align_inp, align_weight, align_out] = key;
+  const auto [layout, N, C, OC, align_inp, align_weight, align_out, workspace_bytes] = key;
   auto plan = std::make_unique<Plan>();
   bool ok = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
   const cublasOperation_t op_a = layout == static_cast<int>(WeightLayout::in_out) ? CUBLAS_OP_N : CUBLAS_OP_T;
@@ -60,8 +60,8 @@ const BiasMatmul::Plan* BiasMatmul::plan_for(const Key& key, std::size_t workspa
   const bool in_out = op_a == CUBLAS_OP_N;
   ok = ok &&
        cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, static_cast<std::uint64_t>(in_out ? OC : C),
-                                  static_cast<std::uint64_t>(in_out ? C : OC), in_out ? OC : C) ==
-           CUBLAS_STATUS_SUCCESS &&
+                                  static_cast<std::uint64_t>(in_out ? C : OC),
+                                  in_out ? OC : C) == CUBLAS_STATUS_SUCCESS &&
        cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, static_cast<std::uint64_t>(C), static_cast<std::uint64_t>(N),
                                   C) == CUBLAS_STATUS_SUCCESS &&
        cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32F, static_cast<std::uint64_t>(OC), static_cast<std::uint64_t>(N),
@@ -74,19 +74,19 @@ const BiasMatmul::Plan* BiasMatmul::plan_for(const Key& key, std::size_t workspa
     const auto a_alignment = static_cast<std::uint32_t>(align_weight);
     const auto b_alignment = static_cast<std::uint32_t>(align_inp);
     const auto d_alignment = static_cast<std::uint32_t>(align_out);
-    ok = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
-                                              sizeof bytes) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                              &no_split_reduction, sizeof no_split_reduction) ==
-             CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_alignment,
-                                              sizeof a_alignment) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_alignment,
-                                              sizeof b_alignment) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_alignment,
-                                              sizeof d_alignment) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_alignment,
-                                              sizeof d_alignment) == CUBLAS_STATUS_SUCCESS;
+    ok =
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                             sizeof bytes) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &no_split_reduction, sizeof no_split_reduction) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_alignment,
+                                             sizeof a_alignment) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_alignment,
+                                             sizeof b_alignment) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_alignment,
+                                             sizeof d_alignment) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_alignment,
+                                             sizeof d_alignment) == CUBLAS_STATUS_SUCCESS;
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -103,9 +103,10 @@ cublasStatus_t BiasMatmul::forward(cudaStream_t stream, float* out, const std::u
                                    const float* bias, const MatmulShape& shape, void* workspace,
                                    std::size_t workspace_bytes) {
   if (alignment_of(bias) < 16) return CUBLAS_STATUS_NOT_SUPPORTED;
-  const Key key{static_cast<int>(shape.layout), shape.rows,        shape.in_features, shape.out_features,
-                alignment_of(inp),              alignment_of(weight), alignment_of(out)};
-  const Plan* plan = plan_for(key, workspace_bytes);
+  const Key key{
+      static_cast<int>(shape.layout), shape.rows,        shape.in_features, shape.out_features, alignment_of(inp),
+      alignment_of(weight),           alignment_of(out), workspace_bytes};
+  const Plan* plan = plan_for(key);
   if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   const cublasStatus_t status =
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);

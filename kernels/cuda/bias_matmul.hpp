@@ -37,9 +37,10 @@ class BiasMatmul {
 
  private:
   struct Plan;
-  // layout, N, in, out, and the alignments (bytes, at most 256) of inp, weight and out.
-  using Key = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, int, int>;
-  const Plan* plan_for(const Key& key, std::size_t workspace_bytes);
+  // layout, N, in, out, the alignments (bytes, at most 256) of inp, weight and out, and the
+  // workspace's size (an algorithm chosen for more room needs it).
+  using Key = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, int, int, std::size_t>;
+  const Plan* plan_for(const Key& key);
 
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // null where no algorithm fits

@@ -73,8 +73,9 @@ class CudaOpsImpl final : public CudaOps {
       void* staging = weight.dtype == DType::bf16
                           ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(shape))
                           : nullptr;
-      check_cublas("matmul_forward", cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging,
-                                                          tf32_, {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}));
+      check_cublas("matmul_forward",
+                   cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging, tf32_,
+                                        {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}));
     });
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,

@@ -130,6 +130,7 @@ cublasStatus_t matmul_forward(cudaStream_t stream, cublasHandle_t handle, float*
 cublasStatus_t matmul_forward_bf16_input(cudaStream_t stream, cublasHandle_t handle, float* out,
                                          const std::uint16_t* inp, Weight weight, const float* bias,
                                          const MatmulShape& shape, BiasEpilogue epilogue) {
+  if (weight.dtype != DType::bf16) return CUBLAS_STATUS_INVALID_VALUE;  // the ops' contract: bf16 weights
   if (shape.rows == 0 || shape.out_features == 0) return CUBLAS_STATUS_SUCCESS;
   return forward_product(stream, handle, out, {inp, CUDA_R_16BF}, weight, bias, shape, false, epilogue);
 }
@@ -155,6 +156,7 @@ cublasStatus_t matmul_backward_bf16_input(cudaStream_t stream, cublasHandle_t ha
                                           float* dbias, const float* dout, const std::uint16_t* inp, Weight weight,
                                           const MatmulShape& shape, GradientWrite dinp_write, const float* ones,
                                           void* workspace) {
+  if (weight.dtype != DType::bf16) return CUBLAS_STATUS_INVALID_VALUE;
   const std::int64_t N = shape.rows, OC = shape.out_features;
   if (N == 0) return CUBLAS_STATUS_SUCCESS;
   auto* narrowed_gradient = static_cast<std::uint16_t*>(workspace);

@@ -3,8 +3,9 @@
 // the transposed matrices, so no operand is ever copied to change its layout. f32 weights run in
 // true f32 unless the backend was asked for TF32 products (`[device] tf32`); bf16 weights run on the tensor
 // cores with bf16 operands and f32 accumulation, the input (and, backward, dout) narrowed to bf16
-// in a workspace first, the bias added in cuBLASLt's epilogue where the caller gives one. Deterministic: cuBLAS picks the same algorithm for the same shape, handle
-// and workspace, and dbias is a gemv with a ones vector, not an atomic column sum.
+// in a workspace first, the bias added in cuBLASLt's epilogue where the caller gives one. Deterministic: cuBLAS picks
+// the same algorithm for the same shape, handle and workspace, and dbias is a gemv with a ones vector, not an atomic
+// column sum.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 

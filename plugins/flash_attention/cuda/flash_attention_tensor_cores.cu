@@ -1,7 +1,7 @@
 #include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -50,7 +50,7 @@ constexpr unsigned kFullMask = 0xffffffffu;
 template <int D>
 constexpr int kLd = D + 8;
 template <int D>
-constexpr int kTileBytes = kTile * kLd<D> * 2;
+constexpr int kTileBytes = kTile* kLd<D> * 2;
 
 // Where a lane's fragment elements sit: rows g and g + 8 of a 16-row block, columns 2t, 2t + 1
 // (and 2t + 8, 2t + 9 in the A operand's second half).
@@ -260,7 +260,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float* out, float* ls
       dst[8 * n] = o[n][2 * i] / l[i];
       dst[8 * n + 1] = o[n][2 * i + 1] / l[i];
     }
-    if (lane.t == 0) lse[(static_cast<std::int64_t>(b) * problem.n_head + h) * T + row[i]] = (m[i] + log2f(l[i])) * kLn2;
+    if (lane.t == 0)
+      lse[(static_cast<std::int64_t>(b) * problem.n_head + h) * T + row[i]] = (m[i] + log2f(l[i])) * kLn2;
   }
 }
 
@@ -306,11 +307,13 @@ void round_rows(cudaStream_t stream, Bf16* dst, const float* src, std::int64_t s
   if (quads > 0) round_rows_kernel<<<blocks, 256, 0, stream>>>(dst, src, stride, rows, width, vector);
 }
 
-__device__ __forceinline__ void copy_async(void* shared_destination, const void* source, std::integral_constant<int, 16>) {
+__device__ __forceinline__ void copy_async(void* shared_destination, const void* source,
+                                           std::integral_constant<int, 16>) {
   const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(source));
 }
-__device__ __forceinline__ void copy_async(void* shared_destination, const void* source, std::integral_constant<int, 4>) {
+__device__ __forceinline__ void copy_async(void* shared_destination, const void* source,
+                                           std::integral_constant<int, 4>) {
   const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(source));
 }
@@ -363,7 +366,8 @@ constexpr int kBackwardBytes = 6 * kTileBytes<D> + 2 * 2 * kTile * 4;
 // heads in head order and over query tiles in order. The scores are computed transposed: a warp's
 // rows are its 16 keys, its columns the tile's 64 queries.
 template <int D>
-__global__ void __launch_bounds__(kThreads) backward_kv_kernel(float* dk, float* dv, std::int64_t dkv_stride, const Copies op) {
+__global__ void __launch_bounds__(kThreads)
+    backward_kv_kernel(float* dk, float* dv, std::int64_t dkv_stride, const Copies op) {
   extern __shared__ __align__(128) unsigned char shared[];
   constexpr int kTileElements = kTile * kLd<D>;
   Bf16* k_s = reinterpret_cast<Bf16*>(shared);
@@ -414,7 +418,7 @@ __global__ void __launch_bounds__(kThreads) backward_kv_kernel(float* dk, float*
     const float* lse_s = statistics + (step % 2) * 2 * kTile;
     const float* delta_s = lse_s + kTile;
     float p[kColumnBlocks][4], ds[kColumnBlocks][4];
-    scores_of<D>(p, k_s, warp * kWarpRows, q_s, lane);   // S^T
+    scores_of<D>(p, k_s, warp * kWarpRows, q_s, lane);    // S^T
     scores_of<D>(ds, v_s, warp * kWarpRows, do_s, lane);  // dP^T
 #pragma unroll
     for (int j = 0; j < kColumnBlocks; ++j)
@@ -426,7 +430,7 @@ __global__ void __launch_bounds__(kThreads) backward_kv_kernel(float* dk, float*
       }
     accumulate_product<D>(dv_acc, p, do_s);  // dV += P^T dO
     accumulate_product<D>(dk_acc, ds, q_s);  // dK += dS^T Q
-    __syncthreads();  // this step's buffer is refilled two steps on
+    __syncthreads();                         // this step's buffer is refilled two steps on
   }
 
   const std::int64_t column = static_cast<std::int64_t>(b) * T * dkv_stride + kv_head * D;
@@ -498,7 +502,7 @@ __global__ void __launch_bounds__(kThreads) backward_q_kernel(float* dq, std::in
         ds[j][e] = score_gradient(p, ds[j][e], row_delta[i], op.scale);
       }
     accumulate_product<D>(dq_acc, ds, k_s);  // dQ += dS K
-    __syncthreads();  // this tile's buffer is refilled two tiles on
+    __syncthreads();                         // this tile's buffer is refilled two tiles on
   }
 
   add_rows<D>(dq + static_cast<std::int64_t>(b) * T * dq_stride + h * D, dq_stride, qt * kTile + warp * kWarpRows, T,

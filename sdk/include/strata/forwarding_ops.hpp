@@ -1,7 +1,9 @@
 #pragma once
 // An op table that forwards every op to another: derive from it and override only the ops you
 // change (the host's quantized-weight matmuls do: core/tensor/quantized_matmul_ops.hpp). A new op
-// is forwarded here once, not in every wrapper.
+// is forwarded here once, not in every wrapper. A wrapper that changes what a bf16 weight's matmuls
+// compute must also override the bf16-input matmuls (9.9), or answer false for them in has(): the
+// model calls those instead where the backend offers them.
 #include "strata/ops.hpp"
 
 namespace strata {

@@ -354,9 +354,9 @@ class Ops {
                                          const float* /*bias*/, const MatmulShape& /*shape*/) noexcept {
     unsupported(Op::matmul_bf16_input);
   }
-  virtual void matmul_backward_bf16_input(float* /*dinp*/, float* /*dweight*/, float* /*dbias*/,
-                                          const float* /*dout*/, const std::uint16_t* /*inp*/, Weight /*weight*/,
-                                          const MatmulShape& /*shape*/, GradientWrite /*dinp_write*/) noexcept {
+  virtual void matmul_backward_bf16_input(float* /*dinp*/, float* /*dweight*/, float* /*dbias*/, const float* /*dout*/,
+                                          const std::uint16_t* /*inp*/, Weight /*weight*/, const MatmulShape& /*shape*/,
+                                          GradientWrite /*dinp_write*/) noexcept {
     unsupported(Op::matmul_bf16_input);
   }
 
