@@ -73,9 +73,8 @@ class CudaOpsImpl final : public CudaOps {
       void* staging = weight.dtype == DType::bf16
                           ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(shape))
                           : nullptr;
-      check_cublas("matmul_forward",
-                   cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape, staging, tf32_,
-                                        {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}));
+      check_cublas("matmul_forward", cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape,
+                                                          staging, tf32_, bias_epilogue()));
     });
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
@@ -95,9 +94,8 @@ class CudaOpsImpl final : public CudaOps {
   void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
                                  const MatmulShape& shape) noexcept override {
     run("matmul_forward_bf16_input", [&] {
-      check_cublas("matmul_forward_bf16_input",
-                   cuda::matmul_forward_bf16_input(stream_, cublas_.get(), out, inp, weight, bias, shape,
-                                                   {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}));
+      check_cublas("matmul_forward_bf16_input", cuda::matmul_forward_bf16_input(stream_, cublas_.get(), out, inp,
+                                                                                weight, bias, shape, bias_epilogue()));
     });
   }
   void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -337,6 +335,8 @@ class CudaOpsImpl final : public CudaOps {
       throw std::runtime_error(name_ + " " + op + ": cuBLAS " + cublasGetStatusName(status) + ": " +
                                cublasGetStatusString(status));
   }
+
+  BiasEpilogue bias_epilogue() noexcept { return {&bias_matmul_, cublas_workspace_, kCublasWorkspaceBytes}; }
 
   void* reserve(WorkspaceSlot slot, std::size_t bytes) {
     return workspace_.reserve(slot, std::max<std::size_t>(bytes, 1));

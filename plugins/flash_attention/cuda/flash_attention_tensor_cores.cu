@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 
@@ -58,8 +57,6 @@ struct Lane {
   int g, t;
   __device__ Lane() : g(static_cast<int>(threadIdx.x % kWarpSize) / 4), t(static_cast<int>(threadIdx.x % 4)) {}
 };
-
-using Accumulator = float[4];  // an m16n8 f32 tile: rows g, g, g + 8, g + 8; columns 2t, 2t + 1, 2t, 2t + 1
 
 // d += a · b: a 16 x 16 (row-major fragment), b 16 x 8 (column-major fragment), bf16 pairs.
 __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
@@ -138,6 +135,14 @@ __device__ __forceinline__ void accumulate_product(float (&acc)[D / 8][4], const
   }
 }
 
+// dst[0..3] = src[0..3] rounded to bf16 (nearest even); `vector`: src is 16-byte aligned.
+__device__ __forceinline__ void round_four(Bf16* dst, const float* src, bool vector) {
+  const float4 x = vector ? *reinterpret_cast<const float4*>(src) : make_float4(src[0], src[1], src[2], src[3]);
+  auto* pair = reinterpret_cast<__nv_bfloat162*>(dst);
+  pair[0] = __floats2bfloat162_rn(x.x, x.y);
+  pair[1] = __floats2bfloat162_rn(x.z, x.w);
+}
+
 // dst[r][d] (row length D + 8) = bf16 of src row first_row + r, for r < 64; rows >= limit are 0.
 template <int D>
 __device__ void load_tile(Bf16* dst, const float* src, std::int64_t stride, int first_row, int limit, bool vector) {
@@ -145,14 +150,10 @@ __device__ void load_tile(Bf16* dst, const float* src, std::int64_t stride, int 
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * kQuads; idx += kThreads) {
     const int r = idx / kQuads, c = (idx % kQuads) * 4;
     const int row = first_row + r;
-    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row < limit) {
-      const float* p = src + static_cast<std::int64_t>(row) * stride + c;
-      x = vector ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
-    }
-    auto* pair = reinterpret_cast<__nv_bfloat162*>(dst + r * kLd<D> + c);
-    pair[0] = __floats2bfloat162_rn(x.x, x.y);
-    pair[1] = __floats2bfloat162_rn(x.z, x.w);
+    if (row < limit)
+      round_four(dst + r * kLd<D> + c, src + static_cast<std::int64_t>(row) * stride + c, vector);
+    else
+      *reinterpret_cast<uint2*>(dst + r * kLd<D> + c) = make_uint2(0, 0);  // bf16 zeros
   }
 }
 
@@ -292,11 +293,7 @@ __global__ void round_rows_kernel(Bf16* dst, const float* src, std::int64_t stri
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / quads;
     const int c = static_cast<int>(i % quads) * 4;
-    const float* p = src + r * stride + c;
-    const float4 x = vector ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
-    auto* pair = reinterpret_cast<__nv_bfloat162*>(dst + r * width + c);
-    pair[0] = __floats2bfloat162_rn(x.x, x.y);
-    pair[1] = __floats2bfloat162_rn(x.z, x.w);
+    round_four(dst + r * width + c, src + r * stride + c, vector);
   }
 }
 
@@ -307,13 +304,12 @@ void round_rows(cudaStream_t stream, Bf16* dst, const float* src, std::int64_t s
   if (quads > 0) round_rows_kernel<<<blocks, 256, 0, stream>>>(dst, src, stride, rows, width, vector);
 }
 
-__device__ __forceinline__ void copy_async(void* shared_destination, const void* source,
-                                           std::integral_constant<int, 16>) {
+// Asynchronous copies of 16 bytes (bypassing L1) and of 4, from global to shared memory.
+__device__ __forceinline__ void copy_async_16(void* shared_destination, const void* source) {
   const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(source));
 }
-__device__ __forceinline__ void copy_async(void* shared_destination, const void* source,
-                                           std::integral_constant<int, 4>) {
+__device__ __forceinline__ void copy_async_4(void* shared_destination, const void* source) {
   const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(source));
 }
@@ -336,7 +332,7 @@ __device__ void copy_tile(Bf16* dst, const Bf16* src, std::int64_t stride, int f
     const int row = first_row + r;
     Bf16* d = dst + r * kLd<D> + c;
     if (row < limit)
-      copy_async(d, src + static_cast<std::int64_t>(row) * stride + c, std::integral_constant<int, 16>{});
+      copy_async_16(d, src + static_cast<std::int64_t>(row) * stride + c);
     else
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
   }
@@ -348,8 +344,8 @@ __device__ void copy_statistics(float* lse_s, float* delta_s, const Copies& op, 
   const int row = qt * kTile + static_cast<int>(threadIdx.x);
   if (row < op.seq_len) {
     const std::int64_t stat = (static_cast<std::int64_t>(b) * op.n_head + h) * op.seq_len + row;
-    copy_async(lse_s + threadIdx.x, op.lse + stat, std::integral_constant<int, 4>{});
-    copy_async(delta_s + threadIdx.x, op.delta + stat, std::integral_constant<int, 4>{});
+    copy_async_4(lse_s + threadIdx.x, op.lse + stat);
+    copy_async_4(delta_s + threadIdx.x, op.delta + stat);
   } else {
     lse_s[threadIdx.x] = 0.0f;
     delta_s[threadIdx.x] = 0.0f;
