@@ -4,8 +4,8 @@
 #   bin/strata (and any other program in BUILD_DIR/bin and BUILD_DIR/bench), the test programs,
 #   lib/strata/plugins/*.so (found beside bin/strata as an installed tree's are), the test fixture
 #   plugins, and lib/: every shared library those link except glibc's, libstdc++, libgcc_s and
-#   CUDA's (driver, cudart, cuBLAS: the GPU machine has its own, under /usr/local/cuda or in the
-#   PyTorch wheels' nvidia/*/lib).
+#   CUDA's (driver, cudart, cuBLAS, NCCL: the GPU machine has its own, under /usr/local/cuda or in
+#   the PyTorch wheels' nvidia/*/lib; NCCL alone is 218 MB).
 # Every copy is stripped. The bundle is packed into OUT_DIR/payload.tar.xz (OpenBLAS alone is
 # 35 MiB raw, 4 MiB packed) beside env.sh, which unpacks it the first time it is sourced, and
 # run-tests.sh, which runs the test programs directly (CTest's files hold this machine's paths).
@@ -85,7 +85,7 @@ for plugin in "$build"/plugins/*.so "$build"/tests/fixture_plugins/*.so "$build"
 done
 
 # What the GPU machine provides: the C runtime, the GCC runtime, the CUDA driver and toolkit.
-provided='^(linux-vdso|linux-gate|ld-linux[^ ]*|libc|libm|libmvec|libdl|libpthread|librt|libutil|libresolv|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvrtc[^ ]*|libnvJitLink|libcurand|libcufft|libcusparse|libcusolver|libnvidia-[^ ]*)\.so'
+provided='^(linux-vdso|linux-gate|ld-linux[^ ]*|libc|libm|libmvec|libdl|libpthread|librt|libutil|libresolv|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvrtc[^ ]*|libnvJitLink|libcurand|libcufft|libcusparse|libcusolver|libnccl|libnvidia-[^ ]*)\.so'
 missing=()
 declare -A libraries=()
 for program in "${programs[@]}"; do
@@ -144,7 +144,7 @@ strata_library_path="$STRATA_BUNDLE/lib"
 for strata_dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$strata_dir" ] && strata_library_path="$strata_library_path:$strata_dir"
 done
-# cuBLAS and cudart from pip (nvidia/cublas/lib, or nvidia/cu13/lib for CUDA 13's wheels).
+# cuBLAS, cudart and NCCL from pip (nvidia/cublas/lib, nvidia/nccl/lib, or nvidia/cu13/lib for CUDA 13's wheels).
 if command -v python3 >/dev/null; then
   strata_dir=$(python3 -c 'import glob, os
 try:
@@ -152,7 +152,7 @@ try:
 except ImportError:
     raise SystemExit
 print(":".join(d for base in nvidia.__path__ for d in sorted(glob.glob(os.path.join(base, "*", "lib")))
-               if glob.glob(os.path.join(d, "libcublas*.so*")) or glob.glob(os.path.join(d, "libcudart*.so*"))))' \
+               if any(glob.glob(os.path.join(d, name + "*.so*")) for name in ("libcublas", "libcudart", "libnccl"))))' \
     2>/dev/null || true)
   [ -n "$strata_dir" ] && strata_library_path="$strata_library_path:$strata_dir"
 fi

@@ -6,13 +6,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "core/distributed/communication_thread.hpp"
 #include "core/distributed/communicator.hpp"
+#include "core/distributed/device_communicator.hpp"
 #include "thread_ranks.hpp"
 
 namespace strata::test {
@@ -140,6 +144,43 @@ TEST(DataParallelSums, OneRankAloneIsLeftAsItIs) {
   EXPECT_EQ(values, values_of(0, 17));
   const std::vector<double> mine{2.5, -1.0};
   EXPECT_EQ(all_gather_doubles(alone, mine), mine);
+}
+
+// Each CUDA rank on a machine takes its own GPU, counted from the manifest's; other kinds stay.
+TEST(DataParallelDevices, ARankTakesTheGpuOfItsLocalRank) {
+  EXPECT_EQ(rank_device_kind("cuda:0", 2, 4), "cuda:2");
+  EXPECT_EQ(rank_device_kind("cuda:1", 2, 4), "cuda:3");
+  EXPECT_EQ(rank_device_kind("cuda:1", -1, 4), "cuda:1") << "no launcher";
+  EXPECT_EQ(rank_device_kind("cuda:0", 3, 1), "cuda:0") << "the launcher gave this rank one device";
+  EXPECT_EQ(rank_device_kind("cpu", 2, 4), "cpu");
+  EXPECT_EQ(rank_device_kind("cuda:x", 2, 4), "cuda:x") << "left for the backend to refuse, as written";
+  EXPECT_EQ(rank_device_kind("cuda:", 2, 4), "cuda:");
+  const char* before = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "5", 1);
+  EXPECT_EQ(launcher_local_rank(), 5);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "five", 1);
+  EXPECT_EQ(launcher_local_rank(), -1);
+  if (before != nullptr)
+    ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", saved.c_str(), 1);
+  else
+    ::unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+}
+
+// Without NCCL (in the build, or on the machine), CUDA ranks are refused, saying why; CPU ranks
+// never are.
+TEST(DataParallelDevices, CudaRanksNeedNccl) {
+  EXPECT_EQ(device_communication_unavailable("cpu"), "");
+  const std::string why = device_communication_unavailable("cuda:0");
+  const std::string reason = nccl_unavailable_reason();
+  EXPECT_EQ(why.empty(), reason.empty()) << why;
+  EXPECT_NE(why.find(reason), std::string::npos) << why;
+  if (!nccl_built()) {
+    EXPECT_NE(why.find("no NCCL"), std::string::npos) << why;
+  } else if (reason.empty()) {  // libnccl opened, no GPU needed: its version through the looked-up symbols
+    EXPECT_EQ(nccl_description().rfind("NCCL 2.", 0), 0u) << nccl_description();
+  }
+  std::printf("NCCL here: %s\n", reason.empty() ? nccl_description().c_str() : reason.c_str());
 }
 
 }  // namespace

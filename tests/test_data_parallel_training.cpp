@@ -74,5 +74,39 @@ TEST(DataParallelTraining, OverlappedCallsKeepTheLossesUnderCheckpointingAndOffl
   }
 }
 
+// One rank through the data-parallel path (TrainOptions::data_parallel_with_one_rank, how a machine
+// with one GPU runs NCCL's calls): its sums, gathers and shards are each a copy of its own rows, so
+// every stage trains as one process, bit for bit, with recomputation and offload on top.
+TEST(DataParallelTraining, OneRankThroughTheDataParallelPathTrainsAsOneProcess) {
+  const std::string stacked =
+      "[[strategy]]\nplugin = \"checkpoint\"\n[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
+  for (const std::string& strategies : {std::string(), stacked}) {
+    for (int zero = 0; zero <= 3; ++zero) {
+      SCOPED_TRACE("zero " + std::to_string(zero) + (strategies.empty() ? "" : ", checkpoint + offload"));
+      const auto dir = temporary_directory("data_parallel_one_rank");
+      const auto jsonl = dir / "steps.jsonl";
+      write_text(dir / "m.toml",
+                 tiny_manifest("[distributed]\nzero = " + std::to_string(zero) + "\n" + strategies +
+                               "[[telemetry]]\nplugin = \"jsonl\"\npath = \"" + jsonl.string() + "\"\n"));
+      const Manifest manifest =
+          load_manifest(dir / "m.toml", {"model.n_layer=3", "train.steps=4", "train.eval_every=0"});
+      PluginRegistry registry;
+      registry.scan(plugin_search_path({}));
+      TrainOptions options;
+      options.overwrite_telemetry = true;
+      const std::vector<double> alone = run_training(manifest, registry, options).losses;
+      EXPECT_EQ(step_rank_records(jsonl), std::vector<nlohmann::json>(4)) << "one process has no ranks";
+      options.data_parallel_with_one_rank = true;
+      const std::vector<double> one_rank = run_training(manifest, registry, options).losses;
+      ASSERT_EQ(alone.size(), 4u);
+      EXPECT_EQ(one_rank, alone);
+      for (const nlohmann::json& ranks : step_rank_records(jsonl)) {  // the path ran
+        ASSERT_EQ(ranks.size(), 1u);
+        EXPECT_EQ(ranks[0]["zero"], zero);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::test

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model/model.hpp"
 #include "strata/optimizer.hpp"
 #include "strata/precision_policy.hpp"
@@ -35,6 +37,18 @@ inline std::filesystem::path temporary_directory(const std::string& name) {
 inline void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
+}
+
+// A jsonl telemetry file's step records' `ranks` (a data-parallel run's share per rank), one per
+// step; a step without them gives null.
+inline std::vector<nlohmann::json> step_rank_records(const std::filesystem::path& jsonl) {
+  std::vector<nlohmann::json> ranks;
+  std::ifstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("step")) ranks.push_back(record.contains("ranks") ? record["ranks"] : nlohmann::json());
+  }
+  return ranks;
 }
 
 inline std::string source_path(const std::string& relative) {

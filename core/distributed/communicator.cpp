@@ -15,6 +15,14 @@ Communicator::Ticket Communicator::submit(std::function<void()> job) {
 
 void Communicator::wait(Ticket) {}
 
+void Communicator::sum_to_all(std::span<float> data, std::vector<float>& scratch) {
+  all_reduce_sum(*this, data, scratch);
+}
+
+void Communicator::sum_to(std::span<float> data, int root, std::vector<float>& scratch) {
+  reduce_sum_to(*this, data, root, scratch);
+}
+
 void LocalCommunicator::all_gather(std::span<const std::byte> mine, std::span<std::byte> all) {
   std::copy(mine.begin(), mine.end(), all.begin());
 }

@@ -6,6 +6,7 @@
 // The sums are Strata's own, not MPI's: a reduction adds the ranks' values in rank order,
 // ((r0 + r1) + r2) + ..., whatever order the bytes arrive in, so a run repeats bitwise, and a
 // gradient summed for every rank (ZeRO 0) has the bits of one summed for its owner (ZeRO 1, 2).
+// NCCL's communicator (core/distributed/device_communicator.hpp) sums device rows in NCCL's order.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +47,12 @@ class Communicator {
   // Ends every rank of the job with this exit code: a rank that fails cannot leave the others
   // waiting in a collective call.
   [[noreturn]] virtual void abort(int exit_code) = 0;
+
+  // The sum over the ranks of every rank's `data`: into every rank's (sum_to_all), or into root's
+  // alone, the others' unchanged (sum_to). By default Strata's fixed-order sums (all_reduce_sum and
+  // reduce_sum_to, below); NCCL's communicator sums device rows in NCCL's own order.
+  virtual void sum_to_all(std::span<float> data, std::vector<float>& scratch);
+  virtual void sum_to(std::span<float> data, int root, std::vector<float>& scratch);
 
   // Calls that overlap the caller's computing: `job` (which makes this communicator's calls) runs
   // on the communicator's own thread after every job submitted before it, so the ranks still make

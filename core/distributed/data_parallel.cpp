@@ -152,9 +152,9 @@ void DataParallel::reduce_gradients(int layer) {
     start(rows, [this, sums = std::move(sums)] {
       for (const auto& [values, owner] : sums) {
         if (zero_ < 2)
-          all_reduce_sum(communicator_, values, scratch_);
+          communicator_.sum_to_all(values, scratch_);
         else
-          reduce_sum_to(communicator_, values, owner, scratch_);
+          communicator_.sum_to(values, owner, scratch_);
       }
     });
   if (!overlap_) release_sent_gradients();  // sent already

@@ -9,11 +9,13 @@
 //   zero 3: as 2, and the owner alone keeps the weights (and their f32 masters): another rank
 //           receives a block's before the block's forward and again before its backward, and frees
 //           them after each; the global parameters' for the length of a micro batch.
-// Owners hold contiguous runs of parameters in the model's order, balanced by element count. Every
-// sum adds the ranks in rank order, so the stages give the same bits (tests/cli_data_parallel.sh).
+// Owners hold contiguous runs of parameters in the model's order, balanced by element count. On CPU
+// ranks every sum adds the ranks in rank order, so the stages give the same bits
+// (tests/cli/data_parallel.sh); CUDA ranks' device rows are summed by NCCL, in its own order.
 //
 // The calls overlap computing: a block's sums run on the communicator's thread while the block
-// below goes backward, and at zero 3 the next block's weights arrive while this one computes. The
+// below goes backward, and at zero 3 the next block's weights arrive while this one computes (on
+// CUDA ranks NCCL's calls take their turn on the compute stream instead). The
 // store waits for a row in flight before it moves or frees it (TensorStore::guard_rows).
 #include <cstdint>
 #include <functional>

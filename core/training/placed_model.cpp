@@ -20,7 +20,7 @@ PlacedModel place_model(const Manifest& manifest, Backend& device, Stack& stack,
                             ModelOptions{train.micro_batch_rows(), state_layout_of(*stack.optimizer),
                                          Allocation::deferred, storage, Purpose::training, stack.trainable});
   Model& model = *placed.model;
-  if (communicator != nullptr && communicator->size() > 1)
+  if (communicator != nullptr)
     placed.data_parallel = std::make_unique<DataParallel>(*communicator, model.store(), manifest.distributed.zero,
                                                           manifest.distributed.overlap);
   placed.executor = std::make_unique<Executor>(

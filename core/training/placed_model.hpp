@@ -21,15 +21,15 @@ struct PlacedModel {
   // it lends the predictor, both before the model, the model before the tier that holds its rows.
   std::unique_ptr<DiskTier> disk_tier;  // null unless a strategy puts rows on disk
   std::unique_ptr<Model> model;
-  std::unique_ptr<DataParallel> data_parallel;  // null for one rank
+  std::unique_ptr<DataParallel> data_parallel;  // null without a communicator
   std::unique_ptr<PluginMemoryImpl> controller_memory;
   std::unique_ptr<Executor> executor;
 };
 
 // The weights are allocated, not initialised. With `disk_accounted_only` the disk tier keeps no
 // file and moves no bytes (DiskTierOptions::account_only).
-// With a `communicator` of more than one rank, the rows are sharded by [distributed] zero (rows
-// another rank keeps are never allocated here).
+// With a `communicator`, the model trains data parallel: the rows are sharded by [distributed] zero
+// (rows another rank keeps are never allocated here).
 PlacedModel place_model(const Manifest& manifest, Backend& device, Stack& stack, Kernel& attention,
                         const StorageTypes& storage, bool disk_accounted_only = false,
                         Communicator* communicator = nullptr);

@@ -24,6 +24,7 @@
 #include "core/device/backends.hpp"
 #include "core/device/disk_tier.hpp"
 #include "core/distributed/data_parallel.hpp"
+#include "core/distributed/device_communicator.hpp"
 #include "core/executor/executor.hpp"
 #include "core/executor/hook_failed.hpp"
 #include "core/manifest/manifest_error.hpp"
@@ -160,15 +161,13 @@ std::vector<std::string> data_parallel_problems(const Manifest& manifest, const 
   std::vector<std::string> problems;
   const std::string where = manifest.path.string() + ": ";
   const int zero = manifest.distributed.zero;
-  if (ranks <= 1) return problems;
   const TrainSpec& train = manifest.train;
   if (train.batch % (ranks * train.micro_batches) != 0)
     problems.push_back(where + "train.batch = " + std::to_string(train.batch) + " is not divisible by " +
                        std::to_string(ranks) + " ranks x train.micro_batches = " + std::to_string(train.micro_batches) +
                        ": each rank trains on an equal share of every batch");
-  if (manifest.device.kind != "cpu")
-    problems.push_back(where + "[device] kind = \"" + manifest.device.kind +
-                       "\": data parallel runs on CPU ranks only so far (the NCCL path for CUDA ranks is not built)");
+  if (const std::string why = device_communication_unavailable(manifest.device.kind); !why.empty())
+    problems.push_back(where + "[device] kind = \"" + manifest.device.kind + "\": " + why);
   if (stack.predictor)
     problems.push_back(where + "[predictor] steps without gradients, which data parallel does not share: run one rank");
   if (zero >= 1 && (!stack.optimizer->steps_in_parts() || !stack.optimizer->clips_by_given_norm()))
@@ -314,7 +313,9 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                           "(--resume, --stop-after, --fresh, --force-resume) of rank(s)" +
                           differing + " differ from rank 0's: every rank must train the same run");
   }
-  const Manifest manifest = ranks > 1 ? rank_manifest(global_manifest, rank, ranks) : global_manifest;
+  const bool data_parallel = ranks > 1 || options.data_parallel_with_one_rank;
+  Manifest manifest = data_parallel ? rank_manifest(global_manifest, rank, ranks) : global_manifest;
+  if (data_parallel) manifest.device.kind = this_rank_device_kind(manifest.device.kind);  // a GPU each
   // threads = 0 under mpirun: this machine's cores shared among the ranks on it.
   const char* local_ranks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   configure_threads(manifest.train.threads > 0 || ranks == 1 || local_ranks == nullptr
@@ -327,13 +328,21 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   Stack stack = build_stack(manifest, registry, host, root ? "console" : "");  // rank 0 alone reports
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);
-  if (std::vector<std::string> problems = data_parallel_problems(global_manifest, stack, ranks); !problems.empty())
-    throw ManifestError(problems);
-  if (global_manifest.distributed.present && ranks == 1)
+  if (data_parallel)
+    if (std::vector<std::string> problems = data_parallel_problems(global_manifest, stack, ranks); !problems.empty())
+      throw ManifestError(problems);
+  if (global_manifest.distributed.present && !data_parallel)
     spdlog::info("[distributed]: one rank (start with mpirun -np N for more)");
-  if (ranks > 1)
+  // The rows go through NCCL between GPUs; the rest (and host rows) through `communicator`.
+  const std::unique_ptr<Communicator> device_communicator =
+      data_parallel ? communicator_for_device(communicator, *device) : nullptr;
+  Communicator* const rows_communicator = !data_parallel        ? nullptr
+                                          : device_communicator ? device_communicator.get()
+                                                                : &communicator;
+  if (data_parallel)
     spdlog::info("data parallel: rank {} of {} through {}, zero = {}, {} of the batch's {} rows", rank, ranks,
-                 communicator.name(), manifest.distributed.zero, manifest.train.batch, global_manifest.train.batch);
+                 rows_communicator->name(), manifest.distributed.zero, manifest.train.batch,
+                 global_manifest.train.batch);
   const TrainSpec& train = manifest.train;
   const int rows = manifest.train.micro_batch_rows();
   const auto tokenizer = tokenizer_for(manifest);
@@ -372,7 +381,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                device->name());
   const PlacedModel placed =
       place_model(manifest, *device, stack, stack.attention_on(*device, manifest.model.attention_shape(1)),
-                  stack.storage_on(*device), false, &communicator);
+                  stack.storage_on(*device), false, rows_communicator);
   Model& model = *placed.model;
   DataParallel* parallel = placed.data_parallel.get();
   Executor& executor = *placed.executor;

@@ -44,6 +44,9 @@ struct TrainOptions {
   BackendFactory backend;
   // The ranks mpirun started (core/distributed/communicator.hpp); null or one rank: this process alone.
   Communicator* communicator = nullptr;
+  // Train one rank through the data-parallel path (its sums, gathers and shards, each a copy of
+  // its own rows): how a machine with one GPU runs NCCL's calls (tests/test_cuda_data_parallel.cpp).
+  bool data_parallel_with_one_rank = false;
 };
 
 struct TrainResult {
@@ -63,7 +66,8 @@ struct TrainResult {
 // process with ranks x micro_batches of them), and no telemetry but rank 0's.
 Manifest rank_manifest(const Manifest& manifest, int rank, int ranks);
 
-// What keeps [distributed] from running this manifest on `ranks` ranks, one problem each.
+// What keeps [distributed] from running this manifest on `ranks` ranks (one or more), one problem
+// each.
 std::vector<std::string> data_parallel_problems(const Manifest& manifest, const Stack& stack, int ranks);
 
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and
