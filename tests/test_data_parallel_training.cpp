@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +23,7 @@ namespace {
 
 struct RankRuns {
   std::vector<std::vector<double>> losses;  // per rank
+  std::vector<CategoryBytes> peaks;         // per rank: each category's peak over the run
 };
 
 // Four steps of the tiny model with six blocks (enough for zero 2 and 3 to hold fewer than all)
@@ -31,7 +34,7 @@ RankRuns train_on_two_ranks(const std::string& name, int zero, bool overlapped, 
   const Manifest manifest =
       load_manifest(dir / "m.toml", {"model.n_layer=6", "train.steps=4", "train.threads=1", "train.eval_every=0"});
   Mailbox mailbox(2);
-  RankRuns runs{std::vector<std::vector<double>>(2)};
+  RankRuns runs{std::vector<std::vector<double>>(2), std::vector<CategoryBytes>(2)};
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
@@ -42,7 +45,9 @@ RankRuns train_on_two_ranks(const std::string& name, int zero, bool overlapped, 
       TrainOptions options;
       options.communicator = &communicator;
       try {
-        runs.losses[static_cast<std::size_t>(r)] = run_training(manifest, registry, options).losses;
+        const TrainResult result = run_training(manifest, registry, options);
+        runs.losses[static_cast<std::size_t>(r)] = result.losses;
+        runs.peaks[static_cast<std::size_t>(r)] = result.summary.peak_device_bytes_by_category;
       } catch (const std::exception& e) {
         ADD_FAILURE() << "rank " << r << ": " << e.what();  // the other rank waits in vain: see the log
         std::_Exit(1);
@@ -72,6 +77,27 @@ TEST(DataParallelTraining, OverlappedCallsKeepTheLossesUnderCheckpointingAndOffl
     const RankRuns overlapped = train_on_two_ranks("stacked_z" + std::to_string(zero), zero, true, stacked);
     EXPECT_EQ(overlapped.losses[0], blocking.losses[0]) << "zero " << zero;
   }
+}
+
+// A save of zero 3's shards: rank 0 receives each row another rank keeps as the save reaches it,
+// one at a time, so its peak optimizer state is its own share and one row, not the whole state;
+// and the run trains as one without saves.
+TEST(DataParallelTraining, RankZeroSavesHoldingOneRowOfAnotherRanksAtATime) {
+  const RankRuns unsaved = train_on_two_ranks("unsaved", 3, true);
+  const auto saves = temporary_directory("data_parallel_saves");
+  const RankRuns saved =
+      train_on_two_ranks("saved", 3, true, "[checkpoint]\ndir = \"" + saves.string() + "\"\nevery = 2\n");
+  EXPECT_EQ(saved.losses[0], unsaved.losses[0]);
+  const auto optimizer = static_cast<std::size_t>(MemoryCategory::optimizer);
+  const std::uint64_t own = unsaved.peaks[0][optimizer], other = unsaved.peaks[1][optimizer];
+  // The largest row of optimizer state: one moment of the embedding (vocab 256 x d_model 32, f32).
+  const std::uint64_t largest_row = 256 * 32 * sizeof(float);
+  std::printf("rank 0's optimizer state: %llu bytes without saves, %llu with (rank 1 keeps %llu)\n",
+              static_cast<unsigned long long>(own), static_cast<unsigned long long>(saved.peaks[0][optimizer]),
+              static_cast<unsigned long long>(other));
+  EXPECT_LE(saved.peaks[0][optimizer], own + largest_row);
+  EXPECT_GT(other, largest_row) << "holding every shard would show";
+  EXPECT_TRUE(std::filesystem::exists(saves / "step_00000004" / "optimizer.safetensors"));
 }
 
 // One rank through the data-parallel path (TrainOptions::data_parallel_with_one_rank, how a machine

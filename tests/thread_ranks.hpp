@@ -6,10 +6,15 @@
 
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/distributed/communication_thread.hpp"
@@ -28,6 +33,10 @@ struct Mailbox {
     const int* offsets = nullptr;
   };
   std::vector<Post> sent;
+  // Point to point: each message copied into the queue of its (from, to) pair, as MPI buffers a send.
+  std::mutex lock;
+  std::condition_variable arrived;
+  std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> messages;
 };
 
 // With `own_thread`, the calls run on a thread of the rank's own, as the MPI communicator's do, so
@@ -82,8 +91,34 @@ class ThreadCommunicator final : public Communicator {
                       sizeof(float) * static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
     });
   }
-  void send(std::span<const std::byte>, int) override { FAIL() << "no point-to-point here"; }
-  void receive(std::span<std::byte>, int) override { FAIL() << "no point-to-point here"; }
+  void send(std::span<const std::byte> bytes, int to) override {
+    const auto call = [&] {
+      std::this_thread::sleep_for(lag_);
+      {
+        const std::lock_guard<std::mutex> hold(mailbox_.lock);
+        mailbox_.messages[{rank_, to}].emplace_back(bytes.begin(), bytes.end());
+      }
+      mailbox_.arrived.notify_all();
+    };
+    if (thread_)
+      thread_->run(call);
+    else
+      call();
+  }
+  void receive(std::span<std::byte> bytes, int from) override {
+    const auto call = [&] {
+      std::unique_lock<std::mutex> hold(mailbox_.lock);
+      std::deque<std::vector<std::byte>>& queue = mailbox_.messages[{from, rank_}];
+      mailbox_.arrived.wait(hold, [&] { return !queue.empty(); });
+      ASSERT_EQ(queue.front().size(), bytes.size()) << "a message of another size than the receive's";
+      std::copy(queue.front().begin(), queue.front().end(), bytes.begin());
+      queue.pop_front();
+    };
+    if (thread_)
+      thread_->run(call);
+    else
+      call();
+  }
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
 
   Ticket submit(std::function<void()> job) override {

@@ -159,7 +159,8 @@ std::string strategy_state_key(std::size_t index, const std::string& plugin) {
   return "strategy_" + std::to_string(index + 1) + "_" + plugin;
 }
 
-fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerState& state) {
+fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerState& state,
+                         const RowBytes& row_bytes) {
   fs::create_directories(directory);
   const auto start = std::chrono::steady_clock::now();
   char name[32];
@@ -175,15 +176,15 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   // tensor data beside the model, and one row read in from the disk tier.
   std::optional<DiskLoan> loan;  // the row being read, when the disk tier holds it
   int loaned_row = -1;
-  const auto row_source = [&model, &loan, &loaned_row](int row) {
-    return [&model, &loan, &loaned_row, row](std::uint64_t offset, std::span<std::byte> out) {
+  const auto row_source = [&model, &loan, &loaned_row, &row_bytes](int row) {
+    return [&model, &loan, &loaned_row, &row_bytes, row](std::uint64_t offset, std::span<std::byte> out) {
       if (row != loaned_row) {  // a row on disk is read in for the copy, and dropped again
         loan.reset();
         loan.emplace(model.store(), std::vector<int>{row}, DiskLoan::Access::read);
         loaned_row = row;
       }
-      model.backend().ops().copy_to_host(out.data(), static_cast<const std::byte*>(model.store().data(row)) + offset,
-                                         out.size());
+      const void* data = row_bytes ? row_bytes(row) : model.store().data(row);
+      model.backend().ops().copy_to_host(out.data(), static_cast<const std::byte*>(data) + offset, out.size());
     };
   };
   std::vector<TensorPieces> weights;

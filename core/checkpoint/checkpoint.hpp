@@ -19,6 +19,7 @@
 // frozen weights' fingerprint and the adapters' description, which a load checks against the model.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,8 +55,13 @@ struct TrainerState {
 // "strategy_2_lora": the file stem of the state of the manifest's strategy `index` (0-based).
 std::string strategy_state_key(std::size_t index, const std::string& plugin);
 
-// Returns the directory written.
-std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Model& model, const TrainerState& state);
+// Where the bytes of a model's row are, in its home's memory, for the save to copy to the host; a
+// data-parallel rank 0 receives there a row another rank keeps (DataParallel::row_for_save).
+using RowBytes = std::function<const void*(int row)>;
+
+// Returns the directory written. Without `row_bytes`, every row is the model's own.
+std::filesystem::path save_checkpoint(const std::filesystem::path& directory, Model& model, const TrainerState& state,
+                                      const RowBytes& row_bytes = {});
 
 // Weights only, from a model.safetensors file, a checkpoint directory, or a Hugging Face model
 // directory (config.json beside model.safetensors or the shards of model.safetensors.index.json,

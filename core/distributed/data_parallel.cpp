@@ -223,33 +223,54 @@ void DataParallel::share_updated_parameters() {
   }
 }
 
-void DataParallel::gather_to_root() {
-  const std::vector<ParameterRows>& parameters = store_.parameters();
-  for (std::size_t i = 0; i < parameters.size(); ++i) {
-    if (owners_[i] <= 0) continue;  // frozen, or rank 0's own
-    // Rank 0 may hold a zero 3 layer's weights already (gathered for the step): every rank knows.
-    const bool weights_here =
-        zero_ >= 3 && !gathered_.empty() && gathered_[static_cast<std::size_t>(parameters[i].layer + 1)];
-    const std::vector<int> weights = stored_weight_rows(parameters[i]);
-    for (int row : owner_rows(i)) {
-      if (weights_here && std::find(weights.begin(), weights.end(), row) != weights.end()) continue;
-      if (rank() == 0) {
-        gathered_by_root_.push_back(row);
-        store_.allocate(row);
-        const TensorView view = store_.view(row);
-        communicator_.receive({static_cast<std::byte*>(view.data), view.bytes()}, owners_[i]);
-      } else if (owners_[i] == rank()) {
-        store_.complete_rows({row});
-        const TensorView view = store_.view(row);
-        communicator_.send({static_cast<const std::byte*>(view.data), view.bytes()}, 0);
-      }
-    }
+namespace {
+
+// The end of a save, in place of a row: rank 0 asks for no more.
+constexpr std::int32_t kSaveWritten = -1;
+
+}  // namespace
+
+const void* DataParallel::row_for_save(int row) {
+  if (remote_owner_.empty())
+    for (std::size_t i = 0; i < owners_.size(); ++i)
+      if (owners_[i] > 0)
+        for (int kept : owner_rows(i)) remote_owner_[kept] = owners_[i];
+  if (row != held_for_save_ && held_for_save_ >= 0) {
+    store_.release(held_for_save_);
+    held_for_save_ = -1;
   }
+  const auto owner = remote_owner_.find(row);
+  // Rank 0's own, or here for now (zero 3 gathers a layer's weights for the step); or received
+  // already for the piece before.
+  if (owner == remote_owner_.end() || store_.allocated(row)) {
+    store_.complete_rows({row});
+    return store_.data(row);
+  }
+  store_.allocate(row);
+  held_for_save_ = row;
+  const std::int32_t request = row;
+  communicator_.send(std::as_bytes(std::span(&request, 1)), owner->second);
+  const TensorView view = store_.view(row);
+  communicator_.receive({static_cast<std::byte*>(view.data), view.bytes()}, owner->second);
+  return view.data;
 }
 
-void DataParallel::release_gathered_rows() {
-  for (int row : gathered_by_root_) store_.release(row);
-  gathered_by_root_.clear();
+void DataParallel::end_save() {
+  if (held_for_save_ >= 0) store_.release(held_for_save_);
+  held_for_save_ = -1;
+  const std::int32_t written = kSaveWritten;
+  for (int r = 1; r < ranks(); ++r) communicator_.send(std::as_bytes(std::span(&written, 1)), r);
+}
+
+void DataParallel::serve_save() {
+  for (;;) {
+    std::int32_t row = kSaveWritten;
+    communicator_.receive(std::as_writable_bytes(std::span(&row, 1)), 0);
+    if (row == kSaveWritten) return;
+    store_.complete_rows({row});
+    const TensorView view = store_.view(row);
+    communicator_.send({static_cast<const std::byte*>(view.data), view.bytes()}, 0);
+  }
 }
 
 void DataParallel::hold_all_rows() {

@@ -78,11 +78,14 @@ class DataParallel {
   // Zero 3: frees the layer's weights this rank does not own.
   void release_weights(int layer);
 
-  // Checkpoints. Rank 0 writes the one-process format: before a save, the owners send it the
-  // rows it does not keep (optimizer state; at zero 3 the weights and masters too), which it holds
-  // until release_gathered_rows.
-  void gather_to_root();
-  void release_gathered_rows();
+  // Checkpoints. Rank 0 writes the one-process format, and receives each row it does not keep
+  // (optimizer state; at zero 3 the weights and masters too) from the row's owner as the save
+  // reaches it, holding one such row at a time: row_for_save is the save's source of a row's bytes,
+  // and end_save, once the save is written, frees the row held and releases the other ranks, which
+  // answer rank 0's requests in serve_save until then.
+  const void* row_for_save(int row);
+  void end_save();
+  void serve_save();
   // Before a run initialises or loads its weights and state: every row this rank does not keep,
   // held; after, freed again.
   void hold_all_rows();
@@ -112,8 +115,9 @@ class DataParallel {
   Communicator::Ticket last_ticket_ = 0;
   std::vector<int> sent_gradients_;  // zero 2: others' gradients to free once their sums have run
   int n_layer_ = 0;
-  std::vector<bool> gathered_;         // zero 3, per layer + 1: its weights are here for now
-  std::vector<int> gathered_by_root_;  // rows rank 0 holds for a save
+  std::vector<bool> gathered_;                 // zero 3, per layer + 1: its weights are here for now
+  std::unordered_map<int, int> remote_owner_;  // rank 0, saves: row -> the rank that keeps it, for rows kept elsewhere
+  int held_for_save_ = -1;                     // rank 0: the row received for the save, or -1
 };
 
 }  // namespace strata

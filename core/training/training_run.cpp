@@ -638,13 +638,16 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
         if (!strategy_state.empty())
           saved.strategies[strategy_state_key(i, manifest.strategies[i].plugin)] = std::move(strategy_state);
       }
-      if (parallel) parallel->gather_to_root();  // rank 0 writes the one-process format
+      // Rank 0 writes the one-process format, receiving each row it does not keep as it goes.
+      if (parallel && !root) parallel->serve_save();
       if (root) {
-        result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved);
+        RowBytes row_bytes;
+        if (parallel) row_bytes = [parallel](int row) { return parallel->row_for_save(row); };
+        result.last_checkpoint = save_checkpoint(*manifest.checkpoint.dir, model, saved, row_bytes);
+        if (parallel) parallel->end_save();
         prune_checkpoints(*manifest.checkpoint.dir, manifest.checkpoint.keep_last, outcome.loss,
                           train.divergence_factor);
       }
-      if (parallel) parallel->release_gathered_rows();
     }
     if (result.stopped_by_signal != 0) {
       spdlog::warn("stopped by signal {} after step {}{}", result.stopped_by_signal, step,
