@@ -27,8 +27,9 @@ struct RankRuns {
 };
 
 // Four steps of the tiny model with six blocks (enough for zero 2 and 3 to hold fewer than all)
-// on two thread ranks; `extra` tables appended to the manifest.
-RankRuns train_on_two_ranks(const std::string& name, int zero, bool overlapped, const std::string& extra = "") {
+// on two thread ranks; `extra` tables appended to the manifest, `base` the options of each rank.
+RankRuns train_on_two_ranks(const std::string& name, int zero, bool overlapped, const std::string& extra = "",
+                            const TrainOptions& base = {}) {
   const auto dir = temporary_directory("data_parallel_" + name);
   write_text(dir / "m.toml", tiny_manifest("[distributed]\nzero = " + std::to_string(zero) + "\n" + extra));
   const Manifest manifest =
@@ -42,7 +43,7 @@ RankRuns train_on_two_ranks(const std::string& name, int zero, bool overlapped, 
       ThreadCommunicator communicator(mailbox, r, overlapped, std::chrono::microseconds(overlapped ? 1000 : 0));
       PluginRegistry registry;
       registry.scan(plugin_search_path({}));
-      TrainOptions options;
+      TrainOptions options = base;
       options.communicator = &communicator;
       try {
         const TrainResult result = run_training(manifest, registry, options);
@@ -98,6 +99,35 @@ TEST(DataParallelTraining, RankZeroSavesHoldingOneRowOfAnotherRanksAtATime) {
   EXPECT_LE(saved.peaks[0][optimizer], own + largest_row);
   EXPECT_GT(other, largest_row) << "holding every shard would show";
   EXPECT_TRUE(std::filesystem::exists(saves / "step_00000004" / "optimizer.safetensors"));
+}
+
+// A resume loads each rank's own rows alone (the others' are read from the save and dropped), so a
+// resumed rank's optimizer state is its share, not the whole; and with bf16 weights and their f32
+// masters kept by the owners, the resumed steps are the uninterrupted run's, bit for bit.
+TEST(DataParallelTraining, ResumedRanksLoadTheirOwnShardsAndTrainAsTheUninterruptedRun) {
+  const std::string bf16 = "[precision]\nplugin = \"bf16\"\nweights = \"bf16\"\n";
+  for (const int zero : {1, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    const std::string name = "resume_z" + std::to_string(zero);
+    const auto whole = temporary_directory(name + "_whole"), parts = temporary_directory(name + "_parts");
+    const auto saves_in = [&](const std::filesystem::path& dir) {
+      return bf16 + "[checkpoint]\ndir = \"" + dir.string() + "\"\n";
+    };
+    const RankRuns uninterrupted = train_on_two_ranks(name + "_whole", zero, true, saves_in(whole));
+    ASSERT_EQ(uninterrupted.losses[0].size(), 4u);
+    TrainOptions first_half;
+    first_half.stop_after_step = 2;
+    (void)train_on_two_ranks(name + "_first", zero, true, saves_in(parts), first_half);
+    TrainOptions second_half;
+    second_half.resume = parts;
+    const RankRuns resumed = train_on_two_ranks(name + "_second", zero, true, saves_in(parts), second_half);
+    ASSERT_EQ(resumed.losses[0].size(), 2u);
+    EXPECT_EQ(resumed.losses[0][0], uninterrupted.losses[0][2]);
+    EXPECT_EQ(resumed.losses[0][1], uninterrupted.losses[0][3]);
+    const auto optimizer = static_cast<std::size_t>(MemoryCategory::optimizer);
+    for (std::size_t r = 0; r < 2; ++r)  // both runs save at the end: rank 0 holds a row of rank 1's then
+      EXPECT_LE(resumed.peaks[r][optimizer], uninterrupted.peaks[r][optimizer]) << "rank " << r;
+  }
 }
 
 // One rank through the data-parallel path (TrainOptions::data_parallel_with_one_rank, how a machine

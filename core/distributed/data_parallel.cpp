@@ -273,20 +273,6 @@ void DataParallel::serve_save() {
   }
 }
 
-void DataParallel::hold_all_rows() {
-  for (std::size_t i = 0; i < owners_.size(); ++i)
-    if (owners_[i] >= 0 && owners_[i] != rank())
-      for (int row : owner_rows(i))
-        if (!store_.allocated(row)) store_.allocate(row, /*zero=*/true);
-}
-
-void DataParallel::release_others_rows() {
-  for (std::size_t i = 0; i < owners_.size(); ++i)
-    if (owners_[i] >= 0 && owners_[i] != rank())
-      for (int row : owner_rows(i)) store_.release(row);
-  std::fill(gathered_.begin(), gathered_.end(), false);
-}
-
 double DataParallel::mean(double mine) {
   const std::vector<double> all = all_gather_doubles(communicator_, {&mine, 1});
   double sum = 0.0;

@@ -86,10 +86,6 @@ class DataParallel {
   const void* row_for_save(int row);
   void end_save();
   void serve_save();
-  // Before a run initialises or loads its weights and state: every row this rank does not keep,
-  // held; after, freed again.
-  void hold_all_rows();
-  void release_others_rows();
 
   // The mean over ranks of each rank's value (added in rank order), and the largest.
   double mean(double mine);

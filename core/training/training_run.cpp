@@ -391,10 +391,8 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
                seconds_since(setup_start), format_bytes(device->device_memory().live_total()),
                format_bytes(device->host_memory().live_total()), train.seed);
   const auto init_start = std::chrono::steady_clock::now();
-  // Rows another rank keeps are held while a save is loaded (it holds every rank's), and freed
-  // after. An initialisation writes this rank's own weights alone (Model::write_values).
-  const bool hold_shards = parallel && options.resume;
-  if (hold_shards) parallel->hold_all_rows();
+  // An initialisation, and a resume, write this rank's own rows alone (Model::write_values,
+  // load_checkpoint): another rank's are drawn or read, and dropped.
   model.init_weights(train.seed);
   spdlog::info("weights initialised in {:.1f} s", seconds_since(init_start));
   // A resume loads its trained weights over these; a frozen base stays as loaded here.
@@ -451,7 +449,6 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
     }
   }
 
-  if (hold_shards) parallel->release_others_rows();
   if (parallel) {
     // The owners' initialised (or loaded) weights to every rank: at zero 1 and 2 a rank rounds only
     // the masters it keeps. Also the point every rank reaches before rank 0 moves saves aside.

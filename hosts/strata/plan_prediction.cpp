@@ -145,8 +145,8 @@ void print_rank_predictions(std::ostream& out, int zero, const std::vector<Memor
       << (zero >= 1 ? " divided by " + std::to_string(n) : std::string(" as they are"))
       << "; a rank owns whole parameters, so the split is as even as their sizes allow, and a zero 2 rank holds "
          "each block's gradients from its backward to their sum, the embeddings' through the whole backward)\n"
-      << "  (not in these peaks: rank 0 also holds one row of another rank's at a time while it writes a save, "
-         "and every rank holds every shard while a resume loads one)\n";
+      << "  (not in these peaks: rank 0 also holds one row of another rank's at a time while it writes a "
+         "save)\n";
 }
 
 }  // namespace strata

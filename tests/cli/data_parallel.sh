@@ -171,7 +171,7 @@ train one --set train.micro_batches=2
 within "$work/one/steps.jsonl" "$work/z0/steps.jsonl" || fail "two ranks drift from one process: $(losses "$work/one/steps.jsonl") vs $(losses "$work/z0/steps.jsonl")"
 echo "ok: two ranks within 1e-5 of one process with two micro batches"
 
-# A save of two ranks at zero 3 (every shard gathered to rank 0) verifies, and resumes on two ranks
+# A save of two ranks at zero 3 (rank 0 receiving each row it does not keep) verifies, and resumes on two ranks
 # bitwise, at zero 3 and at zero 1, and on one process within the bound.
 mpi_train cut --set distributed.zero=3 --stop-after 3
 "$strata" verify "$work/cut/checkpoints" > "$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "the two-rank save does not verify"; }
