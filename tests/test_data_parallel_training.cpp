@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,7 +99,17 @@ TEST(DataParallelTraining, RankZeroSavesHoldingOneRowOfAnotherRanksAtATime) {
               static_cast<unsigned long long>(other));
   EXPECT_LE(saved.peaks[0][optimizer], own + largest_row);
   EXPECT_GT(other, largest_row) << "holding every shard would show";
-  EXPECT_TRUE(std::filesystem::exists(saves / "step_00000004" / "optimizer.safetensors"));
+  // The bytes: every stage trains zero 0's bits, so zero 3's save, half of it received row by row,
+  // is zero 0's save, file for file (trainer.json records each file's checksum).
+  const auto zero0_saves = temporary_directory("data_parallel_saves_z0");
+  (void)train_on_two_ranks("saved_z0", 0, true, "[checkpoint]\ndir = \"" + zero0_saves.string() + "\"\nevery = 2\n");
+  const auto files_of = [](const std::filesystem::path& save) {
+    std::ifstream in(save / "step_00000004" / "trainer.json");
+    return nlohmann::json::parse(in).at("files");
+  };
+  const nlohmann::json zero3_files = files_of(saves), zero0_files = files_of(zero0_saves);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(zero3_files.at(file), zero0_files.at(file)) << file;
 }
 
 // A resume loads each rank's own rows alone (the others' are read from the save and dropped), so a

@@ -231,10 +231,12 @@ constexpr std::int32_t kSaveWritten = -1;
 }  // namespace
 
 const void* DataParallel::row_for_save(int row) {
-  if (remote_owner_.empty())
+  if (!remote_owner_built_) {
     for (std::size_t i = 0; i < owners_.size(); ++i)
       if (owners_[i] > 0)
         for (int kept : owner_rows(i)) remote_owner_[kept] = owners_[i];
+    remote_owner_built_ = true;
+  }
   if (row != held_for_save_ && held_for_save_ >= 0) {
     store_.release(held_for_save_);
     held_for_save_ = -1;
@@ -267,6 +269,17 @@ void DataParallel::serve_save() {
     std::int32_t row = kSaveWritten;
     communicator_.receive(std::as_writable_bytes(std::span(&row, 1)), 0);
     if (row == kSaveWritten) return;
+    // A request for a row this rank does not keep is a bug on rank 0's side: said, not answered
+    // with whatever lies at a null row.
+    bool kept = false;
+    for (std::size_t i = 0; i < owners_.size() && !kept; ++i)
+      if (owners_[i] == rank()) {
+        const std::vector<int> rows = owner_rows(i);
+        kept = std::find(rows.begin(), rows.end(), row) != rows.end();
+      }
+    if (!kept || !store_.allocated(row))
+      throw std::logic_error("rank " + std::to_string(rank()) + " was asked for row " + std::to_string(row) +
+                             " of a save, which it does not keep");
     store_.complete_rows({row});
     const TensorView view = store_.view(row);
     communicator_.send({static_cast<const std::byte*>(view.data), view.bytes()}, 0);

@@ -113,7 +113,8 @@ class DataParallel {
   int n_layer_ = 0;
   std::vector<bool> gathered_;                 // zero 3, per layer + 1: its weights are here for now
   std::unordered_map<int, int> remote_owner_;  // rank 0, saves: row -> the rank that keeps it, for rows kept elsewhere
-  int held_for_save_ = -1;                     // rank 0: the row received for the save, or -1
+  bool remote_owner_built_ = false;
+  int held_for_save_ = -1;  // rank 0: the row received for the save, or -1
 };
 
 }  // namespace strata
