@@ -20,7 +20,7 @@
 # end of the output holds the benchmark's table.
 set -uo pipefail
 export_dir=runs/gpu-check run_tests=1 flash_bench=1 matmul_bench=0 profile="" generate=0 bench_args=()
-groups='CudaTraining.Flash*:90 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.Flash*:150'
+groups='CudaTraining.Flash*:90 BackendConformance*:Cuda*:Decoding.Cuda*:PluginProbe*:-CudaTraining.Flash*:210'
 while [ $# -gt 0 ]; do
   case $1 in
     --tests) groups=$2; shift 2 ;;
