@@ -105,6 +105,12 @@ TEST(OffloadPlugin, HostOptimizerStateKeepsTheMathAndLeavesNoOptimizerBytesOnThe
     EXPECT_LE(peak(offload.device, MemoryCategory::grads),
               2 * offload.layer_weight_bytes + offload.global_weight_bytes);
     EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads));
+    // What crosses to the device each step: the updated weights, and the blocks' gradients the second
+    // micro batch accumulates into (the globals' stay on the device between micro batches). The
+    // first micro batch's zeros are filled on the device, not copied: one more set of gradients.
+    const auto steps = static_cast<std::uint64_t>(offload.losses.size());
+    const std::uint64_t block_gradient_bytes = offload.gradient_bytes - offload.global_weight_bytes;  // f32 here
+    EXPECT_EQ(offload.bytes_to_device, steps * (offload.value_bytes + block_gradient_bytes));
   }
 }
 

@@ -47,6 +47,7 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
   host_copy_.emplace_back();
   disk_offset_.push_back(-1);
   disk_current_.push_back(0);
+  zeroed_.push_back(0);
   return index;
 }
 
@@ -117,6 +118,7 @@ void TensorStore::allocate(int row, bool zero) {
   }
   Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
   Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
+  zeroed_[static_cast<std::size_t>(row)] = 0;
   buffer = arena.allocate(r.bytes(), r.category, "core");
   if (!zero) return;
   if (r.home == Home::device)
@@ -143,6 +145,7 @@ void TensorStore::release(int row) {
   if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
   buffers_[static_cast<std::size_t>(row)].reset();
   host_copy_[static_cast<std::size_t>(row)].reset();
+  zeroed_[static_cast<std::size_t>(row)] = 0;
   TensorRow& r = table_.row(row);
   if (r.group == TensorGroup::activations) r.home = Home::device;  // allocated again, it is computed on
 }
@@ -255,13 +258,17 @@ void TensorStore::zero_grads() {
   for (const ParameterRows& rows : parameters_) {
     if (rows.grad < 0 || !allocated(rows.grad)) continue;  // the fused update's blocks: allocated zeroed when used
     const TensorRow& r = table_.row(rows.grad);
-    if (r.home == Home::device) {
+    if (r.home == Home::device)
       zero(f32(rows.grad), r.elements());
-    } else {
-      auto timer = profiler_.scope(ProfileKind::zero_fill);
-      backend_.zero_host_memory(data(rows.grad), static_cast<std::uint64_t>(r.elements()) * sizeof(float));
-    }
+    else
+      zeroed_[static_cast<std::size_t>(rows.grad)] = 1;  // written where it goes next, or when read
   }
+}
+
+void TensorStore::write_zeros(int row) const noexcept {
+  auto timer = profiler_.scope(ProfileKind::zero_fill);
+  zeroed_[static_cast<std::size_t>(row)] = 0;
+  backend_.zero_host_memory(buffers_[static_cast<std::size_t>(row)].data(), table_.row(row).bytes());
 }
 
 std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
@@ -339,6 +346,16 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
       // Not allocated: a persistent row's home changes and it is allocated there later; an
       // activation not held now (dropped, or not yet computed) is computed on the device.
       if (r.group != TensorGroup::activations) r.home = to;
+      continue;
+    }
+    if (zeroed_[static_cast<std::size_t>(row)] != 0 && to == Home::device) {
+      // Zeros need no bytes from the host: filled on the device, in stream order before any op
+      // that reads them; the host memory goes back to its arena.
+      Buffer zeros = backend_.device_memory().allocate(r.bytes(), r.category, "core");
+      zero(static_cast<float*>(zeros.data()), static_cast<std::int64_t>(r.bytes() / sizeof(float)));
+      buffers_[static_cast<std::size_t>(row)] = std::move(zeros);
+      zeroed_[static_cast<std::size_t>(row)] = 0;
+      r.home = to;
       continue;
     }
     Buffer& host_copy = host_copy_[static_cast<std::size_t>(row)];

@@ -146,8 +146,13 @@ class TensorStore {
   std::vector<int> rows_on_disk(int layer, std::initializer_list<TensorGroup> groups) const;
 
   // Pointers into a row's memory, for ops (null when unallocated). The caller never reads them on
-  // the host unless the row's home is the host.
-  void* data(int row) const noexcept { return buffers_[static_cast<std::size_t>(row)].data(); }
+  // the host unless the row's home is the host. A host gradient zero_grads left unwritten is
+  // written with zeros here, before anyone can read it.
+  void* data(int row) const noexcept {
+    const std::size_t index = static_cast<std::size_t>(row);
+    if (zeroed_[index] != 0) write_zeros(row);
+    return buffers_[index].data();
+  }
   float* f32(int row) const noexcept { return static_cast<float*>(data(row)); }
   std::uint16_t* bf16(int row) const noexcept { return static_cast<std::uint16_t*>(data(row)); }
   std::int32_t* i32(int row) const noexcept { return static_cast<std::int32_t*>(data(row)); }
@@ -171,6 +176,9 @@ class TensorStore {
   // the whole tensor at once.
   void write_stored_values(const ParameterRows& rows, std::span<const float> values, std::size_t first = 0);
   bool writes_stored_slices(const ParameterRows& rows) const noexcept;
+  // Every gradient to zero: on the device, filled there; in host memory (offloaded), only marked,
+  // since the next thing to happen to it is a move to the device (zeros filled there, not copied
+  // across the bus) or a read (zeros written first, by data()).
   void zero_grads();
   void zero(float* data, std::int64_t count);
 
@@ -217,6 +225,8 @@ class TensorStore {
   void publish(const ParameterRows& rows, std::int64_t step);
 
   void quantize(const ParameterRows& rows, const float* master);
+  // A row marked by zero_grads: its zeros, written now into its host memory.
+  void write_zeros(int row) const noexcept;
 
   Backend& backend_;
   Profiler& profiler_;
@@ -236,6 +246,10 @@ class TensorStore {
   // needs no write. Every writer of weights clears it (publish, write_stored_values,
   // drop_stale_weight_copies).
   std::vector<std::uint8_t> disk_current_;
+  // Parallel to table rows: a host-resident gradient that holds zeros in meaning but not yet in
+  // memory (zero_grads). A move to the device fills zeros there instead of copying; data() writes
+  // them first. Mutable: data() is const, and writing the zeros changes no value.
+  mutable std::vector<std::uint8_t> zeroed_;
   std::set<int> on_demand_;  // rows allocate_persistent leaves alone
   std::function<void(int)> row_guard_;
   std::vector<int> returning_;  // the rows of the last return_to_disk whose writes may be in flight
