@@ -101,11 +101,12 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
     }
   if (disk_tier) run.disk = disk_tier->stats();
   run.bytes_to_device = model.store().transfers().bytes_to_device;
-  for (const ParameterRows& rows_of : model.parameters())
-    if (rows_of.grad >= 0) {
-      run.value_bytes += model.table().row(model.store().value_row(rows_of)).bytes();
-      run.gradient_bytes += model.table().row(rows_of.grad).bytes();
-    }
+  for (const ParameterRows& rows_of : model.parameters()) {
+    for (int row : stored_weight_rows(rows_of)) run.stored_weight_bytes += model.table().row(row).bytes();
+    if (rows_of.grad >= 0)
+      (rows_of.layer < 0 ? run.global_gradient_bytes : run.block_gradient_bytes) +=
+          model.table().row(rows_of.grad).bytes();
+  }
   run.device = device->device_memory().stats();
   run.host = device->host_memory().stats();
   return run;

@@ -32,8 +32,9 @@ struct StackRun {
   std::uint64_t global_state_bytes = 0;     // the same, outside the blocks
   std::optional<DiskTierStats> disk;        // when a strategy put rows on disk ([device] disk_path)
   std::uint64_t bytes_to_device = 0;        // the copy stream's moves, over the run
-  std::uint64_t value_bytes = 0;            // every trained parameter's f32 value row (its master, or the weights)
-  std::uint64_t gradient_bytes = 0;         // every gradient row
+  std::uint64_t stored_weight_bytes = 0;    // every parameter's stored weights (with scales)
+  std::uint64_t block_gradient_bytes = 0;   // the blocks' gradient rows
+  std::uint64_t global_gradient_bytes = 0;  // the globals' gradient rows
 };
 
 // The model families every equivalence runs on: the tiny GPT-2, and a LLaMA of the same size with

@@ -106,11 +106,11 @@ TEST(OffloadPlugin, HostOptimizerStateKeepsTheMathAndLeavesNoOptimizerBytesOnThe
               2 * offload.layer_weight_bytes + offload.global_weight_bytes);
     EXPECT_LT(peak(offload.device, MemoryCategory::grads), peak(plain.device, MemoryCategory::grads));
     // What crosses to the device each step: the updated weights, and the blocks' gradients the second
-    // micro batch accumulates into (the globals' stay on the device between micro batches). The
-    // first micro batch's zeros are filled on the device, not copied: one more set of gradients.
+    // of run_stack's two micro batches accumulates into (the globals' stay on the device between
+    // micro batches). The first micro batch's zeros are filled on the device, not copied: copying
+    // them would add every gradient once more.
     const auto steps = static_cast<std::uint64_t>(offload.losses.size());
-    const std::uint64_t block_gradient_bytes = offload.gradient_bytes - offload.global_weight_bytes;  // f32 here
-    EXPECT_EQ(offload.bytes_to_device, steps * (offload.value_bytes + block_gradient_bytes));
+    EXPECT_EQ(offload.bytes_to_device, steps * (offload.stored_weight_bytes + offload.block_gradient_bytes));
   }
 }
 

@@ -106,6 +106,7 @@ void TensorStore::allocate_persistent() {
 
 void TensorStore::allocate(int row, bool zero) {
   const TensorRow& r = table_.row(row);
+  zeroed_[static_cast<std::size_t>(row)] = 0;
   if (r.home == Home::disk) {
     // A fresh extent reads as zeros: the row starts there, never in memory.
     if (disk_tier_ == nullptr)
@@ -118,7 +119,6 @@ void TensorStore::allocate(int row, bool zero) {
   }
   Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
   Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
-  zeroed_[static_cast<std::size_t>(row)] = 0;
   buffer = arena.allocate(r.bytes(), r.category, "core");
   if (!zero) return;
   if (r.home == Home::device)
@@ -352,7 +352,10 @@ void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
       // Zeros need no bytes from the host: filled on the device, in stream order before any op
       // that reads them; the host memory goes back to its arena.
       Buffer zeros = backend_.device_memory().allocate(r.bytes(), r.category, "core");
-      zero(static_cast<float*>(zeros.data()), static_cast<std::int64_t>(r.bytes() / sizeof(float)));
+      {
+        auto timer = profiler_.scope(ProfileKind::zero_fill);
+        backend_.ops().fill(zeros.data(), 0, r.bytes());
+      }
       buffers_[static_cast<std::size_t>(row)] = std::move(zeros);
       zeroed_[static_cast<std::size_t>(row)] = 0;
       r.home = to;
