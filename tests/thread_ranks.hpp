@@ -100,10 +100,7 @@ class ThreadCommunicator final : public Communicator {
       }
       mailbox_.arrived.notify_all();
     };
-    if (thread_)
-      thread_->run(call);
-    else
-      call();
+    on_own_thread(call);
   }
   void receive(std::span<std::byte> bytes, int from) override {
     const auto call = [&] {
@@ -114,10 +111,7 @@ class ThreadCommunicator final : public Communicator {
       std::copy(queue.front().begin(), queue.front().end(), bytes.begin());
       queue.pop_front();
     };
-    if (thread_)
-      thread_->run(call);
-    else
-      call();
+    on_own_thread(call);
   }
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
 
@@ -141,6 +135,10 @@ class ThreadCommunicator final : public Communicator {
       mailbox_.sync.arrive_and_wait();
       seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
+    on_own_thread(call);
+  }
+  // Where every call runs: the rank's own thread when it has one, else here.
+  void on_own_thread(const std::function<void()>& call) {
     if (thread_)
       thread_->run(call);
     else

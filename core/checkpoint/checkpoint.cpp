@@ -545,7 +545,7 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (const int row = rows.state[s]; row >= 0) {
         // Another data-parallel rank's (it keeps and loads the row itself): checked above, not held here.
-        if (!model.store().allocated(row) && model.store().allocated_on_demand(row)) continue;
+        if (model.store().held_elsewhere(row)) continue;
         model.backend().ops().copy_from_host(model.store().data(row), buffers[s].bytes.data(), buffers[s].bytes.size());
         state_files.holder(state_name(rows, s)).release(state_name(rows, s));  // a mapped tier file's pages
       }

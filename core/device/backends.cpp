@@ -9,9 +9,6 @@
 
 namespace strata {
 
-namespace {
-
-// N of "cuda:N", or -1 when kind is not of that form.
 int cuda_ordinal(const std::string& kind) {
   constexpr std::string_view prefix = "cuda:";
   if (kind.rfind(prefix, 0) != 0 || kind.size() == prefix.size()) return -1;
@@ -21,6 +18,8 @@ int cuda_ordinal(const std::string& kind) {
   const auto [end, error] = std::from_chars(first, last, ordinal);
   return error == std::errc() && end == last && ordinal >= 0 ? ordinal : -1;
 }
+
+namespace {
 
 int visible_devices(std::string& why_none) {
 #ifdef STRATA_HAVE_CUDA

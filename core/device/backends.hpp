@@ -13,6 +13,9 @@ namespace strata {
 
 std::vector<std::string> available_backends();
 
+// N of "cuda:N", or -1 when kind is not of that form.
+int cuda_ordinal(const std::string& kind);
+
 // Whether this build has the CUDA backend compiled in.
 bool cuda_backend_built();
 

@@ -23,6 +23,9 @@ DataParallel::DataParallel(Communicator& communicator, TensorStore& store, int z
     before += count;
   }
   for (const ParameterRows& rows : parameters) n_layer_ = std::max(n_layer_, rows.layer + 1);
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (owners_[i] >= 0)
+      for (int row : owner_rows(i)) row_owner_[row] = owners_[i];
   store_.guard_rows([this](int row) { wait_for_row(row); });
 }
 
@@ -231,20 +234,14 @@ constexpr std::int32_t kSaveWritten = -1;
 }  // namespace
 
 const void* DataParallel::row_for_save(int row) {
-  if (!remote_owner_built_) {
-    for (std::size_t i = 0; i < owners_.size(); ++i)
-      if (owners_[i] > 0)
-        for (int kept : owner_rows(i)) remote_owner_[kept] = owners_[i];
-    remote_owner_built_ = true;
-  }
   if (row != held_for_save_ && held_for_save_ >= 0) {
     store_.release(held_for_save_);
     held_for_save_ = -1;
   }
-  const auto owner = remote_owner_.find(row);
-  // Rank 0's own, or here for now (zero 3 gathers a layer's weights for the step); or received
-  // already for the piece before.
-  if (owner == remote_owner_.end() || store_.allocated(row)) {
+  const auto owner = row_owner_.find(row);
+  // Every rank's, or rank 0's own, or here for now (zero 3 gathers a layer's weights for the
+  // step); or received already for the piece before.
+  if (owner == row_owner_.end() || owner->second == 0 || store_.allocated(row)) {
     store_.complete_rows({row});
     return store_.data(row);
   }
@@ -271,13 +268,8 @@ void DataParallel::serve_save() {
     if (row == kSaveWritten) return;
     // A request for a row this rank does not keep is a bug on rank 0's side: said, not answered
     // with whatever lies at a null row.
-    bool kept = false;
-    for (std::size_t i = 0; i < owners_.size() && !kept; ++i)
-      if (owners_[i] == rank()) {
-        const std::vector<int> rows = owner_rows(i);
-        kept = std::find(rows.begin(), rows.end(), row) != rows.end();
-      }
-    if (!kept || !store_.allocated(row))
+    const auto owner = row_owner_.find(row);
+    if (owner == row_owner_.end() || owner->second != rank() || !store_.allocated(row))
       throw std::logic_error("rank " + std::to_string(rank()) + " was asked for row " + std::to_string(row) +
                              " of a save, which it does not keep");
     store_.complete_rows({row});

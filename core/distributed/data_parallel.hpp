@@ -111,10 +111,9 @@ class DataParallel {
   Communicator::Ticket last_ticket_ = 0;
   std::vector<int> sent_gradients_;  // zero 2: others' gradients to free once their sums have run
   int n_layer_ = 0;
-  std::vector<bool> gathered_;                 // zero 3, per layer + 1: its weights are here for now
-  std::unordered_map<int, int> remote_owner_;  // rank 0, saves: row -> the rank that keeps it, for rows kept elsewhere
-  bool remote_owner_built_ = false;
-  int held_for_save_ = -1;  // rank 0: the row received for the save, or -1
+  std::vector<bool> gathered_;              // zero 3, per layer + 1: its weights are here for now
+  std::unordered_map<int, int> row_owner_;  // the rows only their owner keeps (owner_rows) -> the owner
+  int held_for_save_ = -1;                  // rank 0: the row received for the save, or -1
 };
 
 }  // namespace strata

@@ -34,13 +34,9 @@ std::string device_communication_unavailable(const std::string& kind) {
 }
 
 std::string rank_device_kind(const std::string& kind, int local_rank, int visible_devices) {
-  constexpr std::string_view prefix = "cuda:";
-  if (kind.rfind(prefix, 0) != 0 || local_rank < 0 || visible_devices <= 1) return kind;
-  int first = 0;
-  const char* end = kind.data() + kind.size();
-  const auto [first_end, error] = std::from_chars(kind.data() + prefix.size(), end, first);
-  if (error != std::errc() || first_end != end) return kind;  // left for the backend to refuse, naming it
-  return std::string(prefix) + std::to_string(first + local_rank);
+  const int first = cuda_ordinal(kind);  // -1 for "cpu", or a kind left for the backend to refuse
+  if (first < 0 || local_rank < 0 || visible_devices <= 1) return kind;
+  return "cuda:" + std::to_string(first + local_rank);
 }
 
 int launcher_local_rank() {

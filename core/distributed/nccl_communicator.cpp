@@ -143,21 +143,21 @@ class NcclCommunicator final : public Communicator {
   }
 
   void broadcast(std::span<std::byte> bytes, int root) override {
-    if (!device_rows(bytes.data())) return forward([&] { host_.broadcast(bytes, root); });
+    if (!on_device(bytes.data())) return forward([&] { host_.broadcast(bytes, root); });
     nccl(rank() == root && size() > 1 ? bytes.size() : 0, [&] {
       nccl_.check(nccl_.broadcast(bytes.data(), bytes.data(), bytes.size(), ncclUint8, root, comm_, stream_),
                   "ncclBroadcast", comm_);
     });
   }
   void sum_to_all(std::span<float> data, std::vector<float>& scratch) override {
-    if (!device_rows(data.data())) return forward([&] { host_.sum_to_all(data, scratch); });
+    if (!on_device(data.data())) return forward([&] { host_.sum_to_all(data, scratch); });
     nccl(size() > 1 ? data.size_bytes() : 0, [&] {
       nccl_.check(nccl_.all_reduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm_, stream_),
                   "ncclAllReduce", comm_);
     });
   }
   void sum_to(std::span<float> data, int root, std::vector<float>& scratch) override {
-    if (!device_rows(data.data())) return forward([&] { host_.sum_to(data, root, scratch); });
+    if (!on_device(data.data())) return forward([&] { host_.sum_to(data, root, scratch); });
     nccl(rank() == root ? 0 : data.size_bytes(), [&] {
       nccl_.check(nccl_.reduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, root, comm_, stream_),
                   "ncclReduce", comm_);
@@ -165,14 +165,14 @@ class NcclCommunicator final : public Communicator {
   }
   // A save's shards, which the host reads next: each waits for the stream.
   void send(std::span<const std::byte> bytes, int to) override {
-    if (!device_rows(bytes.data())) return forward([&] { host_.send(bytes, to); });
+    if (!on_device(bytes.data())) return forward([&] { host_.send(bytes, to); });
     nccl(bytes.size(), [&] {
       nccl_.check(nccl_.send(bytes.data(), bytes.size(), ncclUint8, to, comm_, stream_), "ncclSend", comm_);
     });
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize after ncclSend");
   }
   void receive(std::span<std::byte> bytes, int from) override {
-    if (!device_rows(bytes.data())) return forward([&] { host_.receive(bytes, from); });
+    if (!on_device(bytes.data())) return forward([&] { host_.receive(bytes, from); });
     nccl(0, [&] {
       nccl_.check(nccl_.recv(bytes.data(), bytes.size(), ncclUint8, from, comm_, stream_), "ncclRecv", comm_);
     });
@@ -212,7 +212,6 @@ class NcclCommunicator final : public Communicator {
   double waited_seconds() const noexcept override { return host_.waited_seconds() + timer_->seconds(); }
 
  private:
-  static bool device_rows(const void* data) { return on_device(data); }
   static void host_rows_only(const void* data, const char* call) {
     if (on_device(data))
       throw std::logic_error(std::string("NCCL's communicator: ") + call +

@@ -115,7 +115,7 @@ void Model::write_values(const ParameterRows& rows, std::span<const float> value
   // A data-parallel rank at zero 3 keeps its own parameters' weights alone (core/distributed/):
   // another rank's values are drawn (an initialisation draws them in order) and dropped here.
   const int value_row = store_.value_row(rows);
-  if (!store_.allocated(value_row) && store_.allocated_on_demand(value_row)) return;
+  if (store_.held_elsewhere(value_row)) return;
   if (rows.role == ParameterRole::frozen) frozen_fingerprint_.reset();
   if (rows.master >= 0) {
     if (first + values.size() > static_cast<std::size_t>(table().row(rows.master).elements()))

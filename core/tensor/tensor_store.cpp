@@ -177,7 +177,7 @@ void TensorStore::publish_weights(std::int64_t step) {
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
   for (const ParameterRows& rows : parameters_) {
     if (rows.master < 0) continue;
-    if (!allocated(rows.master) && allocated_on_demand(rows.master)) continue;  // another data-parallel rank's
+    if (held_elsewhere(rows.master)) continue;  // another data-parallel rank's
     const DiskLoan master(*this, {rows.master}, DiskLoan::Access::read);
     const DiskLoan weights(*this, stored_weight_rows(rows), DiskLoan::Access::write);  // a block's weights on disk
     publish(rows, step);

@@ -107,6 +107,9 @@ class TensorStore {
   // Rows their user allocates and releases itself (the fused update's block gradients).
   void allocate_on_demand(const std::vector<int>& rows) { on_demand_.insert(rows.begin(), rows.end()); }
   bool allocated_on_demand(int row) const { return on_demand_.contains(row); }
+  // A row allocated on demand and not held now: at a data-parallel rank, one another rank keeps,
+  // which an initialisation or a load skips.
+  bool held_elsewhere(int row) const { return !allocated(row) && allocated_on_demand(row); }
   void allocate(int row, bool zero = false);
   // Frees a row (waiting for a copy in flight); an activation row's home goes back to the device.
   void release(int row);
