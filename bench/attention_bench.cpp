@@ -13,21 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_timing.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using strata::bench::Clock;
+using strata::bench::median;
+using strata::bench::ms_since;
 
 struct Timings {
   std::vector<double> forward, backward;

@@ -11,6 +11,8 @@
 #            flash kernels against a float64 reference, then timed), which runs first otherwise
 #   --matmul-bench: also strata_matmul_gpu_bench (bench/gpu/matmul_bench.cu: GPT-2 124M's block
 #            products as the backend runs them, against cuBLAS alone and all-bf16 products)
+# Always: strata_host_update_bench (bench/host_update_bench.cpp: the host's update of offloaded
+#            optimizer state, GPT-2 124M's parameters on every core), a few seconds.
 #   --profile: after the benchmark, `strata train bench/gpu/CONFIG.toml --profile` (per-kernel device times)
 #   --generate: then `strata generate` on the GPU against PyTorch eager with a static KV cache
 #            (bench/generate_bench.sh 128 2 cuda:0: GPT-2 124M and a 110M LLaMA, f32, greedy)
@@ -71,6 +73,12 @@ if [ "$matmul_bench" = 1 ]; then
   cat "$export_dir/matmul-bench.log"
   echo "== block matmuls' timing: exit $rc"
 fi
+# The host's share of an offloaded update (bench/host_update_bench.cpp): AdamW, the CUDA-order
+# norm and the bf16 rounding of GPT-2 124M's parameters on this machine's cores.
+(. .device-bundle/env.sh && OMP_NUM_THREADS=$(nproc) timeout -k 5 120 strata_host_update_bench --rounds 5) \
+  > "$export_dir/host-update-bench.log" 2>&1
+echo "== the host's update: exit $?"
+cat "$export_dir/host-update-bench.log"
 if [ "$run_tests" = 1 ]; then
   index=0
   for group in $groups; do

@@ -225,6 +225,18 @@ TEST(VersionRule, CheckStateReachesOnlyPluginsBuiltForItsMinor) {
   EXPECT_EQ(new_plugin->check_state("w", std::span(&buffer, 1)).message(), "w: refused");
 }
 
+// Optimizer::can_update_on_host (since 9.10): a plugin built against an earlier minor has no such
+// slot, and the host answers no for it, so its update stays on the device.
+TEST(VersionRule, UpdateOnTheHostOnlyForPluginsBuiltForItsMinor) {
+  struct OnHost final : Optimizer {
+    StateLayout state_layout(std::int64_t count) const noexcept override { return f32_state(2, count); }
+    Status step(const OptimizerStepInfo&, std::span<ParamSlot>, OptimizerReport&) override { return {}; }
+    bool can_update_on_host() const noexcept override { return true; }
+  };
+  EXPECT_FALSE(guard_plugin<Optimizer>(std::make_shared<OnHost>(), "[optimizer] 'old'", 9)->can_update_on_host());
+  EXPECT_TRUE(guard_plugin<Optimizer>(std::make_shared<OnHost>(), "[optimizer] 'new'", 10)->can_update_on_host());
+}
+
 TEST(PluginMemory, BuffersAndCopiesAreAccountedUnderThePluginsName) {
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   PluginMemoryImpl memory(*device, "lion");

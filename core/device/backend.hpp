@@ -26,6 +26,12 @@ class Backend {
   // Where a kernel plugin bound to this backend runs: its name, device and compute stream.
   virtual KernelTarget kernel_target() const noexcept = 0;
   virtual Ops& ops() noexcept = 0;
+  // The op table for rows that all live in host memory (offloaded optimizer state, its gradients
+  // and masters): it runs on the host, at once, with this backend's bits, so an update of offloaded
+  // rows works on the host's cores instead of across the bus (ZeRO-Offload's CPU update). The
+  // caller has completed the rows' moves, and no queued device work touches them. On the CPU
+  // backend, whose arenas are both host RAM, it is ops().
+  virtual Ops& host_ops() noexcept { return ops(); }
   virtual Allocator& device_memory() noexcept = 0;
   virtual Allocator& host_memory() noexcept = 0;
   // The stream that asynchronous residency moves run on.

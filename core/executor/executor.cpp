@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/distributed/data_parallel.hpp"
@@ -342,6 +343,10 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       if (fusing_) begin_fused_block(kGlobalParameters);
       model_.head_backward(dloss);
+      // A block whose rows live in host memory is updated by the host once the next block's
+      // backward is issued, so the two overlap (ZeRO-Offload's CPU update); the order changes no
+      // value, since a block's backward reads no weight of the blocks above it.
+      int deferred_step = kNoDeferredStep;
       for (int l = L - 1; l >= 0; --l) {
         mark("backward", l);
         run_hooks(Hook::before_backward, l, true);
@@ -363,12 +368,17 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(l);
         if (parallel != nullptr) parallel->release_weights(l);  // zero 3
         if (parallel != nullptr && fusing_) parallel->finish_reductions();
-        if (fusing_) fused_step_block(l);
+        if (deferred_step != kNoDeferredStep) fused_step_block(std::exchange(deferred_step, kNoDeferredStep));
+        if (fusing_ && defers_fused_step(l))
+          deferred_step = l;
+        else if (fusing_)
+          fused_step_block(l);
       }
       ensure_on_device(kGlobalParameters, TensorGroup::grads);
       if (fusing_) read_fused_state_from_disk(kGlobalParameters);
       mark("backward", -1);
       model_.embed_backward();
+      if (deferred_step != kNoDeferredStep) fused_step_block(deferred_step);  // block 0, during the embedding's
       if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(kGlobalParameters);
       if (parallel != nullptr && fusing_) parallel->finish_reductions();
       if (fusing_) fused_step_block(kGlobalParameters);
@@ -471,7 +481,7 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
       if (rows.grad >= 0) grads.push_back(store.view(rows.grad));
   }
   PrecisionDecision decision;
-  if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
+  if (Status status = precision_.unscale_and_check(ops_for(grads), grads, decision); !status)
     throw HookFailed(status.message());
   // Zero 2: each rank checked its own gradients; one rank's non-finite gradient skips every rank's step.
   if (parallel != nullptr && parallel->zero() >= 2) decision.skip_step = parallel->largest(decision.skip_step) != 0;
@@ -492,9 +502,10 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   } else if (store.any_on_disk()) {
     step_in_parts(step, outcome.skipped, outcome.report);
   } else {
+    std::vector<ParamSlot> slots = parameter_slots();
+    const HostUpdateScope where(*this, !outcome.skipped && updates_on_host(slots));  // the publish too
     if (!outcome.skipped) {
       auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
-      std::vector<ParamSlot> slots = parameter_slots();
       OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
       if (Status status = optimizer_.step(info, slots, outcome.report); !status) throw HookFailed(status.message());
     }
@@ -508,12 +519,13 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
 void Executor::sharded_step(std::int64_t step, bool skipped, OptimizerReport& report) {
   TensorStore& store = model_.store();
   DataParallel& parallel = *options_.data_parallel;
+  const std::vector<ParamSlot> all = parameter_slots();  // others' state (and at zero 2 gradients): empty
+  std::vector<ParamSlot> owned = parallel.owned(all);
+  const HostUpdateScope where(*this, !skipped && updates_on_host(owned));  // the publish too
   if (!skipped) {
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
     const OptimizerStepInfo info{step, options_.total_steps, options_.warmup_steps, options_.lr};
-    const std::vector<ParamSlot> all = parameter_slots();  // others' state (and at zero 2 gradients): empty
     const double norm = std::sqrt(parallel.sum_of_squares(model_.backend().ops(), all));
-    std::vector<ParamSlot> owned = parallel.owned(all);
     if (Status status = optimizer_.begin_step_with_norm(info, owned, norm, report); !status)
       throw HookFailed(status.message());
     report.grad_norm = norm;
@@ -530,6 +542,7 @@ void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& r
   if (!skipped) {
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
     const std::vector<ParamSlot> all = parameter_slots();  // state on disk reads as empty views
+    const HostUpdateScope where(*this, updates_on_host(all));
     if (Status status = optimizer_.begin_step(info, all, report); !status) throw HookFailed(status.message());
   }
   std::vector<int> layers{kGlobalParameters};
@@ -551,9 +564,10 @@ void Executor::step_in_parts(std::int64_t step, bool skipped, OptimizerReport& r
     store.complete_rows(from_disk[i]);
     store.complete_moves(layers[i], TensorGroup::optimizer_state);
     store.drop_stale_weight_copies(layers[i]);  // the update (or, skipped, the publish below) rewrites them
+    std::vector<ParamSlot> slots = parameter_slots(layers[i]);
+    const HostUpdateScope where(*this, !skipped && updates_on_host(slots));  // the publish too
     if (!skipped) {
       auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
-      std::vector<ParamSlot> slots = parameter_slots(layers[i]);
       if (!slots.empty())
         if (Status status = optimizer_.step_part(info, slots); !status) throw HookFailed(status.message());
     }

@@ -87,6 +87,10 @@ class Executor {
   void observe_marks(std::function<void(std::string_view pass, int layer)> observer) {
     mark_observer_ = std::move(observer);
   }
+  // Told when an update of rows that all live in host memory begins (true) and ends (false), so
+  // that the plugins' services hand out the backend's host op table meanwhile
+  // (HostServicesImpl::set_update_on_host; core/executor/host_update.cpp).
+  void observe_host_updates(std::function<void(bool on_host)> observer) { host_update_observer_ = std::move(observer); }
 
  private:
   void mark(std::string_view pass, int layer) {
@@ -120,8 +124,40 @@ class Executor {
   void begin_fused_block(int layer);
   void read_fused_state_from_disk(int layer);
   void fused_step_block(int layer);
+  // Whether the fused update of `layer` waits for the next block's backward to be issued: its rows
+  // live in host memory, so the host updates it while the device computes that backward.
+  bool defers_fused_step(int layer);
+  static constexpr int kNoDeferredStep = -2;  // below kGlobalParameters: no block waits
   void finish_fused_step(StepOutcome& outcome);
   std::vector<ControlledParameter> controlled_parameters();
+  // The update on the host (core/executor/host_update.cpp): when every row it reads or writes lives
+  // in host memory, the optimizer and the precision check run on the backend's host op table
+  // (Backend::host_ops: the host's cores, the device's bits), not across the bus.
+  // Whether the host runs the update of these slots: they all live in host memory, and the
+  // optimizer says it can (SDK 9.10, Optimizer::can_update_on_host).
+  bool updates_on_host(std::span<const ParamSlot> slots) const;
+  static bool in_host_memory(std::span<const ParamSlot> slots);
+  static bool in_host_memory(std::span<const TensorView> rows);
+  Ops& ops_for(std::span<const TensorView> rows);
+  // The plugins' services and the store's rounding of masters use the host table from here on
+  // (true) or no more (false).
+  void set_host_update(bool on_host);
+  // While one lives (made with on_host true), the update and the masters' rounding run on the
+  // host table.
+  class HostUpdateScope {
+   public:
+    HostUpdateScope(Executor& executor, bool on_host) : executor_(on_host ? &executor : nullptr) {
+      if (executor_ != nullptr) executor_->set_host_update(true);
+    }
+    ~HostUpdateScope() {
+      if (executor_ != nullptr) executor_->set_host_update(false);
+    }
+    HostUpdateScope(const HostUpdateScope&) = delete;
+    HostUpdateScope& operator=(const HostUpdateScope&) = delete;
+
+   private:
+    Executor* executor_;
+  };
   void full_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
   void predicted_update(std::int64_t step, std::span<const MicroBatch> micro_batches, StepOutcome& outcome);
   // Runs one controller call, adding its time (the device's included) to outcome.predictor_ms.
@@ -142,6 +178,7 @@ class Executor {
   bool keep_activations_ = true;              // false in a forward pass that goes no backward
   std::vector<int> dropped_by_, evicted_by_;  // per block, this micro batch: which strategy, or -1
   std::function<void(std::string_view, int)> mark_observer_;
+  std::function<void(bool)> host_update_observer_;
   bool fusing_ = false;                // this backward pass updates each block after its backward
   double fused_sum_of_squares_ = 0.0;  // this step's blocks' squared gradient norms so far
   OptimizerReport fused_report_;

@@ -1,5 +1,6 @@
 // The fused update (train.update = "fused"; docs/architecture.md, "The fused update"): each block
-// is updated as soon as its backward has run, before the backward of the block below, and its
+// is updated as soon as its backward has run, before the backward of the block below (a block whose
+// rows live in host memory: once that backward is issued, so the host's update overlaps it), and its
 // gradients are freed at once, so the full set of gradients never exists (LOMO's memory saving;
 // Fuyou overlaps the same step with backward). The globals (embeddings, final norm, an untied head)
 // are updated last, after the embedding's backward, since a tied head's gradient has two parts.
@@ -47,10 +48,29 @@ void Executor::read_fused_state_from_disk(int layer) {
   store.begin_move_rows(rows, Home::host);
 }
 
+bool Executor::defers_fused_step(int layer) {
+  // Data parallel sums a block's gradients before its update, in block order: not held back.
+  if (options_.data_parallel != nullptr || layer < 0) return false;
+  // Block weights kept on disk go back there as the next block's backward starts: held back, the
+  // update would read them in again.
+  const TensorStore& store = model_.store();
+  for (int row : store.group_rows(layer, TensorGroup::weights))
+    if (store.kept_on_disk(row)) return false;
+  return updates_on_host(parameter_slots(layer));  // homes only: moves in flight land in fused_step_block
+}
+
 void Executor::fused_step_block(int layer) {
   mark("update", layer);
   TensorStore& store = model_.store();
   std::vector<int> from_disk = std::move(state_from_disk_[static_cast<std::size_t>(layer + 1)]);
+  // Optimizer state off the device is updated by the host: the globals' gradients and weights,
+  // which no backward hook sends, join it there, and the weights come back as the blocks' do,
+  // before the next forward.
+  const Residence state = store.residence(layer, TensorGroup::optimizer_state);
+  if (layer == kGlobalParameters && options_.data_parallel == nullptr && optimizer_.can_update_on_host() &&
+      (state == Residence::host || state == Residence::disk))
+    for (TensorGroup group : {TensorGroup::grads, TensorGroup::weights})
+      if (store.residence(layer, group) == Residence::device) store.begin_move_group(layer, group, Home::host);
   for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})
     store.complete_moves(layer, group);
   // Weights a strategy keeps on disk and has sent back already are read in for the update.
@@ -58,12 +78,15 @@ void Executor::fused_step_block(int layer) {
   from_disk.insert(from_disk.end(), weights_in.begin(), weights_in.end());
   store.drop_stale_weight_copies(layer);  // the update writes the block's weights
   std::vector<ParamSlot> slots = parameter_slots(layer);
+  // Offloaded state: the host updates the block and rounds its masters (while the device computes
+  // the next block's backward, when defers_fused_step held it back).
+  const HostUpdateScope where(*this, updates_on_host(slots));
   if (!slots.empty()) {
     auto timer = model_.profiler().scope(ProfileKind::optimizer_step);
     std::vector<TensorView> grads;
     for (const ParamSlot& slot : slots) grads.push_back(slot.grad);
     PrecisionDecision decision;
-    if (Status status = precision_.unscale_and_check(model_.backend().ops(), grads, decision); !status)
+    if (Status status = precision_.unscale_and_check(ops_for(grads), grads, decision); !status)
       throw HookFailed(status.message());
     if (decision.skip_step)
       throw std::runtime_error("step " + std::to_string(step_) + ": the gradients of " + block_name(layer) +

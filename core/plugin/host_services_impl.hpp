@@ -20,10 +20,18 @@ class HostServicesImpl final : public HostServices {
   const ModelInfo& model() const noexcept override { return model_; }
   // The run's backend, once it exists (plugins are created first). Until then, and in tools that
   // build no backend, the CPU op table.
-  Ops& ops() noexcept override { return backend_ != nullptr ? backend_->ops() : *cpu_ops_; }
-  KernelTarget target() const noexcept override {
-    return backend_ != nullptr ? backend_->kernel_target() : KernelTarget{device_kind_, -1, nullptr};
+  // While the executor updates rows that all live in host memory (set_update_on_host), the
+  // backend's host op table and the host as the target: the optimizer's ops and kernels run on the
+  // host's cores, with the device's bits, instead of across the bus.
+  Ops& ops() noexcept override {
+    if (backend_ == nullptr) return *cpu_ops_;
+    return update_on_host_ ? backend_->host_ops() : backend_->ops();
   }
+  KernelTarget target() const noexcept override {
+    if (backend_ == nullptr) return KernelTarget{device_kind_, -1, nullptr};
+    return update_on_host_ ? KernelTarget{"cpu", -1, nullptr} : backend_->kernel_target();
+  }
+  void set_update_on_host(bool on_host) noexcept { update_on_host_ = on_host; }
   // Not a plugin's: for_plugin() gives the view a plugin's memory() works in.
   PluginMemory& memory() override;
   // From now on plugins reach `backend` (which outlives them).
@@ -46,6 +54,7 @@ class HostServicesImpl final : public HostServices {
   std::unique_ptr<Ops> cpu_ops_;
   Backend* backend_ = nullptr;
   bool planning_ = false;
+  bool update_on_host_ = false;
 };
 
 }  // namespace strata

@@ -198,9 +198,16 @@ void TensorStore::publish(const ParameterRows& rows, std::int64_t step) {
     rounding_->round(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements(),
                      RoundingCall{rows.name, step, true});
   else if (table_.row(rows.param).element == DType::bf16)
-    backend_.ops().narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
+    ops_for_rows({rows.param, rows.master})
+        .narrow(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements());
   else
     quantize(rows, f32(rows.master));
+}
+
+Ops& TensorStore::ops_for_rows(std::initializer_list<int> rows) noexcept {
+  const bool on_host = update_on_host_ && std::all_of(rows.begin(), rows.end(),
+                                                      [&](int row) { return table_.row(row).home == Home::host; });
+  return on_host ? backend_.host_ops() : backend_.ops();
 }
 
 void TensorStore::quantize(const ParameterRows& rows, const float* master) {

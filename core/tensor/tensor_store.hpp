@@ -145,6 +145,11 @@ class TensorStore {
   // there) back: weights whose disk copy is current (read in, and not written since) are dropped,
   // everything else is written on the tier's thread and freed when the write lands.
   void write_to_disk(const std::vector<int>& rows);
+  // Set by the executor while it updates rows in host memory on the host (Executor::set_host_update):
+  // the masters' rounding into bf16 weights runs there too.
+  void set_update_on_host(bool on_host) noexcept { update_on_host_ = on_host; }
+  // Whether the row has an extent in the disk tier (it lives there between uses).
+  bool kept_on_disk(int row) const noexcept { return disk_offset_[static_cast<std::size_t>(row)] >= 0; }
   // The rows of a layer's groups that live on disk now.
   std::vector<int> rows_on_disk(int layer, std::initializer_list<TensorGroup> groups) const;
 
@@ -226,6 +231,10 @@ class TensorStore {
   void mark_weights_written(const ParameterRows& rows) noexcept;
   void drop_to_disk(int row);  // a row in host memory whose disk copy is current: free the memory
   void publish(const ParameterRows& rows, std::int64_t step);
+  // During an update on the host, the backend's host op table when every row lives in host memory
+  // (Backend::host_ops), else its op table: the executor's host update rounds offloaded masters
+  // on the host, having completed their moves and run their update there.
+  Ops& ops_for_rows(std::initializer_list<int> rows) noexcept;
 
   void quantize(const ParameterRows& rows, const float* master);
   // A row marked by zero_grads: its zeros, written now into its host memory.
@@ -257,6 +266,7 @@ class TensorStore {
   std::function<void(int)> row_guard_;
   std::vector<int> returning_;  // the rows of the last return_to_disk whose writes may be in flight
   DiskTier* disk_tier_ = nullptr;
+  bool update_on_host_ = false;
   TransferTotals transfers_;
 };
 

@@ -385,6 +385,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   Model& model = *placed.model;
   DataParallel* parallel = placed.data_parallel.get();
   Executor& executor = *placed.executor;
+  executor.observe_host_updates([&host](bool on_host) { host.set_update_on_host(on_host); });
   DiskTier* disk_tier = placed.disk_tier.get();
   PluginMemoryImpl& controller_memory = *placed.controller_memory;
   spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host; initialising the weights (seed {})",

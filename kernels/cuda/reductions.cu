@@ -1,12 +1,6 @@
-// Reduction kernels.
-//
-// First launch: blocks = min(kReductionPartials, ceil(count / kThreads)) blocks of kThreads. Block
-// b owns the contiguous range [b * span, (b + 1) * span), span = ceil(count / blocks); thread t
-// adds elements begin + t, begin + t + kThreads, ... in order, then the block combines its threads
-// with a fixed tree (xor butterfly in each warp, then warp 0 over the warp sums) into partials[b].
-// Second launch: one block of kReductionPartials threads; thread t holds partials[t] (the neutral
-// value past `blocks`), combined by the same fixed tree into *result. count 0 runs only the second
-// launch, with no partials, which writes the neutral value.
+// Reduction kernels, in the order kernels/reduction_order.hpp describes (the host reproduces it for
+// norms of offloaded gradients: kernels/cpu/cuda_order_reductions.cpp). count 0 runs only the
+// second launch, with no partials, which writes the neutral value.
 // all_finite is an AND of integers, so its order does not matter; it uses __syncthreads_and.
 #include "kernels/cuda/reductions.hpp"
 
@@ -18,7 +12,8 @@ namespace strata::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kernels::kReductionThreads;
+static_assert(kernels::kReductionWarp == kWarpSize);
 
 // Fixed-tree sum over the block; blockDim.x is a multiple of 32 and at most 1024. The total is
 // valid in thread 0.
@@ -83,8 +78,7 @@ __global__ void final_finite_kernel(const int* partials, int partial_count, int*
 }
 
 int partial_blocks(std::int64_t count) {
-  if (count <= 0) return 0;
-  return static_cast<int>(std::min<std::int64_t>((count + kThreads - 1) / kThreads, kReductionPartials));
+  return kernels::reduction_blocks(count);
 }
 
 template <typename Term>

@@ -8,9 +8,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/reduction_order.hpp"
+
 namespace strata::cuda {
 
-inline constexpr int kReductionPartials = 1024;
+inline constexpr int kReductionPartials = kernels::kReductionPartials;
 
 // result = sum of values[i]^2, each square and the sums in double.
 void sum_of_squares(cudaStream_t stream, const float* values, std::int64_t count, double* result, double* partials);

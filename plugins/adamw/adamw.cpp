@@ -31,6 +31,8 @@ class AdamW final : public Optimizer {
   }
   // The fused update's clipping by the previous step's norm.
   bool clips_by_given_norm() const noexcept override { return true; }
+  // Its update is ops on the slots alone: the host may run it on offloaded rows (SDK 9.10).
+  bool can_update_on_host() const noexcept override { return true; }
   Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
                               OptimizerReport& report) override {
     return guarded([&] { begin(info, slots, report, clip_norm); });

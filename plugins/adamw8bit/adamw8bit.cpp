@@ -87,6 +87,11 @@ class AdamW8bit final : public Optimizer {
   bool clips_by_given_norm() const noexcept override {
     return true;
   }
+  // Its update touches the slots alone, and its CPU kernel gives the CUDA kernel's bits: the host may
+  // run it on offloaded rows (SDK 9.10), picking the kernel by target().
+  bool can_update_on_host() const noexcept override {
+    return true;
+  }
   Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
                               OptimizerReport& report) override {
     return guarded([&] { begin(info, slots, report, clip_norm); });
@@ -122,7 +127,8 @@ class AdamW8bit final : public Optimizer {
       const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
       const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
 #if STRATA_ADAMW8BIT_CUDA
-      if (cuda_tables_ != nullptr) {
+      // Rows in host memory are updated by the host (target() is the cpu then), with the same bits.
+      if (cuda_tables_ != nullptr && host_.target().backend.starts_with("cuda:")) {
         update_on_cuda(slot, m, v, hyper);
         continue;
       }

@@ -10,6 +10,7 @@
 #include "core/device/cuda/cuda_backend.hpp"
 #include "core/device/cuda/cuda_copy_stream.hpp"
 #include "core/device/cuda/cuda_memory.hpp"
+#include "kernels/cpu/cuda_order_ops.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
 
 namespace strata {
@@ -67,13 +68,15 @@ class CudaBackend final : public Backend {
         host_memory_(name_ + " pinned host memory", make_pinned_host_resource()),
         copy_stream_(make_cuda_copy_stream(compute_.get())),
         workspace_(device_memory_),
-        ops_(cuda::make_cuda_ops(name_, compute_.get(), workspace_, tf32_products)) {}
+        ops_(cuda::make_cuda_ops(name_, compute_.get(), workspace_, tf32_products)),
+        host_ops_(cpu::make_cpu_ops_in_cuda_order()) {}
 
   ~CudaBackend() override { cudaStreamSynchronize(compute_.get()); }
 
   std::string name() const override { return name_; }
   KernelTarget kernel_target() const noexcept override { return {name_, device_, compute_.get()}; }
   Ops& ops() noexcept override { return *ops_; }
+  Ops& host_ops() noexcept override { return *host_ops_; }
   Allocator& device_memory() noexcept override { return device_memory_; }
   Allocator& host_memory() noexcept override { return host_memory_; }
   CopyStream& copy_stream() noexcept override { return *copy_stream_; }
@@ -107,6 +110,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CopyStream> copy_stream_;
   ArenaWorkspace workspace_;
   std::unique_ptr<cuda::CudaOps> ops_;
+  std::unique_ptr<Ops> host_ops_;  // the CPU kernels, summing in this backend's order
 };
 
 }  // namespace

@@ -25,7 +25,7 @@
 namespace strata {
 
 inline constexpr std::uint32_t kAbiMajor = 9;
-inline constexpr std::uint32_t kAbiMinor = 9;
+inline constexpr std::uint32_t kAbiMinor = 10;
 
 #define STRATA_STRINGIFY_INNER(x) #x
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_INNER(x)

@@ -114,6 +114,7 @@ class Forwarder<Optimizer, Policy> final : public Optimizer {
     return policy_.call("step_part", at_step(info.step), [&] { return object_->step_part(info, slots); });
   }
   bool clips_by_given_norm() const noexcept override { return policy_.has(4) && object_->clips_by_given_norm(); }
+  bool can_update_on_host() const noexcept override { return policy_.has(10) && object_->can_update_on_host(); }
   Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
                               OptimizerReport& report) noexcept override {
     if (!policy_.has(4)) return Optimizer::begin_step_with_norm(info, slots, clip_norm, report);
