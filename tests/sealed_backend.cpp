@@ -13,7 +13,6 @@
 
 #include "kernels/cpu/cpu_ops.hpp"
 #include "strata/dtype.hpp"
-#include "strata/forwarding_ops.hpp"
 
 namespace strata::test {
 
@@ -353,34 +352,21 @@ class SealedOps final : public Ops {
 };
 
 // The host table: the CPU kernels with every device mapping left sealed, counting what it served.
-class SealedHostOps final : public ForwardingOps {
+class SealedHostOps {
  public:
-  SealedHostOps(std::unique_ptr<Ops> ops, HostOpCalls* calls)
-      : ForwardingOps(*ops), ops_(std::move(ops)), calls_(calls) {}
-  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                    const AdamWHyper& hyper) noexcept override {
-    if (calls_ != nullptr) ++calls_->adamw;
-    ForwardingOps::adamw_update(param, grad, m, v, count, hyper);
-  }
-  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
-    if (calls_ != nullptr) ++calls_->sum_of_squares;
-    return ForwardingOps::sum_of_squares(values, count);
-  }
-  void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
-    if (calls_ != nullptr) ++calls_->narrow;
-    ForwardingOps::narrow(out, in, count);
-  }
+  explicit SealedHostOps(HostOpCalls* calls) : counting_(*cpu_, calls) {}
+  Ops& ops() noexcept { return counting_; }
 
  private:
-  std::unique_ptr<Ops> ops_;  // outlives every call: the base only refers to it
-  HostOpCalls* calls_;
+  std::unique_ptr<Ops> cpu_ = cpu::make_cpu_ops();  // made before the table that refers to it
+  CountingOps counting_;
 };
 
 class SealedCpuBackend final : public Backend {
  public:
   SealedCpuBackend(std::uint64_t limit, SealedProducts products, Bf16InputCalls* calls, HostOpCalls* host_calls)
       : ops_(cpu::make_cpu_ops(), mappings_, products, calls),
-        host_ops_(cpu::make_cpu_ops(), host_calls),
+        host_ops_(host_calls),
         device_("sealed cpu device memory", std::make_unique<SealedResource>(mappings_), limit),
         host_("sealed cpu host memory", make_aligned_host_resource()),
         copy_stream_(mappings_) {}
@@ -388,7 +374,7 @@ class SealedCpuBackend final : public Backend {
   std::string name() const override { return "cpu-sealed"; }
   KernelTarget kernel_target() const noexcept override { return {"cpu-sealed", -1, nullptr}; }
   Ops& ops() noexcept override { return ops_; }
-  Ops& host_ops() noexcept override { return host_ops_; }
+  Ops& host_ops() noexcept override { return host_ops_.ops(); }
   Allocator& device_memory() noexcept override { return device_; }
   Allocator& host_memory() noexcept override { return host_; }
   CopyStream& copy_stream() noexcept override { return copy_stream_; }

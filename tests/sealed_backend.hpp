@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/device/backend.hpp"
+#include "counting_ops.hpp"
 
 namespace strata::test {
 
@@ -28,16 +29,9 @@ struct Bf16InputCalls {
   int backward[2] = {0, 0};
 };
 
-// The ops its host op table (Backend::host_ops) served: an update of rows that all live in host
-// memory. That table opens no device mapping, so a device row handed to it crashes the test.
-struct HostOpCalls {
-  int adamw = 0;
-  int sum_of_squares = 0;
-  int narrow = 0;
-};
-
-// `calls`, where given, counts the bf16-input matmuls, and `host_calls` the host table's ops (each
-// must outlive the backend).
+// `calls`, where given, counts the bf16-input matmuls, and `host_calls` the ops its host op table
+// (Backend::host_ops) served (each must outlive the backend). That table opens no device mapping,
+// so a device row handed to it crashes the test.
 std::unique_ptr<Backend> make_sealed_cpu_backend(std::uint64_t device_memory_limit,
                                                  SealedProducts products = SealedProducts::cpu,
                                                  Bf16InputCalls* calls = nullptr, HostOpCalls* host_calls = nullptr);

@@ -15,6 +15,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/training/memory_timeline.hpp"
 #include "core/training/training_run.hpp"
+#include "counting_ops.hpp"
 #include "kernels/cpu/cuda_order_reductions.hpp"
 #include "kernels/reduction_order.hpp"
 #include "sealed_backend.hpp"
@@ -184,6 +187,28 @@ TEST(CudaHostOps, GiveTheKernelsBits) {
   EXPECT_EQ(differing(on_gpu.download(narrowed_gpu, static_cast<std::size_t>(count)), narrowed), 0u) << "bf16";
 }
 
+// The run's own backend, its host table's calls counted.
+class CountingHostOps final : public Backend {
+ public:
+  CountingHostOps(std::unique_ptr<Backend> backend, test::HostOpCalls* calls)
+      : backend_(std::move(backend)), host_ops_(backend_->host_ops(), calls) {}
+  std::string name() const override { return backend_->name(); }
+  KernelTarget kernel_target() const noexcept override { return backend_->kernel_target(); }
+  Ops& ops() noexcept override { return backend_->ops(); }
+  Ops& host_ops() noexcept override { return host_ops_; }
+  Allocator& device_memory() noexcept override { return backend_->device_memory(); }
+  Allocator& host_memory() noexcept override { return backend_->host_memory(); }
+  CopyStream& copy_stream() noexcept override { return backend_->copy_stream(); }
+  void synchronize() override { backend_->synchronize(); }
+  void wait_for_compute() noexcept override { backend_->wait_for_compute(); }
+  std::optional<DriverMemory> driver_memory() const override { return backend_->driver_memory(); }
+  void zero_host_memory(void* data, std::uint64_t bytes) noexcept override { backend_->zero_host_memory(data, bytes); }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  test::CountingOps host_ops_;
+};
+
 struct HostRun {
   TrainResult result;
   test::HostOpCalls calls;
@@ -208,11 +233,16 @@ HostRun train(const std::string& name, const std::string& extra, std::vector<std
     options.backend = [&run](const Manifest& m) {
       return test::make_sealed_cpu_backend(m.device.memory_limit, test::SealedProducts::cpu, nullptr, &run.calls);
     };
+  else
+    options.backend = [&run](const Manifest& m) {
+      return std::make_unique<CountingHostOps>(backend_for(m), &run.calls);
+    };
   run.result = run_training(manifest, registry, options);
   run.timeline = read_timeline(dir / "timeline.json");
   return run;
 }
 
+const std::string kAdamW = "[optimizer]\nplugin = \"adamw\"\ngrad_clip = 0.5\n";
 const std::string kHost = "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n";
 const std::string kBf16 = "[precision]\nplugin = \"bf16\"\n";
 const std::string kFused = "train.update=\"fused\"";
@@ -296,18 +326,28 @@ TEST(HostUpdate, AnOffloadedBlockStepsOnceTheNextBlocksBackwardIsIssued) {
   expect_same_losses(on_host, on_device);
 }
 
-// On a GPU: the offloaded update runs on the host's cores, and the runs keep the device update's
-// bits, norms included (clipped by the global norm, or block by block by the previous step's).
+// On a GPU: the offloaded update runs on the host's cores (the host table's calls are counted), and
+// the runs keep the device update's bits, norms included (clipped by the global norm, or block by
+// block by the previous step's): AdamW with bf16 storage, and 8-bit AdamW over int8 weights (its
+// CPU kernel on the host, the int8 quantization on the device).
 TEST(CudaHostOps, OffloadedUpdatesKeepTheDevicesBits) {
   STRATA_SKIP_WITHOUT_CUDA();
   const std::string cuda = "device.kind=\"cuda:0\"";
-  for (const std::vector<std::string>& overrides : {std::vector<std::string>{cuda}, {cuda, kFused}}) {
-    SCOPED_TRACE(overrides.back());
-    const HostRun on_device = train("cuda_device", kBf16, overrides, false);
-    const HostRun on_host = train("cuda_host", kHost + kBf16, overrides, false);
-    expect_same_losses(on_host, on_device);
-    EXPECT_GT(on_host.result.summary.bytes_to_host, 0u) << "the offload moved nothing";
-  }
+  const std::string adamw8bit =
+      "[optimizer]\nplugin = \"adamw8bit\"\ngrad_clip = 0.5\nmin_8bit_size = 64\nblock_size = 256\n";
+  struct Case {
+    std::string precision, optimizer;
+  };
+  for (const Case& c : {Case{kBf16, kAdamW}, Case{"[precision]\nplugin = \"int8\"\n", adamw8bit}})
+    for (const std::vector<std::string>& overrides : {std::vector<std::string>{cuda}, {cuda, kFused}}) {
+      SCOPED_TRACE(c.precision + c.optimizer + overrides.back());
+      const HostRun on_device = train("cuda_device", c.precision, overrides, false, c.optimizer);
+      const HostRun on_host = train("cuda_host", kHost + c.precision, overrides, false, c.optimizer);
+      expect_same_losses(on_host, on_device);
+      EXPECT_GT(on_host.result.summary.bytes_to_host, 0u) << "the offload moved nothing";
+      EXPECT_GT(on_host.calls.sum_of_squares, 0) << "the host table computed no norm";
+      EXPECT_EQ(on_device.calls.sum_of_squares, 0);
+    }
 }
 
 }  // namespace

@@ -21,15 +21,15 @@ class HostServicesImpl final : public HostServices {
   // The run's backend, once it exists (plugins are created first). Until then, and in tools that
   // build no backend, the CPU op table.
   // While the executor updates rows that all live in host memory (set_update_on_host), the
-  // backend's host op table and the host as the target: the optimizer's ops and kernels run on the
-  // host's cores, with the device's bits, instead of across the bus.
+  // backend's host op table: the optimizer's ops run on the host's cores, with the device's bits,
+  // instead of across the bus. target() stays the backend's (a quantizer's kernel there still runs
+  // on its compute stream).
   Ops& ops() noexcept override {
     if (backend_ == nullptr) return *cpu_ops_;
     return update_on_host_ ? backend_->host_ops() : backend_->ops();
   }
   KernelTarget target() const noexcept override {
-    if (backend_ == nullptr) return KernelTarget{device_kind_, -1, nullptr};
-    return update_on_host_ ? KernelTarget{"cpu", -1, nullptr} : backend_->kernel_target();
+    return backend_ != nullptr ? backend_->kernel_target() : KernelTarget{device_kind_, -1, nullptr};
   }
   void set_update_on_host(bool on_host) noexcept { update_on_host_ = on_host; }
   // Not a plugin's: for_plugin() gives the view a plugin's memory() works in.

@@ -88,7 +88,7 @@ class AdamW8bit final : public Optimizer {
     return true;
   }
   // Its update touches the slots alone, and its CPU kernel gives the CUDA kernel's bits: the host may
-  // run it on offloaded rows (SDK 9.10), picking the kernel by target().
+  // run it on offloaded rows (SDK 9.10), the kernel picked by where ops() computes.
   bool can_update_on_host() const noexcept override {
     return true;
   }
@@ -127,8 +127,9 @@ class AdamW8bit final : public Optimizer {
       const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
       const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
 #if STRATA_ADAMW8BIT_CUDA
-      // Rows in host memory are updated by the host (target() is the cpu then), with the same bits.
-      if (cuda_tables_ != nullptr && host_.target().backend.starts_with("cuda:")) {
+      // Rows the host updates (its op table computes on the cpu then) take the CPU kernel, whose bits
+      // are the CUDA kernel's.
+      if (cuda_tables_ != nullptr && ops.backend() != "cpu") {
         update_on_cuda(slot, m, v, hyper);
         continue;
       }

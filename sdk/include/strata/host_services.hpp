@@ -31,10 +31,10 @@ class HostServices {
   virtual const ModelInfo& model() const noexcept = 0;
   // The op table of the backend the run uses. Valid from the first step on (plugins are created
   // before the backend, so a constructor must not call it). While the host updates rows that all
-  // live in host memory (offloaded optimizer state with its gradients and masters), it is the
-  // backend's host op table: the same bits, computed by the host's cores instead of across the bus;
-  // target() then names the cpu, so a plugin with its own kernels runs its CPU kernel. Ask for it at
-  // each use: do not keep it across steps.
+  // live in host memory for an optimizer that allows it (Optimizer::can_update_on_host, 9.10), it
+  // is the backend's host op table: the same bits, computed by the host's cores instead of across
+  // the bus, and its backend() is "cpu", so a plugin with its own kernels runs its CPU kernel then.
+  // Ask for it at each use: do not keep it across steps.
   virtual Ops& ops() noexcept = 0;
   // Where the run computes, for a plugin that brings its own kernels: the manifest's device.kind
   // while plugins are created (no device index or stream yet: a constructor refuses a backend it
