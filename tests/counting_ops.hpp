@@ -9,6 +9,7 @@ struct HostOpCalls {
   int adamw = 0;
   int sum_of_squares = 0;
   int narrow = 0;
+  int all_finite = 0;
 };
 
 class CountingOps final : public ForwardingOps {
@@ -23,6 +24,10 @@ class CountingOps final : public ForwardingOps {
   double sum_of_squares(const float* values, std::int64_t count) noexcept override {
     if (calls_ != nullptr) ++calls_->sum_of_squares;
     return ForwardingOps::sum_of_squares(values, count);
+  }
+  bool all_finite(const float* values, std::int64_t count) noexcept override {
+    if (calls_ != nullptr) ++calls_->all_finite;
+    return ForwardingOps::all_finite(values, count);
   }
   void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
     if (calls_ != nullptr) ++calls_->narrow;

@@ -471,6 +471,9 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   mark("update", -1);
   DataParallel* const parallel = options_.data_parallel;
   if (parallel != nullptr) parallel->finish_reductions();
+  // The globals' gradients join offloaded state (the blocks' left after their backward), so the
+  // precision check reads every gradient in host memory, on the host.
+  gather_on_host(kGlobalParameters, {TensorGroup::grads});
   store.complete_all_moves();  // the precision check and the optimizer read every gradient
 
   std::vector<TensorView> grads;

@@ -5,6 +5,7 @@
 // hooks and the optimizer. A predict step hands the update to the phase controller instead.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -139,6 +140,9 @@ class Executor {
   static bool in_host_memory(std::span<const ParamSlot> slots);
   static bool in_host_memory(std::span<const TensorView> rows);
   Ops& ops_for(std::span<const TensorView> rows);
+  // A layer whose optimizer state is off the device, for an optimizer the host may run: its rows of
+  // `groups` still on the device start for host memory, to be updated there (one rank only).
+  void gather_on_host(int layer, std::initializer_list<TensorGroup> groups);
   // The plugins' services and the store's rounding of masters use the host table from here on
   // (true) or no more (false).
   void set_host_update(bool on_host);

@@ -63,14 +63,9 @@ void Executor::fused_step_block(int layer) {
   mark("update", layer);
   TensorStore& store = model_.store();
   std::vector<int> from_disk = std::move(state_from_disk_[static_cast<std::size_t>(layer + 1)]);
-  // Optimizer state off the device is updated by the host: the globals' gradients and weights,
-  // which no backward hook sends, join it there, and the weights come back as the blocks' do,
-  // before the next forward.
-  const Residence state = store.residence(layer, TensorGroup::optimizer_state);
-  if (layer == kGlobalParameters && options_.data_parallel == nullptr && optimizer_.can_update_on_host() &&
-      (state == Residence::host || state == Residence::disk))
-    for (TensorGroup group : {TensorGroup::grads, TensorGroup::weights})
-      if (store.residence(layer, group) == Residence::device) store.begin_move_group(layer, group, Home::host);
+  // The globals' gradients and weights, which no backward hook sends, join offloaded state in host
+  // memory for the host's update; the weights come back as the blocks' do, before the next forward.
+  if (layer == kGlobalParameters) gather_on_host(layer, {TensorGroup::grads, TensorGroup::weights});
   for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})
     store.complete_moves(layer, group);
   // Weights a strategy keeps on disk and has sent back already are read in for the update.

@@ -36,6 +36,15 @@ void Executor::set_host_update(bool on_host) {
   if (host_update_observer_) host_update_observer_(on_host);
 }
 
+void Executor::gather_on_host(int layer, std::initializer_list<TensorGroup> groups) {
+  if (options_.data_parallel != nullptr || !optimizer_.can_update_on_host()) return;
+  TensorStore& store = model_.store();
+  const Residence state = store.residence(layer, TensorGroup::optimizer_state);
+  if (state != Residence::host && state != Residence::disk) return;
+  for (TensorGroup group : groups)
+    if (store.residence(layer, group) == Residence::device) store.begin_move_group(layer, group, Home::host);
+}
+
 Ops& Executor::ops_for(std::span<const TensorView> rows) {
   Backend& backend = model_.backend();
   return in_host_memory(rows) ? backend.host_ops() : backend.ops();
