@@ -131,14 +131,14 @@ class Executor {
   static constexpr int kNoDeferredStep = -2;  // below kGlobalParameters: no block waits
   void finish_fused_step(StepOutcome& outcome);
   std::vector<ControlledParameter> controlled_parameters();
-  // The update on the host (core/executor/host_update.cpp): when every row it reads or writes lives
-  // in host memory, the optimizer and the precision check run on the backend's host op table
-  // (Backend::host_ops: the host's cores, the device's bits), not across the bus.
-  // Whether the host runs the update of these slots: they all live in host memory, and the
-  // optimizer says it can (SDK 9.10, Optimizer::can_update_on_host).
+  // The update on the host (core/executor/host_update.cpp), on the backend's host op table
+  // (Backend::host_ops: the host's cores, the device's bits) instead of across the bus. Whether the
+  // host runs the update of these slots: they all live in host memory, and the optimizer says it
+  // can (SDK 9.10, Optimizer::can_update_on_host).
   bool updates_on_host(std::span<const ParamSlot> slots) const;
   static bool in_host_memory(std::span<const ParamSlot> slots);
   static bool in_host_memory(std::span<const TensorView> rows);
+  // The table for an op over `rows`: the host's when they all live in host memory.
   Ops& ops_for(std::span<const TensorView> rows);
   // A layer whose optimizer state is off the device, for an optimizer the host may run: its rows of
   // `groups` still on the device start for host memory, to be updated there (one rank only).

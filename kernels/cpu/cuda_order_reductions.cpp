@@ -15,7 +15,7 @@ using kernels::kReductionWarp;
 
 // What lane 0 holds after the warp's xor butterfly: at each offset every lane adds its partner's
 // value to its own (own + partner, as __shfl_xor_sync's `value += ...`).
-double warp_sum(const double* lanes) {
+double tree_warp_sum(const double* lanes) {
   std::array<double, kReductionWarp> value;
   std::copy(lanes, lanes + kReductionWarp, value.begin());
   for (int offset = kReductionWarp / 2; offset > 0; offset /= 2) {
@@ -28,15 +28,15 @@ double warp_sum(const double* lanes) {
 
 // The block's fixed tree over its `threads` values (a multiple of the warp): each warp's sum, then
 // warp 0 over them, its lanes past the warp count holding 0.
-double block_sum(const double* threads, int count) {
+double tree_block_sum(const double* threads, int count) {
   std::array<double, kReductionWarp> warp_sums{};
   const int warps = count / kReductionWarp;
-  for (int warp = 0; warp < warps; ++warp) warp_sums[warp] = warp_sum(threads + warp * kReductionWarp);
-  return warp_sum(warp_sums.data());
+  for (int warp = 0; warp < warps; ++warp) warp_sums[warp] = tree_warp_sum(threads + warp * kReductionWarp);
+  return tree_warp_sum(warp_sums.data());
 }
 
 template <typename Term>
-double sum_in_cuda_order(const float* values, std::int64_t count, Term term) {
+double fixed_tree_sum(const float* values, std::int64_t count, Term term) {
   const int blocks = kernels::reduction_blocks(count);
   std::vector<double> partials(kReductionPartials, 0.0);
   if (blocks > 0) {
@@ -51,20 +51,20 @@ double sum_in_cuda_order(const float* values, std::int64_t count, Term term) {
         const int lanes = static_cast<int>(std::min<std::int64_t>(kReductionThreads, end - base));
         for (int t = 0; t < lanes; ++t) threads[t] += term(values[base + t]);
       }
-      partials[static_cast<std::size_t>(block)] = block_sum(threads.data(), kReductionThreads);
+      partials[static_cast<std::size_t>(block)] = tree_block_sum(threads.data(), kReductionThreads);
     }
   }
-  return block_sum(partials.data(), kReductionPartials);
+  return tree_block_sum(partials.data(), kReductionPartials);
 }
 
 }  // namespace
 
 double sum_of_squares_in_cuda_order(const float* values, std::int64_t count) {
-  return sum_in_cuda_order(values, count, [](float value) { return static_cast<double>(value) * value; });
+  return fixed_tree_sum(values, count, [](float value) { return static_cast<double>(value) * value; });
 }
 
 double sum_in_cuda_order(const float* values, std::int64_t count) {
-  return sum_in_cuda_order(values, count, [](float value) { return static_cast<double>(value); });
+  return fixed_tree_sum(values, count, [](float value) { return static_cast<double>(value); });
 }
 
 }  // namespace strata::cpu
