@@ -5,7 +5,9 @@
 //     the CPU backend's own order;
 //   - rounding the f32 masters into bf16 weights.
 // The host update overlaps the GPU's backward under the fused update; these are the times it has to
-// hide. The first touch of every buffer happens before timing.
+// hide. The first touch of every buffer happens before timing. First, the AdamW kernel (the clone
+// this CPU runs) is compared, bit for bit, with the scalar AdamW element the CUDA kernel runs, on
+// the first million parameters.
 //   OMP_NUM_THREADS=16 build/bench/strata_host_update_bench [--rounds R] [N]
 #include <algorithm>
 #include <chrono>
@@ -23,6 +25,7 @@
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cuda_order_reductions.hpp"
 #include "kernels/cpu/reductions.hpp"
+#include "strata/kernels_common.hpp"
 
 namespace {
 
@@ -62,6 +65,26 @@ int main(int argc, char** argv) {
     grad[i] = normal(generator);
   }
   const strata::AdamWHyper hyper{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f};
+  {
+    const std::size_t n = std::min<std::size_t>(param.size(), 1000003);
+    std::vector<float> p(param.begin(), param.begin() + static_cast<std::ptrdiff_t>(n)), m0(n), v0(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      m0[i] = 0.05f * grad[i];
+      v0[i] = 0.01f * grad[i] * grad[i];
+    }
+    std::vector<float> p_scalar = p, m_scalar = m0, v_scalar = v0;
+    const strata::AdamWHyper later{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.7f};
+    strata::cpu::adamw_update(p.data(), grad.data(), m0.data(), v0.data(), static_cast<std::int64_t>(n), later);
+    const strata::kernels::AdamWCoefficients c = strata::kernels::adamw_coefficients(later);
+    for (std::size_t i = 0; i < n; ++i)
+      strata::kernels::adamw_element(p_scalar[i], grad[i], m_scalar[i], v_scalar[i], c);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      differing += std::memcmp(&p[i], &p_scalar[i], sizeof(float)) != 0 ||
+                   std::memcmp(&m0[i], &m_scalar[i], sizeof(float)) != 0 ||
+                   std::memcmp(&v0[i], &v_scalar[i], sizeof(float)) != 0;
+    std::printf("AdamW kernel against the scalar element: %zu of %zu parameters differ\n", differing, n);
+  }
   std::vector<double> adamw, cuda_order, cpu_order, narrow;
   double squares_cuda = 0.0, squares_cpu = 0.0;
   for (int round = 0; round <= rounds; ++round) {  // round 0 warms up

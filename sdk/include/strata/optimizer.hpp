@@ -124,10 +124,11 @@ class Optimizer {
   // ABI 9.10 ------------------------------------------------------------------------------------
   // (optional, since 9.10) Whether the host may run this optimizer's update of slots that all live
   // in host memory (offloaded optimizer state) on its own cores: HostServices::ops() is then the
-  // backend's host op table, which gives the device's bits, and its backend() is "cpu" (a plugin
-  // with its own kernels runs its CPU kernel then; docs/architecture.md, "The update on the host"). Say yes only if the
-  // update touches nothing but the slots and host memory: scratch from memory().device_floats is device memory the host
-  // cannot touch. Default: no, and the update runs on the device, reading host rows across the bus.
+  // backend's host op table, which gives the device's bits, and its backend() is "cpu", so a plugin
+  // with its own kernels runs its CPU kernel (docs/architecture.md, "The update on the host"). Say
+  // yes only if the update touches nothing but the slots and host memory: scratch from
+  // memory().device_floats is device memory the host cannot touch. Default: no, and the update runs
+  // on the device, reading host rows across the bus.
   virtual bool can_update_on_host() const noexcept { return false; }
 };
 
