@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Are two builds' losses bitwise equal? (run by hand, for refactors that must not change the
-# math). Trains every small example manifest briefly with each build, plus the checkpoint modes
-# (block, selective, cheap) under f32 and bf16 activations on GPT-2 and LLaMA, and compares the
-# per-step loss, gradient norm and validation loss exactly; peak device bytes per category are
-# shown where they differ.
+# Are two builds' losses and saves bitwise equal? (run by hand, for refactors that must not change
+# the math). Trains every small example manifest briefly with each build, plus the checkpoint modes
+# (block, selective, cheap) under f32 and bf16 activations on GPT-2 and LLaMA, and the quickstart
+# model on two data-parallel ranks at every ZeRO stage (mpirun -np 2), and compares the per-step
+# loss, gradient norm and validation loss exactly, and every file of each run's last save (model and
+# optimizer tensors, trainer state) byte for byte; peak device bytes per category are shown where
+# they differ.
 # Usage: bash bench/bitwise_examples.sh BASELINE_STRATA [STRATA]   (from the repository root;
 # STRATA defaults to ./build/bin/strata; a binary outside its build tree finds its plugins through
 # STRATA_PLUGIN_PATH, so wrap it in a script that sets it).
@@ -20,9 +22,24 @@ run_all() {  # binary, folder
 s = open('examples/llama.toml').read() + '\n[[strategy]]\nplugin = "checkpoint"\nevery = 1\n'
 open('llama-checkpoint.toml', 'w').write(s)
 PY
+  # The last save's files, hashed (each run saves into its own directory: --fresh moves an earlier
+  # run's saves aside).
+  hash_save() {  # name, checkpoint directory
+    local save="$2/$(cat "$2/latest" 2>/dev/null)"
+    [ -d "$save" ] && (cd "$save" && find . -type f ! -name '.*' | sort | xargs sha256sum) > "$dir/$1.save"
+  }
+  checkpoint_dir() { python3 -c 'import sys,tomllib; print(tomllib.load(open(sys.argv[1],"rb"))["checkpoint"]["dir"])' "$1"; }
   train() {  # name, manifest, then arguments
+    local name=$1 manifest=$2; shift
+    "$bin" train "$@" --fresh --metrics "$dir/$name.jsonl" > "$dir/$name.log" 2>&1 || { echo "$name failed"; tail "$dir/$name.log"; }
+    hash_save "$name" "$(checkpoint_dir "$manifest")"
+  }
+  mpi_train() {  # name, then arguments: two ranks
     local name=$1; shift
-    "$bin" train "$@" --metrics "$dir/$name.jsonl" > "$dir/$name.log" 2>&1 || { echo "$name failed"; tail "$dir/$name.log"; }
+    OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --allow-run-as-root --oversubscribe -np 2 \
+      "$bin" train examples/quickstart.toml "$@" --set train.threads=1 --set checkpoint.dir=\"dp/$name\" --fresh \
+      --metrics "$dir/$name.jsonl" > "$dir/$name.log" 2>&1 || { echo "$name failed"; tail "$dir/$name.log"; }
+    hash_save "$name" "dp/$name"
   }
   short=(--set train.steps=30 --set train.eval_every=15)
   train quickstart examples/quickstart.toml "${short[@]}"  # first: lora.toml starts from its checkpoints
@@ -39,6 +56,7 @@ PY
       train "$m-$mode-bf16" "$manifest" "${keys[@]}" "${bf16[@]}"
     done
   done
+  for zero in 0 1 2 3; do mpi_train "ranks2-zero$zero" --set train.steps=8 --set distributed.zero=$zero; done
   cd "$repo"
 }
 
@@ -52,12 +70,17 @@ def steps(path):
     return [(r.get("step"), r.get("loss"), r.get("grad_norm"), r.get("val_loss")) for r in rows], \
            [r.get("peak_device_bytes_by_category") for r in rows if "step" in r][:1]
 same = True
+def save(path):
+    return path.read_text() if path.exists() else None
 for path in sorted((out / "baseline").glob("*.jsonl")):
     (a, bytes_a), (b, bytes_b) = steps(path), steps(out / "this" / path.name)
+    saves_a, saves_b = save(path.with_suffix(".save")), save(out / "this" / (path.stem + ".save"))
     verdict = "bitwise" if a == b else "DIFFERENT"
-    same = same and a == b
+    saved = "no save" if saves_a is None else f"{saves_a.count(chr(10))} saved files " + (
+        "bitwise" if saves_a == saves_b else "DIFFERENT")
+    same = same and a == b and saves_a == saves_b
     note = "" if bytes_a == bytes_b else f"  peak bytes {bytes_a[0]} -> {bytes_b[0]}"
-    print(f"{path.stem:<28} {len(a):>4} records  {verdict}{note}")
+    print(f"{path.stem:<28} {len(a):>4} records  {verdict:<9}  {saved}{note}")
 print("all bitwise" if same else "some runs differ")
 sys.exit(0 if same else 1)
 PY

@@ -16,22 +16,15 @@ class CountingOps final : public ForwardingOps {
  public:
   // `calls` may be null (nothing counted); it must outlive this table.
   CountingOps(Ops& base, HostOpCalls* calls) noexcept : ForwardingOps(base), calls_(calls) {}
-  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                    const AdamWHyper& hyper) noexcept override {
-    if (calls_ != nullptr) ++calls_->adamw;
-    ForwardingOps::adamw_update(param, grad, m, v, count, hyper);
-  }
-  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
-    if (calls_ != nullptr) ++calls_->sum_of_squares;
-    return ForwardingOps::sum_of_squares(values, count);
-  }
-  bool all_finite(const float* values, std::int64_t count) noexcept override {
-    if (calls_ != nullptr) ++calls_->all_finite;
-    return ForwardingOps::all_finite(values, count);
-  }
-  void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
-    if (calls_ != nullptr) ++calls_->narrow;
-    ForwardingOps::narrow(out, in, count);
+  using Ops::run;
+  void run(Op id, void* record) noexcept override {
+    if (calls_ != nullptr) {
+      if (id == Op::adamw_update) ++calls_->adamw;
+      if (id == Op::sum_of_squares) ++calls_->sum_of_squares;
+      if (id == Op::all_finite) ++calls_->all_finite;
+      if (id == Op::narrow) ++calls_->narrow;
+    }
+    ForwardingOps::run(id, record);
   }
 
  private:

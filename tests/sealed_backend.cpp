@@ -119,214 +119,49 @@ class SealedOps final : public Ops {
       : ops_(std::move(ops)), mappings_(mappings), products_(products), calls_(calls) {}
 
   std::string_view backend() const noexcept override { return ops_->backend(); }
-  bool has(Op op) const noexcept override {
-    return op == Op::matmul_bf16_input ? products_ == SealedProducts::bf16_inputs : ops_->has(op);
+  bool supports(Op op) const noexcept override {
+    if (op == Op::matmul_forward_bf16_input || op == Op::matmul_backward_bf16_input)
+      return products_ == SealedProducts::bf16_inputs;
+    return ops_->supports(op);
   }
 
-  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
-                      Scratch scratch) noexcept override {
+  void run(Op id, void* record) noexcept override {
     const Unsealed open(mappings_);
-    if (rounds(weight)) {
-      const std::vector<float> rounded = rounded_input(inp, shape);
-      ops_->matmul_forward(out, rounded.data(), weight, bias, shape, scratch);
-    } else {
-      ops_->matmul_forward(out, inp, weight, bias, shape, scratch);
+    switch (id) {
+      case Op::matmul_forward: {
+        op::MatmulForward call = record_of<op::MatmulForward>(record);
+        if (!rounds(call.weight)) break;
+        const std::vector<float> rounded = rounded_input(call.inp, call.shape);
+        call.inp = rounded.data();
+        return ops_->run(call);
+      }
+      case Op::matmul_backward: {
+        op::MatmulBackward call = record_of<op::MatmulBackward>(record);
+        if (!rounds(call.weight)) break;
+        const std::vector<float> rounded = rounded_input(call.inp, call.shape);
+        call.inp = rounded.data();
+        return ops_->run(call);
+      }
+      // The CPU kernel on the widened input, with room for the whole widened weight: it then widens
+      // the weight in one chunk, as the model's weight scratch does for matrices of up to 2^20 values
+      // (the tests' models), so the sums run in the same order.
+      case Op::matmul_forward_bf16_input: {
+        const auto& r = record_of<op::MatmulForwardBf16Input>(record);
+        if (calls_ != nullptr) ++calls_->forward[static_cast<int>(r.shape.layout)];
+        std::vector<float> widened = widen_input(r.inp, r.shape), scratch = weight_scratch(r.shape);
+        return ops_->matmul_forward(r.out, widened.data(), r.weight, r.bias, r.shape,
+                                    Scratch{scratch.data(), std::ssize(scratch)});
+      }
+      case Op::matmul_backward_bf16_input: {
+        const auto& r = record_of<op::MatmulBackwardBf16Input>(record);
+        if (calls_ != nullptr) ++calls_->backward[static_cast<int>(r.shape.layout)];
+        std::vector<float> widened = widen_input(r.inp, r.shape), scratch = weight_scratch(r.shape);
+        return ops_->matmul_backward(r.dinp, r.dweight, r.dbias, r.dout, widened.data(), r.weight, r.shape,
+                                     Scratch{scratch.data(), std::ssize(scratch)}, r.dinp_write);
+      }
+      default: break;
     }
-  }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
-                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
-    const Unsealed open(mappings_);
-    if (rounds(weight)) {
-      const std::vector<float> rounded = rounded_input(inp, shape);
-      ops_->matmul_backward(dinp, dweight, dbias, dout, rounded.data(), weight, shape, scratch, dinp_write);
-    } else {
-      ops_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
-    }
-  }
-  // The CPU kernel on the widened input, with room for the whole widened weight: it then widens the
-  // weight in one chunk, as the model's weight scratch does for matrices of up to 2^20 values (the
-  // tests' models), so the sums run in the same order.
-  void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
-                                 const MatmulShape& shape) noexcept override {
-    const Unsealed open(mappings_);
-    if (calls_ != nullptr) ++calls_->forward[static_cast<int>(shape.layout)];
-    std::vector<float> widened = widen_input(inp, shape), scratch = weight_scratch(shape);
-    ops_->matmul_forward(out, widened.data(), weight, bias, shape, Scratch{scratch.data(), std::ssize(scratch)});
-  }
-  void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
-                                  const std::uint16_t* inp, Weight weight, const MatmulShape& shape,
-                                  GradientWrite dinp_write) noexcept override {
-    const Unsealed open(mappings_);
-    if (calls_ != nullptr) ++calls_->backward[static_cast<int>(shape.layout)];
-    std::vector<float> widened = widen_input(inp, shape), scratch = weight_scratch(shape);
-    ops_->matmul_backward(dinp, dweight, dbias, dout, widened.data(), weight, shape,
-                          Scratch{scratch.data(), std::ssize(scratch)}, dinp_write);
-  }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                         std::int64_t rows, std::int64_t channels, float eps) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->layernorm_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps);
-  }
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                          const float* weight, const float* mean, const float* rstd, std::int64_t rows,
-                          std::int64_t channels) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels);
-  }
-  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t rows,
-                       std::int64_t channels, float eps) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->rmsnorm_forward(out, rstd, inp, weight, rows, channels, eps);
-  }
-  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                        const float* rstd, std::int64_t rows, std::int64_t channels) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, rows, channels);
-  }
-  std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept override {
-    return ops_->attention_saved_floats(shape);
-  }
-  std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept override {
-    return ops_->attention_scratch_floats(shape);
-  }
-  void attention_forward(const AttentionShape& shape, float* out, float* saved,
-                         const AttentionInputs& in) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->attention_forward(shape, out, saved, in);
-  }
-  void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                          const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->attention_backward(shape, grads, dout, in, saved, scratch);
-  }
-  void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->gelu_forward(out, inp, count);
-  }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count,
-                     GradientWrite write) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->gelu_backward(dinp, inp, dout, count, write);
-  }
-  void swiglu_forward(float* out, const float* gate, const float* up, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->swiglu_forward(out, gate, up, count);
-  }
-  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                       std::int64_t count, GradientWrite write) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->swiglu_backward(dgate, dup, dout, gate, up, count, write);
-  }
-  void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
-            bool inverse) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->rope(x, rows, stride, seq_len, n_heads, head_dim, theta, inverse);
-  }
-  void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->residual_forward(out, a, b, count);
-  }
-  void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->embedding_forward(out, tokens, wte, wpe, batch, seq_len, channels);
-  }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->embedding_backward(dwte, dwpe, dout, tokens, batch, seq_len, channels);
-  }
-  void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
-                                   const std::int32_t* targets, std::int64_t rows, std::int64_t first,
-                                   std::int64_t width, std::int64_t vocab) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, rows, first, width,
-                                      vocab);
-  }
-  void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
-                            const float* target_logits, std::int64_t rows) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->cross_entropy_finish(losses, logsumexp, running_max, running_sum, target_logits, rows);
-  }
-  void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
-                                    const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
-                                    std::int64_t width, std::int64_t vocab) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->cross_entropy_backward_chunk(dlogits, logits, logsumexp, targets, dloss, rows, first, width, vocab);
-  }
-  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                    const AdamWHyper& hyper) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->adamw_update(param, grad, m, v, count, hyper);
-  }
-  void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
-                  const SgdHyper& hyper) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->sgd_update(param, grad, velocity, count, hyper);
-  }
-  void widen(float* out, const std::uint16_t* in, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->widen(out, in, count);
-  }
-  void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->narrow(out, in, count);
-  }
-  void narrow_and_round(std::uint16_t* out, float* in, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->narrow_and_round(out, in, count);
-  }
-  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    return ops_->sum_of_squares(values, count);
-  }
-  bool all_finite(const float* values, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    return ops_->all_finite(values, count);
-  }
-  void scale(float* values, float factor, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->scale(values, factor, count);
-  }
-  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->add_scaled(y, alpha, x, count);
-  }
-  void sign(float* out, const float* x, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->sign(out, x, count);
-  }
-  void mul(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->mul(out, a, b, count);
-  }
-  void div(float* out, const float* a, const float* b, float eps, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->div(out, a, b, eps, count);
-  }
-  void sqrt(float* out, const float* x, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->sqrt(out, x, count);
-  }
-  double sum(const float* values, std::int64_t count) noexcept override {
-    const Unsealed open(mappings_);
-    return ops_->sum(values, count);
-  }
-  void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->fill(data, byte, bytes);
-  }
-  void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->copy(destination, source, bytes);
-  }
-  void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->copy_to_host(host_destination, source, bytes);
-  }
-  void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept override {
-    const Unsealed open(mappings_);
-    ops_->copy_from_host(destination, host_source, bytes);
+    ops_->run(id, record);
   }
 
  private:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend_buffers.hpp"
+#include "conformance_case.hpp"
 #include "core/device/backends.hpp"
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
@@ -32,51 +33,7 @@
 namespace strata {
 namespace {
 
-using Floats = std::vector<float>;
-
-Floats random_floats(std::size_t count, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<float> distribution(-scale, scale);
-  Floats values(count);
-  for (float& value : values) value = distribution(generator);
-  return values;
-}
-
-std::vector<double> widen_to_double(const Floats& values) {
-  return {values.begin(), values.end()};
-}
-
-// max |a - b| / max(1, max |b|): relative to the result's scale, absolute near zero.
-double error_of(const Floats& actual, const std::vector<double>& expected) {
-  double worst = 0.0, scale = 1.0;
-  for (double value : expected) scale = std::max(scale, std::abs(value));
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    worst = std::max(worst, std::abs(static_cast<double>(actual[i]) - expected[i]));
-  return worst / scale;
-}
-double error_of(const Floats& actual, const Floats& expected) {
-  return error_of(actual, widen_to_double(expected));
-}
-
-std::vector<std::uint16_t> to_bf16(const Floats& values) {
-  std::vector<std::uint16_t> out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = f32_to_bf16(values[i]);
-  return out;
-}
-Floats from_bf16(const std::vector<std::uint16_t>& values) {
-  Floats out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = bf16_to_f32(values[i]);
-  return out;
-}
-
-struct Case {
-  std::string op;
-  std::string shape;
-  std::string dtype;
-  Op kind;
-  double bound;
-  std::function<double(Backend&)> run;  // the worst error over the case's outputs
-};
+using namespace test::conformance;
 
 // matmul forward and backward (dinp overwritten, dweight and dbias accumulated); bf16 weights are
 // compared with the reference on the widened weight.
@@ -84,12 +41,7 @@ Case matmul_case(std::int64_t N, std::int64_t C, std::int64_t OC, WeightLayout l
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
                             (layout == WeightLayout::in_out ? " in_out" : " out_in");
   return {
-      "matmul",
-      shape,
-      std::string(dtype_name(dtype)),
-      dtype == DType::bf16 ? Op::matmul_bf16 : Op::matmul_f32,
-      2e-5,
-      [=](Backend& backend) {
+      "matmul", shape, std::string(dtype_name(dtype)), Op::matmul_forward, 2e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
         test::BackendBuffers memory(backend);
         const Floats inp = random_floats(N * C, 1), bias = random_floats(OC, 2), dout = random_floats(N * OC, 3);
@@ -125,7 +77,7 @@ Case matmul_case(std::int64_t N, std::int64_t C, std::int64_t OC, WeightLayout l
 Case matmul_bf16_input_case(std::int64_t N, std::int64_t C, std::int64_t OC, WeightLayout layout) {
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
                             (layout == WeightLayout::in_out ? " in_out" : " out_in");
-  return {"matmul_bf16in", shape, "bf16", Op::matmul_bf16_input, 0.0, [=](Backend& backend) {
+  return {"matmul_bf16in", shape, "bf16", Op::matmul_forward_bf16_input, 0.0, [=](Backend& backend) {
             Ops& ops = backend.ops();
             test::BackendBuffers memory(backend);
             const std::vector<std::uint16_t> inp16 = to_bf16(random_floats(N * C, 11)),
@@ -166,7 +118,12 @@ Case matmul_bf16_input_case(std::int64_t N, std::int64_t C, std::int64_t OC, Wei
 
 Case layernorm_case(std::int64_t N, std::int64_t C) {
   return {
-      "layernorm", std::to_string(N) + "x" + std::to_string(C), "f32", Op::layernorm, 2e-5, [=](Backend& backend) {
+      "layernorm",
+      std::to_string(N) + "x" + std::to_string(C),
+      "f32",
+      Op::layernorm_forward,
+      2e-5,
+      [=](Backend& backend) {
         Ops& ops = backend.ops();
         test::BackendBuffers memory(backend);
         const Floats inp = random_floats(N * C, 5, 2.0f), w = random_floats(C, 6), b = random_floats(C, 7),
@@ -189,23 +146,24 @@ Case layernorm_case(std::int64_t N, std::int64_t C) {
 }
 
 Case rmsnorm_case(std::int64_t N, std::int64_t C) {
-  return {"rmsnorm", std::to_string(N) + "x" + std::to_string(C), "f32", Op::rmsnorm, 2e-5, [=](Backend& backend) {
-            Ops& ops = backend.ops();
-            test::BackendBuffers memory(backend);
-            const Floats inp = random_floats(N * C, 9, 2.0f), w = random_floats(C, 10), dout = random_floats(N * C, 11);
-            float *out = memory.upload(Floats(N * C)), *rstd = memory.upload(Floats(N));
-            float *inp_b = memory.upload(inp), *w_b = memory.upload(w);
-            ops.rmsnorm_forward(out, rstd, inp_b, w_b, N, C, 1e-6f);
-            float *dinp = memory.upload(Floats(N * C)), *dw = memory.upload(Floats(C));
-            ops.rmsnorm_backward(dinp, dw, memory.upload(dout), inp_b, w_b, rstd, N, C);
-            std::vector<double> out_r(N * C), rstd_r(N), dinp_r(N * C), dw_r(C);
-            const auto inp_d = widen_to_double(inp), w_d = widen_to_double(w), dout_d = widen_to_double(dout);
-            cpu::reference::rmsnorm_forward(out_r.data(), rstd_r.data(), inp_d.data(), w_d.data(), N, C, 1e-6);
-            cpu::reference::rmsnorm_backward(dinp_r.data(), dw_r.data(), dout_d.data(), inp_d.data(), w_d.data(),
-                                             rstd_r.data(), N, C);
-            return std::max({error_of(memory.download(out, N * C), out_r),
-                             error_of(memory.download(dinp, N * C), dinp_r), error_of(memory.download(dw, C), dw_r)});
-          }};
+  return {
+      "rmsnorm", std::to_string(N) + "x" + std::to_string(C), "f32", Op::rmsnorm_forward, 2e-5, [=](Backend& backend) {
+        Ops& ops = backend.ops();
+        test::BackendBuffers memory(backend);
+        const Floats inp = random_floats(N * C, 9, 2.0f), w = random_floats(C, 10), dout = random_floats(N * C, 11);
+        float *out = memory.upload(Floats(N * C)), *rstd = memory.upload(Floats(N));
+        float *inp_b = memory.upload(inp), *w_b = memory.upload(w);
+        ops.rmsnorm_forward(out, rstd, inp_b, w_b, N, C, 1e-6f);
+        float *dinp = memory.upload(Floats(N * C)), *dw = memory.upload(Floats(C));
+        ops.rmsnorm_backward(dinp, dw, memory.upload(dout), inp_b, w_b, rstd, N, C);
+        std::vector<double> out_r(N * C), rstd_r(N), dinp_r(N * C), dw_r(C);
+        const auto inp_d = widen_to_double(inp), w_d = widen_to_double(w), dout_d = widen_to_double(dout);
+        cpu::reference::rmsnorm_forward(out_r.data(), rstd_r.data(), inp_d.data(), w_d.data(), N, C, 1e-6);
+        cpu::reference::rmsnorm_backward(dinp_r.data(), dw_r.data(), dout_d.data(), inp_d.data(), w_d.data(),
+                                         rstd_r.data(), N, C);
+        return std::max({error_of(memory.download(out, N * C), out_r), error_of(memory.download(dinp, N * C), dinp_r),
+                         error_of(memory.download(dw, C), dw_r)});
+      }};
 }
 
 // Attention on q, k, v in separate buffers (GQA) or three views of one packed qkv (GPT-2), against
@@ -214,7 +172,7 @@ Case attention_case(int B, int T, int H, int KV, int D, bool packed) {
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
                             std::to_string(KV) + " D" + std::to_string(D) + (packed ? " packed" : "");
   return {
-      "attention", shape, "f32", Op::attention, 2e-5, [=](Backend& backend) {
+      "attention", shape, "f32", Op::attention_forward, 2e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
         test::BackendBuffers memory(backend);
         const AttentionShape s{B, T, H, KV, D};
@@ -242,8 +200,8 @@ Case attention_case(int B, int T, int H, int KV, int D, bool packed) {
         Floats out_r(N * qw), saved_r(reference->saved_floats(s)), dq_r(q_count), dk_r(N * kvw), dv_r(N * kvw),
             scratch_r(reference->backward_scratch_floats(s));
         const AttentionInputs in_r = inputs(q.data(), k.data(), v.data());
-        EXPECT_TRUE(reference->attention_forward(s, out_r.data(), saved_r.data(), in_r));
-        EXPECT_TRUE(reference->attention_backward(s, grads(dq_r.data(), dk_r.data(), dv_r.data()), dout.data(),
+        EXPECT_TRUE(reference->attention_forward({}, s, out_r.data(), saved_r.data(), in_r));
+        EXPECT_TRUE(reference->attention_backward({}, s, grads(dq_r.data(), dk_r.data(), dv_r.data()), dout.data(),
                                                   out_r.data(), in_r, saved_r.data(), scratch_r.data()));
         double worst =
             std::max(error_of(memory.download(out, N * qw), out_r), error_of(memory.download(dq, q_count), dq_r));
@@ -255,7 +213,7 @@ Case attention_case(int B, int T, int H, int KV, int D, bool packed) {
 }
 
 Case pointwise_case(const std::string& op, std::int64_t count) {
-  const Op kind = op == "gelu" ? Op::gelu : Op::swiglu;
+  const Op kind = op == "gelu" ? Op::gelu_forward : Op::swiglu_forward;
   return {op, std::to_string(count), "f32", kind, 1e-5, [=](Backend& backend) {
             Ops& ops = backend.ops();
             test::BackendBuffers memory(backend);
@@ -265,7 +223,7 @@ Case pointwise_case(const std::string& op, std::int64_t count) {
             float *xb = memory.upload(x), *yb = memory.upload(y), *out = memory.upload(Floats(count));
             float *d1 = memory.upload(Floats(count)), *d2 = memory.upload(Floats(count));
             std::vector<double> out_r(count), d1_r(count), d2_r(count);
-            if (kind == Op::gelu) {
+            if (kind == Op::gelu_forward) {
               ops.gelu_forward(out, xb, count);
               ops.gelu_backward(d1, xb, memory.upload(dout), count, GradientWrite::overwrite);
               cpu::reference::gelu_forward(out_r.data(), x_d.data(), count);
@@ -302,7 +260,7 @@ Case rope_case(std::int64_t rows, int seq_len, int heads, int head_dim, std::int
 Case embedding_case(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V, DType dtype, bool positions) {
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " C" + std::to_string(C) + " V" +
                             std::to_string(V) + (positions ? " +wpe" : " no wpe");
-  return {"embedding", shape, std::string(dtype_name(dtype)), Op::embedding, 1e-6, [=](Backend& backend) {
+  return {"embedding", shape, std::string(dtype_name(dtype)), Op::embedding_forward, 1e-6, [=](Backend& backend) {
             Ops& ops = backend.ops();
             test::BackendBuffers memory(backend);
             std::vector<std::int32_t> tokens(B * T);
@@ -340,7 +298,7 @@ Case cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp, std::in
   const std::string shape = std::to_string(N) + "x" + std::to_string(V) + " (padded " + std::to_string(Vp) +
                             ", chunks of " + std::to_string(chunk) + ")";
   return {
-      "cross_entropy", shape, "f32", Op::cross_entropy, 1e-5, [=](Backend& backend) {
+      "cross_entropy", shape, "f32", Op::cross_entropy_forward_chunk, 1e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
         test::BackendBuffers memory(backend);
         const Floats logits = random_floats(N * Vp, 23, 5.0f);
@@ -357,7 +315,7 @@ Case cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp, std::in
           chunks.push_back(memory.upload(block));
           ops.cross_entropy_forward_chunk(lse, losses, target, chunks.back(), targets_b, N, first, width, V);
         }
-        ops.cross_entropy_finish(losses, lse, lse, losses, target, N);
+        ops.cross_entropy_finish(losses, lse, lse, losses, target, targets_b, N);
         Floats dlogits(N * Vp);
         for (std::int64_t first = 0, c = 0; first < Vp; first += chunk, ++c) {
           const std::int64_t width = std::min(chunk, Vp - first);
@@ -376,7 +334,7 @@ Case cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp, std::in
 }
 
 Case adamw_case(std::int64_t count) {
-  return {"adamw", std::to_string(count), "f32", Op::adamw, 1e-6, [=](Backend& backend) {
+  return {"adamw", std::to_string(count), "f32", Op::adamw_update, 1e-6, [=](Backend& backend) {
             test::BackendBuffers memory(backend);
             Floats param = random_floats(count, 24), grad = random_floats(count, 25),
                    m = random_floats(count, 26, 0.1f), v = random_floats(count, 27, 0.1f);
@@ -396,7 +354,7 @@ Case sgd_case(std::int64_t count, float momentum) {
   return {"sgd",
           std::to_string(count) + (momentum > 0 ? " momentum" : " plain"),
           "f32",
-          Op::sgd,
+          Op::sgd_update,
           1e-6,
           [=](Backend& backend) {
             test::BackendBuffers memory(backend);
@@ -424,7 +382,7 @@ Case conversion_case(std::int64_t count, std::int64_t offset) {
   return {"convert",
           std::to_string(count) + (offset > 0 ? " at +" + std::to_string(offset) : ""),
           "f32<->bf16",
-          Op::convert,
+          Op::widen,
           0.0,
           [=](Backend& backend) {
             Ops& ops = backend.ops();
@@ -554,7 +512,8 @@ Case memory_case(std::uint64_t bytes) {
 // tensor cores take the input (and, backward, dout) in bf16 too, so each product carries bf16 rounding of both operands
 // (8 significant bits, f32 accumulation): about 2^-9 relative per operand, well inside 1e-2 of the result's scale.
 double bound_on(const std::string& kind, const Case& c) {
-  if ((kind.rfind("cuda:", 0) == 0 || kind == "sealed-bf16") && c.kind == Op::matmul_bf16) return 1e-2;
+  if ((kind.rfind("cuda:", 0) == 0 || kind == "sealed-bf16") && c.kind == Op::matmul_forward && c.dtype == "bf16")
+    return 1e-2;
   return c.bound;
 }
 
@@ -596,6 +555,8 @@ std::vector<Case> conformance_table() {
   cases.push_back(add_scaled_case(10001));
   cases.push_back(elementwise_case(10001));
   cases.push_back(memory_case(1000));
+  for (Case& c : linear_algebra_cases()) cases.push_back(std::move(c));
+  for (Case& c : model_variant_cases()) cases.push_back(std::move(c));
   return cases;
 }
 
@@ -611,7 +572,7 @@ TEST(BackendConformance, EveryOpOfEveryBackendMatchesTheReference) {
   for (const auto& [kind, backend] : backends) {
     std::printf("%-14s %-36s %-11s %-7s %10s %10s\n", "op", "shape", "dtype", "backend", "error", "bound");
     for (const Case& c : cases) {
-      if (!backend->ops().has(c.kind)) {
+      if (!backend->ops().supports(c.kind)) {
         std::printf("%-14s %-36s %-11s %-7s %21s\n", c.op.c_str(), c.shape.c_str(), c.dtype.c_str(), kind.c_str(),
                     "not implemented");
         continue;

@@ -198,7 +198,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   bool linking = tier != nullptr && tier->link_refusal().empty();  // a refusal is logged once a run
   const auto link_or_copy = [&](std::vector<TensorPieces>& file_tensors, const char* file, int row,
                                 const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) {
-    const std::uint64_t bytes = stored_elements(shape) * dtype_bytes(dtype);
+    const std::uint64_t bytes = storage_bytes(dtype, static_cast<std::int64_t>(stored_elements(shape)));
     if (linking && model.table().row(row).home == Home::disk) {
       fs::create_directories(temporary / kTierDirectory);
       const std::string link_name = std::string(kTierDirectory) + "/" + name + ".bin";

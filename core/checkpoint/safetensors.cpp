@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "core/util/atomic_file.hpp"
 #include "strata/dtype.hpp"
@@ -437,6 +438,9 @@ std::string safetensors_dtype(DType dtype) {
     case DType::i32: return "I32";
     case DType::i8: return "I8";
     case DType::u8: return "U8";
+    // safetensors has no 4-bit type, and a tensor's shape counts elements: 4-bit codes are saved as
+    // the U8 bytes that hold them, by whoever packs them.
+    case DType::u4: throw std::logic_error("a u4 tensor has no safetensors dtype: save the U8 bytes that pack it");
     case DType::f32: break;
   }
   return "F32";

@@ -102,7 +102,7 @@ class ExecutorHookContext final : public HookContext {
         return;
       }
       model.allocate_layer_activations(layer);
-      model.layer_forward(layer);
+      model.recompute_layer(layer);
     });
   }
   TensorView tensor(std::string_view name) noexcept override {
@@ -327,8 +327,9 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     micro_batch_ = static_cast<int>(m);
     model_.begin_micro_batch(micro_batches[m].inputs, micro_batches[m].targets);
     // A number unique to this micro batch in the run, the same on resume and on recomputation.
-    model_.set_adapter_pass({static_cast<std::uint64_t>(step) * micro_batches.size() * ranks + first_micro_batch + m,
-                             phase_needs_gradients(phase)});
+    model_.set_pass(step, static_cast<int>(m),
+                    {static_cast<std::uint64_t>(step) * micro_batches.size() * ranks + first_micro_batch + m,
+                     phase_needs_gradients(phase)});
     const bool last_micro_batch = m + 1 == micro_batches.size();
     forward_layers(phase_needs_gradients(phase));  // nothing goes backward in a predict step
     mark("head", -1);
@@ -615,7 +616,7 @@ void Executor::predicted_update(std::int64_t step, std::span<const MicroBatch> m
 double Executor::forward_loss_sum(const MicroBatch& batch, int rows) {
   precision_.begin_step(Phase::full);  // an evaluation computes as full steps do
   model_.begin_micro_batch(batch.inputs, batch.targets);
-  model_.set_adapter_pass({0, false});  // no dropout
+  model_.set_pass(step_, 0, {0, false});  // no dropout
   // Forward hooks run here too, so a strategy that bounds residency bounds it during evaluation;
   // nothing goes backward here.
   forward_layers(false);

@@ -81,7 +81,9 @@ void Transformer::attention(int l, int out, int saved, const AttentionInputs& qk
                            this->out(l, out), qkv, decoding_->cache->keys(l), decoding_->cache->values(l));
     return;
   }
-  check(attention_.attention_forward(attention_shape(), this->out(l, out), this->out(l, saved), qkv), l);
+  check(attention_.attention_forward(kernel_call(l, true), attention_shape(), this->out(l, out), this->out(l, saved),
+                                     qkv),
+        l);
 }
 
 void Transformer::gelu(int l, int out, int x) {
@@ -154,7 +156,8 @@ void Transformer::attention_backward(int l, const AttentionGrads& grads, const f
                                      const AttentionInputs& qkv) {
   const float* output = in(l, out);
   auto timer = profiler_.scope(ProfileKind::attention_backward);
-  check(attention_.attention_backward(attention_shape(), grads, dy, output, qkv, in(l, saved), ws(attention_scratch_)),
+  check(attention_.attention_backward(kernel_call(l, false), attention_shape(), grads, dy, output, qkv, in(l, saved),
+                                      ws(attention_scratch_)),
         l);
 }
 

@@ -92,7 +92,7 @@ double LmHead::forward(const float* hidden, int weight_row, const std::int32_t* 
                                     shape_.vocab);
   }
   ops.cross_entropy_finish(store_.f32(rows_.losses), store_.f32(rows_.logsumexp), running_max, running_sum,
-                           target_logits, N);
+                           target_logits, targets, N);
   // In order, in double: the same sum for any thread count.
   return ops.sum(store_.f32(rows_.losses), N) / static_cast<double>(N);
 }

@@ -266,7 +266,7 @@ std::string Model::frozen_fingerprint() {
     for (int row : {rows.param, rows.scales}) {
       if (row < 0) continue;
       const TensorRow& stored = table().row(row);
-      bytes.resize(static_cast<std::size_t>(stored.elements()) * dtype_bytes(stored.element));
+      bytes.resize(static_cast<std::size_t>(storage_bytes(stored.element, stored.elements())));
       ops().copy_to_host(bytes.data(), store_.data(row), bytes.size());
       mix(bytes);
     }

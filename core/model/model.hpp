@@ -184,8 +184,17 @@ class Model {
   virtual void head_backward(float dloss) = 0;  // dloss: gradient of the objective w.r.t. each position's loss
   virtual void layer_backward(int layer) = 0;
   virtual void embed_backward() = 0;
-  // Between micro batches only. Adapters draw training dropout from `pass.sequence`.
-  void set_adapter_pass(const AdapterPass& pass) noexcept { adapters_.set_pass(pass); }
+  // Where the pass is, between micro batches only: the step, the micro batch and the adapters' pass
+  // (adapters draw training dropout from `pass.sequence`). Kernels are told it (KernelCall).
+  void set_pass(std::int64_t step, int micro_batch, const AdapterPass& pass) noexcept {
+    adapters_.set_pass(pass);
+    pass_ = {-1, step, micro_batch, pass.training ? KernelPass::training : KernelPass::evaluation, pass.sequence};
+  }
+  // A dropped block's forward run again before its backward: its kernels are told it recomputes.
+  void recompute_layer(int layer) {
+    const RecomputeScope recomputing(*this);
+    layer_forward(layer);
+  }
   void set_logits_mode(LogitsMode mode) { head_.set_logits_mode(mode); }
   // Sum of the per-position losses of the first `rows` sequences, after head_forward.
   double loss_sum(int rows);
@@ -243,6 +252,27 @@ class Model {
     return rows.grad >= 0 ? store_.f32(rows.grad) : store_.f32(frozen_gradient_sink_row_);
   }
 
+  // What a kernel is told of the call it serves in block `layer`: a forward call while recomputing
+  // is a recompute; a backward call is the training pass's.
+  KernelCall kernel_call(int layer, bool forward) const noexcept {
+    KernelCall call = pass_;
+    call.layer = layer;
+    if (forward && recomputing_ && call.pass == KernelPass::training) call.pass = KernelPass::recompute;
+    return call;
+  }
+  // While one lives, forward ops run to recompute dropped activations (a block's backward does).
+  class RecomputeScope {
+   public:
+    explicit RecomputeScope(Model& model) : model_(model), was_(model.recomputing_) { model.recomputing_ = true; }
+    ~RecomputeScope() { model_.recomputing_ = was_; }
+    RecomputeScope(const RecomputeScope&) = delete;
+    RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+   private:
+    Model& model_;
+    bool was_;
+  };
+
   Profiler profiler_;  // before store_, which refers to it
   TensorStore store_;
   int batch_;
@@ -262,6 +292,8 @@ class Model {
   std::vector<std::string> recompute_ops_;  // per kind: the op that recomputes it alone, or empty
   int weight_scratch_row_ = -1;
   std::int64_t weight_scratch_elements_ = 0;
+  KernelCall pass_{-1, 0, 0, KernelPass::evaluation, 0};
+  bool recomputing_ = false;
 };
 
 }  // namespace strata

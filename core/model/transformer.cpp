@@ -71,7 +71,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   head_rows.target_logits = add_global_activation("act.target_logits", {B, T});
   // A bf16 head on a backend with bf16-input matmuls: the hidden state narrowed once per pass, not
   // once per vocabulary chunk.
-  if (storage.embedding_storage() == DType::bf16 && ops().has(Op::matmul_bf16_input))
+  if (storage.embedding_storage() == DType::bf16 && ops().supports(Op::matmul_forward_bf16_input))
     head_rows.hidden_bf16 = add_global_activation("act.hidden_bf16", {B, T, C}, ElementType::bf16);
   const ElementType stored = storage.activations == DType::bf16 ? ElementType::bf16 : ElementType::f32;
   std::vector<std::vector<int>> activation_rows(static_cast<std::size_t>(n_layer_));
@@ -128,7 +128,8 @@ void Transformer::layer_forward(int l) {
 }
 
 void Transformer::layer_backward(int l) {
-  if (trainable_.skips(l)) return;  // the identity passes d(output) through as d(input)
+  if (trainable_.skips(l)) return;          // the identity passes d(output) through as d(input)
+  const RecomputeScope recomputing(*this);  // the forward ops a backward runs recompute dropped kinds
   forget_staging();
   block_backward(l);
   round_written();
@@ -147,8 +148,8 @@ std::vector<float> Transformer::decode(std::span<const std::int32_t> tokens, std
     throw std::logic_error("decode: " + std::to_string(new_rows) + " tokens at position " +
                            std::to_string(first_position) + " do not fit a batch-1 model of " +
                            std::to_string(seq_len()) + " positions and its cache");
-  for (const Op op : {rope_frequencies_.empty() ? Op::rope_at : Op::rope_frequencies, Op::attention_decode})
-    if (!ops().has(op))
+  for (const Op op : {Op::rope, Op::attention_decode})
+    if (!ops().supports(op))
       throw std::runtime_error("backend " + std::string(ops().backend()) + " lacks the decoding op " +
                                std::string(op_name(op)));
   begin_micro_batch(tokens, {});
@@ -174,9 +175,8 @@ std::vector<float> Transformer::decode(std::span<const std::int32_t> tokens, std
 Weight Transformer::position_table(Weight table) const {
   if (!decoding_ || decoding_->first_position == 0) return table;
   if (table.scales != nullptr) throw std::logic_error("decode: a quantized position table");
-  const std::size_t element = dtype_bytes(table.dtype);
   const std::int64_t C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
-  table.data = static_cast<const char*>(table.data) + static_cast<std::size_t>(decoding_->first_position * C) * element;
+  table.data = static_cast<const char*>(table.data) + storage_bytes(table.dtype, decoding_->first_position * C);
   return table;
 }
 
@@ -218,7 +218,7 @@ const float* Transformer::in(int l, int kind) {
 
 const std::uint16_t* Transformer::bf16_input(int l, int kind, int weight) {
   if (kind == kBlockInput && l == 0) return nullptr;
-  if (staging(kind).row < 0 || !ops().has(Op::matmul_bf16_input)) return nullptr;
+  if (staging(kind).row < 0 || !ops().supports(Op::matmul_forward_bf16_input)) return nullptr;
   const ParameterRows& rows = parameter(l, weight);
   if (store_.weight(rows.param).dtype != DType::bf16 || adapted(rows)) return nullptr;
   settle(kind);

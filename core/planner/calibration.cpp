@@ -161,7 +161,8 @@ void measure_passes(Ops& ops, Calibration& calibration, const std::function<void
         [&] { ops.cross_entropy_forward_chunk(c, d, e, a, tokens.data(), rows, 0, kChannels, kChannels); });
     add("cross_entropy_backward", n,
         [&] { ops.cross_entropy_backward_chunk(c, a, b, tokens.data(), 1.0f, rows, 0, kChannels, kChannels); });
-    add("cross_entropy_finish", static_cast<double>(rows), [&] { ops.cross_entropy_finish(c, d, a, b, e, rows); });
+    add("cross_entropy_finish", static_cast<double>(rows),
+        [&] { ops.cross_entropy_finish(c, d, a, b, e, tokens.data(), rows); });
     add("adamw_update", n, [&] { ops.adamw_update(c, a, d, e, count, AdamWHyper{}); });
     add("sgd_update", n, [&] { ops.sgd_update(c, a, d, count, SgdHyper{0.01f, 0.9f, 0.0f, 1.0f}); });
     add("widen", n, [&] { ops.widen(c, x.half.data(), count); });

@@ -75,149 +75,148 @@ class DryOps final : public Ops {
       : backend_(backend), sizes_(cpu::make_cpu_ops()), bf16_input_matmuls_(bf16_input_matmuls) {}
 
   std::string_view backend() const noexcept override { return "cpu"; }
-  bool has(Op op) const noexcept override {
-    return op == Op::matmul_bf16_input ? bf16_input_matmuls_ : sizes_->has(op);
+  bool supports(Op op) const noexcept override {
+    return op == Op::matmul_forward_bf16_input || op == Op::matmul_backward_bf16_input ? bf16_input_matmuls_
+                                                                                       : sizes_->supports(op);
   }
 
-  void matmul_forward(float*, const float*, Weight weight, const float*, const MatmulShape& shape,
-                      Scratch) noexcept override {
-    log(weight.dtype == DType::bf16 ? "matmul_forward_bf16" : "matmul_forward_f32", matmul_flops(shape));
-  }
-  void matmul_backward(float* dinp, float* dweight, float*, const float*, const float*, Weight weight,
-                       const MatmulShape& shape, Scratch, GradientWrite) noexcept override {
-    log(weight.dtype == DType::bf16 ? "matmul_backward_bf16" : "matmul_backward_f32",
-        matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)));
-  }
-  void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, std::int64_t rows,
-                         std::int64_t channels, float) noexcept override {
-    log("layernorm_forward", elements(rows, channels));
-  }
-  void layernorm_backward(float*, float*, float*, const float*, const float*, const float*, const float*, const float*,
-                          std::int64_t rows, std::int64_t channels) noexcept override {
-    log("layernorm_backward", elements(rows, channels));
-  }
-  void rmsnorm_forward(float*, float*, const float*, const float*, std::int64_t rows, std::int64_t channels,
-                       float) noexcept override {
-    log("rmsnorm_forward", elements(rows, channels));
-  }
-  void rmsnorm_backward(float*, float*, const float*, const float*, const float*, const float*, std::int64_t rows,
-                        std::int64_t channels) noexcept override {
-    log("rmsnorm_backward", elements(rows, channels));
-  }
-  std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept override {
-    return sizes_->attention_saved_floats(shape);
-  }
-  std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept override {
-    return sizes_->attention_scratch_floats(shape);
-  }
-  void attention_forward(const AttentionShape& shape, float*, float*, const AttentionInputs&) noexcept override {
-    log("attention_forward", attention_flops(shape));
-  }
-  void attention_backward(const AttentionShape& shape, const AttentionGrads&, const float*, const AttentionInputs&,
-                          const float*, float*) noexcept override {
-    log("attention_backward", attention_flops(shape));
-  }
-  void gelu_forward(float*, const float*, std::int64_t count) noexcept override { log("gelu_forward", count); }
-  void gelu_backward(float*, const float*, const float*, std::int64_t count, GradientWrite) noexcept override {
-    log("gelu_backward", count);
-  }
-  void swiglu_forward(float*, const float*, const float*, std::int64_t count) noexcept override {
-    log("swiglu_forward", count);
-  }
-  void swiglu_backward(float*, float*, const float*, const float*, const float*, std::int64_t count,
-                       GradientWrite) noexcept override {
-    log("swiglu_backward", count);
-  }
-  void rope(float*, std::int64_t rows, std::int64_t, int, int n_heads, int head_dim, float,
-            bool inverse) noexcept override {
-    log(inverse ? "rope_backward" : "rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
-  }
-  void residual_forward(float*, const float*, const float*, std::int64_t count) noexcept override {
-    log("residual_forward", count);
-  }
-  void embedding_forward(float*, const std::int32_t*, Weight, Weight, std::int64_t batch, std::int64_t seq_len,
-                         std::int64_t channels) noexcept override {
-    log("embedding_forward", elements(batch * seq_len, channels));
-  }
-  void embedding_backward(float*, float*, const float*, const std::int32_t*, std::int64_t batch, std::int64_t seq_len,
-                          std::int64_t channels) noexcept override {
-    log("embedding_backward", elements(batch * seq_len, channels));
-  }
-  void cross_entropy_forward_chunk(float*, float*, float*, const float*, const std::int32_t*, std::int64_t rows,
-                                   std::int64_t, std::int64_t width, std::int64_t) noexcept override {
-    log("cross_entropy_forward", elements(rows, width));
-  }
-  void cross_entropy_finish(float*, float*, const float*, const float*, const float*,
-                            std::int64_t rows) noexcept override {
-    log("cross_entropy_finish", rows);
-  }
-  void cross_entropy_backward_chunk(float*, const float*, const float*, const std::int32_t*, float, std::int64_t rows,
-                                    std::int64_t, std::int64_t width, std::int64_t) noexcept override {
-    log("cross_entropy_backward", elements(rows, width));
-  }
-  void adamw_update(float*, const float*, float*, float*, std::int64_t count, const AdamWHyper&) noexcept override {
-    log("adamw_update", count);
-  }
-  void sgd_update(float*, const float*, float*, std::int64_t count, const SgdHyper&) noexcept override {
-    log("sgd_update", count);
-  }
-  void widen(float*, const std::uint16_t*, std::int64_t count) noexcept override { log("widen", count); }
-  void narrow(std::uint16_t*, const float*, std::int64_t count) noexcept override { log("narrow", count); }
-  void narrow_and_round(std::uint16_t*, float*, std::int64_t count) noexcept override { log("narrow", count); }
-  // Large, so that norm clipping takes the path that scales the gradients (some of which may be
-  // offloaded and travel to be scaled): a plan covers the branch a real step may take.
-  double sum_of_squares(const float*, std::int64_t count) noexcept override {
-    log("sum_of_squares", count);
-    return 1e30;
-  }
-  bool all_finite(const float*, std::int64_t count) noexcept override {
-    log("all_finite", count);
-    return true;
-  }
-  double sum(const float*, std::int64_t count) noexcept override {
-    log("sum", count);
-    return 0.0;
-  }
-  void scale(float*, float, std::int64_t count) noexcept override { log("scale", count); }
-  void add_scaled(float*, float, const float*, std::int64_t count) noexcept override { log("add_scaled", count); }
-  // The elementwise ops cost what scale does, a pass over memory.
-  void sign(float*, const float*, std::int64_t count) noexcept override { log("scale", count); }
-  void mul(float*, const float*, const float*, std::int64_t count) noexcept override { log("scale", count); }
-  void div(float*, const float*, const float*, float, std::int64_t count) noexcept override { log("scale", count); }
-  void sqrt(float*, const float*, std::int64_t count) noexcept override { log("scale", count); }
-  void fill(void*, std::uint8_t, std::uint64_t bytes) noexcept override { log("fill", static_cast<double>(bytes)); }
-  void copy(void*, const void*, std::uint64_t bytes) noexcept override { log("copy", static_cast<double>(bytes)); }
-  // What the host reads back is zeros: deterministic, whatever the planned step would compute.
-  void copy_to_host(void* host_destination, const void*, std::uint64_t bytes) noexcept override {
-    log("copy", static_cast<double>(bytes));
-    std::memset(host_destination, 0, bytes);
-  }
-  void copy_from_host(void*, const void*, std::uint64_t bytes) noexcept override {
-    log("copy", static_cast<double>(bytes));
-  }
-  void rope_at(float*, std::int64_t rows, std::int64_t, std::int64_t, int n_heads, int head_dim,
-               float) noexcept override {
-    log("rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
-  }
-  void attention_decode(const DecodeShape&, float*, const AttentionInputs&, float*, float*) noexcept override {
-    log("attention_decode", 0.0);
-  }
-  void rope_frequencies(float*, std::int64_t rows, std::int64_t, std::int64_t, std::int64_t, int n_heads, int head_dim,
-                        const float*, bool inverse) noexcept override {
-    log(inverse ? "rope_backward" : "rope_forward", elements(rows, static_cast<std::int64_t>(n_heads) * head_dim));
-  }
-  // Priced as the bf16 matmuls: the widening they spare the caller is simply not logged.
-  void matmul_forward_bf16_input(float*, const std::uint16_t*, Weight, const float*,
-                                 const MatmulShape& shape) noexcept override {
-    log("matmul_forward_bf16", matmul_flops(shape));
-  }
-  void matmul_backward_bf16_input(float* dinp, float* dweight, float*, const float*, const std::uint16_t*, Weight,
-                                  const MatmulShape& shape, GradientWrite) noexcept override {
-    log("matmul_backward_bf16",
-        matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)));
+  void run(Op id, void* record) noexcept override {
+    switch (id) {
+      case Op::matmul_forward: {
+        const auto& r = record_of<op::MatmulForward>(record);
+        return log(r.weight.dtype == DType::bf16 ? "matmul_forward_bf16" : "matmul_forward_f32", matmul_flops(r.shape));
+      }
+      case Op::matmul_backward: {
+        const auto& r = record_of<op::MatmulBackward>(record);
+        return log(r.weight.dtype == DType::bf16 ? "matmul_backward_bf16" : "matmul_backward_f32",
+                   backward_flops(r.shape, r.dinp, r.dweight));
+      }
+      // Priced as the bf16 matmuls: the widening they spare the caller is simply not logged.
+      case Op::matmul_forward_bf16_input:
+        return log("matmul_forward_bf16", matmul_flops(record_of<op::MatmulForwardBf16Input>(record).shape));
+      case Op::matmul_backward_bf16_input: {
+        const auto& r = record_of<op::MatmulBackwardBf16Input>(record);
+        return log("matmul_backward_bf16", backward_flops(r.shape, r.dinp, r.dweight));
+      }
+      case Op::gemm: {
+        const auto& r = record_of<op::Gemm>(record);
+        return log("matmul_forward_f32",
+                   2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k));
+      }
+      case Op::layernorm_forward: {
+        const auto& r = record_of<op::LayernormForward>(record);
+        return log("layernorm_forward", elements(r.rows, r.channels));
+      }
+      case Op::layernorm_backward: {
+        const auto& r = record_of<op::LayernormBackward>(record);
+        return log("layernorm_backward", elements(r.rows, r.channels));
+      }
+      case Op::rmsnorm_forward: {
+        const auto& r = record_of<op::RmsnormForward>(record);
+        return log("rmsnorm_forward", elements(r.rows, r.channels));
+      }
+      case Op::rmsnorm_backward: {
+        const auto& r = record_of<op::RmsnormBackward>(record);
+        return log("rmsnorm_backward", elements(r.rows, r.channels));
+      }
+      case Op::attention_sizes: return sizes_->run(id, record);
+      case Op::attention_forward:
+        return log("attention_forward", attention_flops(record_of<op::AttentionForward>(record).shape));
+      case Op::attention_backward:
+        return log("attention_backward", attention_flops(record_of<op::AttentionBackward>(record).shape));
+      case Op::attention_decode: return log("attention_decode", 0.0);
+      case Op::gelu_forward: return log("gelu_forward", record_of<op::GeluForward>(record).count);
+      case Op::gelu_backward: return log("gelu_backward", record_of<op::GeluBackward>(record).count);
+      case Op::swiglu_forward: return log("swiglu_forward", record_of<op::SwigluForward>(record).count);
+      case Op::swiglu_backward: return log("swiglu_backward", record_of<op::SwigluBackward>(record).count);
+      // GeGLU costs what SwiGLU does: a pass over gate and up with a transcendental each.
+      case Op::geglu_forward: return log("swiglu_forward", record_of<op::GegluForward>(record).count);
+      case Op::geglu_backward: return log("swiglu_backward", record_of<op::GegluBackward>(record).count);
+      case Op::rope: {
+        const auto& r = record_of<op::Rope>(record);
+        return log(r.inverse ? "rope_backward" : "rope_forward",
+                   elements(r.rows, static_cast<std::int64_t>(r.n_heads) * r.head_dim));
+      }
+      case Op::residual_forward: return log("residual_forward", record_of<op::ResidualForward>(record).count);
+      case Op::embedding_forward: {
+        const auto& r = record_of<op::EmbeddingForward>(record);
+        return log("embedding_forward", elements(r.batch * r.seq_len, r.channels));
+      }
+      case Op::embedding_backward: {
+        const auto& r = record_of<op::EmbeddingBackward>(record);
+        return log("embedding_backward", elements(r.batch * r.seq_len, r.channels));
+      }
+      case Op::cross_entropy_forward_chunk: {
+        const auto& r = record_of<op::CrossEntropyForwardChunk>(record);
+        return log("cross_entropy_forward", elements(r.rows, r.width));
+      }
+      case Op::cross_entropy_finish: return log("cross_entropy_finish", record_of<op::CrossEntropyFinish>(record).rows);
+      case Op::cross_entropy_backward_chunk: {
+        const auto& r = record_of<op::CrossEntropyBackwardChunk>(record);
+        return log("cross_entropy_backward", elements(r.rows, r.width));
+      }
+      case Op::adamw_update: return log("adamw_update", record_of<op::AdamwUpdate>(record).count);
+      case Op::sgd_update: return log("sgd_update", record_of<op::SgdUpdate>(record).count);
+      case Op::widen: return log("widen", record_of<op::Widen>(record).count);
+      case Op::narrow: return log("narrow", record_of<op::Narrow>(record).count);
+      case Op::narrow_and_round: return log("narrow", record_of<op::NarrowAndRound>(record).count);
+      // Large, so that norm clipping takes the path that scales the gradients (some of which may be
+      // offloaded and travel to be scaled): a plan covers the branch a real step may take.
+      case Op::sum_of_squares: {
+        auto& r = record_of<op::SumOfSquares>(record);
+        log("sum_of_squares", r.count);
+        r.result = 1e30;
+        return;
+      }
+      case Op::all_finite: {
+        auto& r = record_of<op::AllFinite>(record);
+        log("all_finite", r.count);
+        r.result = true;
+        return;
+      }
+      case Op::sum: {
+        auto& r = record_of<op::Sum>(record);
+        log("sum", r.count);
+        r.result = 0.0;
+        return;
+      }
+      case Op::scale: return log("scale", record_of<op::Scale>(record).count);
+      case Op::add_scaled: return log("add_scaled", record_of<op::AddScaled>(record).count);
+      // The elementwise ops cost what scale does, a pass over memory.
+      case Op::sign: return log("scale", record_of<op::Sign>(record).count);
+      case Op::mul: return log("scale", record_of<op::Mul>(record).count);
+      case Op::div: return log("scale", record_of<op::Div>(record).count);
+      case Op::sqrt: return log("scale", record_of<op::Sqrt>(record).count);
+      case Op::fill: return log("fill", static_cast<double>(record_of<op::Fill>(record).bytes));
+      case Op::copy: return log("copy", static_cast<double>(record_of<op::Copy>(record).bytes));
+      // What the host reads back is zeros: deterministic, whatever the planned step would compute.
+      case Op::copy_to_host: {
+        const auto& r = record_of<op::CopyToHost>(record);
+        log("copy", static_cast<double>(r.bytes));
+        std::memset(r.host_destination, 0, r.bytes);
+        return;
+      }
+      case Op::copy_from_host: return log("copy", static_cast<double>(record_of<op::CopyFromHost>(record).bytes));
+      // The factorizations: a plugin's own small matrices, priced as the products they cost (n^3).
+      case Op::qr: {
+        const auto& r = record_of<op::Qr>(record);
+        return log("matmul_forward_f32",
+                   2.0 * static_cast<double>(r.rows) * static_cast<double>(r.cols) * static_cast<double>(r.cols));
+      }
+      case Op::eigh: {
+        const auto& r = record_of<op::Eigh>(record);
+        return log("matmul_forward_f32",
+                   9.0 * static_cast<double>(r.n) * static_cast<double>(r.n) * static_cast<double>(r.n));
+      }
+      case Op::count: break;
+    }
+    unsupported(id);
   }
 
  private:
+  static double backward_flops(const MatmulShape& shape, const float* dinp, const float* dweight) {
+    return matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0));
+  }
   void log(const char* op, double work) noexcept { backend_.record(op, work); }
   void log(const char* op, std::int64_t work) noexcept { backend_.record(op, static_cast<double>(work)); }
 

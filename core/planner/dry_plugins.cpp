@@ -47,29 +47,32 @@ double DryKernel::sequence_seconds(const AttentionShape& shape, bool backward) {
         static_cast<std::size_t>(std::max<std::int64_t>(kernel_.backward_scratch_floats(one), 1)));
     const AttentionInputs in{q.data(), k.data(), v.data(), q_width, kv_width};
     const AttentionGrads grads{dq.data(), dk.data(), dv.data(), q_width, kv_width};
-    (void)kernel_.attention_forward(one, out.data(), saved.data(), in);  // what backward reads
-    seconds = backward ? measure_seconds(
-                             [&] {
-                               (void)kernel_.attention_backward(one, grads, dout.data(), out.data(), in, saved.data(),
-                                                                scratch.data());
-                             },
-                             kOnTheSpotSeconds)
-                       : measure_seconds([&] { (void)kernel_.attention_forward(one, out.data(), saved.data(), in); },
-                                         kOnTheSpotSeconds);
+    const KernelCall call{0, 0, 0, KernelPass::training, 0};
+    (void)kernel_.attention_forward(call, one, out.data(), saved.data(), in);  // what backward reads
+    seconds = backward
+                  ? measure_seconds(
+                        [&] {
+                          (void)kernel_.attention_backward(call, one, grads, dout.data(), out.data(), in, saved.data(),
+                                                           scratch.data());
+                        },
+                        kOnTheSpotSeconds)
+                  : measure_seconds([&] { (void)kernel_.attention_forward(call, one, out.data(), saved.data(), in); },
+                                    kOnTheSpotSeconds);
   } catch (...) {  // a kernel that cannot be timed is priced as the backend's own attention
     seconds = -1.0;
   }
   return (*timings_)[key] = seconds;
 }
 
-Status DryKernel::attention_forward(const AttentionShape& shape, float*, float*, const AttentionInputs&) {
+Status DryKernel::attention_forward(const KernelCall&, const AttentionShape& shape, float*, float*,
+                                    const AttentionInputs&) {
   const double seconds = timings_ != nullptr ? sequence_seconds(shape, false) : -1.0;
   backend_.record("attention_forward", attention_flops(shape), seconds < 0.0 ? -1.0 : seconds * shape.batch);
   return {};
 }
 
-Status DryKernel::attention_backward(const AttentionShape& shape, const AttentionGrads&, const float*, const float*,
-                                     const AttentionInputs&, const float*, float*) {
+Status DryKernel::attention_backward(const KernelCall&, const AttentionShape& shape, const AttentionGrads&,
+                                     const float*, const float*, const AttentionInputs&, const float*, float*) {
   const double seconds = timings_ != nullptr ? sequence_seconds(shape, true) : -1.0;
   backend_.record("attention_backward", attention_flops(shape), seconds < 0.0 ? -1.0 : seconds * shape.batch);
   return {};
@@ -82,16 +85,18 @@ double DryQuantizer::measure(const MatmulShape& shape, int kind) {
   if (const auto found = timings_->find(key); found != timings_->end()) return found->second;
   const Discounted timing(backend_);
   double seconds = -1.0;
-  std::int64_t group_size = 0, scale_count = 0;
-  if (quantizer_.scale_groups(shape, group_size, scale_count)) {
+  QuantizedLayout layout;
+  if (quantizer_.layout(shape, layout)) {
     const auto weights = static_cast<std::size_t>(shape.in_features * shape.out_features);
     const auto in_rows = static_cast<std::size_t>(shape.rows * shape.in_features);
     const auto out_rows = static_cast<std::size_t>(shape.rows * shape.out_features);
-    std::vector<float> master(weights, 0.01f), scales(static_cast<std::size_t>(std::max<std::int64_t>(scale_count, 1)));
-    std::vector<std::byte> values(weights * dtype_bytes(quantizer_.dtype()));
-    float* scale_data = scale_count > 0 ? scales.data() : nullptr;
-    quantizer_.quantize({values.data(), scale_data, group_size}, master.data(), shape);
-    const Weight weight{values.data(), quantizer_.dtype(), scale_data, group_size};
+    std::vector<float> master(weights, 0.01f);
+    // The side data as f32-aligned room (int8's scales are floats).
+    std::vector<float> side((layout.side_bytes + sizeof(float) - 1) / sizeof(float) + 1);
+    std::vector<std::byte> values(storage_bytes(quantizer_.dtype(), static_cast<std::int64_t>(weights)));
+    void* side_data = layout.side_bytes > 0 ? side.data() : nullptr;
+    quantizer_.quantize({values.data(), side_data, layout.group_size}, master.data(), shape);
+    const Weight weight{values.data(), quantizer_.dtype(), side_data, layout.group_size};
     // The model's weight scratch: a whole matrix, raised to what the quantizer asks, up to 2^20 floats.
     std::vector<float> scratch(static_cast<std::size_t>(std::min<std::int64_t>(
         std::max<std::int64_t>(static_cast<std::int64_t>(weights), quantizer_.scratch_floats(shape)), 1 << 20)));
@@ -99,13 +104,16 @@ double DryQuantizer::measure(const MatmulShape& shape, int kind) {
     std::vector<float> inp(in_rows, 0.01f), out(out_rows, 0.0f), dinp(in_rows), dweight(weights);
     if (kind == 0)
       seconds = measure_seconds(
-          [&] { quantizer_.matmul_forward(out.data(), inp.data(), weight, nullptr, shape, room); }, kOnTheSpotSeconds);
+          [&] {
+            quantizer_.matmul_forward({out.data(), inp.data(), weight, nullptr, shape, room});
+          },
+          kOnTheSpotSeconds);
     else
       seconds = measure_seconds(
           [&] {
-            quantizer_.matmul_backward((kind & 1) != 0 ? dinp.data() : nullptr,
-                                       (kind & 2) != 0 ? dweight.data() : nullptr, nullptr, out.data(), inp.data(),
-                                       weight, shape, room, GradientWrite::overwrite);
+            quantizer_.matmul_backward({(kind & 1) != 0 ? dinp.data() : nullptr,
+                                        (kind & 2) != 0 ? dweight.data() : nullptr, nullptr, out.data(), inp.data(),
+                                        weight, shape, room, GradientWrite::overwrite});
           },
           kOnTheSpotSeconds);
   }
@@ -132,13 +140,15 @@ void DryQuantizer::quantize(QuantizedMatrix, const float*, const MatmulShape& sh
   backend_.record("narrow", static_cast<double>(shape.in_features) * static_cast<double>(shape.out_features));
 }
 
-void DryQuantizer::matmul_forward(float*, const float*, Weight, const float*, const MatmulShape& shape,
-                                  Scratch) noexcept {
-  backend_.record("matmul_forward_bf16", matmul_flops(shape), timings_ != nullptr ? product_seconds(shape, 0) : -1.0);
+void DryQuantizer::matmul_forward(const op::MatmulForward& call) noexcept {
+  backend_.record("matmul_forward_bf16", matmul_flops(call.shape),
+                  timings_ != nullptr ? product_seconds(call.shape, 0) : -1.0);
 }
 
-void DryQuantizer::matmul_backward(float* dinp, float* dweight, float*, const float*, const float*, Weight,
-                                   const MatmulShape& shape, Scratch, GradientWrite) noexcept {
+void DryQuantizer::matmul_backward(const op::MatmulBackward& call) noexcept {
+  const MatmulShape& shape = call.shape;
+  const float* dinp = call.dinp;
+  const float* dweight = call.dweight;
   const int kind = (dinp != nullptr ? 1 : 0) | (dweight != nullptr ? 2 : 0);
   backend_.record("matmul_backward_bf16",
                   matmul_flops(shape) * ((dinp != nullptr ? 1.0 : 0.0) + (dweight != nullptr ? 1.0 : 0.0)),

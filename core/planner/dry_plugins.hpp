@@ -35,9 +35,10 @@ class DryKernel final : public Kernel {
   std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
     return kernel_.backward_scratch_floats(shape);
   }
-  Status attention_forward(const AttentionShape& shape, float*, float*, const AttentionInputs&) override;
-  Status attention_backward(const AttentionShape& shape, const AttentionGrads&, const float*, const float*,
-                            const AttentionInputs&, const float*, float*) override;
+  Status attention_forward(const KernelCall& call, const AttentionShape& shape, float*, float*,
+                           const AttentionInputs&) override;
+  Status attention_backward(const KernelCall& call, const AttentionShape& shape, const AttentionGrads&, const float*,
+                            const float*, const AttentionInputs&, const float*, float*) override;
 
  private:
   // Seconds of one sequence's forward (or backward) at batch 1 and this shape, measured once.
@@ -55,8 +56,8 @@ class DryQuantizer final : public WeightQuantizer {
       : quantizer_(quantizer), backend_(backend), timings_(timings), identity_(std::move(identity)) {}
 
   DType dtype() const noexcept override { return quantizer_.dtype(); }
-  Status scale_groups(const MatmulShape& shape, std::int64_t& group_size, std::int64_t& scales) const override {
-    return quantizer_.scale_groups(shape, group_size, scales);
+  Status layout(const MatmulShape& shape, QuantizedLayout& layout) const override {
+    return quantizer_.layout(shape, layout);
   }
   std::int64_t scratch_floats(const MatmulShape& shape) const noexcept override {
     return quantizer_.scratch_floats(shape);
@@ -64,9 +65,8 @@ class DryQuantizer final : public WeightQuantizer {
   Status check(const KernelTarget& target) const override { return quantizer_.check(target); }
   Status bind(const KernelTarget& target) override { return quantizer_.bind(target); }
   void quantize(QuantizedMatrix, const float*, const MatmulShape&) noexcept override;
-  void matmul_forward(float*, const float*, Weight, const float*, const MatmulShape&, Scratch) noexcept override;
-  void matmul_backward(float*, float*, float*, const float*, const float*, Weight, const MatmulShape&, Scratch,
-                       GradientWrite) noexcept override;
+  void matmul_forward(const op::MatmulForward& call) noexcept override;
+  void matmul_backward(const op::MatmulBackward& call) noexcept override;
 
  private:
   // Seconds of the product (0: forward; 1, 2, 3: backward with dinp, dweight, both): measured at

@@ -17,6 +17,7 @@ std::string where(const forwarding::CallSite& site) {
     if (context.layer() < 0) return " (step " + std::to_string(context.step()) + ")";
     return " (layer " + std::to_string(context.layer()) + ", step " + std::to_string(context.step()) + ")";
   }
+  if (site.layer >= 0) return " (layer " + std::to_string(site.layer) + ", step " + std::to_string(site.step) + ")";
   if (site.step > 0) return " (step " + std::to_string(site.step) + ")";
   return {};
 }

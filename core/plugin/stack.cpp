@@ -62,8 +62,8 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
   if (Status status = quantizer->check(target); !status) return prefix + status.message();
   if (!check_model_shape) return {};
   for (const auto& [name, shape] : manifest.model.block_matrices()) {
-    std::int64_t group_size = 0, scales = 0;
-    if (Status status = quantizer->scale_groups(shape, group_size, scales); !status)
+    QuantizedLayout layout;
+    if (Status status = quantizer->layout(shape, layout); !status)
       return prefix + "h.N." + name + ": " + status.message();
   }
   return {};

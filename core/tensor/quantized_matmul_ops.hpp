@@ -12,19 +12,16 @@ class QuantizedMatmulOps final : public ForwardingOps {
  public:
   QuantizedMatmulOps(Ops& base, WeightQuantizer& quantizer) : ForwardingOps(base), quantizer_(quantizer) {}
 
-  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
-                      Scratch scratch) noexcept override {
-    if (weight.dtype == quantizer_.dtype())
-      quantizer_.matmul_forward(out, inp, weight, bias, shape, scratch);
-    else
-      base().matmul_forward(out, inp, weight, bias, shape, scratch);
-  }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
-                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
-    if (weight.dtype == quantizer_.dtype())
-      quantizer_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
-    else
-      base().matmul_backward(dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write);
+  using Ops::run;
+  void run(Op id, void* record) noexcept override {
+    if (id == Op::matmul_forward) {
+      const auto& call = record_of<op::MatmulForward>(record);
+      if (call.weight.dtype == quantizer_.dtype()) return quantizer_.matmul_forward(call);
+    } else if (id == Op::matmul_backward) {
+      const auto& call = record_of<op::MatmulBackward>(record);
+      if (call.weight.dtype == quantizer_.dtype()) return quantizer_.matmul_backward(call);
+    }
+    ForwardingOps::run(id, record);
   }
 
  private:

@@ -66,11 +66,13 @@ const ParameterRows& TensorStore::add_parameter(const std::string& name, int lay
   rows.layout = layout;
   rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights, storage);
   if (quantized) {
-    std::int64_t scales = 0;
-    if (Status status = quantizer_->scale_groups(matrix_shape(rows.layout, shape), rows.group_size, scales); !status)
+    QuantizedLayout layout;
+    if (Status status = quantizer_->layout(matrix_shape(rows.layout, shape), layout); !status)
       throw std::invalid_argument(status.message());  // the manifest check refused this already
-    if (scales > 0)                                   // a format without scales (f16) has none
-      rows.scales = add_row(name + ".scales", layer, {scales}, MemoryCategory::weights, TensorGroup::weights);
+    rows.group_size = layout.group_size;
+    if (layout.side_bytes > 0)  // a format without side data (f16) has none
+      rows.scales = add_row(name + ".scales", layer, {static_cast<std::int64_t>(layout.side_bytes)},
+                            MemoryCategory::weights, TensorGroup::weights, DType::u8);
   }
   parameter_of_row_.resize(table_.rows().size(), -1);
   parameter_of_row_[static_cast<std::size_t>(rows.param)] = static_cast<int>(parameters_.size());
@@ -155,7 +157,7 @@ Weight TensorStore::weight(int row) const noexcept {
   const std::size_t index = static_cast<std::size_t>(row);
   if (index < parameter_of_row_.size() && parameter_of_row_[index] >= 0) {
     const ParameterRows& rows = parameters_[static_cast<std::size_t>(parameter_of_row_[index])];
-    if (rows.scales >= 0) weight.scales = f32(rows.scales), weight.group_size = rows.group_size;
+    if (rows.scales >= 0) weight.scales = data(rows.scales), weight.group_size = rows.group_size;
   }
   return weight;
 }
@@ -211,7 +213,7 @@ Ops& TensorStore::ops_for_rows(std::initializer_list<int> rows) noexcept {
 }
 
 void TensorStore::quantize(const ParameterRows& rows, const float* master) {
-  const QuantizedMatrix out{data(rows.param), rows.scales >= 0 ? f32(rows.scales) : nullptr, rows.group_size};
+  const QuantizedMatrix out{data(rows.param), rows.scales >= 0 ? data(rows.scales) : nullptr, rows.group_size};
   quantizer_->quantize(out, master, matrix_shape(rows.layout, table_.row(rows.param).shape));
 }
 

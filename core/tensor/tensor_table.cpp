@@ -19,7 +19,7 @@ std::int64_t TensorRow::elements() const {
 }
 
 std::uint64_t TensorRow::bytes() const {
-  const std::uint64_t raw = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(elements()) * dtype_bytes(element));
+  const std::uint64_t raw = std::max<std::uint64_t>(1, storage_bytes(element, elements()));
   return (raw + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
 }
 
@@ -27,7 +27,8 @@ int TensorTable::add(TensorRow row) {
   if (index_by_name_.contains(row.name)) throw std::logic_error("tensor table: duplicate row '" + row.name + "'");
   // A shape too large to count in bytes would wrap every total after it (a petabyte row, a 0 MiB
   // row): it is invalid input, named, before anything is planned or allocated.
-  std::uint64_t bytes = dtype_bytes(row.element);
+  // (A u4 element counts as a whole byte here: an upper bound.)
+  std::uint64_t bytes = storage_bytes(row.element, 1);
   for (const std::int64_t extent : row.shape)
     if (extent < 0 || __builtin_mul_overflow(bytes, static_cast<std::uint64_t>(extent), &bytes) || bytes > kMaxRowBytes)
       throw ManifestError("tensor '" + row.name + "' of shape " + shape_text(row.shape) + " needs more than " +

@@ -43,7 +43,7 @@ class Lion final : public Optimizer {
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     Ops& ops = host_.ops();
-    if (!ops.has(Op::sign))
+    if (!ops.supports(Op::sign))
       return Status::error("the backend '" + std::string(ops.backend()) + "' has no elementwise sign op");
     if (direction_.empty()) {
       std::int64_t largest = 0;

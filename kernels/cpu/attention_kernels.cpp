@@ -22,6 +22,10 @@ class CpuAttentionKernel final : public Kernel {
     if (shape.n_kv_head <= 0 || shape.n_head % shape.n_kv_head != 0)
       return Status::error("n_head " + std::to_string(shape.n_head) + " is not a multiple of n_kv_head " +
                            std::to_string(shape.n_kv_head));
+    if (shape.window > 0)
+      return Status::error(
+          "the built-in CPU attention has no sliding window (window = " + std::to_string(shape.window) + ")");
+    if (shape.documents) return Status::error("the built-in CPU attention does not separate packed documents");
     return {};
   }
 
@@ -32,7 +36,7 @@ class CpuAttentionKernel final : public Kernel {
     return saved_floats(shape);
   }
 
-  Status attention_forward(const AttentionShape& shape, float* out, float* saved,
+  Status attention_forward(const KernelCall& /*call*/, const AttentionShape& shape, float* out, float* saved,
                            const AttentionInputs& in) noexcept override {
     if (impl_ == AttentionImpl::reference)
       reference::attention_forward<float>(out, saved, {in.q, in.k, in.v, in.q_stride, in.kv_stride}, shape);
@@ -41,8 +45,8 @@ class CpuAttentionKernel final : public Kernel {
     return {};
   }
 
-  Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const float* /*out*/, const AttentionInputs& in, const float* saved,
+  Status attention_backward(const KernelCall& /*call*/, const AttentionShape& shape, const AttentionGrads& grads,
+                            const float* dout, const float* /*out*/, const AttentionInputs& in, const float* saved,
                             float* scratch) noexcept override {
     if (impl_ == AttentionImpl::reference)
       reference::attention_backward<float>({grads.dq, grads.dk, grads.dv, grads.q_stride, grads.kv_stride}, scratch,

@@ -10,8 +10,10 @@
 #include "kernels/cpu/decode.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/geglu.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/linear_algebra.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/reductions.hpp"
 #include "kernels/cpu/residual.hpp"
@@ -32,177 +34,246 @@ const float* f32_data(Weight weight) {
   return static_cast<const float*>(weight.data);
 }
 
+void matmul_forward_record(const op::MatmulForward& r) {
+  const MatmulShape& s = r.shape;
+  if (r.weight.dtype == DType::bf16)
+    matmul_forward_bf16(r.out, r.inp, bf16_data(r.weight), r.bias, s.rows, s.in_features, s.out_features, s.layout,
+                        r.scratch.data, r.scratch.elements);
+  else
+    cpu::matmul_forward(r.out, r.inp, f32_data(r.weight), r.bias, s.rows, s.in_features, s.out_features, s.layout);
+}
+
+void matmul_backward_record(const op::MatmulBackward& r) {
+  const MatmulShape& s = r.shape;
+  if (r.weight.dtype == DType::bf16)
+    matmul_backward_bf16(r.dinp, r.dweight, r.dbias, r.dout, r.inp, bf16_data(r.weight), s.rows, s.in_features,
+                         s.out_features, s.layout, r.scratch.data, r.scratch.elements, r.dinp_write);
+  else
+    cpu::matmul_backward(r.dinp, r.dweight, r.dbias, r.dout, r.inp, f32_data(r.weight), s.rows, s.in_features,
+                         s.out_features, s.layout, r.dinp_write);
+}
+
+// One rotation kernel for training, decoding and scaled frequencies: theta's frequencies computed
+// in f32 as Hugging Face computes them, or the given ones.
+void rope_record(const op::Rope& r) {
+  std::vector<float> from_theta;
+  const float* frequencies = r.inverse_frequencies;
+  if (frequencies == nullptr) {
+    from_theta = rope_inverse_frequencies(r.theta, r.head_dim);
+    frequencies = from_theta.data();
+  }
+  if (r.positions != nullptr)
+    rope_positions(r.x, r.rows, r.stride, r.positions, r.n_heads, r.head_dim, frequencies, r.inverse);
+  else
+    rope_frequencies(r.x, r.rows, r.stride, r.seq_len, r.first_position, r.n_heads, r.head_dim, frequencies, r.inverse);
+}
+
+void embedding_forward_record(const op::EmbeddingForward& r) {
+  if (r.wte.dtype == DType::bf16)
+    embedding_forward_bf16(r.out, r.tokens, bf16_data(r.wte), bf16_data(r.wpe), r.batch, r.seq_len, r.channels,
+                           r.positions, r.scale);
+  else
+    cpu::embedding_forward(r.out, r.tokens, f32_data(r.wte), f32_data(r.wpe), r.batch, r.seq_len, r.channels,
+                           r.positions, r.scale);
+}
+
 class CpuOps final : public Ops {
  public:
   CpuOps() : attention_(make_attention_kernel(AttentionImpl::fast)) {}
 
   std::string_view backend() const noexcept override { return "cpu"; }
-  // Not matmul_bf16_input: the CPU's bf16 products compute in f32, on the input the caller widened.
-  bool has(Op op) const noexcept override { return op != Op::count && op != Op::matmul_bf16_input; }
-
-  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
-                      Scratch scratch) noexcept override {
-    if (weight.dtype == DType::bf16)
-      matmul_forward_bf16(out, inp, bf16_data(weight), bias, shape.rows, shape.in_features, shape.out_features,
-                          shape.layout, scratch.data, scratch.elements);
-    else
-      cpu::matmul_forward(out, inp, f32_data(weight), bias, shape.rows, shape.in_features, shape.out_features,
-                          shape.layout);
-  }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
-                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
-    if (weight.dtype == DType::bf16)
-      matmul_backward_bf16(dinp, dweight, dbias, dout, inp, bf16_data(weight), shape.rows, shape.in_features,
-                           shape.out_features, shape.layout, scratch.data, scratch.elements, dinp_write);
-    else
-      cpu::matmul_backward(dinp, dweight, dbias, dout, inp, f32_data(weight), shape.rows, shape.in_features,
-                           shape.out_features, shape.layout, dinp_write);
+  // Not the bf16-input matmuls: the CPU's bf16 products compute in f32, on the input the caller widened.
+  bool supports(Op op) const noexcept override {
+    return op < Op::count && op != Op::matmul_forward_bf16_input && op != Op::matmul_backward_bf16_input;
   }
 
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                         std::int64_t rows, std::int64_t channels, float eps) noexcept override {
-    cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, rows, channels, eps);
-  }
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                          const float* weight, const float* mean, const float* rstd, std::int64_t rows,
-                          std::int64_t channels) noexcept override {
-    cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels);
-  }
-  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t rows,
-                       std::int64_t channels, float eps) noexcept override {
-    cpu::rmsnorm_forward(out, rstd, inp, weight, rows, channels, eps);
-  }
-  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                        const float* rstd, std::int64_t rows, std::int64_t channels) noexcept override {
-    cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, rows, channels);
-  }
-
-  // The fast attention kernel, which `[kernels] attention = "fast"` also selects.
-  std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept override {
-    return attention_->saved_floats(shape);
-  }
-  std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept override {
-    return attention_->backward_scratch_floats(shape);
-  }
-  void attention_forward(const AttentionShape& shape, float* out, float* saved,
-                         const AttentionInputs& in) noexcept override {
-    (void)attention_->attention_forward(shape, out, saved, in);  // the CPU kernels cannot fail
-  }
-  void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                          const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    (void)attention_->attention_backward(shape, grads, dout, nullptr, in, saved, scratch);  // reads no output
-  }
-
-  void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept override {
-    cpu::gelu_forward(out, inp, count);
-  }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count,
-                     GradientWrite write) noexcept override {
-    cpu::gelu_backward(dinp, inp, dout, count, write);
-  }
-  void swiglu_forward(float* out, const float* gate, const float* up, std::int64_t count) noexcept override {
-    cpu::swiglu_forward(out, gate, up, count);
-  }
-  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                       std::int64_t count, GradientWrite write) noexcept override {
-    cpu::swiglu_backward(dgate, dup, dout, gate, up, count, write);
-  }
-  void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
-            bool inverse) noexcept override {
-    cpu::rope(x, rows, stride, seq_len, n_heads, head_dim, theta, inverse);
-  }
-  void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
-    cpu::residual_forward(out, a, b, count);
-  }
-  void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
-               float theta) noexcept override {
-    cpu::rope_frequencies(x, rows, stride, rows, first_position, n_heads, head_dim,
-                          cpu::rope_inverse_frequencies(theta, head_dim).data(), false);
-  }
-  void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache,
-                        float* v_cache) noexcept override {
-    cpu::attention_decode(shape, out, in, k_cache, v_cache);
-  }
-  void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
-                        std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
-                        bool inverse) noexcept override {
-    cpu::rope_frequencies(x, rows, stride, seq_len, first_position, n_heads, head_dim, inverse_frequencies, inverse);
-  }
-
-  void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels) noexcept override {
-    if (wte.dtype == DType::bf16)
-      embedding_forward_bf16(out, tokens, bf16_data(wte), bf16_data(wpe), batch, seq_len, channels);
-    else
-      cpu::embedding_forward(out, tokens, f32_data(wte), f32_data(wpe), batch, seq_len, channels);
-  }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels) noexcept override {
-    cpu::embedding_backward(dwte, dwpe, dout, tokens, batch, seq_len, channels);
-  }
-
-  void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
-                                   const std::int32_t* targets, std::int64_t rows, std::int64_t first,
-                                   std::int64_t width, std::int64_t vocab) noexcept override {
-    cpu::cross_entropy_forward_chunk(running_max, running_sum, target_logits, logits, targets, rows, first, width,
-                                     vocab);
-  }
-  void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
-                            const float* target_logits, std::int64_t rows) noexcept override {
-    cpu::cross_entropy_finish(losses, logsumexp, running_max, running_sum, target_logits, rows);
-  }
-  void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
-                                    const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
-                                    std::int64_t width, std::int64_t vocab) noexcept override {
-    cpu::cross_entropy_backward_chunk(dlogits, logits, logsumexp, targets, dloss, rows, first, width, vocab);
-  }
-
-  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                    const AdamWHyper& hyper) noexcept override {
-    cpu::adamw_update(param, grad, m, v, count, hyper);
-  }
-  void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
-                  const SgdHyper& hyper) noexcept override {
-    cpu::sgd_update(param, grad, velocity, count, hyper);
-  }
-
-  void widen(float* out, const std::uint16_t* in, std::int64_t count) noexcept override { cpu::widen(out, in, count); }
-  void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
-    cpu::narrow(out, in, count);
-  }
-  void narrow_and_round(std::uint16_t* out, float* in, std::int64_t count) noexcept override {
-    cpu::narrow_and_round(out, in, count);
-  }
-
-  void scale(float* values, float factor, std::int64_t count) noexcept override { cpu::scale(values, factor, count); }
-  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
-    cpu::add_scaled(y, alpha, x, count);
-  }
-  void sign(float* out, const float* x, std::int64_t count) noexcept override { cpu::sign(out, x, count); }
-  void mul(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
-    cpu::mul(out, a, b, count);
-  }
-  void div(float* out, const float* a, const float* b, float eps, std::int64_t count) noexcept override {
-    cpu::div(out, a, b, eps, count);
-  }
-  void sqrt(float* out, const float* x, std::int64_t count) noexcept override { cpu::sqrt(out, x, count); }
-
-  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
-    return cpu::sum_of_squares(values, count);
-  }
-  bool all_finite(const float* values, std::int64_t count) noexcept override { return cpu::all_finite(values, count); }
-  double sum(const float* values, std::int64_t count) noexcept override { return cpu::sum(values, count); }
-
-  // CPU "device" memory is host memory: fills and copies are memset and memcpy.
-  void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept override { std::memset(data, byte, bytes); }
-  void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {
-    std::memcpy(destination, source, bytes);
-  }
-  void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept override {
-    std::memcpy(host_destination, source, bytes);
-  }
-  void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept override {
-    std::memcpy(destination, host_source, bytes);
+  void run(Op id, void* record) noexcept override {
+    switch (id) {
+      case Op::matmul_forward: return matmul_forward_record(record_of<op::MatmulForward>(record));
+      case Op::matmul_backward: return matmul_backward_record(record_of<op::MatmulBackward>(record));
+      case Op::gemm: return cpu::gemm(record_of<op::Gemm>(record));
+      case Op::layernorm_forward: {
+        const auto& r = record_of<op::LayernormForward>(record);
+        return cpu::layernorm_forward(r.out, r.mean, r.rstd, r.inp, r.weight, r.bias, r.rows, r.channels, r.eps);
+      }
+      case Op::layernorm_backward: {
+        const auto& r = record_of<op::LayernormBackward>(record);
+        return cpu::layernorm_backward(r.dinp, r.dweight, r.dbias, r.dout, r.inp, r.weight, r.mean, r.rstd, r.rows,
+                                       r.channels);
+      }
+      case Op::rmsnorm_forward: {
+        const auto& r = record_of<op::RmsnormForward>(record);
+        return cpu::rmsnorm_forward(r.out, r.rstd, r.inp, r.weight, r.rows, r.channels, r.eps, r.weight_offset);
+      }
+      case Op::rmsnorm_backward: {
+        const auto& r = record_of<op::RmsnormBackward>(record);
+        return cpu::rmsnorm_backward(r.dinp, r.dweight, r.dout, r.inp, r.weight, r.rstd, r.rows, r.channels,
+                                     r.weight_offset);
+      }
+      // The fast attention kernel, which `[kernels] attention = "fast"` also selects.
+      case Op::attention_sizes: {
+        auto& r = record_of<op::AttentionSizes>(record);
+        r.saved_floats = attention_->saved_floats(r.shape);
+        r.scratch_floats = attention_->backward_scratch_floats(r.shape);
+        return;
+      }
+      case Op::attention_forward: {  // the CPU kernels cannot fail
+        const auto& r = record_of<op::AttentionForward>(record);
+        (void)attention_->attention_forward(KernelCall{}, r.shape, r.out, r.saved, r.in);
+        return;
+      }
+      case Op::attention_backward: {  // reads no output
+        const auto& r = record_of<op::AttentionBackward>(record);
+        (void)attention_->attention_backward(KernelCall{}, r.shape, r.grads, r.dout, nullptr, r.in, r.saved, r.scratch);
+        return;
+      }
+      case Op::attention_decode: {
+        const auto& r = record_of<op::AttentionDecode>(record);
+        return cpu::attention_decode(r.shape, r.out, r.in, r.k_cache, r.v_cache);
+      }
+      case Op::gelu_forward: {
+        const auto& r = record_of<op::GeluForward>(record);
+        return cpu::gelu_forward(r.out, r.inp, r.count);
+      }
+      case Op::gelu_backward: {
+        const auto& r = record_of<op::GeluBackward>(record);
+        return cpu::gelu_backward(r.dinp, r.inp, r.dout, r.count, r.write);
+      }
+      case Op::swiglu_forward: {
+        const auto& r = record_of<op::SwigluForward>(record);
+        return cpu::swiglu_forward(r.out, r.gate, r.up, r.count);
+      }
+      case Op::swiglu_backward: {
+        const auto& r = record_of<op::SwigluBackward>(record);
+        return cpu::swiglu_backward(r.dgate, r.dup, r.dout, r.gate, r.up, r.count, r.write);
+      }
+      case Op::geglu_forward: {
+        const auto& r = record_of<op::GegluForward>(record);
+        return cpu::geglu_forward(r.out, r.gate, r.up, r.count);
+      }
+      case Op::geglu_backward: {
+        const auto& r = record_of<op::GegluBackward>(record);
+        return cpu::geglu_backward(r.dgate, r.dup, r.dout, r.gate, r.up, r.count, r.write);
+      }
+      case Op::rope: return rope_record(record_of<op::Rope>(record));
+      case Op::residual_forward: {
+        const auto& r = record_of<op::ResidualForward>(record);
+        return cpu::residual_forward(r.out, r.a, r.b, r.count);
+      }
+      case Op::embedding_forward: return embedding_forward_record(record_of<op::EmbeddingForward>(record));
+      case Op::embedding_backward: {
+        const auto& r = record_of<op::EmbeddingBackward>(record);
+        return cpu::embedding_backward(r.dwte, r.dwpe, r.dout, r.tokens, r.batch, r.seq_len, r.channels, r.positions,
+                                       r.scale);
+      }
+      case Op::cross_entropy_forward_chunk: {
+        const auto& r = record_of<op::CrossEntropyForwardChunk>(record);
+        return cpu::cross_entropy_forward_chunk(r.running_max, r.running_sum, r.target_logits, r.logits, r.targets,
+                                                r.rows, r.first, r.width, r.vocab);
+      }
+      case Op::cross_entropy_finish: {
+        const auto& r = record_of<op::CrossEntropyFinish>(record);
+        return cpu::cross_entropy_finish(r.losses, r.logsumexp, r.running_max, r.running_sum, r.target_logits,
+                                         r.targets, r.rows);
+      }
+      case Op::cross_entropy_backward_chunk: {
+        const auto& r = record_of<op::CrossEntropyBackwardChunk>(record);
+        return cpu::cross_entropy_backward_chunk(r.dlogits, r.logits, r.logsumexp, r.targets, r.dloss, r.rows, r.first,
+                                                 r.width, r.vocab);
+      }
+      case Op::adamw_update: {
+        const auto& r = record_of<op::AdamwUpdate>(record);
+        return cpu::adamw_update(r.param, r.grad, r.m, r.v, r.count, r.hyper);
+      }
+      case Op::sgd_update: {
+        const auto& r = record_of<op::SgdUpdate>(record);
+        return cpu::sgd_update(r.param, r.grad, r.velocity, r.count, r.hyper);
+      }
+      case Op::widen: {
+        const auto& r = record_of<op::Widen>(record);
+        return cpu::widen(r.out, r.in, r.count);
+      }
+      case Op::narrow: {
+        const auto& r = record_of<op::Narrow>(record);
+        return cpu::narrow(r.out, r.in, r.count);
+      }
+      case Op::narrow_and_round: {
+        const auto& r = record_of<op::NarrowAndRound>(record);
+        return cpu::narrow_and_round(r.out, r.in, r.count);
+      }
+      case Op::sum_of_squares: {
+        auto& r = record_of<op::SumOfSquares>(record);
+        r.result = cpu::sum_of_squares(r.values, r.count);
+        return;
+      }
+      case Op::all_finite: {
+        auto& r = record_of<op::AllFinite>(record);
+        r.result = cpu::all_finite(r.values, r.count);
+        return;
+      }
+      case Op::sum: {
+        auto& r = record_of<op::Sum>(record);
+        r.result = cpu::sum(r.values, r.count);
+        return;
+      }
+      case Op::scale: {
+        const auto& r = record_of<op::Scale>(record);
+        return cpu::scale(r.values, r.factor, r.count);
+      }
+      case Op::add_scaled: {
+        const auto& r = record_of<op::AddScaled>(record);
+        return cpu::add_scaled(r.y, r.alpha, r.x, r.count);
+      }
+      case Op::sign: {
+        const auto& r = record_of<op::Sign>(record);
+        return cpu::sign(r.out, r.x, r.count);
+      }
+      case Op::mul: {
+        const auto& r = record_of<op::Mul>(record);
+        return cpu::mul(r.out, r.a, r.b, r.count);
+      }
+      case Op::div: {
+        const auto& r = record_of<op::Div>(record);
+        return cpu::div(r.out, r.a, r.b, r.eps, r.count);
+      }
+      case Op::sqrt: {
+        const auto& r = record_of<op::Sqrt>(record);
+        return cpu::sqrt(r.out, r.x, r.count);
+      }
+      // CPU "device" memory is host memory: fills and copies are memset and memcpy.
+      case Op::fill: {
+        const auto& r = record_of<op::Fill>(record);
+        std::memset(r.data, r.byte, r.bytes);
+        return;
+      }
+      case Op::copy: {
+        const auto& r = record_of<op::Copy>(record);
+        std::memcpy(r.destination, r.source, r.bytes);
+        return;
+      }
+      case Op::copy_to_host: {
+        const auto& r = record_of<op::CopyToHost>(record);
+        std::memcpy(r.host_destination, r.source, r.bytes);
+        return;
+      }
+      case Op::copy_from_host: {
+        const auto& r = record_of<op::CopyFromHost>(record);
+        std::memcpy(r.destination, r.host_source, r.bytes);
+        return;
+      }
+      case Op::qr: {
+        const auto& r = record_of<op::Qr>(record);
+        return cpu::qr(r.a, r.r, r.rows, r.cols);
+      }
+      case Op::eigh: {
+        const auto& r = record_of<op::Eigh>(record);
+        return cpu::eigh(r.a, r.values, r.n);
+      }
+      case Op::matmul_forward_bf16_input:
+      case Op::matmul_backward_bf16_input:
+      case Op::count: break;
+    }
+    unsupported(id);
   }
 
  private:

@@ -48,11 +48,16 @@ void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* 
 }
 
 void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
-                          const float* target_logits, std::int64_t rows) {
+                          const float* target_logits, const std::int32_t* targets, std::int64_t rows) {
   for (std::int64_t n = 0; n < rows; ++n) {
     const float lse = running_max[n] + std::log(running_sum[n]);
     logsumexp[n] = lse;
     losses[n] = lse - target_logits[n];
+  }
+  // Rows without a target lose their loss apart, so the loop above stays the one GCC vectorizes
+  // (its vector logf is libmvec's, whose bits the scalar logf does not give).
+  for (std::int64_t n = 0; n < rows; ++n) {
+    if (targets[n] < 0) losses[n] = 0.0f;
   }
 }
 
@@ -64,10 +69,14 @@ void cross_entropy_backward_chunk(float* dlogits, const float* logits, const flo
   for (std::int64_t n = 0; n < rows; ++n) {
     const float* row = logits + n * width;
     float* drow = dlogits + n * width;
+    const std::int64_t target = targets[n];
+    if (target < 0) {  // no target: no gradient
+      for (std::int64_t v = 0; v < width; ++v) drow[v] = 0.0f;
+      continue;
+    }
     const float lse = logsumexp[n];
     row_softmax_gradient(drow, row, valid, lse, dloss);
     for (std::int64_t v = valid; v < width; ++v) drow[v] = 0.0f;
-    const std::int64_t target = targets[n];
     if (target >= first && target < first + valid) drow[target - first] -= dloss;
   }
 }

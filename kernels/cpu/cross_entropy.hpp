@@ -2,6 +2,7 @@
 // Softmax + cross-entropy over logits (N, Vp) of which the first V columns are real (the rest is
 // padding, masked out). Forward writes per-row loss and log-sum-exp (N); backward turns logits
 // into dlogits *in place allowed* (dlogits may alias logits): dlogits = (softmax - onehot) * dloss.
+// A negative target marks a row with no target: its loss and its dlogits are 0.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,7 +20,7 @@ void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* 
                                  const std::int32_t* targets, std::int64_t rows, std::int64_t first, std::int64_t width,
                                  std::int64_t vocab);
 void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
-                          const float* target_logits, std::int64_t rows);
+                          const float* target_logits, const std::int32_t* targets, std::int64_t rows);
 void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
                                   const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
                                   std::int64_t width, std::int64_t vocab);
@@ -36,7 +37,7 @@ void cross_entropy_forward(Real* losses, Real* logsumexp, const Real* logits, co
     Real sum = 0;
     for (std::int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - max_value);
     logsumexp[n] = max_value + std::log(sum);
-    losses[n] = logsumexp[n] - row[targets[n]];
+    losses[n] = targets[n] < 0 ? Real(0) : logsumexp[n] - row[targets[n]];
   }
 }
 
@@ -46,7 +47,7 @@ void cross_entropy_backward(Real* dlogits, const Real* logits, const Real* logsu
   for (std::int64_t n = 0; n < rows; ++n) {
     for (std::int64_t v = 0; v < padded_vocab; ++v) {
       const std::int64_t i = n * padded_vocab + v;
-      if (v >= vocab) {
+      if (v >= vocab || targets[n] < 0) {
         dlogits[i] = 0;
         continue;
       }

@@ -16,10 +16,18 @@ struct OwnedCpuOps {
 class CpuOpsInCudaOrder final : private OwnedCpuOps, public ForwardingOps {
  public:
   CpuOpsInCudaOrder() : ForwardingOps(*cpu) {}
-  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
-    return sum_of_squares_in_cuda_order(values, count);
+  using Ops::run;
+  void run(Op id, void* record) noexcept override {
+    if (id == Op::sum_of_squares) {
+      auto& r = record_of<op::SumOfSquares>(record);
+      r.result = sum_of_squares_in_cuda_order(r.values, r.count);
+    } else if (id == Op::sum) {
+      auto& r = record_of<op::Sum>(record);
+      r.result = sum_in_cuda_order(r.values, r.count);
+    } else {
+      ForwardingOps::run(id, record);
+    }
   }
-  double sum(const float* values, std::int64_t count) noexcept override { return sum_in_cuda_order(values, count); }
 };
 
 }  // namespace

@@ -24,11 +24,12 @@ void attention_decode(const DecodeShape& shape, float* out, const AttentionInput
 #pragma omp for schedule(static)
     for (std::int64_t task = 0; task < tasks; ++task) {
       const std::int64_t r = task / NH, h = task % NH;
-      const std::int64_t last = shape.first_position + r;  // attends to positions 0..last
+      const std::int64_t last = shape.first_position + r;  // attends to positions first..last
+      const std::int64_t first = shape.window > 0 ? std::max<std::int64_t>(0, last - shape.window + 1) : 0;
       const float* q = in.q + r * in.q_stride + h * D;
       const std::int64_t kv_head = (h / group) * D;
       float max_score = -std::numeric_limits<float>::infinity();
-      for (std::int64_t p = 0; p <= last; ++p) {
+      for (std::int64_t p = first; p <= last; ++p) {
         const float* k = k_cache + p * KV + kv_head;
         float dot = 0.0f;
         for (std::int64_t i = 0; i < D; ++i) dot += q[i] * k[i];
@@ -36,13 +37,13 @@ void attention_decode(const DecodeShape& shape, float* out, const AttentionInput
         max_score = std::max(max_score, dot * scale);
       }
       float sum = 0.0f;
-      for (std::int64_t p = 0; p <= last; ++p) {
+      for (std::int64_t p = first; p <= last; ++p) {
         scores[static_cast<std::size_t>(p)] = std::exp(scores[static_cast<std::size_t>(p)] - max_score);
         sum += scores[static_cast<std::size_t>(p)];
       }
       float* y = out + r * NH * D + h * D;
       std::fill(y, y + D, 0.0f);
-      for (std::int64_t p = 0; p <= last; ++p) {
+      for (std::int64_t p = first; p <= last; ++p) {
         const float weight = scores[static_cast<std::size_t>(p)] / sum;
         const float* v = v_cache + p * KV + kv_head;
         for (std::int64_t i = 0; i < D; ++i) y[i] += weight * v[i];

@@ -18,6 +18,39 @@ void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_h
                    inverse);
 }
 
+namespace {
+
+// Turns the pairs of every head of one row by the angles whose cosines and sines are c and s.
+inline void turn_row(float* row, const float* c, const float* s, int n_heads, int head_dim) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = row + static_cast<std::int64_t>(h) * head_dim;
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * c[i] - b * s[i];
+      v[i + half] = b * c[i] + a * s[i];
+    }
+  }
+}
+
+}  // namespace
+
+void rope_positions(float* x, std::int64_t rows, std::int64_t stride, const std::int32_t* positions, int n_heads,
+                    int head_dim, const float* inverse_frequencies, bool inverse) {
+  const int half = head_dim / 2;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<float> c(static_cast<std::size_t>(half)), s(static_cast<std::size_t>(half));
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(positions[r]) * inverse_frequencies[i];
+      c[static_cast<std::size_t>(i)] = std::cos(angle);
+      s[static_cast<std::size_t>(i)] = inverse ? -std::sin(angle) : std::sin(angle);
+    }
+    turn_row(x + r * stride, c.data(), s.data(), n_heads, head_dim);
+  }
+}
+
 void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
                       std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
                       bool inverse) {
@@ -32,19 +65,9 @@ void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int
       sines[static_cast<std::size_t>(p) * half + i] = inverse ? -std::sin(angle) : std::sin(angle);
     }
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* c = cosines.data() + (r % seq_len) * half;
-    const float* s = sines.data() + (r % seq_len) * half;
-    for (int h = 0; h < n_heads; ++h) {
-      float* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
-#pragma omp simd
-      for (int i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c[i] - b * s[i];
-        v[i + half] = b * c[i] + a * s[i];
-      }
-    }
-  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    turn_row(x + r * stride, cosines.data() + (r % seq_len) * half, sines.data() + (r % seq_len) * half, n_heads,
+             head_dim);
 }
 
 }  // namespace strata::cpu

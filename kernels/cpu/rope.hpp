@@ -19,6 +19,9 @@ void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_h
 void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
                       std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
                       bool inverse);
+// The same with each row's position given ((rows) positions: packed documents restart at 0).
+void rope_positions(float* x, std::int64_t rows, std::int64_t stride, const std::int32_t* positions, int n_heads,
+                    int head_dim, const float* inverse_frequencies, bool inverse);
 // theta^(-2i/head_dim) for i < head_dim / 2, in f32, as Hugging Face computes them.
 std::vector<float> rope_inverse_frequencies(float theta, int head_dim);
 

@@ -108,13 +108,14 @@ __global__ void cross_entropy_forward_chunk_kernel(float* running_max, float* ru
 // No __restrict__: running_max may alias logsumexp and running_sum may alias losses; each thread
 // reads its row's values before it writes them.
 __global__ void cross_entropy_finish_kernel(float* losses, float* logsumexp, const float* running_max,
-                                            const float* running_sum, const float* target_logits, std::int64_t rows) {
+                                            const float* running_sum, const float* target_logits,
+                                            const std::int32_t* targets, std::int64_t rows) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; n < rows; n += step) {
     const float lse = running_max[n] + logf(running_sum[n]);
     const float target_logit = target_logits[n];
     logsumexp[n] = lse;
-    losses[n] = lse - target_logit;
+    losses[n] = targets[n] < 0 ? 0.0f : lse - target_logit;  // a negative target: no target, no loss
   }
 }
 
@@ -128,6 +129,7 @@ __global__ void cross_entropy_backward_chunk_kernel(float* dlogits, const float*
     float* drow = dlogits + n * width;
     const float lse = logsumexp[n];
     const std::int64_t target_column = static_cast<std::int64_t>(targets[n]) - first;  // live when in [0, valid)
+    const bool has_target = targets[n] >= 0;  // a negative target: no target, dlogits 0
     for (std::int64_t base = first_column(); base < width; base += kColumnStep) {
       const float4 quad = load_quad(row, base, valid, vectorized);
       const float x[4] = {quad.x, quad.y, quad.z, quad.w};
@@ -136,7 +138,7 @@ __global__ void cross_entropy_backward_chunk_kernel(float* dlogits, const float*
       for (int c = 0; c < 4; ++c) {
         const std::int64_t column = base + c;
         d[c] = 0.0f;  // padding
-        if (column < valid) {
+        if (column < valid && has_target) {
           // exp(x - lse) * dloss, then minus dloss at the target, as two roundings like the CPU
           // code (__fmul_rn keeps the compiler from fusing them into one fma).
           d[c] = __fmul_rn(expf(x[c] - lse), dloss);
@@ -175,11 +177,12 @@ void cross_entropy_forward_chunk(cudaStream_t stream, float* running_max, float*
 }
 
 void cross_entropy_finish(cudaStream_t stream, float* losses, float* logsumexp, const float* running_max,
-                          const float* running_sum, const float* target_logits, std::int64_t rows) {
+                          const float* running_sum, const float* target_logits, const std::int32_t* targets,
+                          std::int64_t rows) {
   if (rows <= 0) return;
   const std::int64_t blocks = std::min((rows + kPointwiseThreads - 1) / kPointwiseThreads, kMaxPointwiseBlocks);
   cross_entropy_finish_kernel<<<static_cast<unsigned>(blocks), kPointwiseThreads, 0, stream>>>(
-      losses, logsumexp, running_max, running_sum, target_logits, rows);
+      losses, logsumexp, running_max, running_sum, target_logits, targets, rows);
 }
 
 void cross_entropy_backward_chunk(cudaStream_t stream, float* dlogits, const float* logits, const float* logsumexp,

@@ -16,6 +16,7 @@
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/layernorm.hpp"
+#include "kernels/cuda/linear_algebra.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/optimizers.hpp"
 #include "kernels/cuda/pointwise.hpp"
@@ -65,256 +66,331 @@ class CudaOpsImpl final : public CudaOps {
   std::exception_ptr take_error() noexcept override { return std::exchange(error_, nullptr); }
 
   std::string_view backend() const noexcept override { return name_; }
-  bool has(Op op) const noexcept override { return op != Op::count; }
+  bool supports(Op op) const noexcept override { return op < Op::count; }
 
-  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
-                      Scratch) noexcept override {
-    run("matmul_forward", [&] {
-      void* staging = weight.dtype == DType::bf16
-                          ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(shape))
-                          : nullptr;
-      check_cublas("matmul_forward", cuda::matmul_forward(stream_, cublas_.get(), out, inp, weight, bias, shape,
-                                                          staging, tf32_, bias_epilogue()));
-    });
-  }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
-                       const MatmulShape& shape, Scratch, GradientWrite dinp_write) noexcept override {
-    run("matmul_backward", [&] {
-      void* staging = weight.dtype == DType::bf16
-                          ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(shape))
-                          : nullptr;
-      const float* ones = dbias != nullptr ? ones_for(shape.rows) : nullptr;
-      check_cublas("matmul_backward", cuda::matmul_backward(stream_, cublas_.get(), dinp, dweight, dbias, dout, inp,
-                                                            weight, shape, dinp_write, ones, staging, tf32_));
-    });
-  }
-
-  // bf16 weights only (the op's contract): the input needs no narrowing, so no staging forward,
-  // and dout's alone backward.
-  void matmul_forward_bf16_input(float* out, const std::uint16_t* inp, Weight weight, const float* bias,
-                                 const MatmulShape& shape) noexcept override {
-    run("matmul_forward_bf16_input", [&] {
-      check_cublas("matmul_forward_bf16_input", cuda::matmul_forward_bf16_input(stream_, cublas_.get(), out, inp,
-                                                                                weight, bias, shape, bias_epilogue()));
-    });
-  }
-  void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
-                                  const std::uint16_t* inp, Weight weight, const MatmulShape& shape,
-                                  GradientWrite dinp_write) noexcept override {
-    run("matmul_backward_bf16_input", [&] {
-      void* staging =
-          reserve(WorkspaceSlot::bf16_staging, static_cast<std::size_t>(shape.rows * shape.out_features) * 2);
-      const float* ones = dbias != nullptr ? ones_for(shape.rows) : nullptr;
-      check_cublas("matmul_backward_bf16_input",
-                   cuda::matmul_backward_bf16_input(stream_, cublas_.get(), dinp, dweight, dbias, dout, inp, weight,
-                                                    shape, dinp_write, ones, staging));
-    });
-  }
-
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                         std::int64_t rows, std::int64_t channels, float eps) noexcept override {
-    run("layernorm_forward",
-        [&] { cuda::layernorm_forward(stream_, out, mean, rstd, inp, weight, bias, rows, channels, eps); });
-  }
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                          const float* weight, const float* mean, const float* rstd, std::int64_t rows,
-                          std::int64_t channels) noexcept override {
-    run("layernorm_backward", [&] {
-      void* partials = reserve(WorkspaceSlot::row_partials, layernorm_backward_workspace_bytes(rows, channels));
-      cuda::layernorm_backward(stream_, dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, channels, partials);
-    });
-  }
-  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t rows,
-                       std::int64_t channels, float eps) noexcept override {
-    run("rmsnorm_forward", [&] { cuda::rmsnorm_forward(stream_, out, rstd, inp, weight, rows, channels, eps); });
-  }
-  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                        const float* rstd, std::int64_t rows, std::int64_t channels) noexcept override {
-    run("rmsnorm_backward", [&] {
-      void* partials = reserve(WorkspaceSlot::row_partials, rmsnorm_backward_workspace_bytes(rows, channels));
-      cuda::rmsnorm_backward(stream_, dinp, dweight, dout, inp, weight, rstd, rows, channels, partials);
-    });
-  }
-
-  std::int64_t attention_saved_floats(const AttentionShape& shape) const noexcept override {
-    return cuda::attention_saved_floats(shape);
-  }
-  std::int64_t attention_scratch_floats(const AttentionShape& shape) const noexcept override {
-    return cuda::attention_scratch_floats(shape);
-  }
-  void attention_forward(const AttentionShape& shape, float* out, float* saved,
-                         const AttentionInputs& in) noexcept override {
-    run("attention_forward", [&] {
-      check_cublas("attention_forward", cuda::attention_forward(stream_, cublas_.get(), shape, out, saved, in));
-    });
-  }
-  void attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                          const AttentionInputs& in, const float* saved, float* scratch) noexcept override {
-    run("attention_backward", [&] {
-      check_cublas("attention_backward",
-                   cuda::attention_backward(stream_, cublas_.get(), shape, grads, dout, in, saved, scratch));
-    });
-  }
-
-  void gelu_forward(float* out, const float* inp, std::int64_t count) noexcept override {
-    run("gelu_forward", [&] { cuda::gelu_forward(stream_, out, inp, count); });
-  }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t count,
-                     GradientWrite write) noexcept override {
-    run("gelu_backward", [&] { cuda::gelu_backward(stream_, dinp, inp, dout, count, write); });
-  }
-  void swiglu_forward(float* out, const float* gate, const float* up, std::int64_t count) noexcept override {
-    run("swiglu_forward", [&] { cuda::swiglu_forward(stream_, out, gate, up, count); });
-  }
-  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                       std::int64_t count, GradientWrite write) noexcept override {
-    run("swiglu_backward", [&] { cuda::swiglu_backward(stream_, dgate, dup, dout, gate, up, count, write); });
-  }
-  void rope(float* x, std::int64_t rows, std::int64_t stride, int seq_len, int n_heads, int head_dim, float theta,
-            bool inverse) noexcept override {
-    run("rope", [&] { cuda::rope(stream_, x, rows, stride, seq_len, n_heads, head_dim, theta, inverse); });
-  }
-  void rope_at(float* x, std::int64_t rows, std::int64_t stride, std::int64_t first_position, int n_heads, int head_dim,
-               float theta) noexcept override {
-    run("rope_at", [&] { cuda::rope_at(stream_, x, rows, stride, first_position, n_heads, head_dim, theta); });
-  }
-  void attention_decode(const DecodeShape& shape, float* out, const AttentionInputs& in, float* k_cache,
-                        float* v_cache) noexcept override {
-    run("attention_decode", [&] { cuda::attention_decode(stream_, shape, out, in, k_cache, v_cache); });
-  }
-  void rope_frequencies(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
-                        std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
-                        bool inverse) noexcept override {
-    run("rope_frequencies", [&] {
-      cuda::rope_frequencies(stream_, x, rows, stride, seq_len, first_position, n_heads, head_dim, inverse_frequencies,
-                             inverse);
-    });
-  }
-  void residual_forward(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
-    run("residual_forward", [&] { cuda::residual_forward(stream_, out, a, b, count); });
-  }
-
-  void embedding_forward(float* out, const std::int32_t* tokens, Weight wte, Weight wpe, std::int64_t batch,
-                         std::int64_t seq_len, std::int64_t channels) noexcept override {
-    run("embedding_forward", [&] {
-      if (wte.dtype == DType::bf16)
-        cuda::embedding_forward_bf16(stream_, out, tokens, static_cast<const std::uint16_t*>(wte.data),
-                                     static_cast<const std::uint16_t*>(wpe.data), batch, seq_len, channels);
-      else
-        cuda::embedding_forward(stream_, out, tokens, static_cast<const float*>(wte.data),
-                                static_cast<const float*>(wpe.data), batch, seq_len, channels);
-    });
-  }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens, std::int64_t batch,
-                          std::int64_t seq_len, std::int64_t channels) noexcept override {
-    run("embedding_backward", [&] {
-      const std::size_t bytes = embedding_backward_workspace_bytes(batch, seq_len);
-      void* sort = reserve(WorkspaceSlot::sort, bytes);
-      cuda::embedding_backward(stream_, dwte, dwpe, dout, tokens, batch, seq_len, channels, sort, bytes);
-    });
-  }
-
-  void cross_entropy_forward_chunk(float* running_max, float* running_sum, float* target_logits, const float* logits,
-                                   const std::int32_t* targets, std::int64_t rows, std::int64_t first,
-                                   std::int64_t width, std::int64_t vocab) noexcept override {
-    run("cross_entropy_forward_chunk", [&] {
-      cuda::cross_entropy_forward_chunk(stream_, running_max, running_sum, target_logits, logits, targets, rows, first,
-                                        width, vocab);
-    });
-  }
-  void cross_entropy_finish(float* losses, float* logsumexp, const float* running_max, const float* running_sum,
-                            const float* target_logits, std::int64_t rows) noexcept override {
-    run("cross_entropy_finish",
-        [&] { cuda::cross_entropy_finish(stream_, losses, logsumexp, running_max, running_sum, target_logits, rows); });
-  }
-  void cross_entropy_backward_chunk(float* dlogits, const float* logits, const float* logsumexp,
-                                    const std::int32_t* targets, float dloss, std::int64_t rows, std::int64_t first,
-                                    std::int64_t width, std::int64_t vocab) noexcept override {
-    run("cross_entropy_backward_chunk", [&] {
-      cuda::cross_entropy_backward_chunk(stream_, dlogits, logits, logsumexp, targets, dloss, rows, first, width,
-                                         vocab);
-    });
-  }
-
-  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                    const AdamWHyper& hyper) noexcept override {
-    run("adamw_update", [&] { cuda::adamw_update(stream_, param, grad, m, v, count, hyper); });
-  }
-  void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
-                  const SgdHyper& hyper) noexcept override {
-    run("sgd_update", [&] { cuda::sgd_update(stream_, param, grad, velocity, count, hyper); });
-  }
-
-  void widen(float* out, const std::uint16_t* in, std::int64_t count) noexcept override {
-    run("widen", [&] { cuda::widen(stream_, out, in, count); });
-  }
-  void narrow(std::uint16_t* out, const float* in, std::int64_t count) noexcept override {
-    run("narrow", [&] { cuda::narrow(stream_, out, in, count); });
-  }
-  void narrow_and_round(std::uint16_t* out, float* in, std::int64_t count) noexcept override {
-    run("narrow_and_round", [&] { cuda::narrow_and_round(stream_, out, in, count); });
-  }
-
-  void scale(float* values, float factor, std::int64_t count) noexcept override {
-    run("scale", [&] { cuda::scale(stream_, values, factor, count); });
-  }
-  void add_scaled(float* y, float alpha, const float* x, std::int64_t count) noexcept override {
-    run("add_scaled", [&] { cuda::add_scaled(stream_, y, alpha, x, count); });
-  }
-  void sign(float* out, const float* x, std::int64_t count) noexcept override {
-    run("sign", [&] { cuda::sign(stream_, out, x, count); });
-  }
-  void mul(float* out, const float* a, const float* b, std::int64_t count) noexcept override {
-    run("mul", [&] { cuda::mul(stream_, out, a, b, count); });
-  }
-  void div(float* out, const float* a, const float* b, float eps, std::int64_t count) noexcept override {
-    run("div", [&] { cuda::div(stream_, out, a, b, eps, count); });
-  }
-  void sqrt(float* out, const float* x, std::int64_t count) noexcept override {
-    run("sqrt", [&] { cuda::sqrt(stream_, out, x, count); });
-  }
-
-  double sum_of_squares(const float* values, std::int64_t count) noexcept override {
-    return reduce_to_double("sum_of_squares", [&](double* result, double* partials) {
-      cuda::sum_of_squares(stream_, values, count, result, partials);
-    });
-  }
-  double sum(const float* values, std::int64_t count) noexcept override {
-    return reduce_to_double(
-        "sum", [&](double* result, double* partials) { cuda::sum(stream_, values, count, result, partials); });
-  }
-  bool all_finite(const float* values, std::int64_t count) noexcept override {
-    int finite = 0;
-    run("all_finite", [&] {
-      auto* result = static_cast<int*>(reserve(WorkspaceSlot::reduction, reduction_bytes()));
-      cuda::all_finite(stream_, values, count, result, result + 1);
-      check_launch("all_finite");
-      download(&finite, result, sizeof finite);
-    });
-    return finite != 0;
-  }
-
-  void fill(void* data, std::uint8_t byte, std::uint64_t bytes) noexcept override {
-    run("fill", [&] { check_cuda("fill", cudaMemsetAsync(data, byte, bytes, stream_)); });
-  }
-  void copy(void* destination, const void* source, std::uint64_t bytes) noexcept override {
-    run("copy", [&] { check_cuda("copy", cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, stream_)); });
-  }
-  void copy_to_host(void* host_destination, const void* source, std::uint64_t bytes) noexcept override {
-    run("copy_to_host", [&] { download(host_destination, source, bytes); });
-  }
-  void copy_from_host(void* destination, const void* host_source, std::uint64_t bytes) noexcept override {
-    run("copy_from_host", [&] {
-      check_cuda("copy_from_host", cudaMemcpyAsync(destination, host_source, bytes, cudaMemcpyDefault, stream_));
-      // The caller may free or reuse its host buffer as soon as this returns.
-      check_cuda("copy_from_host", cudaStreamSynchronize(stream_));
-    });
+  void run(Op id, void* record) noexcept override {
+    switch (id) {
+      case Op::matmul_forward: return matmul_forward(record_of<op::MatmulForward>(record));
+      case Op::matmul_backward: return matmul_backward(record_of<op::MatmulBackward>(record));
+      case Op::matmul_forward_bf16_input:
+        return matmul_forward_bf16_input(record_of<op::MatmulForwardBf16Input>(record));
+      case Op::matmul_backward_bf16_input:
+        return matmul_backward_bf16_input(record_of<op::MatmulBackwardBf16Input>(record));
+      case Op::gemm:
+        return issue("gemm", [&] { check_cublas("gemm", cuda::gemm(cublas_.get(), record_of<op::Gemm>(record))); });
+      case Op::layernorm_forward: {
+        const auto& r = record_of<op::LayernormForward>(record);
+        return issue("layernorm_forward", [&] {
+          cuda::layernorm_forward(stream_, r.out, r.mean, r.rstd, r.inp, r.weight, r.bias, r.rows, r.channels, r.eps);
+        });
+      }
+      case Op::layernorm_backward: {
+        const auto& r = record_of<op::LayernormBackward>(record);
+        return issue("layernorm_backward", [&] {
+          void* partials = reserve(WorkspaceSlot::row_partials, layernorm_backward_workspace_bytes(r.rows, r.channels));
+          cuda::layernorm_backward(stream_, r.dinp, r.dweight, r.dbias, r.dout, r.inp, r.weight, r.mean, r.rstd, r.rows,
+                                   r.channels, partials);
+        });
+      }
+      case Op::rmsnorm_forward: {
+        const auto& r = record_of<op::RmsnormForward>(record);
+        return issue("rmsnorm_forward", [&] {
+          cuda::rmsnorm_forward(stream_, r.out, r.rstd, r.inp, r.weight, r.rows, r.channels, r.eps, r.weight_offset);
+        });
+      }
+      case Op::rmsnorm_backward: {
+        const auto& r = record_of<op::RmsnormBackward>(record);
+        return issue("rmsnorm_backward", [&] {
+          void* partials = reserve(WorkspaceSlot::row_partials, rmsnorm_backward_workspace_bytes(r.rows, r.channels));
+          cuda::rmsnorm_backward(stream_, r.dinp, r.dweight, r.dout, r.inp, r.weight, r.rstd, r.rows, r.channels,
+                                 r.weight_offset, partials);
+        });
+      }
+      case Op::attention_sizes: {
+        auto& r = record_of<op::AttentionSizes>(record);
+        r.saved_floats = cuda::attention_saved_floats(r.shape);
+        r.scratch_floats = cuda::attention_scratch_floats(r.shape);
+        return;
+      }
+      case Op::attention_forward: {
+        const auto& r = record_of<op::AttentionForward>(record);
+        return issue("attention_forward", [&] {
+          check_cublas("attention_forward",
+                       cuda::attention_forward(stream_, cublas_.get(), r.shape, r.out, r.saved, r.in));
+        });
+      }
+      case Op::attention_backward: {
+        const auto& r = record_of<op::AttentionBackward>(record);
+        return issue("attention_backward", [&] {
+          check_cublas("attention_backward", cuda::attention_backward(stream_, cublas_.get(), r.shape, r.grads, r.dout,
+                                                                      r.in, r.saved, r.scratch));
+        });
+      }
+      case Op::attention_decode: {
+        const auto& r = record_of<op::AttentionDecode>(record);
+        return issue("attention_decode",
+                     [&] { cuda::attention_decode(stream_, r.shape, r.out, r.in, r.k_cache, r.v_cache); });
+      }
+      case Op::gelu_forward: {
+        const auto& r = record_of<op::GeluForward>(record);
+        return issue("gelu_forward", [&] { cuda::gelu_forward(stream_, r.out, r.inp, r.count); });
+      }
+      case Op::gelu_backward: {
+        const auto& r = record_of<op::GeluBackward>(record);
+        return issue("gelu_backward", [&] { cuda::gelu_backward(stream_, r.dinp, r.inp, r.dout, r.count, r.write); });
+      }
+      case Op::swiglu_forward: {
+        const auto& r = record_of<op::SwigluForward>(record);
+        return issue("swiglu_forward", [&] { cuda::swiglu_forward(stream_, r.out, r.gate, r.up, r.count); });
+      }
+      case Op::swiglu_backward: {
+        const auto& r = record_of<op::SwigluBackward>(record);
+        return issue("swiglu_backward",
+                     [&] { cuda::swiglu_backward(stream_, r.dgate, r.dup, r.dout, r.gate, r.up, r.count, r.write); });
+      }
+      case Op::geglu_forward: {
+        const auto& r = record_of<op::GegluForward>(record);
+        return issue("geglu_forward", [&] { cuda::geglu_forward(stream_, r.out, r.gate, r.up, r.count); });
+      }
+      case Op::geglu_backward: {
+        const auto& r = record_of<op::GegluBackward>(record);
+        return issue("geglu_backward",
+                     [&] { cuda::geglu_backward(stream_, r.dgate, r.dup, r.dout, r.gate, r.up, r.count, r.write); });
+      }
+      case Op::rope: return rope(record_of<op::Rope>(record));
+      case Op::residual_forward: {
+        const auto& r = record_of<op::ResidualForward>(record);
+        return issue("residual_forward", [&] { cuda::residual_forward(stream_, r.out, r.a, r.b, r.count); });
+      }
+      case Op::embedding_forward: return embedding_forward(record_of<op::EmbeddingForward>(record));
+      case Op::embedding_backward: {
+        const auto& r = record_of<op::EmbeddingBackward>(record);
+        return issue("embedding_backward", [&] {
+          const std::size_t bytes = embedding_backward_workspace_bytes(r.batch, r.seq_len);
+          void* sort = reserve(WorkspaceSlot::sort, bytes);
+          cuda::embedding_backward(stream_, r.dwte, r.dwpe, r.dout, r.tokens, r.batch, r.seq_len, r.channels,
+                                   r.positions, r.scale, sort, bytes);
+        });
+      }
+      case Op::cross_entropy_forward_chunk: {
+        const auto& r = record_of<op::CrossEntropyForwardChunk>(record);
+        return issue("cross_entropy_forward_chunk", [&] {
+          cuda::cross_entropy_forward_chunk(stream_, r.running_max, r.running_sum, r.target_logits, r.logits, r.targets,
+                                            r.rows, r.first, r.width, r.vocab);
+        });
+      }
+      case Op::cross_entropy_finish: {
+        const auto& r = record_of<op::CrossEntropyFinish>(record);
+        return issue("cross_entropy_finish", [&] {
+          cuda::cross_entropy_finish(stream_, r.losses, r.logsumexp, r.running_max, r.running_sum, r.target_logits,
+                                     r.targets, r.rows);
+        });
+      }
+      case Op::cross_entropy_backward_chunk: {
+        const auto& r = record_of<op::CrossEntropyBackwardChunk>(record);
+        return issue("cross_entropy_backward_chunk", [&] {
+          cuda::cross_entropy_backward_chunk(stream_, r.dlogits, r.logits, r.logsumexp, r.targets, r.dloss, r.rows,
+                                             r.first, r.width, r.vocab);
+        });
+      }
+      case Op::adamw_update: {
+        const auto& r = record_of<op::AdamwUpdate>(record);
+        return issue("adamw_update", [&] { cuda::adamw_update(stream_, r.param, r.grad, r.m, r.v, r.count, r.hyper); });
+      }
+      case Op::sgd_update: {
+        const auto& r = record_of<op::SgdUpdate>(record);
+        return issue("sgd_update", [&] { cuda::sgd_update(stream_, r.param, r.grad, r.velocity, r.count, r.hyper); });
+      }
+      case Op::widen: {
+        const auto& r = record_of<op::Widen>(record);
+        return issue("widen", [&] { cuda::widen(stream_, r.out, r.in, r.count); });
+      }
+      case Op::narrow: {
+        const auto& r = record_of<op::Narrow>(record);
+        return issue("narrow", [&] { cuda::narrow(stream_, r.out, r.in, r.count); });
+      }
+      case Op::narrow_and_round: {
+        const auto& r = record_of<op::NarrowAndRound>(record);
+        return issue("narrow_and_round", [&] { cuda::narrow_and_round(stream_, r.out, r.in, r.count); });
+      }
+      case Op::sum_of_squares: {
+        auto& r = record_of<op::SumOfSquares>(record);
+        r.result = reduce_to_double("sum_of_squares", [&](double* result, double* partials) {
+          cuda::sum_of_squares(stream_, r.values, r.count, result, partials);
+        });
+        return;
+      }
+      case Op::sum: {
+        auto& r = record_of<op::Sum>(record);
+        r.result = reduce_to_double(
+            "sum", [&](double* result, double* partials) { cuda::sum(stream_, r.values, r.count, result, partials); });
+        return;
+      }
+      case Op::all_finite: {
+        auto& r = record_of<op::AllFinite>(record);
+        int finite = 0;
+        issue("all_finite", [&] {
+          auto* result = static_cast<int*>(reserve(WorkspaceSlot::reduction, reduction_bytes()));
+          cuda::all_finite(stream_, r.values, r.count, result, result + 1);
+          check_launch("all_finite");
+          download(&finite, result, sizeof finite);
+        });
+        r.result = finite != 0;
+        return;
+      }
+      case Op::scale: {
+        const auto& r = record_of<op::Scale>(record);
+        return issue("scale", [&] { cuda::scale(stream_, r.values, r.factor, r.count); });
+      }
+      case Op::add_scaled: {
+        const auto& r = record_of<op::AddScaled>(record);
+        return issue("add_scaled", [&] { cuda::add_scaled(stream_, r.y, r.alpha, r.x, r.count); });
+      }
+      case Op::sign: {
+        const auto& r = record_of<op::Sign>(record);
+        return issue("sign", [&] { cuda::sign(stream_, r.out, r.x, r.count); });
+      }
+      case Op::mul: {
+        const auto& r = record_of<op::Mul>(record);
+        return issue("mul", [&] { cuda::mul(stream_, r.out, r.a, r.b, r.count); });
+      }
+      case Op::div: {
+        const auto& r = record_of<op::Div>(record);
+        return issue("div", [&] { cuda::div(stream_, r.out, r.a, r.b, r.eps, r.count); });
+      }
+      case Op::sqrt: {
+        const auto& r = record_of<op::Sqrt>(record);
+        return issue("sqrt", [&] { cuda::sqrt(stream_, r.out, r.x, r.count); });
+      }
+      case Op::fill: {
+        const auto& r = record_of<op::Fill>(record);
+        return issue("fill", [&] { check_cuda("fill", cudaMemsetAsync(r.data, r.byte, r.bytes, stream_)); });
+      }
+      case Op::copy: {
+        const auto& r = record_of<op::Copy>(record);
+        return issue("copy", [&] {
+          check_cuda("copy", cudaMemcpyAsync(r.destination, r.source, r.bytes, cudaMemcpyDefault, stream_));
+        });
+      }
+      case Op::copy_to_host: {
+        const auto& r = record_of<op::CopyToHost>(record);
+        return issue("copy_to_host", [&] { download(r.host_destination, r.source, r.bytes); });
+      }
+      case Op::copy_from_host: {
+        const auto& r = record_of<op::CopyFromHost>(record);
+        return issue("copy_from_host", [&] {
+          check_cuda("copy_from_host",
+                     cudaMemcpyAsync(r.destination, r.host_source, r.bytes, cudaMemcpyDefault, stream_));
+          // The caller may free or reuse its host buffer as soon as this returns.
+          check_cuda("copy_from_host", cudaStreamSynchronize(stream_));
+        });
+      }
+      case Op::qr: {
+        const auto& r = record_of<op::Qr>(record);
+        return issue("qr", [&] {
+          const std::size_t bytes = qr_workspace_bytes(solver(), r.rows, r.cols);
+          check_solver("qr", cuda::qr(stream_, cublas_.get(), solver(), r.a, r.r, r.rows, r.cols,
+                                      reserve(WorkspaceSlot::solver, bytes), bytes));
+        });
+      }
+      case Op::eigh: {
+        const auto& r = record_of<op::Eigh>(record);
+        return issue("eigh", [&] {
+          const std::size_t bytes = eigh_workspace_bytes(solver(), r.n);
+          check_solver("eigh",
+                       cuda::eigh(stream_, solver(), r.a, r.values, r.n, reserve(WorkspaceSlot::solver, bytes), bytes));
+        });
+      }
+      case Op::count: break;
+    }
+    unsupported(id);
   }
 
  private:
+  void matmul_forward(const op::MatmulForward& r) noexcept {
+    issue("matmul_forward", [&] {
+      void* staging = r.weight.dtype == DType::bf16
+                          ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(r.shape))
+                          : nullptr;
+      check_cublas("matmul_forward", cuda::matmul_forward(stream_, cublas_.get(), r.out, r.inp, r.weight, r.bias,
+                                                          r.shape, staging, tf32_, bias_epilogue()));
+    });
+  }
+  void matmul_backward(const op::MatmulBackward& r) noexcept {
+    issue("matmul_backward", [&] {
+      void* staging = r.weight.dtype == DType::bf16
+                          ? reserve(WorkspaceSlot::bf16_staging, matmul_bf16_workspace_bytes(r.shape))
+                          : nullptr;
+      const float* ones = r.dbias != nullptr ? ones_for(r.shape.rows) : nullptr;
+      check_cublas("matmul_backward",
+                   cuda::matmul_backward(stream_, cublas_.get(), r.dinp, r.dweight, r.dbias, r.dout, r.inp, r.weight,
+                                         r.shape, r.dinp_write, ones, staging, tf32_));
+    });
+  }
+  // bf16 weights only (the op's contract): the input needs no narrowing, so no staging forward,
+  // and dout's alone backward.
+  void matmul_forward_bf16_input(const op::MatmulForwardBf16Input& r) noexcept {
+    issue("matmul_forward_bf16_input", [&] {
+      check_cublas("matmul_forward_bf16_input",
+                   cuda::matmul_forward_bf16_input(stream_, cublas_.get(), r.out, r.inp, r.weight, r.bias, r.shape,
+                                                   bias_epilogue()));
+    });
+  }
+  void matmul_backward_bf16_input(const op::MatmulBackwardBf16Input& r) noexcept {
+    issue("matmul_backward_bf16_input", [&] {
+      void* staging =
+          reserve(WorkspaceSlot::bf16_staging, static_cast<std::size_t>(r.shape.rows * r.shape.out_features) * 2);
+      const float* ones = r.dbias != nullptr ? ones_for(r.shape.rows) : nullptr;
+      check_cublas("matmul_backward_bf16_input",
+                   cuda::matmul_backward_bf16_input(stream_, cublas_.get(), r.dinp, r.dweight, r.dbias, r.dout, r.inp,
+                                                    r.weight, r.shape, r.dinp_write, ones, staging));
+    });
+  }
+  // Training's (theta, first position 0), decoding's (theta, consecutive positions) and a scaled
+  // RoPE's (given frequencies) are one kernel; given positions (packed documents) too.
+  void rope(const op::Rope& r) noexcept {
+    issue("rope", [&] {
+      if (r.positions != nullptr)
+        cuda::rope_positions(stream_, r.x, r.rows, r.stride, r.positions, r.n_heads, r.head_dim, r.theta,
+                             r.inverse_frequencies, r.inverse);
+      else if (r.inverse_frequencies != nullptr)
+        cuda::rope_frequencies(stream_, r.x, r.rows, r.stride, r.seq_len, r.first_position, r.n_heads, r.head_dim,
+                               r.inverse_frequencies, r.inverse);
+      else if (r.first_position == 0)
+        cuda::rope(stream_, r.x, r.rows, r.stride, static_cast<int>(r.seq_len), r.n_heads, r.head_dim, r.theta,
+                   r.inverse);
+      else if (r.seq_len >= r.rows && !r.inverse)
+        cuda::rope_at(stream_, r.x, r.rows, r.stride, r.first_position, r.n_heads, r.head_dim, r.theta);
+      else
+        throw std::runtime_error("rope: positions from first_position " + std::to_string(r.first_position) +
+                                 " wrapping at seq_len " + std::to_string(r.seq_len) +
+                                 " without given frequencies are not implemented on CUDA");
+    });
+  }
+  void embedding_forward(const op::EmbeddingForward& r) noexcept {
+    issue("embedding_forward", [&] {
+      if (r.wte.dtype == DType::bf16)
+        cuda::embedding_forward_bf16(stream_, r.out, r.tokens, static_cast<const std::uint16_t*>(r.wte.data),
+                                     static_cast<const std::uint16_t*>(r.wpe.data), r.batch, r.seq_len, r.channels,
+                                     r.positions, r.scale);
+      else
+        cuda::embedding_forward(stream_, r.out, r.tokens, static_cast<const float*>(r.wte.data),
+                                static_cast<const float*>(r.wpe.data), r.batch, r.seq_len, r.channels, r.positions,
+                                r.scale);
+    });
+  }
+
+  const Solver& solver() {
+    if (!solver_) solver_ = std::make_unique<Solver>(stream_);
+    return *solver_;
+  }
+  void check_solver(const char* op, const char* failure) {
+    if (failure != nullptr) throw std::runtime_error(name_ + " " + op + ": " + failure);
+  }
+
   // Runs one op unless an earlier one failed; keeps the first failure for take_error().
   template <typename Body>
-  void run(const char* op, Body&& body) noexcept {
+  void issue(const char* op, Body&& body) noexcept {
     if (error_) return;
     try {
       check_cuda(op, cudaSetDevice(device_));  // another backend's device may be current
@@ -357,7 +433,7 @@ class CudaOpsImpl final : public CudaOps {
   template <typename Launch>
   double reduce_to_double(const char* op, Launch&& launch) noexcept {
     double value = std::numeric_limits<double>::quiet_NaN();
-    run(op, [&] {
+    issue(op, [&] {
       auto* result = static_cast<double*>(reserve(WorkspaceSlot::reduction, reduction_bytes()));
       launch(result, result + 1);
       check_launch(op);
@@ -381,6 +457,7 @@ class CudaOpsImpl final : public CudaOps {
   bool tf32_;
   int device_ = 0;
   std::exception_ptr error_;
+  std::unique_ptr<Solver> solver_;  // started on the first factorization
   const float* ones_ = nullptr;
   std::int64_t ones_count_ = 0;
 };

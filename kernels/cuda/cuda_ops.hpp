@@ -15,7 +15,7 @@ namespace strata::cuda {
 
 // Device memory the ops keep for themselves, one growable block per slot, taken from the backend's
 // accounted arena (category workspace), so every byte they use is counted against the budget.
-enum class WorkspaceSlot { cublas, bf16_staging, row_partials, sort, reduction, ones, count };
+enum class WorkspaceSlot { cublas, bf16_staging, row_partials, sort, reduction, ones, solver, count };
 
 class WorkspaceSource {
  public:

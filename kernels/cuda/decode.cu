@@ -30,7 +30,9 @@ __global__ void attention_decode_kernel(const DecodeShape shape, float* out, con
     accumulated[j] = 0.0f;
   }
   float running_max = -INFINITY, running_sum = 0.0f;
-  for (std::int64_t p = 0; p <= shape.first_position + r; ++p) {
+  const std::int64_t last = shape.first_position + r;
+  const std::int64_t first = shape.window > 0 ? max(static_cast<std::int64_t>(0), last - shape.window + 1) : 0;
+  for (std::int64_t p = first; p <= last; ++p) {
     const float* k = k_cache + p * KV + kv_head;
     float partial = 0.0f;
     for (int j = 0; j < kMaxPerLane; ++j) {

@@ -54,6 +54,27 @@ __global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* do
   }
 }
 
+__global__ void geglu_forward_kernel(float* out, const float* gate, const float* up, std::int64_t count, float scale) {
+  for (std::int64_t i = first_index(); i < count; i += index_stride()) {
+    const float x = gate[i];
+    out[i] = 0.5f * x * (1.0f + tanhf(scale * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
+__global__ void geglu_backward_kernel(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                      std::int64_t count, float scale, bool accumulate) {
+  for (std::int64_t i = first_index(); i < count; i += index_stride()) {
+    const float x = gate[i];
+    const float tanh_out = tanhf(scale * (x + 0.044715f * x * x * x));
+    const float sech2 = 1.0f - tanh_out * tanh_out;
+    const float slope = 0.5f * (1.0f + tanh_out) + x * 0.5f * sech2 * scale * (1.0f + 3.0f * 0.044715f * x * x);
+    const float dgate_i = dout[i] * up[i] * slope;
+    const float dup_i = dout[i] * (0.5f * x * (1.0f + tanh_out));
+    dgate[i] = accumulate ? dgate[i] + dgate_i : dgate_i;
+    dup[i] = accumulate ? dup[i] + dup_i : dup_i;
+  }
+}
+
 __global__ void residual_forward_kernel(float* out, const float* a, const float* b, std::int64_t count) {
   for (std::int64_t i = first_index(); i < count; i += index_stride()) out[i] = a[i] + b[i];
 }
@@ -91,6 +112,18 @@ void swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float*
   if (count <= 0) return;
   swiglu_backward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(dgate, dup, dout, gate, up, count,
                                                                              write == GradientWrite::accumulate);
+}
+
+void geglu_forward(cudaStream_t stream, float* out, const float* gate, const float* up, std::int64_t count) {
+  if (count <= 0) return;
+  geglu_forward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(out, gate, up, count, gelu_scale());
+}
+
+void geglu_backward(cudaStream_t stream, float* dgate, float* dup, const float* dout, const float* gate,
+                    const float* up, std::int64_t count, GradientWrite write) {
+  if (count <= 0) return;
+  geglu_backward_kernel<<<grid_stride_blocks(count), kThreads, 0, stream>>>(
+      dgate, dup, dout, gate, up, count, gelu_scale(), write == GradientWrite::accumulate);
 }
 
 void residual_forward(cudaStream_t stream, float* out, const float* a, const float* b, std::int64_t count) {

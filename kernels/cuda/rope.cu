@@ -28,7 +28,7 @@ struct InverseFrequencies {
 
 __global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
                             std::int64_t first_position, int n_heads, int head_dim, float theta, bool inverse,
-                            const InverseFrequencies frequencies) {
+                            const InverseFrequencies frequencies, const std::int32_t* positions) {
   const int half = head_dim / 2;
   const std::int64_t pairs_per_row = static_cast<std::int64_t>(n_heads) * half;
   const std::int64_t pairs = rows * pairs_per_row;
@@ -41,7 +41,8 @@ __global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t stride, st
     const float inverse_frequency = i < kMaxTabulated
                                         ? frequencies.values[i]
                                         : 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-    const float angle = static_cast<float>(first_position + r % seq_len) * inverse_frequency;
+    const std::int64_t position = positions != nullptr ? positions[r] : first_position + r % seq_len;
+    const float angle = static_cast<float>(position) * inverse_frequency;
     const float c = cosf(angle);
     const float s = inverse ? -sinf(angle) : sinf(angle);
     float* v = x + r * stride + static_cast<std::int64_t>(h) * head_dim;
@@ -53,11 +54,11 @@ __global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t stride, st
 
 void launch(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
             std::int64_t first_position, int n_heads, int head_dim, float theta, bool inverse,
-            const InverseFrequencies& frequencies) {
+            const InverseFrequencies& frequencies, const std::int32_t* positions = nullptr) {
   const std::int64_t pairs = rows * n_heads * (head_dim / 2);
   if (pairs <= 0 || seq_len <= 0) return;
   rope_kernel<<<grid_stride_blocks(pairs), kThreads, 0, stream>>>(x, rows, stride, seq_len, first_position, n_heads,
-                                                                  head_dim, theta, inverse, frequencies);
+                                                                  head_dim, theta, inverse, frequencies, positions);
 }
 
 InverseFrequencies theta_frequencies(float theta, int head_dim) {
@@ -88,6 +89,17 @@ void rope_frequencies(cudaStream_t stream, float* x, std::int64_t rows, std::int
   InverseFrequencies frequencies{};
   std::copy(inverse_frequencies, inverse_frequencies + head_dim / 2, frequencies.values);
   launch(stream, x, rows, stride, seq_len, first_position, n_heads, head_dim, 0.0f, inverse, frequencies);
+}
+
+void rope_positions(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride,
+                    const std::int32_t* positions, int n_heads, int head_dim, float theta,
+                    const float* inverse_frequencies, bool inverse) {
+  if (inverse_frequencies != nullptr && head_dim / 2 > kMaxTabulated)
+    throw std::runtime_error("rope: given frequencies for head_dim " + std::to_string(head_dim) + " above 1024");
+  InverseFrequencies frequencies = theta_frequencies(theta, head_dim);
+  if (inverse_frequencies != nullptr)
+    std::copy(inverse_frequencies, inverse_frequencies + head_dim / 2, frequencies.values);
+  launch(stream, x, rows, stride, 1, 0, n_heads, head_dim, theta, inverse, frequencies, positions);
 }
 
 }  // namespace strata::cuda

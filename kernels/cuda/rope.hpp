@@ -19,5 +19,10 @@ void rope_at(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stri
 void rope_frequencies(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride, std::int64_t seq_len,
                       std::int64_t first_position, int n_heads, int head_dim, const float* inverse_frequencies,
                       bool inverse);
+// Each row at its given position ((rows) in device memory: packed documents), with theta's
+// frequencies or the given ones (host memory, head_dim / 2 <= 512).
+void rope_positions(cudaStream_t stream, float* x, std::int64_t rows, std::int64_t stride,
+                    const std::int32_t* positions, int n_heads, int head_dim, float theta,
+                    const float* inverse_frequencies, bool inverse);
 
 }  // namespace strata::cuda

@@ -41,6 +41,9 @@ class FlashAttention final : public Kernel {
     if (shape.n_kv_head <= 0 || shape.n_head % shape.n_kv_head != 0)
       return Status::error("n_head " + std::to_string(shape.n_head) + " is not a multiple of n_kv_head " +
                            std::to_string(shape.n_kv_head));
+    if (shape.window > 0)
+      return Status::error("flash has no sliding window yet (window = " + std::to_string(shape.window) + ")");
+    if (shape.documents) return Status::error("flash does not separate packed documents yet");
     if (target.backend == "cpu") {
       if constexpr (kProducts == Products::bf16_tensor_cores)
         return Status::error(
@@ -93,7 +96,8 @@ class FlashAttention final : public Kernel {
     return kProducts == Products::f32 ? flash::cpu::scratch_floats(shape) : flash::tensor_core_scratch_floats(shape);
   }
 
-  Status attention_forward(const AttentionShape& shape, float* out, float* saved, const AttentionInputs& in) override {
+  Status attention_forward(const KernelCall& /*call*/, const AttentionShape& shape, float* out, float* saved,
+                           const AttentionInputs& in) override {
     if (device_ == Device::cpu) {
       flash::cpu::forward(shape, out, saved, in);
       return {};
@@ -106,8 +110,9 @@ class FlashAttention final : public Kernel {
 #endif
   }
 
-  Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const float* out, const AttentionInputs& in, const float* saved, float* scratch) override {
+  Status attention_backward(const KernelCall& /*call*/, const AttentionShape& shape, const AttentionGrads& grads,
+                            const float* dout, const float* out, const AttentionInputs& in, const float* saved,
+                            float* scratch) override {
     if (device_ == Device::cpu) {
       flash::cpu::backward(shape, grads, dout, out, in, saved, scratch);
       return {};

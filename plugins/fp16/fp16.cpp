@@ -57,9 +57,8 @@ class Fp16Weights final : public WeightQuantizer {
 
   DType dtype() const noexcept override { return DType::f16; }
 
-  Status scale_groups(const MatmulShape&, std::int64_t& group_size, std::int64_t& scales) const override {
-    group_size = 0;
-    scales = 0;  // f16 values carry their own exponent
+  Status layout(const MatmulShape&, QuantizedLayout& layout) const override {
+    layout = {};  // f16 values carry their own exponent: no side data
     return {};
   }
 
@@ -97,8 +96,8 @@ class Fp16Weights final : public WeightQuantizer {
     fp16::narrow(values, master, shape.in_features * shape.out_features);
   }
 
-  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
-                      Scratch scratch) noexcept override {
+  void matmul_forward(const op::MatmulForward& call) noexcept override {
+    const auto& [out, inp, weight, bias, shape, scratch] = call;
     if (on_cuda_) {
       const std::int64_t weight_floats = shape.in_features * shape.out_features;
       float* widened = workspace_.floats(weight_floats + shape.rows * shape.in_features);
@@ -112,8 +111,8 @@ class Fp16Weights final : public WeightQuantizer {
                          scratch.elements, operands_);
   }
 
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
-                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
+  void matmul_backward(const op::MatmulBackward& call) noexcept override {
+    const auto& [dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write] = call;
     if (on_cuda_) {
       // The weight only for dinp, the rounded input only for dweight; the rounded dout for all three.
       const std::int64_t weight_floats = dinp != nullptr ? shape.in_features * shape.out_features : 0;

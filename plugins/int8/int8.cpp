@@ -44,14 +44,16 @@ class Int8Quantizer final : public WeightQuantizer {
 
   DType dtype() const noexcept override { return DType::i8; }
 
-  Status scale_groups(const MatmulShape& shape, std::int64_t& group_size, std::int64_t& scales) const override {
+  Status layout(const MatmulShape& shape, QuantizedLayout& layout) const override {
     const std::int64_t row_length = shape.layout == WeightLayout::in_out ? shape.out_features : shape.in_features;
     if (block_size_ > 0 && row_length % block_size_ != 0)
       return Status::error("block_size = " + std::to_string(block_size_) + " does not divide its rows (" +
                            std::to_string(row_length) + " values each); pick a divisor, or leave block_size out " +
                            "for one scale per output channel");
-    group_size = block_size_;
-    scales = int8::scale_count(shape.in_features, shape.out_features, shape.layout, block_size_);
+    layout.group_size = block_size_;
+    layout.side_bytes = static_cast<std::uint64_t>(
+                            int8::scale_count(shape.in_features, shape.out_features, shape.layout, block_size_)) *
+                        sizeof(float);
     return {};
   }
 
@@ -65,7 +67,8 @@ class Int8Quantizer final : public WeightQuantizer {
   }
 
   void quantize(QuantizedMatrix out, const float* master, const MatmulShape& shape) noexcept override {
-    const int8::Int8Matrix matrix{static_cast<std::int8_t*>(out.values), out.scales, out.group_size};
+    const int8::Int8Matrix matrix{static_cast<std::int8_t*>(out.values), static_cast<float*>(out.scales),
+                                  out.group_size};
     workspace_.expect((shape.in_features * shape.out_features + 1) / 2);
 #if STRATA_INT8_CUDA
     if (on_cuda_) {
@@ -78,8 +81,8 @@ class Int8Quantizer final : public WeightQuantizer {
     int8::quantize(matrix, master, shape.in_features, shape.out_features, shape.layout);
   }
 
-  void matmul_forward(float* out, const float* inp, Weight weight, const float* bias, const MatmulShape& shape,
-                      Scratch scratch) noexcept override {
+  void matmul_forward(const op::MatmulForward& call) noexcept override {
+    const auto& [out, inp, weight, bias, shape, scratch] = call;
     if (on_cuda_) {
       if (const Weight dequantized = dequantize_on_device(weight, shape); dequantized.data != nullptr)
         host_.ops().matmul_forward(out, inp, dequantized, bias, shape, {});
@@ -90,8 +93,8 @@ class Int8Quantizer final : public WeightQuantizer {
     int8::matmul_forward(out, inp, matrix(weight), bias, shape, scratch.data, scratch.elements);
   }
 
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, Weight weight,
-                       const MatmulShape& shape, Scratch scratch, GradientWrite dinp_write) noexcept override {
+  void matmul_backward(const op::MatmulBackward& call) noexcept override {
+    const auto& [dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write] = call;
     if (on_cuda_) {
       // dweight and dbias do not read the weight: without dinp there is nothing to dequantize.
       const Weight dequantized = dinp != nullptr ? dequantize_on_device(weight, shape) : Weight{nullptr, DType::bf16};
@@ -108,7 +111,7 @@ class Int8Quantizer final : public WeightQuantizer {
 
  private:
   static int8::ConstInt8Matrix matrix(const Weight& weight) noexcept {
-    return {static_cast<const std::int8_t*>(weight.data), weight.scales, weight.group_size};
+    return {static_cast<const std::int8_t*>(weight.data), static_cast<const float*>(weight.scales), weight.group_size};
   }
 
   void* stream() const noexcept {

@@ -7,21 +7,26 @@
 namespace strata {
 
 // Element types of tensors: f32, bf16 and f16 (IEEE binary16) storage (the built-in kernels compute
-// in f32; fp16's matmuls multiply f16 operands), i32 token ids, and the one-byte types of quantized storage: i8 weight
-// values (each matrix with a row of f32 scales beside it) and u8 codes (an 8-bit optimizer's moments, indices into its
-// quantization map).
-enum class DType : std::uint8_t { f32, bf16, i32, i8, u8, f16 };
+// in f32; fp16's matmuls multiply f16 operands), i32 token ids, and the types of quantized storage:
+// i8 weight values (each matrix with its scales beside it), u8 codes (an 8-bit optimizer's moments,
+// indices into its quantization map; also raw bytes) and u4 codes (4-bit, two to a byte, the first
+// element in the low nibble: NF4 weights). (A later minor may append types: handle unknown values.)
+enum class DType : std::uint8_t { f32, bf16, i32, i8, u8, f16, u4 };
 
-constexpr std::size_t dtype_bytes(DType dtype) noexcept {
+// The bytes `count` elements of `dtype` occupy: the only size rule, since a u4 element is half a
+// byte (an odd count rounds up to whole bytes).
+constexpr std::uint64_t storage_bytes(DType dtype, std::int64_t count) noexcept {
+  const auto elements = static_cast<std::uint64_t>(count < 0 ? 0 : count);
   switch (dtype) {
+    case DType::u4: return (elements + 1) / 2;
     case DType::bf16:
-    case DType::f16: return 2;
+    case DType::f16: return elements * 2;
     case DType::i8:
-    case DType::u8: return 1;
+    case DType::u8: return elements;
     case DType::f32:
     case DType::i32: break;
   }
-  return 4;
+  return elements * 4;
 }
 
 constexpr std::string_view dtype_name(DType dtype) noexcept {
@@ -32,6 +37,7 @@ constexpr std::string_view dtype_name(DType dtype) noexcept {
     case DType::i8: return "i8";
     case DType::u8: return "u8";
     case DType::f16: return "f16";
+    case DType::u4: return "u4";
   }
   return "f32";
 }

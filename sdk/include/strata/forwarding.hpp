@@ -9,7 +9,8 @@
 //   Status call(std::string_view hook, const CallSite& site, Body body) const noexcept;
 //   Status answer(std::string_view hook, Body body) const noexcept;  // an error is a reply, not a failure
 //
-// An entry point added in minor N forwards as `policy_.has(N) ? <call> : <its default>`.
+// An entry point added in minor N forwards as `policy_.has(N) ? <call> : <its default>` (every entry
+// point of 10.0 is in every 10.x plugin, so none is gated yet).
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -30,6 +31,7 @@ struct CallSite {
   const HookContext* context = nullptr;
   std::int64_t step = 0;
   std::string_view moment;
+  int layer = -1;  // a kernel's call: its block (with `step`)
 };
 
 inline CallSite at(const HookContext& context) noexcept {
@@ -40,6 +42,9 @@ inline CallSite at_step(std::int64_t step) noexcept {
 }
 inline CallSite at_moment(std::string_view moment) noexcept {
   return {nullptr, 0, moment};
+}
+inline CallSite at_kernel(const KernelCall& call) noexcept {
+  return {nullptr, call.step, {}, call.layer};
 }
 
 // Forwarder<Interface, Policy> implements Interface by forwarding each entry point to an object of
@@ -100,24 +105,20 @@ class Forwarder<Optimizer, Policy> final : public Optimizer {
     return policy_.call("step", at_step(info.step), [&] { return object_->step(info, slots, report); });
   }
   Status check_state(std::string_view parameter, std::span<const SavedStateBuffer> buffers) const noexcept override {
-    if (!policy_.has(1)) return Optimizer::check_state(parameter, buffers);
     return policy_.answer("check_state", [&] { return object_->check_state(parameter, buffers); });
   }
-  bool steps_in_parts() const noexcept override { return policy_.has(3) && object_->steps_in_parts(); }
+  bool steps_in_parts() const noexcept override { return object_->steps_in_parts(); }
   Status begin_step(const OptimizerStepInfo& info, std::span<const ParamSlot> slots,
                     OptimizerReport& report) noexcept override {
-    if (!policy_.has(3)) return Optimizer::begin_step(info, slots, report);
     return policy_.call("begin_step", at_step(info.step), [&] { return object_->begin_step(info, slots, report); });
   }
   Status step_part(const OptimizerStepInfo& info, std::span<ParamSlot> slots) noexcept override {
-    if (!policy_.has(3)) return Optimizer::step_part(info, slots);
     return policy_.call("step_part", at_step(info.step), [&] { return object_->step_part(info, slots); });
   }
-  bool clips_by_given_norm() const noexcept override { return policy_.has(4) && object_->clips_by_given_norm(); }
-  bool can_update_on_host() const noexcept override { return policy_.has(10) && object_->can_update_on_host(); }
+  bool clips_by_given_norm() const noexcept override { return object_->clips_by_given_norm(); }
+  bool can_update_on_host() const noexcept override { return object_->can_update_on_host(); }
   Status begin_step_with_norm(const OptimizerStepInfo& info, std::span<const ParamSlot> slots, double clip_norm,
                               OptimizerReport& report) noexcept override {
-    if (!policy_.has(4)) return Optimizer::begin_step_with_norm(info, slots, clip_norm, report);
     return policy_.call("begin_step_with_norm", at_step(info.step),
                         [&] { return object_->begin_step_with_norm(info, slots, clip_norm, report); });
   }
@@ -170,11 +171,9 @@ class Forwarder<TelemetrySink, Policy> final : public TelemetrySink {
     return policy_.call("on_run_end", {}, [&] { return object_->on_run_end(summary); });
   }
   Status on_step_disk(const DiskStepMetrics& metrics) noexcept override {
-    if (!policy_.has(5)) return {};
     return policy_.call("on_step_disk", at_step(metrics.step), [&] { return object_->on_step_disk(metrics); });
   }
   Status on_step_rank(const RankStepMetrics& metrics) noexcept override {
-    if (!policy_.has(8)) return {};
     return policy_.call("on_step_rank", at_step(metrics.step), [&] { return object_->on_step_rank(metrics); });
   }
 
@@ -183,7 +182,6 @@ class Forwarder<TelemetrySink, Policy> final : public TelemetrySink {
   Policy policy_;
 };
 
-// The model names the layer when it reports a kernel's failure; the kernel never sees it.
 template <typename Policy>
 class Forwarder<Kernel, Policy> final : public Kernel {
  public:
@@ -202,15 +200,16 @@ class Forwarder<Kernel, Policy> final : public Kernel {
   std::int64_t backward_scratch_floats(const AttentionShape& shape) const noexcept override {
     return object_->backward_scratch_floats(shape);
   }
-  Status attention_forward(const AttentionShape& shape, float* out, float* saved,
+  Status attention_forward(const KernelCall& call, const AttentionShape& shape, float* out, float* saved,
                            const AttentionInputs& in) noexcept override {
-    return policy_.call("attention_forward", {}, [&] { return object_->attention_forward(shape, out, saved, in); });
+    return policy_.call("attention_forward", at_kernel(call),
+                        [&] { return object_->attention_forward(call, shape, out, saved, in); });
   }
-  Status attention_backward(const AttentionShape& shape, const AttentionGrads& grads, const float* dout,
-                            const float* out, const AttentionInputs& in, const float* saved,
+  Status attention_backward(const KernelCall& call, const AttentionShape& shape, const AttentionGrads& grads,
+                            const float* dout, const float* out, const AttentionInputs& in, const float* saved,
                             float* scratch) noexcept override {
-    return policy_.call("attention_backward", {},
-                        [&] { return object_->attention_backward(shape, grads, dout, out, in, saved, scratch); });
+    return policy_.call("attention_backward", at_kernel(call),
+                        [&] { return object_->attention_backward(call, shape, grads, dout, out, in, saved, scratch); });
   }
 
  private:

@@ -42,7 +42,7 @@ struct TensorView {
   MemorySpace space = MemorySpace::device;
 
   bool empty() const noexcept { return data == nullptr; }
-  std::uint64_t bytes() const noexcept { return static_cast<std::uint64_t>(count) * dtype_bytes(dtype); }
+  std::uint64_t bytes() const noexcept { return storage_bytes(dtype, count); }
   // The f32 elements, for ops; null unless the view is f32.
   float* f32() const noexcept { return dtype == DType::f32 ? static_cast<float*>(data) : nullptr; }
 };
