@@ -63,7 +63,7 @@ TEST(PluginHost, ANonStandardExceptionIsCaughtToo) {
 class ThrowingOptimizer final : public Optimizer {
  public:
   ThrowingOptimizer(ConfigView&, HostServices&) {}
-  StateLayout state_layout(std::int64_t) const noexcept override { return {}; }
+  StateLayout state_layout(const ParamInfo&) const noexcept override { return {}; }
   Status step(const OptimizerStepInfo&, std::span<ParamSlot>, OptimizerReport&) override {
     throw std::runtime_error("optimizer exploded");
   }

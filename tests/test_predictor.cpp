@@ -76,7 +76,7 @@ TEST(Rssm, GradientMatchesFiniteDifferences) {
 class CountingOptimizer final : public Optimizer {
  public:
   explicit CountingOptimizer(Optimizer& inner) : inner_(inner) {}
-  StateLayout state_layout(std::int64_t count) const noexcept override { return inner_.state_layout(count); }
+  StateLayout state_layout(const ParamInfo& param) const noexcept override { return inner_.state_layout(param); }
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     steps.push_back(info.step);
     return inner_.step(info, slots, report);

@@ -211,7 +211,7 @@ TEST(VersionRule, TheHostCallsOnlyEntryPointsThePluginsMinorHas) {
 // the forwarder hands on check_state and can_update_on_host, which 9.x gated by its minors.
 TEST(VersionRule, EveryEntryPointOfTenZeroReachesPluginsBuiltForIt) {
   struct Refusing final : Optimizer {
-    StateLayout state_layout(std::int64_t count) const noexcept override { return f32_state(2, count); }
+    StateLayout state_layout(const ParamInfo& param) const noexcept override { return f32_state(2, param.count); }
     Status step(const OptimizerStepInfo&, std::span<ParamSlot>, OptimizerReport&) override { return {}; }
     Status check_state(std::string_view parameter, std::span<const SavedStateBuffer>) const noexcept override {
       return Status::error(std::string(parameter) + ": refused");

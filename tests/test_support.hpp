@@ -93,7 +93,7 @@ inline std::string tiny_manifest(const std::string& extra = "", const std::strin
 
 class PlainSgd final : public Optimizer {
  public:
-  StateLayout state_layout(std::int64_t) const noexcept override { return {}; }
+  StateLayout state_layout(const ParamInfo&) const noexcept override { return {}; }
   Status step(const OptimizerStepInfo&, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     report.lr = 0.01;
     for (ParamSlot& slot : slots)  // CPU backend: the views are host memory

@@ -397,11 +397,15 @@ std::vector<ParamSlot> Executor::parameter_slots(std::optional<int> layer) {
   for (const ParameterRows& rows : model_.parameters()) {
     if (rows.grad < 0) continue;  // frozen: the optimizer never sees it
     if (layer && rows.layer != *layer) continue;
+    const TensorStore& store = model_.store();
     ParamSlot slot;
     slot.name = rows.name;
     slot.layer = rows.layer;
+    slot.kind = rows.kind;
+    slot.shape = store.table().row(rows.param).shape;
+    slot.layout = rows.layout;
+    slot.count = store.table().row(rows.param).elements();
     slot.decay = rows.decay;
-    const TensorStore& store = model_.store();
     slot.param = store.values(rows);
     slot.grad = store.view(rows.grad);
     for (std::size_t s = 0; s < rows.state.size(); ++s)

@@ -58,16 +58,15 @@ inline StorageTypes storage_types(PrecisionPolicy& precision) {
   return types;
 }
 
-// The state an optimizer keeps per parameter of `count` elements (Optimizer::state_layout); empty:
-// none (evaluation).
-using OptimizerStateLayout = std::function<StateLayout(std::int64_t count)>;
+// The state an optimizer keeps per parameter (Optimizer::state_layout); empty: none (evaluation).
+using OptimizerStateLayout = std::function<StateLayout(const ParamInfo& param)>;
 
 inline OptimizerStateLayout state_layout_of(const Optimizer& optimizer) {
-  return [&optimizer](std::int64_t count) { return optimizer.state_layout(count); };
+  return [&optimizer](const ParamInfo& param) { return optimizer.state_layout(param); };
 }
 // `buffers` f32 buffers of the parameter's length (AdamW's two moments), for tests and tools.
 inline OptimizerStateLayout f32_state_layout(int buffers) {
-  return [buffers](std::int64_t count) { return f32_state(buffers, count); };
+  return [buffers](const ParamInfo& param) { return f32_state(buffers, param.count); };
 }
 
 // What a model is built for: evaluation declares no gradients, optimizer state or backward

@@ -7,7 +7,7 @@ namespace strata {
 
 void ModelAdapters::declare(const TrainablePlan& plan, const std::vector<AdapterTarget>& targets,
                             const std::function<std::string(int layer)>& block_prefix, int n_layer, std::int64_t rows,
-                            const std::function<StateLayout(std::int64_t)>& state, bool training) {
+                            const std::function<StateLayout(const ParamInfo&)>& state, bool training) {
   std::int64_t largest_scratch = 0;
   for (int layer = 0; layer < n_layer; ++layer) {
     if (plan.skips(layer)) continue;  // the identity has no matrices to adapt
@@ -33,8 +33,12 @@ void ModelAdapters::declare(const TrainablePlan& plan, const std::vector<Adapter
       std::string base = binding.matrix;
       if (base.ends_with(".weight")) base.resize(base.size() - 7);
       for (const AdapterTensor& tensor : planned.adapter->tensors(binding.shape)) {
-        const StateLayout layout = training && state ? state(shape_elements(tensor.shape)) : StateLayout{};
-        store_.add_parameter(base + "." + tensor.name, layer, tensor.shape, true, DType::f32, layout, training,
+        const std::string name = base + "." + tensor.name;
+        // An adapter's factors are matrices of the shapes it declares, read as (in, out).
+        const StateLayout layout = training && state ? state({name, layer, ParamKind::matrix, tensor.shape,
+                                                              WeightLayout::in_out, shape_elements(tensor.shape), true})
+                                                     : StateLayout{};
+        store_.add_parameter(name, layer, tensor.shape, ParamKind::matrix, DType::f32, layout, training,
                              WeightLayout::in_out);
         const int index = static_cast<int>(store_.parameters().size()) - 1;
         store_.set_role(index, ParameterRole::adapter);

@@ -26,7 +26,7 @@ class ModelAdapters {
   // it out when `training`, and one workspace row for their scratch. `rows` = the model's input rows.
   void declare(const TrainablePlan& plan, const std::vector<AdapterTarget>& targets,
                const std::function<std::string(int layer)>& block_prefix, int n_layer, std::int64_t rows,
-               const std::function<StateLayout(std::int64_t)>& state, bool training);
+               const std::function<StateLayout(const ParamInfo&)>& state, bool training);
   bool empty() const noexcept { return bindings_.empty(); }
   bool adapts(int weight_row) const {
     return std::any_of(bindings_.begin(), bindings_.end(),

@@ -34,10 +34,18 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
     const bool matrix = spec.shape.size() == 2;
     frozen_vectors = frozen_vectors || (!trains && !matrix);
     const DType dtype = !matrix ? DType::f32 : layer >= 0 ? storage.weights : storage.embedding_storage();
+    const ParamKind kind = spec.kind == ParameterKind::norm        ? ParamKind::norm
+                           : spec.kind == ParameterKind::embedding ? ParamKind::embedding
+                           : matrix                                ? ParamKind::matrix
+                                                                   : ParamKind::bias;
+    const WeightLayout layout = layer >= 0 ? tensors.block_layout : WeightLayout::out_in;
+    const bool decay = kind == ParamKind::matrix || kind == ParamKind::embedding;
     const StateLayout state =
-        options.optimizer_state ? options.optimizer_state(shape_elements(spec.shape)) : StateLayout{};
-    const ParameterRows& added = store_.add_parameter(name, layer, spec.shape, matrix, dtype, state, training && trains,
-                                                      layer >= 0 ? tensors.block_layout : WeightLayout::out_in);
+        options.optimizer_state
+            ? options.optimizer_state({name, layer, kind, spec.shape, layout, shape_elements(spec.shape), decay})
+            : StateLayout{};
+    const ParameterRows& added =
+        store_.add_parameter(name, layer, spec.shape, kind, dtype, state, training && trains, layout);
     largest_matrix_scratch = std::max(largest_matrix_scratch, store_.matmul_scratch_floats(added, N));
     const int index = static_cast<int>(store_.parameters().size()) - 1;
     if (!trains) store_.set_role(index, ParameterRole::frozen);

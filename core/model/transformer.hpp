@@ -36,8 +36,9 @@ inline constexpr int kBlockInput = -1;
 inline constexpr int kNoBias = -1;
 
 // norm: a norm gain or bias, whose kernels always write a gradient (a frozen one's goes to the
-// sink); weight: any other parameter (a frozen one has no gradient, and its op skips it).
-enum class ParameterKind : std::uint8_t { weight, norm };
+// sink); weight: a matrix or a bias (a frozen one has no gradient, and its op skips it); embedding:
+// a table whose rows are looked up (as weight, for gradients). Optimizers see them as ParamKind.
+enum class ParameterKind : std::uint8_t { weight, norm, embedding };
 
 struct ParameterSpec {
   std::string name;  // within a block, after its prefix ("attn.c_attn.weight"); global: the whole name

@@ -52,7 +52,7 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
 }
 
 const ParameterRows& TensorStore::add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape,
-                                                bool decay, DType storage, const StateLayout& state, bool trained,
+                                                ParamKind kind, DType storage, const StateLayout& state, bool trained,
                                                 WeightLayout layout) {
   // bf16 is the store's own narrowing; every other non-f32 storage is a weight quantizer's (i8, f16).
   const bool quantized = storage != DType::f32 && storage != DType::bf16;
@@ -62,7 +62,8 @@ const ParameterRows& TensorStore::add_parameter(const std::string& name, int lay
   ParameterRows rows;
   rows.name = name;
   rows.layer = layer;
-  rows.decay = decay;
+  rows.kind = kind;
+  rows.decay = kind == ParamKind::matrix || kind == ParamKind::embedding;
   rows.layout = layout;
   rows.param = add_row(name, layer, shape, MemoryCategory::weights, TensorGroup::weights, storage);
   if (quantized) {

@@ -33,6 +33,7 @@ enum class ParameterRole : std::uint8_t { trained, frozen, adapter };
 struct ParameterRows {
   std::string name;  // the table name, which is the checkpoint name of the model's family
   int layer = -1;
+  ParamKind kind = ParamKind::other;
   bool decay = false;
   int param = -1;
   int grad = -1;
@@ -80,8 +81,9 @@ class TensorStore {
   // the optimizer updates; a quantized matrix also has a scales row beside its values, sized by the
   // weight quantizer for `layout`. An untrained parameter (for evaluation) has no gradient, state or
   // master.
-  const ParameterRows& add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape, bool decay,
-                                     DType storage, const StateLayout& state, bool trained = true,
+  // Weight decay applies to matrices and embeddings.
+  const ParameterRows& add_parameter(const std::string& name, int layer, std::vector<std::int64_t> shape,
+                                     ParamKind kind, DType storage, const StateLayout& state, bool trained = true,
                                      WeightLayout layout = WeightLayout::in_out);
   void set_role(int parameter, ParameterRole role) { parameters_.at(static_cast<std::size_t>(parameter)).role = role; }
   // Matrices stored as quantizer.dtype() are quantized by it, and the matmuls that read them run

@@ -31,8 +31,8 @@ class AdamWLlrd final : public Optimizer {
     grad_clip_ = config.get_double("grad_clip", 1.0, 0.0, 1e9);
   }
 
-  StateLayout state_layout(std::int64_t count) const noexcept override {
-    return f32_state(2, count);  // first and second moments
+  StateLayout state_layout(const ParamInfo& param) const noexcept override {
+    return f32_state(2, param.count);  // first and second moments
   }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {

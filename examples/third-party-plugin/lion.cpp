@@ -37,8 +37,8 @@ class Lion final : public Optimizer {
     lr_scale_ = config.get_double("lr_scale", 0.05, 1e-4, 10.0);
   }
 
-  StateLayout state_layout(std::int64_t count) const noexcept override {
-    return f32_state(1, count);  // the momentum
+  StateLayout state_layout(const ParamInfo& param) const noexcept override {
+    return f32_state(1, param.count);  // the momentum
   }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {

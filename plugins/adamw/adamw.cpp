@@ -12,7 +12,7 @@ class AdamW final : public Optimizer {
  public:
   AdamW(ConfigView& config, HostServices& host) : host_(host), config_(config) {}
 
-  StateLayout state_layout(std::int64_t count) const noexcept override { return f32_state(2, count); }
+  StateLayout state_layout(const ParamInfo& param) const noexcept override { return f32_state(2, param.count); }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {
     return guarded([&] {

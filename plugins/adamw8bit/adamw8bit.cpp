@@ -59,7 +59,8 @@ class AdamW8bit final : public Optimizer {
 #endif
   }
 
-  StateLayout state_layout(std::int64_t count) const noexcept override {
+  StateLayout state_layout(const ParamInfo& param) const noexcept override {
+    const std::int64_t count = param.count;
     if (count < min_8bit_size_) return f32_state(2, count);
     const std::int64_t blocks = adamw8bit::block_count(count, block_size_);
     return {StateBuffer{DType::u8, count}, StateBuffer{DType::u8, count}, StateBuffer{DType::f32, blocks},

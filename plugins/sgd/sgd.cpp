@@ -21,8 +21,8 @@ class Sgd final : public Optimizer {
     min_lr_ratio_ = config.get_double("min_lr_ratio", 0.1, 0.0, 1.0);
   }
 
-  StateLayout state_layout(std::int64_t count) const noexcept override {
-    return f32_state(momentum_ > 0.0f ? 1 : 0, count);
+  StateLayout state_layout(const ParamInfo& param) const noexcept override {
+    return f32_state(momentum_ > 0.0f ? 1 : 0, param.count);
   }
 
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) override {

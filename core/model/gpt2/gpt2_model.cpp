@@ -28,8 +28,8 @@ GPT2Model::GPT2Model(const GPT2Config& config, Backend& backend, Kernel& attenti
   const TrainablePlan& plan = trainable_;
   FamilyTensors t;
   // wte is the tied head too: it trains while the embeddings or the head do.
-  t.globals = {{"wte.weight", {Vp, C}, K::weight, plan.embeddings || plan.head},
-               {"wpe.weight", {T, C}, K::weight, plan.embeddings},
+  t.globals = {{"wte.weight", {Vp, C}, K::embedding, plan.embeddings || plan.head},
+               {"wpe.weight", {T, C}, K::embedding, plan.embeddings},
                {"ln_f.weight", {C}, K::norm, plan.head},
                {"ln_f.bias", {C}, K::norm, plan.head}};
   t.block_prefix = "h.";

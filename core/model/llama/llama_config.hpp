@@ -40,7 +40,10 @@ struct LlamaConfig {
   int kv_dim() const { return n_kv_head * head_dim(); }
   int padded_vocab() const { return (vocab + 63) / 64 * 64; }  // as GPT-2: faster head GEMMs
   std::int64_t parameter_count() const;
-  ModelInfo info() const { return {arch, n_layer, n_head, n_kv_head, d_model, vocab, seq_len, parameter_count()}; }
+  ModelInfo info() const {
+    return {arch, n_layer,    n_head,         n_kv_head, d_model,       vocab, seq_len, parameter_count(),
+            d_ff, head_dim(), padded_vocab(), 0,         tie_embeddings};
+  }
   // Empty when valid; otherwise what is wrong, naming the key.
   std::string validate() const;
   // RoPE's head_dim / 2 inverse frequencies under rope_scaling, in f32 as Hugging Face computes

@@ -30,7 +30,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
   FamilyTensors t;
   // A tied embedding is the head too: it trains while the embeddings or the head do.
   t.globals = {
-      {"model.embed_tokens.weight", {Vp, C}, K::weight, plan.embeddings || (config.tie_embeddings && plan.head)},
+      {"model.embed_tokens.weight", {Vp, C}, K::embedding, plan.embeddings || (config.tie_embeddings && plan.head)},
       {"model.norm.weight", {C}, K::norm, plan.head}};
   if (!config.tie_embeddings) t.globals.push_back({"lm_head.weight", {Vp, C}, K::weight, plan.head});
   t.block_prefix = "model.layers.";

@@ -100,7 +100,7 @@ class Forwarder<Optimizer, Policy> final : public Optimizer {
  public:
   Forwarder(std::shared_ptr<Optimizer> object, Policy policy)
       : object_(std::move(object)), policy_(std::move(policy)) {}
-  StateLayout state_layout(std::int64_t count) const noexcept override { return object_->state_layout(count); }
+  StateLayout state_layout(const ParamInfo& param) const noexcept override { return object_->state_layout(param); }
   Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) noexcept override {
     return policy_.call("step", at_step(info.step), [&] { return object_->step(info, slots, report); });
   }

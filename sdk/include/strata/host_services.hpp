@@ -13,8 +13,9 @@ namespace strata {
 
 enum class LogLevel : std::uint8_t { debug, info, warn, error };
 
+// The model's shape as the manifest (or config.json) gives it.
 struct ModelInfo {
-  std::string_view arch;  // "gpt2", "llama"
+  std::string_view arch;  // "gpt2", "llama", "qwen2"
   int n_layer = 0;
   int n_head = 0;
   int n_kv_head = 0;
@@ -22,6 +23,12 @@ struct ModelInfo {
   int vocab = 0;
   int seq_len = 0;
   std::int64_t parameter_count = 0;
+  int d_ff = 0;                  // the MLP's hidden width (GPT-2: 4 d_model)
+  int head_dim = 0;              // per attention head (d_model / n_head unless the family sets its own)
+  int padded_vocab = 0;          // the token table's rows in memory: vocab rounded up for the LM head's chunks
+  int window = 0;                // a sliding attention window (0: none)
+  bool tied_embeddings = false;  // the LM head multiplies by the token table
+  const void* reserved[4] = {};  // zero; room to grow within a major version
 };
 
 class HostServices {

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "strata/dtype.hpp"
+#include "strata/op_records.hpp"
 #include "strata/status.hpp"
 #include "strata/tensor_view.hpp"
 
@@ -28,16 +29,47 @@ constexpr StateLayout f32_state(int buffers, std::int64_t count) noexcept {
   return layout;
 }
 
+// What a parameter is. matrix: a linear layer's weight (a block's projections, an untied LM head,
+// an adapter's factors); embedding: a table whose rows are looked up (token and position
+// embeddings; a tied head multiplies by the token table too); norm: a norm's gain or bias; bias: a
+// linear layer's bias. (A later minor may append kinds: treat unknown ones as other.)
+enum class ParamKind : std::uint8_t { matrix, embedding, norm, bias, other };
+
+constexpr std::string_view param_kind_name(ParamKind kind) noexcept {
+  switch (kind) {
+    case ParamKind::matrix: return "matrix";
+    case ParamKind::embedding: return "embedding";
+    case ParamKind::norm: return "norm";
+    case ParamKind::bias: return "bias";
+    case ParamKind::other: break;
+  }
+  return "other";
+}
+
+// A parameter as an optimizer sees it before anything is allocated (state_layout) and at every
+// update (ParamSlot): its name, block, kind and shape. `shape` is the tensor as stored in memory,
+// row-major, which is also its gradient's and its master's shape: a token table's rows include the
+// padding rows of the padded vocabulary (`padded_vocab` in ModelInfo), which no file stores. For a
+// matrix, `layout` says which dimension is the input features (strata/op_records.hpp: in_out,
+// GPT-2's Conv1D (in, out); out_in, torch.nn.Linear's (out, in)); embeddings are out_in (vocab or
+// positions, channels).
+struct ParamInfo {
+  std::string_view name;  // "h.3.attn.c_attn.weight"
+  int layer = -1;         // -1: outside the blocks (embeddings, final norm, head)
+  ParamKind kind = ParamKind::other;
+  std::span<const std::int64_t> shape;
+  WeightLayout layout = WeightLayout::out_in;
+  std::int64_t count = 0;  // elements: the product of shape
+  bool decay = false;      // weight decay applies (matrices and embeddings), not to biases or norm gains
+};
+
 // One parameter tensor, its gradient and its optimizer state buffers (laid out as the optimizer
 // asked through state_layout(); the host allocates them, so they are accounted, movable and saved
 // in checkpoints). Views of the backend's memory: the optimizer updates them with the ops
 // HostServices lends it (HostServices::ops()) or with its own kernels for the backend
 // (HostServices::target()), never by reading device memory on the host. `param` is the f32
 // master copy when the weights are stored as bf16 or int8.
-struct ParamSlot {
-  std::string_view name;
-  int layer = -1;
-  bool decay = false;  // weight decay applies to matrices, not to biases or norm gains
+struct ParamSlot : ParamInfo {
   TensorView param;
   TensorView grad;
   std::array<TensorView, kMaxOptimizerStateBuffers> state{};
@@ -68,8 +100,10 @@ struct OptimizerReport {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // The state this optimizer keeps for a parameter of `count` elements; unused slots have count 0.
-  virtual StateLayout state_layout(std::int64_t count) const noexcept = 0;
+  // The state this optimizer keeps for a parameter (param.count elements); unused slots have count 0.
+  // Called once per parameter before anything is allocated; the same parameter always gets the same
+  // layout.
+  virtual StateLayout state_layout(const ParamInfo& param) const noexcept = 0;
   // May throw: the host reports any exception with the plugin's name, as it does an error Status.
   virtual Status step(const OptimizerStepInfo& info, std::span<ParamSlot> slots, OptimizerReport& report) = 0;
   // (optional, since 9.1) Checks one parameter's saved state before a resume uses it, and returns an
