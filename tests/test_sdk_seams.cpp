@@ -14,6 +14,7 @@
 #include "core/model/gpt2/gpt2_model.hpp"
 #include "core/model/llama/llama_model.hpp"
 #include "core/plugin/guarded_plugins.hpp"
+#include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_memory_impl.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "test_support.hpp"
@@ -239,6 +240,72 @@ TEST(PluginMemory, BuffersAndCopiesAreAccountedUnderThePluginsName) {
   EXPECT_EQ(memory.bytes_to_device(), 4000u);
   EXPECT_THROW(memory.copy_to_host(host.data(), TensorView{"h", -1, host.data(), DType::f32, 10, MemorySpace::host}),
                std::invalid_argument);
+}
+
+// What a plugin probes before it uses a service: memory from the first hook on, the disk tier only
+// in a run that keeps one, and nothing the host does not know (an enumerator of a later minor).
+TEST(Services, HasAnswersWhatThisRunOffers) {
+  std::unique_ptr<Backend> device = make_cpu_backend(0);
+  HostServicesImpl host(ModelInfo{}, "cpu");
+  HostServices& plugin = host.for_plugin("probe");
+  EXPECT_FALSE(plugin.has(Service::memory)) << "no backend yet: a constructor must not ask for memory";
+  host.use_backend(*device);
+  EXPECT_TRUE(plugin.has(Service::memory));
+  EXPECT_FALSE(plugin.has(Service::disk_tier));
+  host.set_disk_tier(true);
+  EXPECT_TRUE(plugin.has(Service::disk_tier));
+  EXPECT_FALSE(plugin.has(static_cast<Service>(999)));
+
+  struct Probe final : MemoryStrategy {
+    Status on_attach(HookContext& context) override {
+      disk = context.has(Service::disk_tier);
+      unknown = context.has(static_cast<Service>(999));
+      return {};
+    }
+    bool disk = true, unknown = true;
+  } probe;
+  Fixture f("gpt2");
+  (void)f.gradients({&probe});
+  EXPECT_FALSE(probe.disk) << "this run keeps no disk tier";
+  EXPECT_FALSE(probe.unknown);
+}
+
+// A plugin frees and resizes what it asked for (GaLore's projection scratch, larger for a later
+// block under the fused update): the account follows at once, contents are kept, and memory it was
+// not given is refused.
+TEST(PluginMemory, ReleasingAndResizingMoveTheAccountAndKeepTheValues) {
+  std::unique_ptr<Backend> device = make_cpu_backend(0);
+  PluginMemoryImpl memory(*device, "galore");
+  const std::uint64_t before = memory.device_bytes_live();
+  TensorView scratch = memory.device_floats("galore.projection", 1000, MemoryCategory::optimizer);
+  std::vector<float> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  memory.copy_from_host(scratch, values.data());
+  scratch = memory.resize(scratch, 3000);
+  EXPECT_EQ(scratch.count, 3000);
+  EXPECT_LT(memory.device_bytes_live(), before + 4000 * sizeof(float)) << "the old buffer is freed";
+  EXPECT_GE(memory.device_bytes_live(), before + 3000 * sizeof(float));
+  std::vector<float> back(3000, -1.0f);
+  memory.copy_to_host(back.data(), scratch);
+  EXPECT_TRUE(std::equal(values.begin(), values.end(), back.begin()));
+  EXPECT_TRUE(std::all_of(back.begin() + 1000, back.end(), [](float v) { return v == 0.0f; }));
+  scratch = memory.resize(scratch, 10);
+  std::vector<float> kept(10);
+  memory.copy_to_host(kept.data(), scratch);
+  EXPECT_TRUE(std::equal(kept.begin(), kept.end(), values.begin()));
+  memory.release(scratch.data);
+  EXPECT_EQ(memory.device_bytes_live(), before);
+  EXPECT_EQ(device->device_memory().live()[category_index(MemoryCategory::optimizer)], 0u);
+  EXPECT_THROW(memory.release(scratch.data), std::invalid_argument) << "freed twice";
+  std::span<float> host = memory.host_floats(64);
+  host[63] = 2.5f;
+  host = memory.resize(host, 128);
+  EXPECT_EQ(host[63], 2.5f);
+  EXPECT_EQ(host[64], 0.0f);
+  memory.release(host.data());
+  EXPECT_EQ(memory.host_bytes_live(), 0u);
+  float elsewhere = 0.0f;
+  EXPECT_THROW(memory.release(&elsewhere), std::invalid_argument);
 }
 
 }  // namespace

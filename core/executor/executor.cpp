@@ -156,6 +156,16 @@ class ExecutorHookContext final : public HookContext {
     }
     return listed;
   }
+  bool has(Service service) const noexcept override {
+    switch (service) {
+      case Service::memory:
+      case Service::update_on_host: return true;
+      case Service::disk_tier: return executor_.model_.store().disk_tier() != nullptr;
+      case Service::activation_codecs: return false;
+      case Service::count: break;
+    }
+    return false;  // a service of a later minor
+  }
   MemorySnapshot memory() const noexcept override {
     Backend& device = executor_.model_.backend();
     const ArenaStats stats = device.device_memory().stats();

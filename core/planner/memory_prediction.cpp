@@ -86,6 +86,7 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
   DryBackend device(device_limit, manifest.device.kind.starts_with("cuda"));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   host.set_planning(true);
+  host.set_disk_tier(manifest.device.disk_path.has_value());
   Stack stack = build_stack(manifest, registry, host, "");
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);

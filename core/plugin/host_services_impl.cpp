@@ -19,6 +19,7 @@ class HostServicesImpl::PluginView final : public HostServices {
   Ops& ops() noexcept override { return host_.ops(); }
   KernelTarget target() const noexcept override { return host_.target(); }
   bool planning() const noexcept override { return host_.planning(); }
+  bool has(Service service) const noexcept override { return host_.has(service); }
   PluginMemory& memory() override {
     if (!memory_) {
       if (host_.backend_ == nullptr)
@@ -40,6 +41,17 @@ HostServicesImpl::HostServicesImpl(ModelInfo model, std::string device_kind)
     : model_(model), device_kind_(std::move(device_kind)), cpu_ops_(cpu::make_cpu_ops()) {}
 
 HostServicesImpl::~HostServicesImpl() = default;
+
+bool HostServicesImpl::has(Service service) const noexcept {
+  switch (service) {
+    case Service::memory: return backend_ != nullptr;
+    case Service::disk_tier: return disk_tier_;
+    case Service::update_on_host: return true;
+    case Service::activation_codecs: return false;
+    case Service::count: break;
+  }
+  return false;  // a service of a later minor
+}
 
 PluginMemory& HostServicesImpl::memory() {
   throw std::logic_error("memory() is a plugin's: ask the services the plugin was created with");

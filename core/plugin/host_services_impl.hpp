@@ -39,6 +39,9 @@ class HostServicesImpl final : public HostServices {
   // The planner's dry run (core/planner/) says so to the plugins.
   bool planning() const noexcept override { return planning_; }
   void set_planning(bool planning) noexcept { planning_ = planning; }
+  bool has(Service service) const noexcept override;
+  // The run keeps a disk tier (Service::disk_tier).
+  void set_disk_tier(bool present) noexcept { disk_tier_ = present; }
 
   // The services one plugin is created with: these, with memory() under `owner`'s name. Lives as
   // long as this object.
@@ -55,6 +58,7 @@ class HostServicesImpl final : public HostServices {
   Backend* backend_ = nullptr;
   bool planning_ = false;
   bool update_on_host_ = false;
+  bool disk_tier_ = false;
 };
 
 }  // namespace strata

@@ -1,5 +1,6 @@
 #include "core/plugin/plugin_memory_impl.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -34,6 +35,38 @@ void PluginMemoryImpl::copy_from_host(const TensorView& destination, const void*
     throw std::invalid_argument(std::string(destination.name) + " is not backend memory");
   backend_.ops().copy_from_host(destination.data, host_source, destination.bytes());
   bytes_to_device_ += destination.bytes();
+}
+
+std::vector<Buffer>::iterator PluginMemoryImpl::find(const void* data) {
+  const auto found =
+      std::find_if(buffers_.begin(), buffers_.end(), [&](const Buffer& buffer) { return buffer.data() == data; });
+  if (data == nullptr || found == buffers_.end())
+    throw std::invalid_argument("plugin '" + owner_ + "' released memory the host did not hand it (or freed before)");
+  return found;
+}
+
+void PluginMemoryImpl::release(const void* data) {
+  buffers_.erase(find(data));
+}
+
+TensorView PluginMemoryImpl::resize(const TensorView& buffer, std::uint64_t count) {
+  if (buffer.space != MemorySpace::device || buffer.dtype != DType::f32)
+    throw std::invalid_argument("plugin '" + owner_ + "' resized " + std::string(buffer.name) +
+                                ", which is not a buffer of device_floats");
+  const MemoryCategory category = find(buffer.data)->category();
+  const TensorView grown = device_floats(buffer.name, count, category);
+  const std::uint64_t kept = std::min<std::uint64_t>(count, static_cast<std::uint64_t>(buffer.count));
+  backend_.ops().copy(grown.data, buffer.data, kept * sizeof(float));
+  release(buffer.data);
+  return grown;
+}
+
+std::span<float> PluginMemoryImpl::resize(std::span<float> buffer, std::uint64_t count) {
+  (void)find(buffer.data());
+  const std::span<float> grown = host_floats(count);
+  std::copy_n(buffer.begin(), std::min<std::uint64_t>(count, buffer.size()), grown.begin());
+  release(buffer.data());
+  return grown;
 }
 
 namespace {

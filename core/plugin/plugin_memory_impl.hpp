@@ -19,6 +19,9 @@ class PluginMemoryImpl final : public PluginMemory {
   std::span<std::byte> host_bytes(std::uint64_t bytes) override;
   void copy_to_host(void* host_destination, const TensorView& source) override;
   void copy_from_host(const TensorView& destination, const void* host_source) override;
+  void release(const void* data) override;
+  TensorView resize(const TensorView& buffer, std::uint64_t count) override;
+  std::span<float> resize(std::span<float> buffer, std::uint64_t count) override;
 
   const std::string& owner() const noexcept { return owner_; }
   // What the arenas count under the owner's name now, and the bytes it copied.
@@ -28,6 +31,9 @@ class PluginMemoryImpl final : public PluginMemory {
   std::uint64_t bytes_to_device() const noexcept { return bytes_to_device_; }
 
  private:
+  // The buffer holding `data`, or an error naming the owner.
+  std::vector<Buffer>::iterator find(const void* data);
+
   Backend& backend_;
   std::string owner_;
   std::vector<Buffer> buffers_;

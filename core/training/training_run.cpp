@@ -325,6 +325,7 @@ TrainResult run_training(const Manifest& global_manifest, PluginRegistry& regist
   // and the backend must outlive the plugin objects (their ops() points into it).
   std::unique_ptr<Backend> device = options.backend ? options.backend(manifest) : backend_for(manifest);
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
+  host.set_disk_tier(manifest.device.disk_path.has_value());
   Stack stack = build_stack(manifest, registry, host, root ? "console" : "");  // rank 0 alone reports
   if (std::vector<std::string> problems = fused_update_problems(manifest, stack); !problems.empty())
     throw ManifestError(problems);

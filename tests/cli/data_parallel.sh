@@ -208,7 +208,8 @@ long=(--set train.steps=100000 --set checkpoint.dir=\"$work/killed/checkpoints\"
 job=$!
 for _ in $(seq 100); do [ -s "$work/killed/steps.jsonl" ] && break; sleep 0.2; done
 [ -s "$work/killed/steps.jsonl" ] || { kill -9 $job; fail "the long run did not start: $(cat "$work/killed.log")"; }
-victim=$(pgrep -f -n "killed/checkpoints")
+# A rank: a child of mpirun (not a short-lived process of a rank with the same command line).
+victim=$(pgrep -P "$job" -n -f "killed/checkpoints")
 kill -9 "$victim"
 start=$SECONDS
 wait $job
@@ -227,7 +228,7 @@ long=(--set train.steps=100000 --set checkpoint.dir=\"$work/term/checkpoints\" -
 "${mpi[@]}" "$strata" train "$q" "${small[@]}" "${long[@]}" --set distributed.zero=1 > "$work/term.log" 2>&1 &
 job=$!
 for _ in $(seq 100); do [ -s "$work/term/steps.jsonl" ] && break; sleep 0.2; done
-kill -TERM "$(pgrep -f -n "term/checkpoints")"
+kill -TERM "$(pgrep -P "$job" -n -f "term/checkpoints")"
 wait $job
 code=$?
 [ "$code" = 143 ] || fail "SIGTERM: the job exited $code, expected 143: $(tail -c 2000 "$work/term.log")"

@@ -5,6 +5,7 @@
 #include <span>
 #include <string_view>
 
+#include "strata/host_services.hpp"
 #include "strata/memory_category.hpp"
 #include "strata/phase.hpp"
 #include "strata/status.hpp"
@@ -68,6 +69,9 @@ class HookContext {
   virtual TensorView tensor(std::string_view name) noexcept = 0;
 
   virtual MemorySnapshot memory() const noexcept = 0;
+  // Whether the host offers `service` in this run (strata/host_services.hpp): the disk tier's
+  // entry points below work only when has(Service::disk_tier).
+  virtual bool has(Service service) const noexcept = 0;
 
   // ABI 1.1 -------------------------------------------------------------------------------------
   virtual int micro_batches() const noexcept = 0;  // micro batches per step

@@ -13,6 +13,29 @@ namespace strata {
 
 enum class LogLevel : std::uint8_t { debug, info, warn, error };
 
+// What a host offers that a plugin may probe before it uses it (HostServices::has, HookContext::has):
+// services that depend on the run, and those later minors append (a host answers false for an
+// enumerator newer than itself, so a plugin that stamps an older minor runs there too).
+//   memory:            HostServices::memory(), from the first hook on (not in a constructor)
+//   disk_tier:         the run keeps a disk tier ([device] disk_path): HookContext::evict_to_disk,
+//                      read_from_disk_async and write_to_disk_async
+//   update_on_host:    offloaded updates run on the host's cores for optimizers that allow it
+//                      (Optimizer::can_update_on_host)
+//   activation_codecs: saved activations go through the strategies' codecs
+//                      (MemoryStrategy::activation_codec)
+enum class Service : std::uint16_t { memory, disk_tier, update_on_host, activation_codecs, count };
+
+constexpr std::string_view service_name(Service service) noexcept {
+  switch (service) {
+    case Service::memory: return "memory";
+    case Service::disk_tier: return "disk_tier";
+    case Service::update_on_host: return "update_on_host";
+    case Service::activation_codecs: return "activation_codecs";
+    case Service::count: break;
+  }
+  return "unknown";
+}
+
 // The model's shape as the manifest (or config.json) gives it.
 struct ModelInfo {
   std::string_view arch;  // "gpt2", "llama", "qwen2"
@@ -47,14 +70,18 @@ class HostServices {
   // while plugins are created (no device index or stream yet: a constructor refuses a backend it
   // has no kernels for), the backend's device and compute stream from the first step on.
   virtual KernelTarget target() const noexcept = 0;
-  // ABI 9.0: memory and copies accounted under this plugin's name (strata/plugin_memory.hpp), from
-  // the first hook on (an optimizer: from its first step). Throws std::logic_error before then.
+  // Memory and copies accounted under this plugin's name (strata/plugin_memory.hpp), from the first
+  // hook on (an optimizer: from its first step; has(Service::memory) says so). Throws
+  // std::logic_error before then.
   virtual PluginMemory& memory() = 0;
-  // ABI 9.6 (optional: a plugin built against 9.6 or later may call it): true while `strata plan`'s
-  // dry run drives the step. Memory is reserved, not computed on, and no value matters; the op
-  // table computes nothing. A plugin whose own kernel computes on its tensors may skip that work,
-  // allocating what it would allocate, so that planning costs what the op table's dry ops cost.
+  // True while `strata plan`'s dry run drives the step. Memory is reserved, not computed on, and no
+  // value matters; the op table computes nothing. A plugin whose own kernel computes on its tensors
+  // may skip that work, allocating what it would allocate, so that planning costs what the op
+  // table's dry ops cost.
   virtual bool planning() const noexcept { return false; }
+  // Whether this host offers `service` now (strata/abi.hpp, the version rule): false for a service
+  // it does not know.
+  virtual bool has(Service service) const noexcept = 0;
 };
 
 }  // namespace strata

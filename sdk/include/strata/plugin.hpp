@@ -161,6 +161,13 @@ constexpr FactoryDescriptor make_factory(const char* name, const char* summary, 
 #define STRATA_DEFINE_PLUGIN(plugin_name, version_text, factory_array) \
   STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, ::strata::kAbiMajor, ::strata::kAbiMinor)
 
+// The same stamped with an older minor of this major, for a plugin that also runs on hosts of that
+// minor: it calls a later minor's entry points only after has() (or Ops::supports) says the host
+// offers them, and the host calls none of its entry points newer than `minor` (strata/abi.hpp).
+#define STRATA_DEFINE_PLUGIN_FOR_MINOR(plugin_name, version_text, factory_array, minor)               \
+  static_assert((minor) <= ::strata::kAbiMinor, "a plugin cannot target a minor newer than its SDK"); \
+  STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, ::strata::kAbiMajor, minor)
+
 // The same with an explicit ABI version; the host's tests use it to build plugins it must refuse.
 #define STRATA_DEFINE_PLUGIN_WITH_ABI(plugin_name, version_text, factory_array, abi_major, abi_minor) \
   namespace strata_plugin_##plugin_name {                                                             \
