@@ -166,8 +166,8 @@ double relative_error(const std::vector<float>& expected, const std::vector<floa
 // every gradient tensor stays within a few percent of f32's.
 TEST(Bf16Storage, LossAndGradientsStayWithinBoundsOfF32) {
   const Pass f32 = forward_backward({DType::f32, DType::f32});
-  for (const StorageTypes storage : {StorageTypes{DType::bf16, DType::f32}, StorageTypes{DType::f32, DType::bf16},
-                                     StorageTypes{DType::bf16, DType::bf16}}) {
+  for (const StorageTypes& storage : {StorageTypes{DType::bf16, DType::f32}, StorageTypes{DType::f32, DType::bf16},
+                                      StorageTypes{DType::bf16, DType::bf16}}) {
     const Pass bf16 = forward_backward(storage);
     double worst = 0.0;
     for (std::size_t p = 0; p < f32.grads.size(); ++p)

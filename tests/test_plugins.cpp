@@ -97,6 +97,15 @@ TEST(Stack, AQuantizerTheHostWouldNotCallIsRefused) {
       << unstored.error;
 }
 
+// Activations the host cannot store (i8) are refused, never kept as f32 in silence.
+TEST(Stack, ActivationStorageTheHostCannotKeepIsRefused) {
+  const StackResult int8 = build("[precision]\nplugin = \"fixture_int8_activations\"\n");
+  EXPECT_FALSE(int8.built);
+  EXPECT_NE(int8.error.find("it stores activations as i8, which the host cannot: activations are kept as f32 or bf16"),
+            std::string::npos)
+      << int8.error;
+}
+
 TEST(Stack, ThrowingFactoryIsReportedAndTheHostStaysUp) {
   const StackResult result = build("[[strategy]]\nplugin = \"fixture_throwing\"\n");
   EXPECT_NE(result.error.find("fixture factory exploded"), std::string::npos) << result.error;

@@ -92,11 +92,11 @@ class ExecutorHookContext final : public HookContext {
     return guarded([&] {
       check_layer(layer);
       Model& model = executor_.model_;
+      executor_.restore_activations(layer);  // the input, what a partial drop kept, codes decoded
       if (model.layer_activations_present(layer)) return;
       if (layer > 0 && !model.layer_output_kept(layer - 1))
         throw std::runtime_error("cannot recompute layer " + std::to_string(layer) + ": its input is not kept");
       executor_.ensure_on_device(layer, TensorGroup::weights);
-      executor_.bring_back_activations(layer);  // the input, and what a partial drop kept
       if (model.only_partial_activations_missing(layer)) {
         model.recompute_missing_activations(layer);
         return;
@@ -161,7 +161,7 @@ class ExecutorHookContext final : public HookContext {
       case Service::memory:
       case Service::update_on_host: return true;
       case Service::disk_tier: return executor_.model_.store().disk_tier() != nullptr;
-      case Service::activation_codecs: return false;
+      case Service::activation_codecs: return true;
       case Service::count: break;
     }
     return false;  // a service of a later minor
@@ -184,7 +184,7 @@ class ExecutorHookContext final : public HookContext {
         if (!executor_.keep_activations_) return;
         if (to == Home::host) executor_.claim_activations(layer, Executor::ActivationAction::evict);
         // The next block's forward still reads this block's output: it stays until then.
-        std::vector<int> rows = executor_.model_.layer_activation_rows(layer);
+        std::vector<int> rows = executor_.model_.layer_held_rows(layer);
         if (to == Home::host && layer == executor_.forward_layer_)
           std::erase(rows, executor_.model_.layer_output_row(layer));
         store.begin_move_rows(rows, to);
@@ -263,11 +263,7 @@ void Executor::claim_activations(int layer, ActivationAction action) {
   const std::size_t index = static_cast<std::size_t>(layer);
   claims[index] = current_strategy_;
   if (other[index] < 0 || other[index] == current_strategy_) return;  // one strategy may do both
-  const auto label = [&](int strategy) {
-    return strategy < static_cast<int>(options_.strategy_labels.size())
-               ? options_.strategy_labels[static_cast<std::size_t>(strategy)]
-               : "strategy #" + std::to_string(strategy + 1);
-  };
+  const auto label = [&](int strategy) { return strategy_label(strategy); };
   const int dropper = action == ActivationAction::drop ? current_strategy_ : other[index];
   const int evicter = action == ActivationAction::drop ? other[index] : current_strategy_;
   throw std::invalid_argument("the activations of layer " + std::to_string(layer) + " are dropped by " +
@@ -285,11 +281,6 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
   if (store.disk_tier() != nullptr && store.residence(layer, group) == Residence::disk)
     store.move_group(layer, group, Home::host);
   if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
-}
-
-void Executor::bring_back_activations(int layer) {
-  model_.store().bring_to_device(model_.layer_activation_rows(layer));
-  if (layer > 0) model_.store().bring_to_device({model_.layer_output_row(layer - 1)});
 }
 
 void Executor::forward_layers(bool keep_activations) {
@@ -310,6 +301,7 @@ void Executor::forward_layers(bool keep_activations) {
     model_.allocate_layer_activations(l);
     model_.layer_forward(l);
     forward_layer_ = l;
+    if (keep_activations) encode_activations(l);  // before the hooks, which then see the codes
     run_hooks(Hook::after_forward, l, false);
     if (parallel != nullptr) parallel->release_weights(l);  // zero 3
     if (!keep_activations && l > 0) model_.free_layer_activations(l - 1, false);
@@ -366,7 +358,7 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
         if (parallel != nullptr) parallel->prepare_gradients(l);
         ensure_on_device(l, TensorGroup::grads);
         if (fusing_) begin_fused_block(l);
-        bring_back_activations(l);
+        restore_activations(l);
         if (!model_.layer_activations_present(l)) {
           ExecutorHookContext context(*this, l);
           if (Status status = context.recompute_activations(l); !status) throw HookFailed(status.message());

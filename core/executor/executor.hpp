@@ -105,10 +105,14 @@ class Executor {
   enum class ActivationAction { drop, evict };
   void claim_activations(int layer, ActivationAction action);
   void ensure_on_device(int layer, TensorGroup group);
-  // Offloaded activations back on the device before a block's backward or recomputation: the
-  // block's own and its input, the output of the block below (the rest of that block's may still
-  // be on their way).
-  void bring_back_activations(int layer);
+  // Offloaded activations back on the device before a block's backward or recomputation (the
+  // block's own, codes included, and its input, the output of the block below, whose other rows
+  // may still be on their way), then its codes decoded (core/executor/activation_codes.cpp).
+  void restore_activations(int layer);
+  // After a block's forward that goes backward: its activations a codec takes become codes.
+  void encode_activations(int layer);
+  // "[[strategy]] #2 'offload'", as the manifest names it.
+  std::string strategy_label(int strategy) const;
   // The embedding and every layer forward, with the forward hooks; not the head. Without
   // keep_activations (nothing goes backward), a layer's activations go once the next has run.
   void forward_layers(bool keep_activations);

@@ -27,6 +27,7 @@ void Model::free_activation_kinds(int layer, const std::vector<int>& kinds) {
       throw std::logic_error("activation kind " + std::to_string(kind) + " is not recomputed alone");
     store_.release(activation_row(layer, kind));
   }
+  if (!codes_.empty()) codes_.release(layer, kinds);
 }
 
 bool Model::only_partial_activations_missing(int layer) const {
@@ -65,6 +66,11 @@ int Model::add_global_activation(const std::string& name, std::vector<std::int64
   return row;
 }
 
+void Model::declare_activation_codes(const std::vector<StrategyCodec>& codecs) {
+  codes_.declare(codecs, layer_activation_rows_, output_kind_,
+                 [this](int kind) { return std::string_view(recompute_op(kind)); });
+}
+
 void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind,
                                       const std::vector<std::pair<int, std::string>>& recomputed_alone) {
   recompute_marks_.clear();
@@ -98,7 +104,14 @@ void Model::allocate_layer_activations(int layer) {
 
 bool Model::layer_activations_present(int layer) const {
   if (trainable_.skips(layer)) return store_.allocated(layer_output_row(layer));
-  return store_.layer_activations_present(layer);
+  const std::vector<int>& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
+  return std::all_of(rows.begin(), rows.end(), [&](int row) { return store_.allocated(row); });
+}
+
+std::vector<int> Model::layer_held_rows(int layer) const {
+  std::vector<int> rows = layer_activation_rows(layer);
+  if (!codes_.empty()) rows.insert(rows.end(), codes_.code_rows(layer).begin(), codes_.code_rows(layer).end());
+  return rows;
 }
 
 void Model::free_layer_activations(int layer, bool keep_output) {
@@ -109,6 +122,7 @@ void Model::free_layer_activations(int layer, bool keep_output) {
     store_.release(rows[kind]);
     marks[kind] = false;
   }
+  if (!codes_.empty()) codes_.release_all(layer);  // the output has no code
 }
 
 void Model::write_values(const ParameterRows& rows, std::span<const float> values, std::size_t first) {

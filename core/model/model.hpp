@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model/activation_codes.hpp"
 #include "core/model/lm_head.hpp"
 #include "core/model/model_adapters.hpp"
 #include "core/model/trainable_plan.hpp"
@@ -47,6 +48,8 @@ struct StorageTypes {
   std::optional<DType> embeddings;       // unset: as `weights`
   WeightQuantizer* quantizer = nullptr;  // set when `weights` is quantized
   Bf16Rounding* rounding = nullptr;      // bf16 storage rounded by the precision policy, not to nearest
+  // The strategies' activation codecs, in manifest order (a model that trains codes what they take).
+  std::vector<StrategyCodec> codecs;
 
   DType embedding_storage() const noexcept { return embeddings.value_or(weights); }
 };
@@ -166,6 +169,17 @@ class Model {
   const std::vector<int>& layer_activation_rows(int layer) const {
     return layer_activation_rows_.at(static_cast<std::size_t>(layer));
   }
+  // Its activation rows and their code rows (activation_codes.hpp): what moves with the block.
+  std::vector<int> layer_held_rows(int layer) const;
+  // Codes for block `layer`'s coded activations, made after its forward, and their values back
+  // before its backward (a value recomputed meanwhile is kept); a codec's error comes back.
+  std::optional<CodecFailure> encode_activations(int layer, const CodecCall& call) {
+    return codes_.encode(layer, ops(), call);
+  }
+  std::optional<CodecFailure> decode_activations(int layer, const CodecCall& call) {
+    return codes_.decode(layer, ops(), call);
+  }
+  bool codes_activations() const noexcept { return !codes_.empty(); }
   virtual void layer_forward(int layer) = 0;
   // Partial checkpointing frees some of a block's activations after its forward: those the family
   // lists as recomputed alone (recompute_op names the op, empty for the others), chosen by a
@@ -188,6 +202,14 @@ class Model {
   void set_pass(std::int64_t step, int micro_batch, const AdapterPass& pass) noexcept {
     adapters_.set_pass(pass);
     pass_ = {-1, step, micro_batch, pass.training ? KernelPass::training : KernelPass::evaluation, pass.sequence};
+  }
+  // What a kernel is told of the call it serves in block `layer`: a forward call while recomputing
+  // is a recompute; a backward call is the training pass's.
+  KernelCall kernel_call(int layer, bool forward) const noexcept {
+    KernelCall call = pass_;
+    call.layer = layer;
+    if (forward && recomputing_ && call.pass == KernelPass::training) call.pass = KernelPass::recompute;
+    return call;
   }
   // A dropped block's forward run again before its backward: its kernels are told it recomputes.
   void recompute_layer(int layer) {
@@ -226,6 +248,8 @@ class Model {
   // `recomputed_alone` the kinds the block's backward recomputes by themselves, with their ops.
   void set_layer_activation_rows(std::vector<std::vector<int>> rows, int output_kind,
                                  const std::vector<std::pair<int, std::string>>& recomputed_alone);
+  // Asks the codecs for each block's saved activations (after set_layer_activation_rows).
+  void declare_activation_codes(const std::vector<StrategyCodec>& codecs);
   // True once for each kind recompute_missing_activations re-allocated: the caller recomputes it.
   bool recompute(int layer, int kind);
   int activation_row(int layer, int kind) const {
@@ -251,14 +275,6 @@ class Model {
     return rows.grad >= 0 ? store_.f32(rows.grad) : store_.f32(frozen_gradient_sink_row_);
   }
 
-  // What a kernel is told of the call it serves in block `layer`: a forward call while recomputing
-  // is a recompute; a backward call is the training pass's.
-  KernelCall kernel_call(int layer, bool forward) const noexcept {
-    KernelCall call = pass_;
-    call.layer = layer;
-    if (forward && recomputing_ && call.pass == KernelPass::training) call.pass = KernelPass::recompute;
-    return call;
-  }
   // While one lives, forward ops run to recompute dropped activations (a block's backward does).
   class RecomputeScope {
    public:
@@ -278,6 +294,7 @@ class Model {
   LmHead head_{store_};
   TrainablePlan trainable_;  // the family's constructor sets it first
   ModelAdapters adapters_{store_};
+  ActivationCodes codes_{store_};
 
  private:
   int frozen_gradient_sink_row_ = -1;

@@ -89,6 +89,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
           store_.add_row(prefix + std::to_string(l) + ".act." + spec.name, l, spec.shape, MemoryCategory::activations,
                          TensorGroup::activations, spec.stays_f32 ? ElementType::f32 : stored));
   set_layer_activation_rows(std::move(activation_rows), tensors.output, tensors.recomputed_alone);
+  if (training) declare_activation_codes(storage.codecs);
 
   // Backward scratch: the family's rows, then the attention kernel's.
   if (training) {

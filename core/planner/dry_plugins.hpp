@@ -13,6 +13,7 @@
 
 #include "core/planner/calibration.hpp"
 #include "core/planner/dry_backend.hpp"
+#include "strata/activation_codec.hpp"
 #include "strata/kernel.hpp"
 #include "strata/weight_quantizer.hpp"
 
@@ -48,6 +49,28 @@ class DryKernel final : public Kernel {
   DryBackend& backend_;
   KernelTimings* timings_;
   std::string identity_;
+};
+
+// A strategy's activation codec under the dry run: its code sizes are its own (they are rows of the
+// table), and its encode and decode are logged as a pass over the values, as a copy is.
+class DryCodec final : public ActivationCodec {
+ public:
+  DryCodec(ActivationCodec& codec, DryBackend& backend) : codec_(codec), backend_(backend) {}
+  std::uint64_t code_bytes(const TensorInfo& activation) const noexcept override {
+    return codec_.code_bytes(activation);
+  }
+  Status encode(Ops&, const CodecCall&, const TensorView& values, const TensorView&) noexcept override {
+    backend_.record("copy", static_cast<double>(values.bytes()));
+    return {};
+  }
+  Status decode(Ops&, const CodecCall&, const TensorView&, const TensorView& values) noexcept override {
+    backend_.record("copy", static_cast<double>(values.bytes()));
+    return {};
+  }
+
+ private:
+  ActivationCodec& codec_;
+  DryBackend& backend_;
 };
 
 class DryQuantizer final : public WeightQuantizer {

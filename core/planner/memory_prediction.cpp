@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -110,6 +111,9 @@ MemoryPrediction dry_run(const Manifest& manifest, PluginRegistry& registry, std
     if (manifest.precision.table != nullptr) precision << *manifest.precision.table;
     storage.quantizer = &quantizer.emplace(*storage.quantizer, device, timings, "precision " + precision.str());
   }
+  std::vector<std::unique_ptr<DryCodec>> codecs;  // the strategies' codecs, sizing their codes, computing nothing
+  for (StrategyCodec& codec : storage.codecs)
+    codec.codec = codecs.emplace_back(std::make_unique<DryCodec>(*codec.codec, device)).get();
   const PlacedModel placed = place_model(manifest, device, stack, attention, storage, true, communicator);
   // Initialised as a run does, values aside: writing a frozen quantized matrix, for one, takes a
   // workspace. (A run's [train] init_from reads its values over these; the plan reads no files.)

@@ -47,7 +47,7 @@ bool HostServicesImpl::has(Service service) const noexcept {
     case Service::memory: return backend_ != nullptr;
     case Service::disk_tier: return disk_tier_;
     case Service::update_on_host: return true;
-    case Service::activation_codecs: return false;
+    case Service::activation_codecs: return true;
     case Service::count: break;
   }
   return false;  // a service of a later minor

@@ -30,8 +30,8 @@ std::string attention_refusal(const std::string& manifest_path, const std::strin
 // Why the precision policy's quantized weight storage cannot hold this model's matrices or run on
 // `target`, worded for the user; empty when it can (or when the policy stores no quantized weights).
 // The matrices are left unchecked when check_model_shape is false.
-std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target,
-                              bool check_model_shape) {
+std::string storage_refusal(const Manifest& manifest, PrecisionPolicy& precision, const KernelTarget& target,
+                            bool check_model_shape) {
   WeightQuantizer* quantizer = precision.weight_quantizer();
   const std::string prefix = manifest.path.string() + ": [precision] plugin = \"" + manifest.precision.plugin + "\": ";
   const DType weights = precision.weight_storage(), embeddings = precision.embedding_storage();
@@ -42,6 +42,11 @@ std::string quantizer_refusal(const Manifest& manifest, PrecisionPolicy& precisi
   // storage the rounding.
   if (precision.bf16_rounding() != nullptr && weights != DType::bf16 && embeddings != DType::bf16)
     return prefix + "it brings a bf16 rounding but stores no weights as bf16, so the rounding would never be called";
+  // Activations are stored by the host, as f32 or bf16; anything smaller is a codec's to make.
+  if (const DType activations = precision.activation_storage(); !host_stored(activations))
+    return prefix + "it stores activations as " + name(activations) +
+           ", which the host cannot: activations are kept as f32 or bf16 (a strategy's activation codec, "
+           "strata/activation_codec.hpp, stores them in an encoding of its own)";
   if (quantizer == nullptr) {
     if (host_stored(weights) && host_stored(embeddings)) return {};
     return prefix + "it stores weights as " + name(weights) + " / " + name(embeddings) +
@@ -238,7 +243,11 @@ StorageTypes Stack::storage_on(Backend& backend) {
     if (const Status status = quantizer->bind(target); !status)
       throw std::runtime_error("could not bind the weight quantizer to " + backend.name() + ": " + status.message());
   }
-  return storage_types(*precision);
+  StorageTypes storage = storage_types(*precision);
+  for (std::size_t i = 0; i < strategies.size(); ++i)
+    if (ActivationCodec* codec = strategies[i]->activation_codec())
+      storage.codecs.push_back({codec, static_cast<int>(i)});
+  return storage;
 }
 
 Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServicesImpl& host,
@@ -353,7 +362,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
     }
   if (stack.precision)
     if (std::string refusal =
-            quantizer_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr}, check_model_shape);
+            storage_refusal(manifest, *stack.precision, {manifest.device.kind, -1, nullptr}, check_model_shape);
         !refusal.empty())
       problems.push_back(std::move(refusal));
   if (check_model_shape) {

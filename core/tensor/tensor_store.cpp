@@ -305,10 +305,11 @@ std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
   return rows;
 }
 
-bool TensorStore::layer_activations_present(int layer) const {
-  for (int row : group_rows(layer, TensorGroup::activations))
-    if (!allocated(row)) return false;
-  return true;
+void TensorStore::set_stand_in(int value_row, int code_row) {
+  stand_in_.resize(table_.rows().size(), -1);
+  code_row_.resize(table_.rows().size(), false);
+  stand_in_.at(static_cast<std::size_t>(value_row)) = code_row;
+  code_row_.at(static_cast<std::size_t>(code_row)) = true;
 }
 
 Residence TensorStore::residence(int layer, TensorGroup group) const {
@@ -320,11 +321,15 @@ Residence TensorStore::residence(int layer, TensorGroup group) const {
     // or not computed yet).
     bool all_held = true;
     for (int row : rows) {
-      if (!allocated(row)) {
+      const auto index = static_cast<std::size_t>(row);
+      if (index < code_row_.size() && code_row_[index]) continue;  // read with its value row
+      const int code = index < stand_in_.size() ? stand_in_[index] : -1;
+      const int held = allocated(row) ? row : code >= 0 && allocated(code) ? code : -1;
+      if (held < 0) {
         all_held = false;
         continue;
       }
-      if (table_.row(row).home == Home::host) return Residence::host;
+      if (table_.row(held).home == Home::host) return Residence::host;
     }
     return all_held ? Residence::device : Residence::absent;
   }

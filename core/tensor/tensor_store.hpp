@@ -193,10 +193,13 @@ class TensorStore {
   void zero(float* data, std::int64_t count);
 
   // Residency of a block's weights, grads, optimizer state or activations (layer -1: the global
-  // parameters). Activations read host when any is on the host, device when all are held there,
-  // absent otherwise. A group being moved reads as residing at its destination.
+  // parameters). Activations read host when any is on the host, device when all are held there
+  // (a value or its code, core/model/activation_codes.hpp), absent otherwise. A group being moved
+  // reads as residing at its destination.
   Residence residence(int layer, TensorGroup group) const;
-  bool layer_activations_present(int layer) const;
+  // An activation row and the code row that stands in for it while it is encoded: residence reads
+  // the pair as one tensor, held when either is.
+  void set_stand_in(int value_row, int code_row);
   // Moves a group and waits for the copy.
   void move_group(int layer, TensorGroup group, Home to);
   // Starts moving a group on the copy stream. Until complete_moves, the group's data() is still
@@ -264,6 +267,9 @@ class TensorStore {
   // memory (zero_grads). A move to the device fills zeros there instead of copying; data() writes
   // them first. Mutable: data() is const, and writing the zeros changes no value.
   mutable std::vector<std::uint8_t> zeroed_;
+  // Per row: the code row standing in for an encoded activation (-1: none), and whether it is one.
+  std::vector<int> stand_in_;
+  std::vector<bool> code_row_;
   std::set<int> on_demand_;  // rows allocate_persistent leaves alone
   std::function<void(int)> row_guard_;
   std::vector<int> returning_;  // the rows of the last return_to_disk whose writes may be in flight

@@ -89,6 +89,7 @@ class Forwarder<MemoryStrategy, Policy> final : public MemoryStrategy {
     return policy_.call("restore_state", at_moment("resuming from a checkpoint"),
                         [&] { return object_->restore_state(saved); });
   }
+  ActivationCodec* activation_codec() noexcept override { return object_->activation_codec(); }
 
  private:
   std::shared_ptr<MemoryStrategy> object_;

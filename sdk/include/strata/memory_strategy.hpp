@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "strata/activation_codec.hpp"
 #include "strata/hook_context.hpp"
 #include "strata/parameter_plan.hpp"
 #include "strata/status.hpp"
@@ -33,6 +34,9 @@ class MemoryStrategy {
   // (saved before SDK 9.0, or by a strategy with nothing to keep).
   virtual Status state(std::string& /*out*/) { return {}; }
   virtual Status restore_state(std::string_view /*saved*/) { return {}; }
+  // The codec this strategy stores saved activations with (strata/activation_codec.hpp), or null.
+  // Owned by the strategy; asked once, before the model is built.
+  virtual ActivationCodec* activation_codec() noexcept { return nullptr; }
 };
 
 }  // namespace strata
