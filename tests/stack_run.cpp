@@ -32,7 +32,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
   all_overrides.insert(all_overrides.end(), overrides.begin(), overrides.end());
   const Manifest manifest = load_manifest(dir / "m.toml", all_overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
   const int rows = manifest.train.micro_batch_rows();
@@ -131,7 +131,7 @@ std::string stack_refusal(const std::string& tables, const std::vector<std::stri
   write_text(dir / "m.toml", tiny_manifest(tables));
   const Manifest manifest = load_manifest(dir / "m.toml", overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   try {
     (void)build_stack(manifest, registry, host);

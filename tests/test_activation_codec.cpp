@@ -108,7 +108,7 @@ Pass run(const std::string& family, ActivationCodec* codec, Composer* composer) 
   std::unique_ptr<Backend> device = make_cpu_backend(0);
   std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
   StorageTypes storage;
-  if (codec != nullptr) storage.codecs.push_back({codec, 0});
+  if (codec != nullptr) storage.codecs.push_back({codec, 0, "[[strategy]] #1 'codec'"});
   std::unique_ptr<Model> model;
   if (family == "gpt2")
     model =

@@ -104,7 +104,7 @@ CudaRun train_on_cuda(int zero, bool data_parallel, const std::string& extra) {
   const Manifest manifest = load_manifest(
       dir / "m.toml", {"model.n_layer=3", "train.steps=4", "train.eval_every=0", "device.kind=\"cuda:0\""});
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   TrainOptions options;
   options.data_parallel_with_one_rank = data_parallel;
   CudaRun run;

@@ -46,7 +46,7 @@ TrainResult train(const Family& family, const std::string& device, const std::st
   overrides.insert(overrides.end(), more_overrides.begin(), more_overrides.end());
   const Manifest manifest = load_manifest(dir / "m.toml", overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   return run_training(manifest, registry, TrainOptions{});
 }
 
@@ -352,7 +352,7 @@ TEST(CudaTraining, ResumeAndEvalMatchTheUninterruptedRun) {
   overrides.insert(overrides.end(), family.overrides.begin(), family.overrides.end());
   const Manifest manifest = load_manifest(dir / "m.toml", overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const TrainResult whole = run_training(manifest, registry, TrainOptions{});
   TrainOptions first_half;
   first_half.stop_after_step = 10;

@@ -43,7 +43,7 @@ RankRuns train_on_two_ranks(const std::string& name, int zero, bool overlapped, 
       // 1 ms before every call: far longer than a tiny block's backward, so the calls lag.
       ThreadCommunicator communicator(mailbox, r, overlapped, std::chrono::microseconds(overlapped ? 1000 : 0));
       PluginRegistry registry;
-      registry.scan(plugin_search_path({}));
+      registry.scan_search_path(plugin_search_path({}));
       TrainOptions options = base;
       options.communicator = &communicator;
       try {
@@ -158,7 +158,7 @@ TEST(DataParallelTraining, OneRankThroughTheDataParallelPathTrainsAsOneProcess) 
       const Manifest manifest =
           load_manifest(dir / "m.toml", {"model.n_layer=3", "train.steps=4", "train.eval_every=0"});
       PluginRegistry registry;
-      registry.scan(plugin_search_path({}));
+      registry.scan_search_path(plugin_search_path({}));
       TrainOptions options;
       options.overwrite_telemetry = true;
       const std::vector<double> alone = run_training(manifest, registry, options).losses;

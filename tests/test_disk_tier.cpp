@@ -297,7 +297,7 @@ TEST(DiskTierTraining, EachStepRecordsTheTiersShare) {
     const Manifest manifest =
         load_manifest(dir / "m.toml", {"train.steps=3", "device.disk_path=\"" + (dir / "tier").string() + "\""});
     PluginRegistry registry;
-    registry.scan(plugin_search_path({}));
+    registry.scan_search_path(plugin_search_path({}));
     const TrainResult result = run_training(manifest, registry, TrainOptions{});
     std::ifstream in(jsonl);
     std::uint64_t read = 0, written = 0;

@@ -41,7 +41,7 @@ FusedRun train(const std::string& name, const std::string& extra, std::vector<st
   overrides.insert(overrides.begin(), {"model.n_layer=4", "train.steps=" + std::to_string(kSteps)});
   const Manifest manifest = load_manifest(dir / "m.toml", overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   FusedRun run{run_training(manifest, registry, TrainOptions{}), {}};
   if (run.result.last_checkpoint) run.saved = *run.result.last_checkpoint;
   return run;
@@ -164,7 +164,7 @@ TEST(FusedUpdate, ResumeClipsByTheSavedNorm) {
                                            (dir / "ckpt").string() + "\"\nevery = 4\n"));
   const std::vector<std::string> overrides = {"model.n_layer=4", "train.steps=8", kFused};
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const TrainResult whole = run_training(load_manifest(dir / "m.toml", overrides), registry, TrainOptions{});
   ASSERT_EQ(whole.losses.size(), 8u);
   TrainOptions resume;
@@ -238,7 +238,7 @@ std::string refusal(const std::string& tables, const std::vector<std::string>& o
   try {
     const Manifest manifest = load_manifest(dir / "m.toml", overrides);
     PluginRegistry registry;
-    registry.scan(plugin_search_path({}));
+    registry.scan_search_path(plugin_search_path({}));
     (void)run_training(manifest, registry, TrainOptions{});
   } catch (const ManifestError& e) {
     return e.what();

@@ -222,9 +222,7 @@ HostRun train(const std::string& name, const std::string& extra, std::vector<std
   overrides.insert(overrides.begin(), {"model.n_layer=4", "train.steps=4", "train.eval_batches=1"});
   const Manifest manifest = load_manifest(dir / "m.toml", overrides);
   PluginRegistry registry;
-  std::vector<std::filesystem::path> plugin_dirs = plugin_search_path({});
-  plugin_dirs.push_back(STRATA_FIXTURE_PLUGIN_DIR);  // fixture_device_sgd
-  registry.scan(plugin_dirs);
+  registry.scan_search_path(plugin_search_path({STRATA_FIXTURE_PLUGIN_DIR}));  // fixture_device_sgd
   HostRun run;
   TrainOptions options;
   options.memory_timeline = dir / "timeline.json";

@@ -29,7 +29,7 @@ const std::vector<std::string> kLlama = {"model.arch=\"llama\"", "model.n_kv_hea
 
 PluginRegistry registry_with_plugins() {
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   return registry;
 }
 

@@ -246,7 +246,7 @@ TEST(Fp16, OnlyStepsWithF16OperandsAndABackwardScaleTheLoss) {
                    test::tiny_manifest(kFp16 + "correct_compute = \"bf16\"\nwarmup_compute = \"f32\"\n"));
   const Manifest manifest = load_manifest(dir / "m.toml");
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   Stack stack = build_stack(manifest, registry, host);
   PrecisionPolicy& policy = *stack.precision;

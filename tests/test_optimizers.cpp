@@ -22,7 +22,7 @@ struct PluginStack {
     test::write_text(dir / "m.toml", test::tiny_manifest(tables));
     const Manifest manifest = load_manifest(dir / "m.toml");
     PluginRegistry registry;
-    registry.scan(plugin_search_path({}));
+    registry.scan_search_path(plugin_search_path({}));
     stack = build_stack(manifest, registry, host);
   }
   HostServicesImpl host{ModelInfo{"gpt2", 2, 2, 2, 32, 256, 16, 0}};

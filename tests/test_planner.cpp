@@ -112,7 +112,7 @@ TEST(Planner, PredictsThePeaksOfRandomStacksOfBothFamilies) {
   const auto disk_dir = dir / "disk";
   std::filesystem::create_directories(disk_dir);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   std::mt19937 random(20261127);
   int compared = 0, refused = 0, exact = 0, checked = 0, same_timelines = 0;
   double worst = 0.0;
@@ -238,7 +238,7 @@ TEST(Planner, SaysWhenTheDevicePeakExceedsTheLimit) {
   const auto dir = test::temporary_directory("planner_limit");
   test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n"));
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const Manifest unlimited = load_manifest(dir / "m.toml", {"train.steps=2"});
   const MemoryPrediction fits = predict_memory(unlimited, registry);
   EXPECT_FALSE(fits.over_limit);
@@ -324,7 +324,7 @@ TEST(PlannerCalibration, PricesTheStepsProductsByTheirFlops) {
   const auto dir = test::temporary_directory("planner_flops");
   test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n"));
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const Calibration calibration = constant_rates(1e9);
   const auto forward_ms = [&](int batch) {
     const Manifest manifest = load_manifest(dir / "m.toml", {"train.steps=2", "train.batch=" + std::to_string(batch)});

@@ -43,6 +43,41 @@ std::string train_with_throwing_hook(const std::string& table_keys) {
   return "";
 }
 
+// A kernel plugin reads its own keys from [kernels.attention] and is told each call: the block, the
+// step, the micro batch and the pass, a recompute under checkpointing, an evaluation's own.
+TEST(PluginHost, AKernelTakesItsKeysAndIsToldEachCall) {
+  const auto dir = test::temporary_directory("recording_kernel");
+  const std::string log = (dir / "calls.log").string();
+  test::write_text(dir / "m.toml",
+                   test::tiny_manifest("[kernels.attention]\nplugin = \"fixture_recording_kernel\"\nlog = \"" + log +
+                                           "\"\ntag = \"t\"\n[[strategy]]\nplugin = \"checkpoint\"\n",
+                                       "eval_every = 2\n"));
+  const Manifest manifest = load_manifest(dir / "m.toml", {"train.steps=2"});
+  PluginRegistry registry;
+  registry.scan({kFixtures, STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
+  run_training(manifest, registry, TrainOptions{});
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* line : {"t forward layer 0 step 1 micro 0 training", "t forward layer 1 step 2 micro 0 recompute",
+                           "t backward layer 1 step 2 micro 0 training", "t forward layer 0 step 2 micro 0 evaluation"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " not in:\n" << text;
+
+  // A key the kernel does not declare is refused, naming the table.
+  test::write_text(dir / "bad.toml", test::tiny_manifest("[kernels.attention]\nplugin = \"fixture_recording_kernel\"\n"
+                                                         "log = \"" +
+                                                         log + "\"\nlgo = 1\n"));
+  try {
+    PluginRegistry again;
+    again.scan({kFixtures, STRATA_BUILD_PLUGIN_DIR_FOR_TESTS});
+    run_training(load_manifest(dir / "bad.toml"), again, TrainOptions{});
+    FAIL() << "an undeclared kernel key was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("[kernels.attention] (fixture_recording_kernel) unknown key 'lgo'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PluginHost, AStdExceptionFromAHookNamesThePluginHookLayerAndStep) {
   const std::string error = train_with_throwing_hook("hook = \"before_forward\"\n");
   EXPECT_NE(error.find("[[strategy]] #1 'fixture_throwing_hook' threw in before_forward (layer 1, step 1): "

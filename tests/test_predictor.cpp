@@ -156,7 +156,7 @@ struct SteppedRun {
   static PluginRegistry& registry() {
     static PluginRegistry instance = [] {
       PluginRegistry r;
-      r.scan(plugin_search_path({}));
+      r.scan_search_path(plugin_search_path({}));
       return r;
     }();
     return instance;
@@ -270,7 +270,7 @@ TEST(Predictor, ResumeInThePredictPhaseIsBitwise) {
                      test::tiny_manifest(kPredictor + "magnitude = \"" + magnitude + "\"\n[checkpoint]\ndir = \"" +
                                          (dir / "part").string() + "\"\n"));
     PluginRegistry registry;
-    registry.scan(plugin_search_path({}));
+    registry.scan_search_path(plugin_search_path({}));
     const std::vector<std::string> steps = {"train.steps=14"};
     std::vector<std::string> whole_overrides = steps;
     whole_overrides.push_back("checkpoint.dir=\"" + (dir / "whole").string() + "\"");
@@ -298,7 +298,7 @@ TEST(Predictor, TrainingLowersTheLossWithFewerBackwardPasses) {
   const fs::path dir = test::temporary_directory("predictor_trains");
   test::write_text(dir / "run.toml", test::tiny_manifest(kPredictor));
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const TrainResult result = run_training(load_manifest(dir / "run.toml", {"train.steps=40"}), registry, {});
   EXPECT_LT(result.summary.final_loss, result.summary.first_loss - 1.0);
   EXPECT_GT(result.summary.predict_steps, 10);

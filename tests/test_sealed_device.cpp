@@ -31,7 +31,7 @@ TrainResult train(Device device, const std::filesystem::path& manifest_path, con
                   std::optional<std::filesystem::path> resume = std::nullopt, std::int64_t stop_after = 0) {
   const Manifest manifest = load_manifest(manifest_path, overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   TrainOptions options;
   options.resume = std::move(resume);
   options.stop_after_step = stop_after;
@@ -101,7 +101,7 @@ TEST(SealedDevice, Bf16InputMatmulsKeepTheLossesOfRoundedProducts) {
     test::Bf16InputCalls calls;
     const Manifest manifest = load_manifest(dir / "m.toml", overrides);
     PluginRegistry registry;
-    registry.scan(plugin_search_path({}));
+    registry.scan_search_path(plugin_search_path({}));
     TrainOptions options;
     options.backend = [&calls](const Manifest& m) {
       return test::make_sealed_cpu_backend(m.device.memory_limit, test::SealedProducts::bf16_inputs, &calls);
@@ -183,7 +183,7 @@ void expect_resume_and_eval_on_sealed(const std::string& name, const std::string
 
   const Manifest manifest = load_manifest(dir / "m.toml", family);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const double plain_eval = run_eval(manifest, registry, dir / "full", std::nullopt);
   const double sealed_eval = run_eval(manifest, registry, dir / "ckpt", std::nullopt, factory(Device::sealed));
   EXPECT_EQ(sealed_eval, plain_eval);

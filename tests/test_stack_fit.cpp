@@ -41,7 +41,7 @@ TEST(StackFit, TheStackItPicksTrainsInsideTheBudget) {
   const auto dir = test::temporary_directory("stack_fit");
   test::write_text(dir / "m.toml", test::tiny_manifest("[optimizer]\nplugin = \"adamw\"\n"));
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const Manifest manifest = load_manifest(dir / "m.toml", {"train.steps=3"});
   const Calibration calibration = flat_calibration();
   // The whole front, then a budget between its smallest and largest peaks.

@@ -241,7 +241,7 @@ TEST(FlashAttentionPlugin, RefusesWhatItCannotRunBeforeTraining) {
                                                          "\"\n[device]\nkind = \"" + device_kind + "\"\n"));
     const Manifest manifest = load_manifest(dir / "m.toml", {"model.d_model=192"});
     PluginRegistry registry;
-    registry.scan(plugin_search_path({}));
+    registry.scan_search_path(plugin_search_path({}));
     HostServicesImpl host(manifest.model.info(), manifest.device.kind);
     return build_stack(manifest, registry, host);
   };
@@ -275,7 +275,7 @@ void expect_refused(const std::string& table, const std::string& key, const std:
   test::write_text(dir / "m.toml", test::tiny_manifest(header + table));
   const Manifest manifest = load_manifest(dir / "m.toml");
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   HostServicesImpl host(manifest.model.info(), manifest.device.kind);
   try {
     build_stack(manifest, registry, host);

@@ -42,7 +42,7 @@ TierRun train(const std::string& name, const fs::path& tier_dir, const fs::path&
   const Manifest manifest = load_manifest(
       dir / "m.toml", {"model.n_layer=3", "train.steps=8", "device.disk_path=\"" + tier_dir.string() + "\""});
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   TrainOptions options;
   options.resume = resume;
   options.fresh = !resume.has_value();

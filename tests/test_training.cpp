@@ -18,7 +18,7 @@ TrainResult train(const std::filesystem::path& manifest_path, const std::vector<
                   std::optional<std::filesystem::path> resume = std::nullopt, std::int64_t stop_after = 0) {
   const Manifest manifest = load_manifest(manifest_path, overrides);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   TrainOptions options;
   options.resume = resume;
   options.stop_after_step = stop_after;
@@ -223,7 +223,7 @@ void expect_eval_gives_training_val_loss(const std::string& name, const std::str
   ASSERT_TRUE(trained.summary.final_val_loss);
   const Manifest manifest = load_manifest(dir / "m.toml", family);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const double evaluated = run_eval(manifest, registry, dir / "ckpt", std::nullopt, {});
   EXPECT_EQ(evaluated, *trained.summary.final_val_loss);
 }

@@ -15,7 +15,7 @@ namespace {
 
 TrainResult train(const Manifest& manifest) {
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   return run_training(manifest, registry, TrainOptions{});
 }
 
@@ -34,7 +34,7 @@ TEST(TrainingSample, IsWhatGenerateDecodesFromTheStepsCheckpoint) {
   const TrainResult result = train(manifest);
   ASSERT_EQ(result.samples.size(), 2u);
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   for (const TrainingSample& sample : result.samples) {
     EXPECT_EQ(sample.prompt_text, "And God ");
     EXPECT_EQ(sample.tokens.size(), 12u);

@@ -515,9 +515,20 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     collect(distributed);
   }
   {
-    TomlConfigView kernels = view_of("kernels");
-    if (kernels.has("attention")) manifest.kernels["attention"] = kernels.get_string("attention", "fast", {});
-    collect(kernels);
+    // `attention` names an implementation, or is a table that names it and holds its own keys.
+    const toml::table* table = table_at(root, "kernels", path, problems);
+    const toml::node* attention = table != nullptr ? table->get("attention") : nullptr;
+    if (attention != nullptr && attention->is_table()) {
+      manifest.attention_kernel = plugin_spec(attention->as_table(), "[kernels.attention]", "kernels.attention", "",
+                                              path, manifest.overridden, problems);
+      manifest.kernels["attention"] = manifest.attention_kernel.plugin;
+      TomlConfigView kernels = view_of("kernels");
+      collect(kernels);
+    } else {
+      TomlConfigView kernels = view_of("kernels");
+      if (kernels.has("attention")) manifest.kernels["attention"] = kernels.get_string("attention", "fast", {});
+      collect(kernels);
+    }
   }
   if (const toml::node* node = root.get("plugin_path")) {
     if (node->is_string()) {

@@ -98,6 +98,9 @@ class Manifest {
   PluginSpec predictor;  // [predictor]: a phase controller; plugin empty when there is none
   std::vector<PluginSpec> telemetry;
   std::map<std::string, std::string> kernels;  // op -> implementation
+  // [kernels.attention]: the attention kernel as a table of its own keys (plugin = "...", then the
+  // kernel's); plugin empty when [kernels] attention is a name or absent.
+  PluginSpec attention_kernel;
   std::vector<std::filesystem::path> plugin_path;
   std::set<std::string> overridden;  // dotted keys set with --set
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/plugin/plugin_crash_report.hpp"
+
 namespace strata {
 
 void ActivationCodes::declare(const std::vector<StrategyCodec>& codecs,
@@ -38,6 +40,7 @@ std::optional<CodecFailure> ActivationCodes::encode(int layer, Ops& ops, const C
     if (!store_.allocated(coded.value_row) || store_.allocated(coded.code_row)) continue;
     store_.allocate(coded.code_row);
     const StrategyCodec& owner = codecs_[static_cast<std::size_t>(coded.codec)];
+    const PluginCallScope scope(owner.label, "encode", layer, call.step);
     if (const Status status = owner.codec->encode(ops, call, store_.view(coded.value_row), store_.view(coded.code_row));
         !status) {
       store_.release(coded.code_row);
@@ -54,6 +57,7 @@ std::optional<CodecFailure> ActivationCodes::decode(int layer, Ops& ops, const C
     if (!store_.allocated(coded.value_row)) {  // not recomputed meanwhile
       store_.allocate(coded.value_row);
       const StrategyCodec& owner = codecs_[static_cast<std::size_t>(coded.codec)];
+      const PluginCallScope scope(owner.label, "decode", layer, call.step);
       if (const Status status =
               owner.codec->decode(ops, call, store_.view(coded.code_row), store_.view(coded.value_row));
           !status)

@@ -21,6 +21,7 @@ namespace strata {
 struct StrategyCodec {
   ActivationCodec* codec = nullptr;
   int strategy = -1;
+  std::string label;  // "[[strategy]] #2 'actnn'": a crash in the codec is named with it
 };
 
 // A codec's failure, for the executor to word with the strategy's label.

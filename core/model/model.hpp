@@ -47,6 +47,7 @@ struct StorageTypes {
   DType activations = DType::f32;
   std::optional<DType> embeddings;       // unset: as `weights`
   WeightQuantizer* quantizer = nullptr;  // set when `weights` is quantized
+  std::string quantizer_label;           // how a crash in its kernels names it
   Bf16Rounding* rounding = nullptr;      // bf16 storage rounded by the precision policy, not to nearest
   // The strategies' activation codecs, in manifest order (a model that trains codes what they take).
   std::vector<StrategyCodec> codecs;

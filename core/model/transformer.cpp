@@ -26,7 +26,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   // The blocks' matrices follow the weight storage dtype, the embedding tables (and an untied head)
   // the embedding storage; vectors stay f32. Widened or dequantized matrices share one f32 scratch.
   // A frozen parameter (the strategies' plan) is added without gradient, state or master.
-  if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer);
+  if (storage.quantizer != nullptr) store_.use_weight_quantizer(*storage.quantizer, storage.quantizer_label);
   if (storage.rounding != nullptr) store_.use_bf16_rounding(*storage.rounding);
   std::int64_t largest_matrix_scratch = 0;
   bool frozen_vectors = false;

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/plugin/plugin_crash_report.hpp"
 #include "strata/plugin_guard.hpp"
 
 namespace strata {
@@ -45,6 +46,10 @@ Status guarded(const std::string& label, std::string_view hook, const forwarding
 
 Status HostCallPolicy::call(std::string_view hook, const forwarding::CallSite& site,
                             const std::function<Status()>& body) const noexcept {
+  // Named if the plugin crashes in the call (plugin_crash_report.hpp).
+  const bool in_a_hook = site.context != nullptr;
+  const PluginCallScope scope(label, hook, in_a_hook ? site.context->layer() : site.layer,
+                              in_a_hook ? site.context->step() : site.step);
   return guarded(label, hook, site, body);
 }
 
@@ -52,6 +57,7 @@ Status HostCallPolicy::call(std::string_view hook, const forwarding::CallSite& s
 // exception is worded as a failure of the plugin.
 Status HostCallPolicy::answer(std::string_view hook, const std::function<Status()>& body) const noexcept {
   Status reply;
+  const PluginCallScope scope(label, hook, -1, 0);
   const Status failure = guarded(label, hook, {}, [&] {
     reply = body();
     return reply.message().starts_with(plugin_guard::kThrew) ? reply : Status{};

@@ -85,7 +85,7 @@ std::optional<std::string> PluginRegistry::load(const std::filesystem::path& pat
 }
 
 std::optional<std::string> PluginRegistry::load_probed(const std::filesystem::path& path,
-                                                       const std::string& probe_verdict) {
+                                                       const std::string& probe_verdict, bool shipped) {
   auto refuse = [&](std::string reason, bool duplicate = false) -> std::optional<std::string> {
     failures_.push_back({path, reason, duplicate});
     return reason;
@@ -93,6 +93,7 @@ std::optional<std::string> PluginRegistry::load_probed(const std::filesystem::pa
   if (!probe_verdict.empty()) return refuse(probe_verdict);
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->path = path;
+  plugin->shipped = shipped;
   try {
     plugin->library = std::make_shared<boost::dll::shared_library>(path.string(), plugin_load_mode());
   } catch (const std::exception& e) {
@@ -114,19 +115,35 @@ std::optional<std::string> PluginRegistry::load_probed(const std::filesystem::pa
   if (std::string reason = validate_descriptor(plugin->descriptor); !reason.empty()) return refuse(reason);
   for (std::size_t i = 0; i < plugin->descriptor->factory_count; ++i) {
     const FactoryDescriptor& factory = plugin->descriptor->factories[i];
-    if (auto existing = find(factory.kind, factory.name))
+    if (auto existing = find(factory.kind, factory.name)) {
+      if (existing->plugin->shipped && !shipped)
+        return refuse("it provides " + std::string(interface_name(factory.kind)) + " '" + factory.name +
+                      "', which Strata ships (" + existing->plugin->path.string() +
+                      "): a library may not replace a shipped plugin; give yours another name");
       return refuse(std::string(interface_name(factory.kind)) + " '" + factory.name + "' is already provided by " +
                         existing->plugin->path.string(),
                     true);
+    }
   }
   plugins_.push_back(std::move(plugin));
   return std::nullopt;
 }
 
 void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories) {
+  std::vector<PluginDirectory> users;
+  for (const auto& directory : directories) users.push_back({directory, false});
+  scan_search_path(users);
+}
+
+void PluginRegistry::scan_search_path(const std::vector<PluginDirectory>& search_path) {
+  // The shipped directories first, so a shipped name is always the shipped plugin.
+  std::vector<PluginDirectory> directories;
+  for (const bool shipped : {true, false})
+    for (const PluginDirectory& directory : search_path)
+      if (directory.shipped == shipped) directories.push_back(directory);
   std::set<std::filesystem::path> seen;
-  std::vector<std::filesystem::path> sound;  // in search-path order: an earlier factory shadows a later one
-  for (const auto& directory : directories) {
+  std::vector<std::pair<std::filesystem::path, bool>> sound;  // in that order: an earlier factory shadows a later one
+  for (const auto& [directory, shipped] : directories) {
     std::error_code error;
     if (!std::filesystem::is_directory(directory, error)) continue;
     searched_.push_back(directory);
@@ -160,11 +177,13 @@ void PluginRegistry::scan(const std::vector<std::filesystem::path>& directories)
       if (std::string reason = check_elf_library(file); !reason.empty())
         failures_.push_back({file, reason, false});
       else
-        sound.push_back(file);
+        sound.emplace_back(file, shipped);
     }
   }
-  const std::vector<std::string> verdicts = probe_libraries_in_child(sound);
-  for (std::size_t i = 0; i < sound.size(); ++i) load_probed(sound[i], verdicts[i]);
+  std::vector<std::filesystem::path> files;
+  for (const auto& [file, shipped] : sound) files.push_back(file);
+  const std::vector<std::string> verdicts = probe_libraries_in_child(files);
+  for (std::size_t i = 0; i < sound.size(); ++i) load_probed(sound[i].first, verdicts[i], sound[i].second);
 }
 
 std::optional<FactoryRef> PluginRegistry::find(InterfaceKind kind, std::string_view name) const {
@@ -185,22 +204,25 @@ std::vector<std::string> PluginRegistry::names(InterfaceKind kind) const {
   return names;
 }
 
-std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths) {
-  std::vector<std::filesystem::path> path = manifest_paths;
+std::vector<PluginDirectory> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths) {
+  std::vector<PluginDirectory> path;
+  for (const auto& directory : manifest_paths) path.push_back({directory, false});
   if (const char* environment = std::getenv("STRATA_PLUGIN_PATH")) {
     std::stringstream stream(environment);
     for (std::string entry; std::getline(stream, entry, ':');)
-      if (!entry.empty()) path.emplace_back(entry);
+      if (!entry.empty()) path.push_back({entry, false});
   }
   // Then the plugins installed beside this program (<prefix>/lib/strata/plugins, wherever
   // `cmake --install --prefix` put it), the build tree's for a program inside the build tree,
   // and the prefix configured at build time. Directories that do not exist are skipped.
   std::error_code error;
   const std::filesystem::path executable = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) path.push_back((executable.parent_path() / STRATA_PLUGIN_DIR_FROM_BINDIR).lexically_normal());
-  if (!error && path_is_inside(executable, STRATA_BINARY_DIR)) path.emplace_back(STRATA_BUILD_PLUGIN_DIR);
-  if (std::find(path.begin(), path.end(), std::filesystem::path(STRATA_INSTALL_PLUGIN_DIR)) == path.end())
-    path.emplace_back(STRATA_INSTALL_PLUGIN_DIR);
+  if (!error) path.push_back({(executable.parent_path() / STRATA_PLUGIN_DIR_FROM_BINDIR).lexically_normal(), true});
+  if (!error && path_is_inside(executable, STRATA_BINARY_DIR)) path.push_back({STRATA_BUILD_PLUGIN_DIR, true});
+  if (std::none_of(path.begin(), path.end(), [](const PluginDirectory& directory) {
+        return directory.path == std::filesystem::path(STRATA_INSTALL_PLUGIN_DIR);
+      }))
+    path.push_back({STRATA_INSTALL_PLUGIN_DIR, true});
   return path;
 }
 

@@ -23,12 +23,20 @@ struct LoadedPlugin {
   std::filesystem::path path;
   std::shared_ptr<boost::dll::shared_library> library;
   const PluginDescriptor* descriptor = nullptr;
+  bool shipped = false;  // from a directory Strata installs or builds its own plugins into
 };
 
 struct LoadFailure {
   std::filesystem::path path;
   std::string reason;
-  bool duplicate = false;  // a sound library whose factories an earlier one on the path provides
+  bool duplicate = false;  // a sound library whose factories an earlier one on the user's path provides
+};
+
+// A directory plugins are searched in: the user's (a manifest's plugin_path, STRATA_PLUGIN_PATH)
+// or one Strata ships its own plugins in (beside the program, the build tree, the install prefix).
+struct PluginDirectory {
+  std::filesystem::path path;
+  bool shipped = false;
 };
 
 struct FactoryRef {
@@ -38,7 +46,12 @@ struct FactoryRef {
 
 class PluginRegistry {
  public:
-  // Loads every *.so in each directory, in order; a factory name seen earlier shadows a later one.
+  // Loads every *.so in each directory: the shipped directories' first, then the user's in order. A
+  // user's library that provides a name a shipped plugin provides is refused, named (it would
+  // otherwise replace a built-in without a word); among the user's, a name seen earlier shadows a
+  // later one.
+  void scan_search_path(const std::vector<PluginDirectory>& directories);
+  // Every directory a user's.
   void scan(const std::vector<std::filesystem::path>& directories);
   // Loads one library (checked, then probed in a child process first). Returns the reason when it
   // is refused.
@@ -52,16 +65,17 @@ class PluginRegistry {
 
  private:
   // Loads a library the ELF check passed, given what loading it in a probe process showed.
-  std::optional<std::string> load_probed(const std::filesystem::path& path, const std::string& probe_verdict);
+  std::optional<std::string> load_probed(const std::filesystem::path& path, const std::string& probe_verdict,
+                                         bool shipped = false);
 
   std::vector<std::unique_ptr<LoadedPlugin>> plugins_;
   std::vector<LoadFailure> failures_;
   std::vector<std::filesystem::path> searched_;
 };
 
-// Manifest plugin_path, then STRATA_PLUGIN_PATH (':'-separated), <prefix>/lib/strata/plugins
-// beside the running program, the build tree's plugins (for a program inside the build tree), and
-// the install prefix configured at build time.
-std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths);
+// Manifest plugin_path, then STRATA_PLUGIN_PATH (':'-separated): the user's; then, shipped,
+// <prefix>/lib/strata/plugins beside the running program, the build tree's plugins (for a program
+// inside the build tree), and the install prefix configured at build time.
+std::vector<PluginDirectory> plugin_search_path(const std::vector<std::filesystem::path>& manifest_paths);
 
 }  // namespace strata

@@ -246,7 +246,8 @@ StorageTypes Stack::storage_on(Backend& backend) {
   StorageTypes storage = storage_types(*precision);
   for (std::size_t i = 0; i < strategies.size(); ++i)
     if (ActivationCodec* codec = strategies[i]->activation_codec())
-      storage.codecs.push_back({codec, static_cast<int>(i)});
+      storage.codecs.push_back({codec, static_cast<int>(i), i < strategy_labels.size() ? strategy_labels[i] : ""});
+  storage.quantizer_label = "[precision] '" + precision_name + "' weight quantizer";
   return storage;
 }
 
@@ -283,8 +284,15 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   for (const PluginSpec* spec : sinks) resolve(*spec, InterfaceKind::telemetry);
 
   // The attention kernel: built in ("fast", "reference") or a kernel plugin.
+  // A [kernels.attention] table hands its keys to the kernel, as a plugin table does.
   std::string attention = manifest.kernels.contains("attention") ? manifest.kernels.at("attention") : "fast";
-  PluginSpec attention_spec{attention, nullptr, "[kernels] attention", "kernels"};
+  const PluginSpec attention_spec = manifest.attention_kernel.table != nullptr
+                                        ? manifest.attention_kernel
+                                        : PluginSpec{attention, nullptr, "[kernels] attention", "kernels"};
+  if ((attention == "fast" || attention == "reference") && attention_spec.table != nullptr &&
+      attention_spec.table->size() > 1)
+    problems.push_back(manifest.path.string() + ": [kernels.attention] the built-in kernel '" + attention +
+                       "' takes no keys besides plugin");
   Stack stack;
   stack.attention_name = attention;
   stack.manifest_path = manifest.path.string();
@@ -375,6 +383,7 @@ Stack build_stack(const Manifest& manifest, PluginRegistry& registry, HostServic
   }
   if (!problems.empty()) throw ManifestError(problems);
   stack.description = manifest.optimizer.plugin + " + " + manifest.precision.plugin;
+  stack.precision_name = manifest.precision.plugin;
   for (const PluginSpec& spec : manifest.strategies) stack.description += " + " + spec.plugin;
   // The kernel the manifest names: a default pick depends on the device and is not the stack's, so
   // a checkpoint resumes across it (its description is what a resume compares).

@@ -31,7 +31,8 @@ struct Stack {
   // cannot run it falls back to the backend's own instead of refusing the run.
   bool attention_is_default = false;
   std::string manifest_path;
-  std::string description;  // "adamw + fp32 + checkpoint"
+  std::string description;     // "adamw + fp32 + checkpoint"
+  std::string precision_name;  // the [precision] plugin's name
   // What trains, as the strategies planned it (plan_parameters): the model is built with it.
   TrainablePlan trainable;
   // Worth a warning, not a refusal: keys the manifest sets that the plugin declares but never read.

@@ -96,9 +96,9 @@ const ParameterRows& TensorStore::add_parameter(const std::string& name, int lay
   return parameters_.back();
 }
 
-void TensorStore::use_weight_quantizer(WeightQuantizer& quantizer) {
+void TensorStore::use_weight_quantizer(WeightQuantizer& quantizer, std::string label) {
   quantizer_ = &quantizer;
-  quantized_ops_ = std::make_unique<QuantizedMatmulOps>(backend_.ops(), quantizer);
+  quantized_ops_ = std::make_unique<QuantizedMatmulOps>(backend_.ops(), quantizer, std::move(label));
 }
 
 void TensorStore::allocate_persistent() {

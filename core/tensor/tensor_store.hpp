@@ -88,7 +88,7 @@ class TensorStore {
   void set_role(int parameter, ParameterRole role) { parameters_.at(static_cast<std::size_t>(parameter)).role = role; }
   // Matrices stored as quantizer.dtype() are quantized by it, and the matmuls that read them run
   // its kernels (ops() routes them). Set before the first such parameter is added.
-  void use_weight_quantizer(WeightQuantizer& quantizer);
+  void use_weight_quantizer(WeightQuantizer& quantizer, std::string label = "the weight quantizer");
   // bf16 parameters are rounded by `rounding` instead of to nearest even.
   void use_bf16_rounding(Bf16Rounding& rounding) noexcept { rounding_ = &rounding; }
   // The f32 scratch the matmuls on a parameter's stored form want for `input_rows` rows: none for

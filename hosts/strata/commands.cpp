@@ -105,7 +105,7 @@ void check_output_file(const std::string& option, const std::filesystem::path& p
 // skipped in silence while a built-in of the same name serves instead.
 PluginRegistry load_plugins(const Manifest& manifest) {
   PluginRegistry registry;
-  registry.scan(plugin_search_path(manifest.plugin_path));
+  registry.scan_search_path(plugin_search_path(manifest.plugin_path));
   for (const LoadFailure& failure : registry.failures())
     if (!failure.duplicate)  // a second copy of a plugin already found earlier on the path is expected
       spdlog::warn("plugin library {} was not loaded: {}", failure.path.string(), failure.reason);
@@ -604,14 +604,14 @@ int command_plugins(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("plugins", "[--verbose]", options, arguments, values, false)) return *code;
   PluginRegistry registry;
-  registry.scan(plugin_search_path({}));
+  registry.scan_search_path(plugin_search_path({}));
   const bool verbose = values.count("verbose") > 0;
   // The plugins are created once with every key at its default to see which keys they read; a
   // default model stands in for the manifest's.
   HostServicesImpl host(Manifest{}.model.info());
   std::cout << "search path:\n";
-  for (const auto& directory : plugin_search_path({}))
-    std::cout << "  " << directory.string()
+  for (const auto& [directory, shipped] : plugin_search_path({}))
+    std::cout << "  " << directory.string() << (shipped ? "  (shipped)" : "")
               << (std::find(registry.searched().begin(), registry.searched().end(), directory) ==
                           registry.searched().end()
                       ? "  (not found)"

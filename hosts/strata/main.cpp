@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "core/plugin/plugin_crash_report.hpp"
 #include "exit_codes.hpp"
 
 namespace {
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
       ::close(null);
     }
   }
+  strata::install_plugin_crash_report();  // a plugin that crashes is named on the way down
   const int code = dispatch(command, arguments);
   // Output that never arrived (stdout closed, a full disk) is a failed run, not a success: the
   // eval_loss line, a plan, a table. A run's checkpoints are written before this point.

@@ -64,9 +64,19 @@ fixtures=$(dirname "$strata")/../tests/fixture_plugins  # the build tree of this
   > "$work/throwing.toml"
 fault "a plugin hook throws" 1 "'fixture_throwing_hook' threw in before_forward (layer 1, step 1): fixture hook exploded" -- \
   "$strata" train "$work/throwing.toml"
+# A plugin that crashes (a segfault in its own code) cannot be caught; it is named as the process goes
+# down, which the signal still ends (exit 139, 128 + SIGSEGV).
+fault "a plugin segfaults in a hook" 139 "strata: [[strategy]] #1 'fixture_throwing_hook' crashed in before_forward (layer 1, step 1): SIGSEGV" -- \
+  "$strata" train "$work/throwing.toml" --set strategy.0.kind=\"segfault\"
 expect 0 "sets key 'unused', which the plugin declares but did not read" -- "$strata" validate "$work/throwing.toml"
 expect 0 "warning: declares key 'unused' but does not read it" -- env STRATA_PLUGIN_PATH="$fixtures" "$strata" plugins
 fault "plugin_path names no directory" 2 "is not a directory" -- "$strata" validate $q --set plugin_path=\"$work/nowhere\"
+# A user's library named like a shipped plugin (a copy of adamw's) does not replace it: it is
+# refused, named, in validate and train, and the shipped adamw serves.
+mkdir -p "$work/shadow" && cp "$(dirname "$strata")/../plugins/libstrata-adamw.so" "$work/shadow/libmy-adamw.so"
+shadowed="libmy-adamw.so was not loaded: it provides optimizer 'adamw', which Strata ships"
+fault "a user's library named like a shipped plugin" 0 "$shadowed" -- env STRATA_PLUGIN_PATH="$work/shadow" "$strata" validate $q
+expect 0 "$shadowed" -- env STRATA_PLUGIN_PATH="$work/shadow" "$strata" train $q --set train.steps=1
 # Model-family keys and shapes.
 fault "LLaMA key in a GPT-2 manifest" 2 "n_kv_head is a LLaMA key; it needs arch = \"llama\"" -- \
   "$strata" validate $q --set model.n_kv_head=2
