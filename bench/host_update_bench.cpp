@@ -21,10 +21,10 @@
 #include <omp.h>
 
 #include "bench/bench_timing.hpp"
-#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cuda_order_reductions.hpp"
 #include "kernels/cpu/reductions.hpp"
+#include "plugins/adamw/cpu/adamw_cpu.hpp"
 #include "strata/kernels_common.hpp"
 
 namespace {
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     }
     std::vector<float> p_scalar = p, m_scalar = m0, v_scalar = v0;
     const strata::AdamWHyper later{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.7f};
-    strata::cpu::adamw_update(p.data(), grad.data(), m0.data(), v0.data(), static_cast<std::int64_t>(n), later);
+    strata::adamw::cpu::update(p.data(), grad.data(), m0.data(), v0.data(), static_cast<std::int64_t>(n), later);
     const strata::kernels::AdamWCoefficients c = strata::kernels::adamw_coefficients(later);
     for (std::size_t i = 0; i < n; ++i)
       strata::kernels::adamw_element(p_scalar[i], grad[i], m_scalar[i], v_scalar[i], c);
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   double squares_cuda = 0.0, squares_cpu = 0.0;
   for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
     const double a =
-        timed([&] { strata::cpu::adamw_update(param.data(), grad.data(), m.data(), v.data(), count, hyper); });
+        timed([&] { strata::adamw::cpu::update(param.data(), grad.data(), m.data(), v.data(), count, hyper); });
     // Alternate which order of the sum runs first.
     double c = 0.0, p = 0.0;
     if (round % 2 == 0) {

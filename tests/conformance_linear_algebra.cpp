@@ -75,7 +75,8 @@ Case qr_case(std::int64_t rows, std::int64_t cols) {
             float* q_b = memory.upload(a);
             float* r_b = memory.upload(Floats(static_cast<std::size_t>(cols * cols), 9.0f));
             ops.qr(q_b, r_b, rows, cols);
-            const Floats q = memory.download(q_b, a.size()), r = memory.download(r_b, static_cast<std::size_t>(cols * cols));
+            const Floats q = memory.download(q_b, a.size()),
+                         r = memory.download(r_b, static_cast<std::size_t>(cols * cols));
             double worst = 0.0;
             for (std::int64_t i = 0; i < cols; ++i)
               for (std::int64_t j = 0; j < cols; ++j) {

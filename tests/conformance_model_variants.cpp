@@ -20,29 +20,32 @@ namespace strata::test::conformance {
 namespace {
 
 Case geglu_case(std::int64_t count) {
-  return {"geglu", std::to_string(count), "f32", Op::geglu_forward, 1e-5, [=](Backend& backend) {
-            Ops& ops = backend.ops();
-            BackendBuffers memory(backend);
-            const Floats gate = random_floats(count, 51, 4.0f), up = random_floats(count, 52, 2.0f),
-                         dout = random_floats(count, 53);
-            float *gate_b = memory.upload(gate), *up_b = memory.upload(up), *out = memory.upload(Floats(count));
-            float *dgate = memory.upload(Floats(count, 3.0f)), *dup = memory.upload(Floats(count, 3.0f));
-            ops.geglu_forward(out, gate_b, up_b, count);
-            ops.geglu_backward(dgate, dup, memory.upload(dout), gate_b, up_b, count, GradientWrite::overwrite);
-            std::vector<double> out_r(count), dgate_r(count), dup_r(count);
-            const auto gate_d = widen_to_double(gate), up_d = widen_to_double(up), dout_d = widen_to_double(dout);
-            cpu::reference::geglu_forward(out_r.data(), gate_d.data(), up_d.data(), count);
-            cpu::reference::geglu_backward(dgate_r.data(), dup_r.data(), dout_d.data(), gate_d.data(), up_d.data(),
-                                           count);
-            return std::max({error_of(memory.download(out, count), out_r),
-                             error_of(memory.download(dgate, count), dgate_r),
-                             error_of(memory.download(dup, count), dup_r)});
-          }};
+  return {
+      "geglu", std::to_string(count), "f32", Op::geglu_forward, 1e-5, [=](Backend& backend) {
+        Ops& ops = backend.ops();
+        BackendBuffers memory(backend);
+        const Floats gate = random_floats(count, 51, 4.0f), up = random_floats(count, 52, 2.0f),
+                     dout = random_floats(count, 53);
+        float *gate_b = memory.upload(gate), *up_b = memory.upload(up), *out = memory.upload(Floats(count));
+        float *dgate = memory.upload(Floats(count, 3.0f)), *dup = memory.upload(Floats(count, 3.0f));
+        ops.geglu_forward(out, gate_b, up_b, count);
+        ops.geglu_backward(dgate, dup, memory.upload(dout), gate_b, up_b, count, GradientWrite::overwrite);
+        std::vector<double> out_r(count), dgate_r(count), dup_r(count);
+        const auto gate_d = widen_to_double(gate), up_d = widen_to_double(up), dout_d = widen_to_double(dout);
+        cpu::reference::geglu_forward(out_r.data(), gate_d.data(), up_d.data(), count);
+        cpu::reference::geglu_backward(dgate_r.data(), dup_r.data(), dout_d.data(), gate_d.data(), up_d.data(), count);
+        return std::max({error_of(memory.download(out, count), out_r), error_of(memory.download(dgate, count), dgate_r),
+                         error_of(memory.download(dup, count), dup_r)});
+      }};
 }
 
 // Gemma's gain: out = x * rstd * (1 + w).
 Case rmsnorm_offset_case(std::int64_t N, std::int64_t C) {
-  return {"rmsnorm 1+w", std::to_string(N) + "x" + std::to_string(C), "f32", Op::rmsnorm_forward, 2e-5,
+  return {"rmsnorm 1+w",
+          std::to_string(N) + "x" + std::to_string(C),
+          "f32",
+          Op::rmsnorm_forward,
+          2e-5,
           [=](Backend& backend) {
             Ops& ops = backend.ops();
             BackendBuffers memory(backend);
@@ -65,10 +68,9 @@ Case rmsnorm_offset_case(std::int64_t N, std::int64_t C) {
 
 // Two documents in each sequence (positions restart at 0 at the second), the token rows scaled.
 Case embedding_positions_case(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t V, DType dtype) {
-  const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " C" + std::to_string(C) +
-                            " packed, scaled";
-  return {"embedding+pos", shape, std::string(dtype_name(dtype)), Op::embedding_forward, 1e-6,
-          [=](Backend& backend) {
+  const std::string shape =
+      "B" + std::to_string(B) + " T" + std::to_string(T) + " C" + std::to_string(C) + " packed, scaled";
+  return {"embedding+pos", shape, std::string(dtype_name(dtype)), Op::embedding_forward, 1e-6, [=](Backend& backend) {
             Ops& ops = backend.ops();
             BackendBuffers memory(backend);
             std::vector<std::int32_t> tokens(B * T), positions(B * T);
@@ -107,8 +109,8 @@ Case embedding_positions_case(std::int64_t B, std::int64_t T, std::int64_t C, st
 
 // Rows at given positions (a second document from row `rows / 2` on), turned and turned back.
 Case rope_positions_case(std::int64_t rows, int heads, int head_dim, std::int64_t stride) {
-  const std::string shape = std::to_string(rows) + " rows H" + std::to_string(heads) + " D" + std::to_string(head_dim) +
-                            " given positions";
+  const std::string shape =
+      std::to_string(rows) + " rows H" + std::to_string(heads) + " D" + std::to_string(head_dim) + " given positions";
   return {"rope+pos", shape, "f32", Op::rope, 1e-5, [=](Backend& backend) {
             Ops& ops = backend.ops();
             BackendBuffers memory(backend);
@@ -140,8 +142,8 @@ Case rope_positions_case(std::int64_t rows, int heads, int head_dim, std::int64_
 
 // Every third row without a target: its loss is 0 and its logits get no gradient.
 Case masked_cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp) {
-  const std::string shape = std::to_string(N) + "x" + std::to_string(V) + " (padded " + std::to_string(Vp) +
-                            ", every third row masked)";
+  const std::string shape =
+      std::to_string(N) + "x" + std::to_string(V) + " (padded " + std::to_string(Vp) + ", every third row masked)";
   return {"cross_entropy masked", shape, "f32", Op::cross_entropy_forward_chunk, 1e-5, [=](Backend& backend) {
             Ops& ops = backend.ops();
             BackendBuffers memory(backend);
@@ -175,39 +177,39 @@ Case decode_window_case(std::int64_t rows, int heads, int kv_heads, int head_dim
   const std::string shape = std::to_string(rows) + " rows H" + std::to_string(heads) + " KV" +
                             std::to_string(kv_heads) + " D" + std::to_string(head_dim) + " window " +
                             std::to_string(window);
-  return {"decode window", shape, "f32", Op::attention_decode, 1e-5, [=](Backend& backend) {
-            Ops& ops = backend.ops();
-            BackendBuffers memory(backend);
-            const std::int64_t qw = static_cast<std::int64_t>(heads) * head_dim, kvw = kv_heads * head_dim;
-            const Floats q = random_floats(rows * qw, 62), k = random_floats(rows * kvw, 63),
-                         v = random_floats(rows * kvw, 64);
-            float* out = memory.upload(Floats(rows * qw));
-            float *k_cache = memory.upload(Floats(rows * kvw)), *v_cache = memory.upload(Floats(rows * kvw));
-            const AttentionInputs in{memory.upload(q), memory.upload(k), memory.upload(v), qw, kvw};
-            ops.attention_decode(DecodeShape{rows, 0, rows, heads, kv_heads, head_dim, window}, out, in, k_cache,
-                                 v_cache);
-            std::vector<double> out_r(rows * qw);
-            const int group = heads / kv_heads;
-            for (std::int64_t r = 0; r < rows; ++r)
-              for (int h = 0; h < heads; ++h) {
-                const std::int64_t first = std::max<std::int64_t>(0, r - window + 1);
-                std::vector<double> scores;
-                double largest = -std::numeric_limits<double>::infinity(), sum = 0.0;
-                for (std::int64_t p = first; p <= r; ++p) {
-                  double dot = 0.0;
-                  for (int i = 0; i < head_dim; ++i)
-                    dot += static_cast<double>(q[r * qw + h * head_dim + i]) * k[p * kvw + (h / group) * head_dim + i];
-                  scores.push_back(dot / std::sqrt(static_cast<double>(head_dim)));
-                  largest = std::max(largest, scores.back());
-                }
-                for (double& score : scores) sum += score = std::exp(score - largest);
-                for (std::int64_t p = first; p <= r; ++p)
-                  for (int i = 0; i < head_dim; ++i)
-                    out_r[r * qw + h * head_dim + i] +=
-                        scores[static_cast<std::size_t>(p - first)] / sum * v[p * kvw + (h / group) * head_dim + i];
-              }
-            return error_of(memory.download(out, rows * qw), out_r);
-          }};
+  return {
+      "decode window", shape, "f32", Op::attention_decode, 1e-5, [=](Backend& backend) {
+        Ops& ops = backend.ops();
+        BackendBuffers memory(backend);
+        const std::int64_t qw = static_cast<std::int64_t>(heads) * head_dim, kvw = kv_heads * head_dim;
+        const Floats q = random_floats(rows * qw, 62), k = random_floats(rows * kvw, 63),
+                     v = random_floats(rows * kvw, 64);
+        float* out = memory.upload(Floats(rows * qw));
+        float *k_cache = memory.upload(Floats(rows * kvw)), *v_cache = memory.upload(Floats(rows * kvw));
+        const AttentionInputs in{memory.upload(q), memory.upload(k), memory.upload(v), qw, kvw};
+        ops.attention_decode(DecodeShape{rows, 0, rows, heads, kv_heads, head_dim, window}, out, in, k_cache, v_cache);
+        std::vector<double> out_r(rows * qw);
+        const int group = heads / kv_heads;
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (int h = 0; h < heads; ++h) {
+            const std::int64_t first = std::max<std::int64_t>(0, r - window + 1);
+            std::vector<double> scores;
+            double largest = -std::numeric_limits<double>::infinity(), sum = 0.0;
+            for (std::int64_t p = first; p <= r; ++p) {
+              double dot = 0.0;
+              for (int i = 0; i < head_dim; ++i)
+                dot += static_cast<double>(q[r * qw + h * head_dim + i]) * k[p * kvw + (h / group) * head_dim + i];
+              scores.push_back(dot / std::sqrt(static_cast<double>(head_dim)));
+              largest = std::max(largest, scores.back());
+            }
+            for (double& score : scores) sum += score = std::exp(score - largest);
+            for (std::int64_t p = first; p <= r; ++p)
+              for (int i = 0; i < head_dim; ++i)
+                out_r[r * qw + h * head_dim + i] +=
+                    scores[static_cast<std::size_t>(p - first)] / sum * v[p * kvw + (h / group) * head_dim + i];
+          }
+        return error_of(memory.download(out, rows * qw), out_r);
+      }};
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 namespace strata::test {
 
 struct HostOpCalls {
-  int adamw = 0;
+  int host_kernels = 0;  // a plugin's host code (an optimizer's update)
   int sum_of_squares = 0;
   int narrow = 0;
   int all_finite = 0;
@@ -19,7 +19,7 @@ class CountingOps final : public ForwardingOps {
   using Ops::run;
   void run(Op id, void* record) noexcept override {
     if (calls_ != nullptr) {
-      if (id == Op::adamw_update) ++calls_->adamw;
+      if (id == Op::host_kernel) ++calls_->host_kernels;
       if (id == Op::sum_of_squares) ++calls_->sum_of_squares;
       if (id == Op::all_finite) ++calls_->all_finite;
       if (id == Op::narrow) ++calls_->narrow;

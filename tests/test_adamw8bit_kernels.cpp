@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/adamw.hpp"
+#include "plugins/adamw/cpu/adamw_cpu.hpp"
 #include "plugins/adamw8bit/cpu/adamw8bit_cpu.hpp"
 #include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
 
@@ -210,7 +210,7 @@ TEST(AdamW8bitKernels, TrajectoryFollowsF32AdamW) {
       }
       AdamWHyper hyper = base;
       hyper.step = step;
-      cpu::adamw_update(p32.data(), g32.data(), m.data(), v.data(), kCount, hyper);
+      adamw::cpu::update(p32.data(), g32.data(), m.data(), v.data(), kCount, hyper);
       adamw8bit_update(p8.data(), g8.data(), {m_codes.data(), m_absmax.data()}, {v_codes.data(), v_absmax.data()},
                        kCount, block, hyper);
       worst_relative = std::max(worst_relative, std::sqrt(squared_distance(p8, p32) / squared_distance(p32, zeros)));
@@ -299,10 +299,10 @@ TEST(AdamW8bitKernels, ZeroedStateIsZeroMoments) {
   QuantizedRun q8(kCount, kBlock);
   q8.step(grad, hyper);
   std::vector<float> p32 = normal_vector(kCount, 41, 1.0f), m(kCount, 0.0f), v(kCount, 0.0f);
-  cpu::adamw_update(p32.data(), grad.data(), m.data(), v.data(), kCount, hyper);
+  adamw::cpu::update(p32.data(), grad.data(), m.data(), v.data(), kCount, hyper);
 
   // The parameters move with the step's f32 moments, as in f32 AdamW: bitwise equal where both
-  // kernels round alike (the portable build; -march=native lets kernels/cpu/adamw.cpp contract to FMA).
+  // kernels round alike (the portable build; -march=native lets the adamw plugin's kernel contract to FMA).
   double worst = 0.0;
   for (std::int64_t i = 0; i < kCount; ++i) {
     worst = std::max(worst, std::abs(static_cast<double>(q8.param[i]) - p32[i]) / (std::abs(p32[i]) + hyper.lr));

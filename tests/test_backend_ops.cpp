@@ -18,7 +18,6 @@
 #include "backend_buffers.hpp"
 #include "conformance_case.hpp"
 #include "core/device/backends.hpp"
-#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/embedding.hpp"
@@ -333,49 +332,6 @@ Case cross_entropy_case(std::int64_t N, std::int64_t V, std::int64_t Vp, std::in
       }};
 }
 
-Case adamw_case(std::int64_t count) {
-  return {"adamw", std::to_string(count), "f32", Op::adamw_update, 1e-6, [=](Backend& backend) {
-            test::BackendBuffers memory(backend);
-            Floats param = random_floats(count, 24), grad = random_floats(count, 25),
-                   m = random_floats(count, 26, 0.1f), v = random_floats(count, 27, 0.1f);
-            for (float& value : v) value = std::abs(value);
-            const AdamWHyper hyper{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.5f};
-            float *p = memory.upload(param), *mb = memory.upload(m), *vb = memory.upload(v);
-            backend.ops().adamw_update(p, memory.upload(grad), mb, vb, count, hyper);
-            auto p_r = widen_to_double(param), g_r = widen_to_double(grad), m_r = widen_to_double(m),
-                 v_r = widen_to_double(v);
-            cpu::reference::adamw_update(p_r.data(), g_r.data(), m_r.data(), v_r.data(), count, hyper);
-            return std::max({error_of(memory.download(p, count), p_r), error_of(memory.download(mb, count), m_r),
-                             error_of(memory.download(vb, count), v_r)});
-          }};
-}
-
-Case sgd_case(std::int64_t count, float momentum) {
-  return {"sgd",
-          std::to_string(count) + (momentum > 0 ? " momentum" : " plain"),
-          "f32",
-          Op::sgd_update,
-          1e-6,
-          [=](Backend& backend) {
-            test::BackendBuffers memory(backend);
-            Floats param = random_floats(count, 28), grad = random_floats(count, 29),
-                   velocity = random_floats(count, 30);
-            const SgdHyper hyper{0.05f, momentum, 0.1f, 0.5f};
-            float *p = memory.upload(param), *vb = memory.upload(velocity);
-            backend.ops().sgd_update(p, memory.upload(grad), momentum > 0 ? vb : nullptr, count, hyper);
-            const double decay = 1.0 - 0.05 * 0.1;
-            std::vector<double> p_r(count), v_r(count);
-            for (std::int64_t i = 0; i < count; ++i) {
-              const double g = static_cast<double>(grad[i]) * 0.5;
-              v_r[i] = momentum > 0 ? momentum * static_cast<double>(velocity[i]) + g : g;
-              p_r[i] = static_cast<double>(param[i]) * decay - 0.05 * v_r[i];
-            }
-            double worst = error_of(memory.download(p, count), p_r);
-            if (momentum > 0) worst = std::max(worst, error_of(memory.download(vb, count), v_r));
-            return worst;
-          }};
-}
-
 // `offset` elements into each buffer: an offset of 1 leaves the pointers off 16-byte alignment (a
 // backend may take another path there), and a count not a multiple of 8 leaves a tail.
 Case conversion_case(std::int64_t count, std::int64_t offset) {
@@ -545,9 +501,6 @@ std::vector<Case> conformance_table() {
   }
   cases.push_back(cross_entropy_case(6, 50, 64, 64));
   cases.push_back(cross_entropy_case(6, 50, 64, 24));
-  cases.push_back(adamw_case(1000));
-  cases.push_back(sgd_case(1000, 0.9f));
-  cases.push_back(sgd_case(1000, 0.0f));
   for (auto [count, offset] : {std::pair<std::int64_t, std::int64_t>{1000, 0}, {1003, 0}, {1001, 1}})
     cases.push_back(conversion_case(count, offset));
   cases.push_back(reduction_case(10000));

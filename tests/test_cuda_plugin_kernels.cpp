@@ -22,21 +22,25 @@
 
 #include "backend_buffers.hpp"
 #include "kernel_test_support.hpp"
+#include "plugins/adamw/cpu/adamw_cpu.hpp"
 #include "plugins/adamw8bit/cpu/adamw8bit_cpu.hpp"
 #include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
 #include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
 #include "plugins/fp16/cpu/fp16_matmul_cpu.hpp"
 #include "plugins/int8/cpu/int8_weights_cpu.hpp"
 #include "plugins/lora/dropout_mask.hpp"
+#include "plugins/sgd/cpu/sgd_cpu.hpp"
 
 #if STRATA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "plugins/adamw/cuda/adamw_cuda.hpp"
 #include "plugins/adamw8bit/cuda/adamw8bit_cuda.hpp"
 #include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
 #include "plugins/fp16/cuda/fp16_cuda.hpp"
 #include "plugins/int8/cuda/int8_weights_cuda.hpp"
 #include "plugins/lora/cuda/lora_dropout_cuda.hpp"
+#include "plugins/sgd/cuda/sgd_cuda.hpp"
 #endif
 
 namespace strata {
@@ -61,18 +65,32 @@ TEST(CudaPluginKernels, AdamWIsBitwiseTheCpus) {
                      m = cpu::test::random_vector<float>(count, 2, 0.1);
   std::vector<float> v = cpu::test::random_vector<float>(count, 3, 0.01);
   for (float& value : v) value = std::abs(value);
-  const std::unique_ptr<Backend> cpu = make_backend("cpu", 0), gpu = make_backend("cuda:0", 0);
-  test::BackendBuffers on_cpu(*cpu), on_gpu(*gpu);
-  float *p_cpu = on_cpu.upload(param), *m_cpu = on_cpu.upload(m), *v_cpu = on_cpu.upload(v);
+#if STRATA_HAVE_CUDA
+  // The adamw plugin's kernels: the host loop on host vectors, the CUDA kernel on device memory.
+  const std::unique_ptr<Backend> gpu = make_backend("cuda:0", 0);
+  const auto stream = static_cast<cudaStream_t>(gpu->kernel_target().stream);
+  test::BackendBuffers on_gpu(*gpu);
+  std::vector<float> p_cpu = param, m_cpu = m, v_cpu = v;
   float *p_gpu = on_gpu.upload(param), *m_gpu = on_gpu.upload(m), *v_gpu = on_gpu.upload(v);
   for (int step = 1; step <= 3; ++step) {
     const std::vector<float> grad = cpu::test::random_vector<float>(count, 10 + step);
-    cpu->ops().adamw_update(p_cpu, on_cpu.upload(grad), m_cpu, v_cpu, count, hyper_at(step));
-    gpu->ops().adamw_update(p_gpu, on_gpu.upload(grad), m_gpu, v_gpu, count, hyper_at(step));
+    adamw::cpu::update(p_cpu.data(), grad.data(), m_cpu.data(), v_cpu.data(), count, hyper_at(step));
+    adamw::cuda::update(stream, p_gpu, on_gpu.upload(grad), m_gpu, v_gpu, count, hyper_at(step));
   }
-  EXPECT_EQ(differing(on_cpu.download(p_cpu, count), on_gpu.download(p_gpu, count)), 0u) << "parameters";
-  EXPECT_EQ(differing(on_cpu.download(m_cpu, count), on_gpu.download(m_gpu, count)), 0u) << "first moments";
-  EXPECT_EQ(differing(on_cpu.download(v_cpu, count), on_gpu.download(v_gpu, count)), 0u) << "second moments";
+  EXPECT_EQ(differing(p_cpu, on_gpu.download(p_gpu, count)), 0u) << "parameters";
+  EXPECT_EQ(differing(m_cpu, on_gpu.download(m_gpu, count)), 0u) << "first moments";
+  EXPECT_EQ(differing(v_cpu, on_gpu.download(v_gpu, count)), 0u) << "second moments";
+  // And SGD's, with and without momentum.
+  for (const SgdHyper hyper : {SgdHyper{0.01f, 0.9f, 0.1f, 0.5f}, SgdHyper{0.03f, 0.0f, 0.1f, 0.7f}}) {
+    const std::vector<float> grad = cpu::test::random_vector<float>(count, 20);
+    std::vector<float> p_host = param, velocity = m;
+    float *p_device = on_gpu.upload(param), *velocity_device = on_gpu.upload(m);
+    sgd::cpu::update(p_host.data(), grad.data(), velocity.data(), count, hyper);
+    sgd::cuda::update(stream, p_device, on_gpu.upload(grad), velocity_device, count, hyper);
+    EXPECT_EQ(differing(p_host, on_gpu.download(p_device, count)), 0u) << "sgd momentum " << hyper.momentum;
+    EXPECT_EQ(differing(velocity, on_gpu.download(velocity_device, count)), 0u) << "sgd velocity";
+  }
+#endif
 }
 
 TEST(CudaPluginKernels, AdamW8bitIsBitwiseTheCpus) {

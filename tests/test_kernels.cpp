@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "kernel_test_support.hpp"
-#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
@@ -18,6 +17,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/reductions.hpp"
 #include "kernels/cpu/residual.hpp"
+#include "plugins/adamw/cpu/adamw_cpu.hpp"
 
 namespace strata::cpu {
 namespace {
@@ -171,7 +171,7 @@ TEST(KernelGradients, AdamWMatchesClosedFormFirstStep) {
     expected[i] *= 1.0 - 0.01 * static_cast<double>(0.1f);
     expected[i] -= static_cast<double>(0.01f) * grad[i] / (std::abs(grad[i]) + static_cast<double>(1e-8f));
   }
-  reference::adamw_update(param.data(), grad.data(), m.data(), v.data(), 3, hyper);
+  adamw::cpu::reference::update(param.data(), grad.data(), m.data(), v.data(), 3, hyper);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(param[i], expected[i], 1e-9);
 }
 
@@ -337,8 +337,8 @@ TEST(FastKernels, AdamWMatchesReference) {
   for (auto& value : v_f) value = std::abs(value);
   auto param_r = param_f, m_r = m_f, v_r = v_f;
   const AdamWHyper hyper{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f};
-  adamw_update(param_f.data(), grad.data(), m_f.data(), v_f.data(), count, hyper);
-  reference::adamw_update(param_r.data(), grad.data(), m_r.data(), v_r.data(), count, hyper);
+  adamw::cpu::update(param_f.data(), grad.data(), m_f.data(), v_f.data(), count, hyper);  // the adamw plugin's kernel
+  adamw::cpu::reference::update(param_r.data(), grad.data(), m_r.data(), v_r.data(), count, hyper);
   expect_close("adamw param", param_f, param_r, 1e-6);
   expect_close("adamw m", m_f, m_r, 1e-7);
   expect_close("adamw v", v_f, v_r, 1e-7);

@@ -14,9 +14,9 @@
 #include "kernels/cpu/reductions.hpp"
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
-#include "kernels/cpu/sgd.hpp"
 #include "kernels/cpu/swiglu.hpp"
 #include "legacy_attention.hpp"
+#include "plugins/sgd/cpu/sgd_cpu.hpp"
 
 namespace strata::cpu {
 namespace {
@@ -353,7 +353,7 @@ TEST(FastKernels, NewKernelsRepeatBitwiseForAnyThreadCount) {
   EXPECT_EQ(run(1), run(3));
 }
 
-// sgd_update is the SGD plugin's loop: the same float expressions in the same order, bitwise.
+// The SGD plugin's host kernel: the plain float expressions in this order, bitwise.
 TEST(FastKernels, SgdMatchesThePluginsArithmeticBitwise) {
   const std::int64_t count = 1000;
   const auto param = random_vector<float>(count, 170), grad = random_vector<float>(count, 171),
@@ -372,12 +372,12 @@ TEST(FastKernels, SgdMatchesThePluginsArithmeticBitwise) {
     }
     std::vector<float> actual_param = param, actual_velocity = velocity;
     // Without momentum the velocity is not read: null.
-    sgd_update(actual_param.data(), grad.data(), hyper.momentum > 0.0f ? actual_velocity.data() : nullptr, count,
-               hyper);
+    sgd::cpu::update(actual_param.data(), grad.data(), hyper.momentum > 0.0f ? actual_velocity.data() : nullptr, count,
+                     hyper);
     EXPECT_EQ(actual_param, expected_param) << "momentum " << hyper.momentum;
     EXPECT_EQ(actual_velocity, expected_velocity) << "momentum " << hyper.momentum;
     std::vector<float> reference_param = param, reference_velocity = velocity;
-    reference::sgd_update(reference_param.data(), grad.data(), reference_velocity.data(), count, hyper);
+    sgd::cpu::reference::update(reference_param.data(), grad.data(), reference_velocity.data(), count, hyper);
     expect_close("sgd param", actual_param, reference_param, 1e-7);
   }
 }

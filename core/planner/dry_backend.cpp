@@ -155,8 +155,11 @@ class DryOps final : public Ops {
         const auto& r = record_of<op::CrossEntropyBackwardChunk>(record);
         return log("cross_entropy_backward", elements(r.rows, r.width));
       }
-      case Op::adamw_update: return log("adamw_update", record_of<op::AdamwUpdate>(record).count);
-      case Op::sgd_update: return log("sgd_update", record_of<op::SgdUpdate>(record).count);
+      // A plugin's host code computes nothing here; its work is priced by its name ("adamw_update").
+      case Op::host_kernel: {
+        const auto& r = record_of<op::HostKernel>(record);
+        return log(r.name, r.work);
+      }
       case Op::widen: return log("widen", record_of<op::Widen>(record).count);
       case Op::narrow: return log("narrow", record_of<op::Narrow>(record).count);
       case Op::narrow_and_round: return log("narrow", record_of<op::NarrowAndRound>(record).count);

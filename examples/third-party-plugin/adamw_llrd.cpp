@@ -7,12 +7,17 @@
 // The contract it follows (docs/plugin-guide.md): the host owns the state buffers (two per
 // parameter, laid out by state_layout(), so they are accounted and may be offloaded); the
 // tensors are the backend's memory, so the update and the gradient norm go through the op table,
-// never through host reads; it includes only SDK headers.
+// never through host reads; it includes only SDK headers. Where the backend runs host kernels
+// (the CPU, and the host's own table when the update is offloaded) the update is the SDK's AdamW
+// loop (strata/plugin_support/adamw_update.hpp) in one pass; elsewhere it is composed from the
+// elementwise ops through two scratch chunks, so it runs unchanged on any backend.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/adamw_update.hpp"
 
 namespace {
 
@@ -47,13 +52,49 @@ class AdamWLlrd final : public Optimizer {
       const double lr = report.lr * layer_factor(slot);
       const AdamWHyper hyper{
           static_cast<float>(lr), beta1_, beta2_, 1e-8f, slot.decay ? weight_decay_ : 0.0f, info.step, grad_scale};
-      ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
-                       hyper);
+      if (ops.supports(Op::host_kernel)) {
+        ops.host_kernel("adamw_llrd.update", 16.0 * static_cast<double>(slot.param.count), [&]() noexcept {
+          plugin_support::adamw_update_f32(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(),
+                                           slot.param.count, hyper);
+        });
+      } else {
+        update_through_elementwise_ops(ops, slot, hyper);
+      }
     }
     return {};
   }
 
  private:
+  // AdamW's element (m, v, then param) as a chain of elementwise ops over chunks of the tensor.
+  void update_through_elementwise_ops(Ops& ops, ParamSlot& slot, const AdamWHyper& hyper) {
+    if (scratch_.empty())
+      scratch_ = host_.memory().device_floats("adamw_llrd.scratch", 2 * kChunk, MemoryCategory::optimizer);
+    const float b1 = hyper.beta1, b2 = hyper.beta2;
+    const float step = static_cast<float>(hyper.step);
+    const float step_size = hyper.lr / (1.0f - std::pow(b1, step));
+    const float inverse_sqrt_correction2 = 1.0f / std::sqrt(1.0f - std::pow(b2, step));
+    float* g = scratch_.f32();
+    float* denominator = g + kChunk;
+    for (std::int64_t first = 0; first < slot.param.count; first += kChunk) {
+      const std::int64_t n = std::min(kChunk, slot.param.count - first);
+      float* param = slot.param.f32() + first;
+      float* m = slot.state[0].f32() + first;
+      float* v = slot.state[1].f32() + first;
+      ops.copy(g, slot.grad.f32() + first, static_cast<std::uint64_t>(n) * sizeof(float));
+      ops.scale(g, hyper.grad_scale, n);
+      ops.scale(m, b1, n);
+      ops.add_scaled(m, 1.0f - b1, g, n);
+      ops.mul(g, g, g, n);
+      ops.scale(v, b2, n);
+      ops.add_scaled(v, 1.0f - b2, g, n);
+      ops.sqrt(denominator, v, n);
+      ops.scale(denominator, inverse_sqrt_correction2, n);
+      ops.div(g, m, denominator, hyper.eps, n);
+      ops.scale(param, 1.0f - hyper.lr * hyper.weight_decay, n);
+      ops.add_scaled(param, -step_size, g, n);
+    }
+  }
+
   // Linear warmup, then base * sqrt(warmup / step) (the rate is continuous at the end of warmup).
   static double scheduled_lr(const OptimizerStepInfo& info) {
     const double warmup = static_cast<double>(std::max<std::int64_t>(info.warmup_steps, 1));
@@ -79,6 +120,9 @@ class AdamWLlrd final : public Optimizer {
   float beta2_ = 0.999f;
   float weight_decay_ = 0.01f;
   double grad_clip_ = 1.0;
+  TensorView scratch_;  // two chunks, only where the backend runs no host kernels
+
+  static constexpr std::int64_t kChunk = 256 * 1024;
 };
 
 constexpr const char* kKeys[] = {"decay", "betas", "weight_decay", "grad_clip"};

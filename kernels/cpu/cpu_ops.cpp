@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "kernels/cpu/bf16.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
@@ -20,7 +19,6 @@
 #include "kernels/cpu/rmsnorm.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/scale.hpp"
-#include "kernels/cpu/sgd.hpp"
 #include "kernels/cpu/swiglu.hpp"
 
 namespace strata::cpu {
@@ -181,13 +179,9 @@ class CpuOps final : public Ops {
         return cpu::cross_entropy_backward_chunk(r.dlogits, r.logits, r.logsumexp, r.targets, r.dloss, r.rows, r.first,
                                                  r.width, r.vocab);
       }
-      case Op::adamw_update: {
-        const auto& r = record_of<op::AdamwUpdate>(record);
-        return cpu::adamw_update(r.param, r.grad, r.m, r.v, r.count, r.hyper);
-      }
-      case Op::sgd_update: {
-        const auto& r = record_of<op::SgdUpdate>(record);
-        return cpu::sgd_update(r.param, r.grad, r.velocity, r.count, r.hyper);
+      case Op::host_kernel: {  // the "device" memory is host memory
+        const auto& r = record_of<op::HostKernel>(record);
+        return r.run(r.context);
       }
       case Op::widen: {
         const auto& r = record_of<op::Widen>(record);

@@ -18,7 +18,6 @@
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/linear_algebra.hpp"
 #include "kernels/cuda/matmul.hpp"
-#include "kernels/cuda/optimizers.hpp"
 #include "kernels/cuda/pointwise.hpp"
 #include "kernels/cuda/reductions.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
@@ -66,7 +65,8 @@ class CudaOpsImpl final : public CudaOps {
   std::exception_ptr take_error() noexcept override { return std::exchange(error_, nullptr); }
 
   std::string_view backend() const noexcept override { return name_; }
-  bool supports(Op op) const noexcept override { return op < Op::count; }
+  // Not host_kernel: the host's cores do not address device memory.
+  bool supports(Op op) const noexcept override { return op < Op::count && op != Op::host_kernel; }
 
   void run(Op id, void* record) noexcept override {
     switch (id) {
@@ -193,14 +193,6 @@ class CudaOpsImpl final : public CudaOps {
                                              r.first, r.width, r.vocab);
         });
       }
-      case Op::adamw_update: {
-        const auto& r = record_of<op::AdamwUpdate>(record);
-        return issue("adamw_update", [&] { cuda::adamw_update(stream_, r.param, r.grad, r.m, r.v, r.count, r.hyper); });
-      }
-      case Op::sgd_update: {
-        const auto& r = record_of<op::SgdUpdate>(record);
-        return issue("sgd_update", [&] { cuda::sgd_update(stream_, r.param, r.grad, r.velocity, r.count, r.hyper); });
-      }
       case Op::widen: {
         const auto& r = record_of<op::Widen>(record);
         return issue("widen", [&] { cuda::widen(stream_, r.out, r.in, r.count); });
@@ -301,6 +293,7 @@ class CudaOpsImpl final : public CudaOps {
                        cuda::eigh(stream_, solver(), r.a, r.values, r.n, reserve(WorkspaceSlot::solver, bytes), bytes));
         });
       }
+      case Op::host_kernel:
       case Op::count: break;
     }
     unsupported(id);

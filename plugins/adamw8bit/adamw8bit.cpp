@@ -18,10 +18,10 @@
 #include <memory>
 #include <string>
 
-#include "../adamw/adamw_config.hpp"
 #include "cpu/adamw8bit_cpu.hpp"
 #include "cpu/dynamic_quantization.hpp"
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/adamw_config.hpp"
 
 #if STRATA_ADAMW8BIT_CUDA
 #include <cuda_runtime_api.h>
@@ -102,12 +102,12 @@ class AdamW8bit final : public Optimizer {
   // block's absmax is never negative. Small tensors keep f32 moments, as AdamW.
   Status check_state(std::string_view parameter, std::span<const SavedStateBuffer> buffers) const noexcept override {
     if (buffers[0].dtype == DType::f32)
-      return plugins::require_non_negative(parameter, "second moment (state1)", buffers[1].f32());
+      return plugin_support::require_non_negative(parameter, "second moment (state1)", buffers[1].f32());
     if (Status status =
-            plugins::require_non_negative(parameter, "first moment's block scale (state2)", buffers[2].f32());
+            plugin_support::require_non_negative(parameter, "first moment's block scale (state2)", buffers[2].f32());
         !status)
       return status;
-    return plugins::require_non_negative(parameter, "second moment's block scale (state3)", buffers[3].f32());
+    return plugin_support::require_non_negative(parameter, "second moment's block scale (state3)", buffers[3].f32());
   }
 
  private:
@@ -116,45 +116,60 @@ class AdamW8bit final : public Optimizer {
     grad_scale_ = config_.begin_step(host_.ops(), info, slots, report, clip_norm);
     report_ = report;
   }
+  // Where the host addresses the rows (the CPU backend, the update of offloaded rows on the host),
+  // the CPU kernels run as an op (Ops::host_kernel; a plan's dry run skips and prices them); on a
+  // CUDA backend, the CUDA kernels, whose bits are the CPU's.
   void update(const OptimizerStepInfo& info, std::span<ParamSlot> slots) {
     Ops& ops = host_.ops();
+    const bool on_host = ops.supports(Op::host_kernel);
     for (ParamSlot& slot : slots) {
       const AdamWHyper hyper = config_.hyper(report_, info, slot, grad_scale_);
+      float* param = slot.param.f32();
+      const float* grad = slot.grad.f32();
+      const std::int64_t count = slot.param.count;
+      const auto work = static_cast<double>(count);
       if (slot.state[0].dtype == DType::f32) {  // a small tensor: f32 moments
-        ops.adamw_update(slot.param.f32(), slot.grad.f32(), slot.state[0].f32(), slot.state[1].f32(), slot.param.count,
-                         hyper);
+        float *m = slot.state[0].f32(), *v = slot.state[1].f32();
+        if (on_host)
+          ops.host_kernel("adamw_update", work,
+                          [&]() noexcept { adamw8bit::adamw_f32_update(param, grad, m, v, count, hyper); });
+        else
+          update_on_cuda(slot, hyper);
         continue;
       }
       const adamw8bit::QuantizedMoment m{static_cast<std::uint8_t*>(slot.state[0].data), slot.state[2].f32()};
       const adamw8bit::QuantizedMoment v{static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32()};
-#if STRATA_ADAMW8BIT_CUDA
-      // Rows the host updates (its op table computes on the cpu then) take the CPU kernel, whose bits
-      // are the CUDA kernel's.
-      if (cuda_tables_ != nullptr && ops.backend() != "cpu") {
-        update_on_cuda(slot, m, v, hyper);
-        continue;
-      }
-#endif
-      // A plan computes nothing (SDK 9.6): the update allocates nothing either, so it is skipped whole.
-      if (!host_.planning())
-        adamw8bit::adamw8bit_update(slot.param.f32(), slot.grad.f32(), m, v, slot.param.count, block_size_, hyper);
+      if (on_host)
+        ops.host_kernel("adamw8bit_update", work,
+                        [&]() noexcept { adamw8bit::adamw8bit_update(param, grad, m, v, count, block_size_, hyper); });
+      else
+        update_on_cuda(slot, hyper);
     }
   }
 
 #if STRATA_ADAMW8BIT_CUDA
-  void update_on_cuda(ParamSlot& slot, adamw8bit::QuantizedMoment m, adamw8bit::QuantizedMoment v,
-                      const AdamWHyper& hyper) {
-    adamw8bit::cuda::adamw8bit_update(static_cast<cudaStream_t>(host_.target().stream), slot.param.f32(),
-                                      slot.grad.f32(), m.codes, m.absmax, v.codes, v.absmax, slot.param.count,
-                                      block_size_, kernels::adamw_coefficients(hyper), *cuda_tables_);
+  void update_on_cuda(ParamSlot& slot, const AdamWHyper& hyper) {
+    const auto stream = static_cast<cudaStream_t>(host_.target().stream);
+    if (slot.state[0].dtype == DType::f32)
+      adamw8bit::cuda::adamw_f32_update(stream, slot.param.f32(), slot.grad.f32(), slot.state[0].f32(),
+                                        slot.state[1].f32(), slot.param.count, hyper);
+    else
+      adamw8bit::cuda::adamw8bit_update(
+          stream, slot.param.f32(), slot.grad.f32(), static_cast<std::uint8_t*>(slot.state[0].data),
+          slot.state[2].f32(), static_cast<std::uint8_t*>(slot.state[1].data), slot.state[3].f32(), slot.param.count,
+          block_size_, kernels::adamw_coefficients(hyper), *cuda_tables_);
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       throw std::runtime_error(std::string("adamw8bit's CUDA kernel did not launch: ") + cudaGetErrorString(error));
   }
   std::unique_ptr<adamw8bit::cuda::QuantizationTables> cuda_tables_;  // set on a cuda backend
+#else
+  void update_on_cuda(ParamSlot&, const AdamWHyper&) {
+    throw std::logic_error("adamw8bit has no kernel for backend " + std::string(host_.ops().backend()));
+  }
 #endif
 
   HostServices& host_;
-  plugins::AdamWConfig config_;
+  plugin_support::AdamWConfig config_;
   std::int64_t block_size_;
   std::int64_t min_8bit_size_;
   OptimizerReport report_;  // this step's lr and norm, settled before its first part

@@ -13,14 +13,14 @@
 #include <cstdint>
 #include <string>
 
-#include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
-#include "plugins/flash_attention/tensor_core_scratch.hpp"
+#include "cpu/flash_attention_cpu.hpp"
 #include "strata/plugin.hpp"
+#include "tensor_core_scratch.hpp"
 
 #if STRATA_FLASH_ATTENTION_CUDA
 #include <cuda_runtime_api.h>
 
-#include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
+#include "cuda/flash_attention_cuda.hpp"
 #endif
 
 namespace {

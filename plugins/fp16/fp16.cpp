@@ -29,18 +29,18 @@
 #include <array>
 #include <string>
 
-#include "../precision/device_workspace.hpp"
-#include "../precision/kernel_backends.hpp"
 #include "cpu/fp16_matmul_cpu.hpp"
 #include "loss_scaler.hpp"
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/device_workspace.hpp"
+#include "strata/plugin_support/kernel_backends.hpp"
 
 #ifndef STRATA_FP16_CUDA
 #define STRATA_FP16_CUDA 0  // a build without nvcc
 #endif
 #if STRATA_FP16_CUDA
-#include "plugins/fp16/cuda/fp16_cuda.hpp"
-#include "plugins/precision/cuda_launch_check.hpp"
+#include "cuda/fp16_cuda.hpp"
+#include "strata/plugin_support/cuda_launch_check.hpp"
 #endif
 
 namespace {
@@ -76,11 +76,11 @@ class Fp16Weights final : public WeightQuantizer {
   }
 
   Status check(const KernelTarget& target) const override {
-    return plugins::cpu_or_cuda(target, STRATA_FP16_CUDA != 0, "f16 weights");
+    return plugin_support::cpu_or_cuda(target, STRATA_FP16_CUDA != 0, "f16 weights");
   }
 
   Status bind(const KernelTarget& target) override {
-    on_cuda_ = plugins::on_cuda(target);
+    on_cuda_ = plugin_support::on_cuda(target);
     return {};
   }
 
@@ -89,7 +89,7 @@ class Fp16Weights final : public WeightQuantizer {
 #if STRATA_FP16_CUDA
     if (on_cuda_) {
       fp16::cuda::narrow(stream(), values, master, shape.in_features * shape.out_features);
-      plugins::log_failed_launch(host_, "fp16's narrowing kernel");
+      plugin_support::log_failed_launch(host_, "fp16's narrowing kernel");
       return;
     }
 #endif
@@ -101,7 +101,7 @@ class Fp16Weights final : public WeightQuantizer {
     if (on_cuda_) {
       const std::int64_t weight_floats = shape.in_features * shape.out_features;
       float* widened = workspace_.floats(weight_floats + shape.rows * shape.in_features);
-      if (widened == nullptr) return plugins::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
+      if (widened == nullptr) return plugin_support::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
       widen_on_device(widened, weight, weight_floats);
       const float* operand = round_on_device(widened + weight_floats, inp, shape.rows * shape.in_features);
       host_.ops().matmul_forward(out, operand, Weight{widened, DType::f32}, bias, shape, {});
@@ -120,8 +120,8 @@ class Fp16Weights final : public WeightQuantizer {
       const std::int64_t inp_floats = dweight != nullptr ? shape.rows * shape.in_features : 0;
       float* widened = workspace_.floats(weight_floats + dout_floats + inp_floats);
       if (widened == nullptr) {
-        if (dinp != nullptr) plugins::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
-        if (dweight != nullptr) plugins::fill_nan(host_.ops(), dweight, shape.in_features * shape.out_features);
+        if (dinp != nullptr) plugin_support::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
+        if (dweight != nullptr) plugin_support::fill_nan(host_.ops(), dweight, shape.in_features * shape.out_features);
         return;
       }
       widen_on_device(widened, weight, weight_floats);
@@ -146,7 +146,7 @@ class Fp16Weights final : public WeightQuantizer {
   void widen_on_device(float* out, const Weight& weight, std::int64_t count) noexcept {
 #if STRATA_FP16_CUDA
     fp16::cuda::widen(stream(), out, static_cast<const std::uint16_t*>(weight.data), count);
-    plugins::log_failed_launch(host_, "fp16's widening kernel");
+    plugin_support::log_failed_launch(host_, "fp16's widening kernel");
 #else
     (void)out, (void)weight, (void)count;
 #endif
@@ -157,7 +157,7 @@ class Fp16Weights final : public WeightQuantizer {
     if (operands_ == Operands::f32) return in;
 #if STRATA_FP16_CUDA
     fp16::cuda::round_operand(stream(), room, in, count, operands_);
-    plugins::log_failed_launch(host_, "fp16's rounding kernel");
+    plugin_support::log_failed_launch(host_, "fp16's rounding kernel");
 #else
     (void)count;
 #endif
@@ -168,7 +168,7 @@ class Fp16Weights final : public WeightQuantizer {
   HostServices& host_;
   bool on_cuda_ = false;
   // cuda: the widened weight and the rounded operands; mutable for scratch_floats' size hint.
-  mutable plugins::DeviceWorkspace workspace_;
+  mutable plugin_support::DeviceWorkspace workspace_;
 };
 
 // A "f32" storage key: bf16 is refused (its exponent range needs no loss scale), and f16 storage of

@@ -19,18 +19,18 @@
 //            the CPU's (cuda/int8_weights_cuda.hpp).
 #include <string>
 
-#include "../precision/device_workspace.hpp"
-#include "../precision/kernel_backends.hpp"
-#include "../precision/storage_precision.hpp"
 #include "cpu/int8_weights_cpu.hpp"
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/device_workspace.hpp"
+#include "strata/plugin_support/kernel_backends.hpp"
+#include "strata/plugin_support/storage_precision.hpp"
 
 #ifndef STRATA_INT8_CUDA
 #define STRATA_INT8_CUDA 0  // a build without nvcc
 #endif
 #if STRATA_INT8_CUDA
-#include "plugins/int8/cuda/int8_weights_cuda.hpp"
-#include "plugins/precision/cuda_launch_check.hpp"
+#include "cuda/int8_weights_cuda.hpp"
+#include "strata/plugin_support/cuda_launch_check.hpp"
 #endif
 
 namespace {
@@ -58,11 +58,11 @@ class Int8Quantizer final : public WeightQuantizer {
   }
 
   Status check(const KernelTarget& target) const override {
-    return plugins::cpu_or_cuda(target, STRATA_INT8_CUDA != 0, "int8 weights");
+    return plugin_support::cpu_or_cuda(target, STRATA_INT8_CUDA != 0, "int8 weights");
   }
 
   Status bind(const KernelTarget& target) override {
-    on_cuda_ = plugins::on_cuda(target);
+    on_cuda_ = plugin_support::on_cuda(target);
     return {};
   }
 
@@ -74,7 +74,7 @@ class Int8Quantizer final : public WeightQuantizer {
     if (on_cuda_) {
       int8::cuda::quantize(static_cast<cudaStream_t>(stream()), matrix, master, shape.in_features, shape.out_features,
                            shape.layout);
-      plugins::log_failed_launch(host_, "int8's quantization kernel");
+      plugin_support::log_failed_launch(host_, "int8's quantization kernel");
       return;
     }
 #endif
@@ -87,7 +87,7 @@ class Int8Quantizer final : public WeightQuantizer {
       if (const Weight dequantized = dequantize_on_device(weight, shape); dequantized.data != nullptr)
         host_.ops().matmul_forward(out, inp, dequantized, bias, shape, {});
       else
-        plugins::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
+        plugin_support::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
       return;
     }
     int8::matmul_forward(out, inp, matrix(weight), bias, shape, scratch.data, scratch.elements);
@@ -99,7 +99,7 @@ class Int8Quantizer final : public WeightQuantizer {
       // dweight and dbias do not read the weight: without dinp there is nothing to dequantize.
       const Weight dequantized = dinp != nullptr ? dequantize_on_device(weight, shape) : Weight{nullptr, DType::bf16};
       if (dinp != nullptr && dequantized.data == nullptr) {
-        plugins::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
+        plugin_support::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
         return;
       }
       host_.ops().matmul_backward(dinp, dweight, dbias, dout, inp, dequantized, shape, {}, dinp_write);
@@ -128,7 +128,7 @@ class Int8Quantizer final : public WeightQuantizer {
 #if STRATA_INT8_CUDA
     int8::cuda::dequantize_bf16(static_cast<cudaStream_t>(stream()), values, matrix(weight), shape.in_features,
                                 shape.out_features, shape.layout);
-    plugins::log_failed_launch(host_, "int8's dequantization kernel");
+    plugin_support::log_failed_launch(host_, "int8's dequantization kernel");
 #else
     (void)weight;
 #endif
@@ -138,14 +138,14 @@ class Int8Quantizer final : public WeightQuantizer {
   std::int64_t block_size_;
   HostServices& host_;
   bool on_cuda_ = false;
-  plugins::DeviceWorkspace workspace_;  // cuda: the dequantized matrix
+  plugin_support::DeviceWorkspace workspace_;  // cuda: the dequantized matrix
 };
 
-class Int8 final : public plugins::StoragePrecision {
+class Int8 final : public plugin_support::StoragePrecision {
  public:
   Int8(ConfigView& config, HostServices& host)
-      : StoragePrecision(config, DType::i8, plugins::storage_key(config, "activations")),
-        embeddings_(plugins::storage_key(config, "embeddings")),
+      : StoragePrecision(config, DType::i8, plugin_support::storage_key(config, "activations")),
+        embeddings_(plugin_support::storage_key(config, "embeddings")),
         quantizer_(config.has("block_size") ? config.get_int("block_size", 64, 1, std::int64_t{1} << 30) : 0, host) {}
 
   DType embedding_storage() const noexcept override { return embeddings_; }

@@ -22,7 +22,7 @@
 #include "strata/plugin.hpp"
 
 #if STRATA_LORA_CUDA
-#include "plugins/lora/cuda/lora_dropout_cuda.hpp"
+#include "cuda/lora_dropout_cuda.hpp"
 #endif
 
 namespace {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "plugins/lora/dropout_mask.hpp"
+#include "dropout_mask.hpp"
 #include "strata/matmul_adapter.hpp"
 
 namespace strata::lora {

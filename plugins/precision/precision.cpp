@@ -18,13 +18,13 @@
 #include <string>
 
 #include "stochastic_rounding.hpp"
-#include "storage_precision.hpp"
+#include "strata/plugin_support/storage_precision.hpp"
 
 namespace {
 
 using namespace strata;
-using plugins::storage_key;
-using plugins::StoragePrecision;
+using plugin_support::storage_key;
+using plugin_support::StoragePrecision;
 
 class Fp32 final : public StoragePrecision {
  public:

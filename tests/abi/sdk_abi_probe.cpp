@@ -24,8 +24,7 @@ extern "C" __attribute__((visibility("default"))) void strata_sdk_op_records_pro
     strata::op::SwigluBackward*, strata::op::GegluForward*, strata::op::GegluBackward*, strata::op::Rope*,
     strata::op::ResidualForward*, strata::op::EmbeddingForward*, strata::op::EmbeddingBackward*,
     strata::op::CrossEntropyForwardChunk*, strata::op::CrossEntropyFinish*, strata::op::CrossEntropyBackwardChunk*,
-    strata::op::AdamwUpdate*, strata::op::SgdUpdate*, strata::op::Widen*, strata::op::Narrow*,
-    strata::op::NarrowAndRound*, strata::op::SumOfSquares*, strata::op::AllFinite*, strata::op::Sum*,
-    strata::op::Scale*, strata::op::AddScaled*, strata::op::Sign*, strata::op::Mul*, strata::op::Div*,
-    strata::op::Sqrt*, strata::op::Fill*, strata::op::Copy*, strata::op::CopyToHost*, strata::op::CopyFromHost*,
-    strata::op::Qr*, strata::op::Eigh*) {}
+    strata::op::HostKernel*, strata::op::Widen*, strata::op::Narrow*, strata::op::NarrowAndRound*,
+    strata::op::SumOfSquares*, strata::op::AllFinite*, strata::op::Sum*, strata::op::Scale*, strata::op::AddScaled*,
+    strata::op::Sign*, strata::op::Mul*, strata::op::Div*, strata::op::Sqrt*, strata::op::Fill*, strata::op::Copy*,
+    strata::op::CopyToHost*, strata::op::CopyFromHost*, strata::op::Qr*, strata::op::Eigh*) {}

@@ -1,12 +1,13 @@
-#include "plugins/adamw8bit/cpu/adamw8bit_cpu.hpp"
+#include "cpu/adamw8bit_cpu.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
+#include "cpu/dynamic_quantization.hpp"
 #include "strata/cpu_clones.hpp"
 #include "strata/kernels_common.hpp"
+#include "strata/plugin_support/adamw_update.hpp"
 
 namespace strata::adamw8bit {
 
@@ -61,6 +62,11 @@ void adamw8bit_update(float* param, const float* grad, QuantizedMoment m, Quanti
       quantize_block(v.codes + start, v_block.data(), length, absmax.v, MapKind::unsigned_dynamic);
     }
   }
+}
+
+void adamw_f32_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
+                      const strata::AdamWHyper& hyper) {
+  plugin_support::adamw_update_f32(param, grad, m, v, count, hyper);
 }
 
 }  // namespace strata::adamw8bit

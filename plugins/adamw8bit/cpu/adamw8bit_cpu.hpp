@@ -4,12 +4,11 @@
 // block_size consecutive elements (the last may be shorter) as one byte per element plus the
 // block's absmax (dynamic_quantization.hpp).
 //
-// Per block: dequantize m and v, run kernels/cpu/adamw.cpp's f32 update element by element (the
-// same formula and float expression order; param moves with the new f32 moments), then store the
-// new m and v quantized against the block's new absmax. Blocks are independent and threaded with
-// OpenMP (schedule(static)), so the result is bitwise the same for any thread count. This file
-// builds without floating-point contraction, so every instruction set (the run-time clones) and
-// the baseline build of kernels/cpu/adamw.cpp round alike.
+// Per block: dequantize m and v, run AdamW's f32 element (strata/kernels_common.hpp, the adamw
+// plugin's too; param moves with the new f32 moments), then store the new m and v quantized against
+// the block's new absmax. Blocks are independent and threaded with OpenMP (schedule(static)), so the
+// result is bitwise the same for any thread count. This file builds without floating-point
+// contraction, so every instruction set (the run-time clones) and the adamw plugin round alike.
 //
 // State starts zeroed: all-zero codes and absmax decode as m = 0 and v = 0 (an absmax of 0 marks a
 // zero block, whatever its codes; dynamic_quantization.hpp).
@@ -29,5 +28,8 @@ struct QuantizedMoment {
 
 void adamw8bit_update(float* param, const float* grad, QuantizedMoment m, QuantizedMoment v, std::int64_t count,
                       std::int64_t block_size, const strata::AdamWHyper& hyper);
+// A small tensor's update, with f32 moments: AdamW's own loop (strata/plugin_support/adamw_update.hpp).
+void adamw_f32_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
+                      const strata::AdamWHyper& hyper);
 
 }  // namespace strata::adamw8bit

@@ -1,4 +1,4 @@
-#include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
+#include "cpu/dynamic_quantization.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,5 @@
-#include "plugins/adamw8bit/cuda/adamw8bit_cuda.hpp"
+#include "cuda/adamw8bit_cuda.hpp"
+#include "strata/plugin_support/adamw_update_cuda.cuh"
 
 // Launch shape: grid = the number of quantization blocks, 256 threads each; thread t owns elements
 // t, t + 256, ... of its block (coalesced), at most 16, kept in registers between the update and
@@ -101,6 +102,11 @@ void adamw8bit_update(cudaStream_t stream, float* param, const float* grad, std:
   adamw8bit_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       param, grad, Moments{m_codes, m_absmax}, Moments{v_codes, v_absmax}, count, static_cast<int>(block_size),
       coefficients, tables);
+}
+
+void adamw_f32_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, std::int64_t count,
+                      const AdamWHyper& hyper) {
+  plugin_support::adamw_update_f32_cuda(stream, param, grad, m, v, count, hyper);
 }
 
 }  // namespace strata::adamw8bit::cuda

@@ -11,7 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "plugins/adamw8bit/cpu/dynamic_quantization.hpp"
+#include "cpu/dynamic_quantization.hpp"
 #include "strata/kernels_common.hpp"
 
 namespace strata::adamw8bit::cuda {
@@ -46,5 +46,8 @@ inline constexpr std::int64_t kMaxBlockSize = 4096;
 void adamw8bit_update(cudaStream_t stream, float* param, const float* grad, std::uint8_t* m_codes, float* m_absmax,
                       std::uint8_t* v_codes, float* v_absmax, std::int64_t count, std::int64_t block_size,
                       const kernels::AdamWCoefficients& coefficients, const QuantizationTables& tables);
+// A small tensor's update, with f32 moments: AdamW's own kernel (strata/plugin_support/adamw_update_cuda.cuh).
+void adamw_f32_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, std::int64_t count,
+                      const AdamWHyper& hyper);
 
 }  // namespace strata::adamw8bit::cuda

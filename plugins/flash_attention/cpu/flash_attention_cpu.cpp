@@ -1,4 +1,4 @@
-#include "plugins/flash_attention/cpu/flash_attention_cpu.hpp"
+#include "cpu/flash_attention_cpu.hpp"
 
 #include <cblas.h>
 

@@ -1,11 +1,11 @@
-#include "plugins/flash_attention/cuda/flash_attention_cuda.hpp"
+#include "cuda/flash_attention_cuda.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "plugins/flash_attention/cuda/flash_attention_launch.cuh"
-#include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
-#include "plugins/flash_attention/tensor_core_scratch.hpp"
+#include "cuda/flash_attention_launch.cuh"
+#include "cuda/flash_attention_tensor_cores.hpp"
+#include "tensor_core_scratch.hpp"
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
 // - Every tile kernel runs 256 threads as a 16 x 16 grid: thread (ty, tx) owns rows ty*4 .. ty*4+3

@@ -1,4 +1,4 @@
-#include "plugins/flash_attention/cuda/flash_attention_tensor_cores.hpp"
+#include "cuda/flash_attention_tensor_cores.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <cuda_bf16.h>
 
-#include "plugins/flash_attention/cuda/flash_attention_launch.cuh"
+#include "cuda/flash_attention_launch.cuh"
 
 // Launch shapes and reduction orders (they depend only on the attention shape):
 // - Every kernel runs 4 warps (128 threads) over a 64-row tile; warp w owns rows 16w .. 16w+15 of

@@ -1,4 +1,4 @@
-#include "plugins/fp16/cpu/fp16_matmul_cpu.hpp"
+#include "cpu/fp16_matmul_cpu.hpp"
 
 #include <cblas.h>
 

@@ -1,4 +1,4 @@
-#include "plugins/fp16/cuda/fp16_cuda.hpp"
+#include "cuda/fp16_cuda.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -11,7 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "plugins/fp16/cpu/fp16_matmul_cpu.hpp"
+#include "cpu/fp16_matmul_cpu.hpp"
 
 namespace strata::fp16::cuda {
 

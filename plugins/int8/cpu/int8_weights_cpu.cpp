@@ -1,4 +1,4 @@
-#include "plugins/int8/cpu/int8_weights_cpu.hpp"
+#include "cpu/int8_weights_cpu.hpp"
 
 #include <cblas.h>
 

@@ -1,4 +1,4 @@
-#include "plugins/int8/cuda/int8_weights_cuda.hpp"
+#include "cuda/int8_weights_cuda.hpp"
 
 #include <cuda_bf16.h>
 

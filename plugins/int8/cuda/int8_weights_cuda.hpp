@@ -10,7 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "plugins/int8/cpu/int8_weights_cpu.hpp"
+#include "cpu/int8_weights_cpu.hpp"
 
 namespace strata::int8::cuda {
 

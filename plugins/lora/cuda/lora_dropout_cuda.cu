@@ -1,4 +1,4 @@
-#include "plugins/lora/cuda/lora_dropout_cuda.hpp"
+#include "cuda/lora_dropout_cuda.hpp"
 
 namespace strata::lora::cuda {
 

@@ -4,7 +4,7 @@
 // (the caller checks cudaGetLastError).
 #include <cuda_runtime_api.h>
 
-#include "plugins/lora/dropout_mask.hpp"
+#include "dropout_mask.hpp"
 
 namespace strata::lora::cuda {
 

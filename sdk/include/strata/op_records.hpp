@@ -153,8 +153,7 @@ enum class Op : std::uint16_t {
   cross_entropy_forward_chunk,
   cross_entropy_finish,
   cross_entropy_backward_chunk,
-  adamw_update,
-  sgd_update,
+  host_kernel,
   widen,
   narrow,
   narrow_and_round,
@@ -203,8 +202,7 @@ constexpr std::string_view op_name(Op op) noexcept {
                                         "cross_entropy_forward_chunk",
                                         "cross_entropy_finish",
                                         "cross_entropy_backward_chunk",
-                                        "adamw_update",
-                                        "sgd_update",
+                                        "host_kernel",
                                         "widen",
                                         "narrow",
                                         "narrow_and_round",
@@ -543,29 +541,18 @@ struct CrossEntropyBackwardChunk {
   std::int64_t vocab = 0;
 };
 
-// --- optimizer updates, in place on param and the state; per element, in this order, in f32:
-//   AdamW: g = grad * grad_scale;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g;
-//          param = param (1 - lr weight_decay)
-//                  - (lr / (1 - beta1^step)) m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
-//   SGD:   g = grad * grad_scale;  velocity = momentum velocity + g when momentum > 0, else
-//          velocity is g (and null);  param = param (1 - lr weight_decay) - lr velocity
-// No operand may alias another.
-struct AdamwUpdate {
-  static constexpr Op id = Op::adamw_update;
-  float* param = nullptr;
-  const float* grad = nullptr;
-  float* m = nullptr;
-  float* v = nullptr;
-  std::int64_t count = 0;
-  AdamWHyper hyper;
-};
-struct SgdUpdate {
-  static constexpr Op id = Op::sgd_update;
-  float* param = nullptr;
-  const float* grad = nullptr;
-  float* velocity = nullptr;
-  std::int64_t count = 0;
-  SgdHyper hyper;
+// --- a plugin's own host code over backend memory: `run(context)`, in order with the ops before and
+// after it. Supported where the host's cores can address the backend's memory (the CPU backend, and
+// a backend's host table during an update of offloaded rows), so a plugin with CPU kernels (an
+// optimizer's update) runs them as an op, wherever the op table computes: a backend that seals its
+// memory opens it for the call; `strata plan`'s dry run skips it and prices `work` elements of
+// `name` ("adamw_update") by the calibration. The callee must not throw.
+struct HostKernel {
+  static constexpr Op id = Op::host_kernel;
+  void (*run)(void* context) noexcept = nullptr;
+  void* context = nullptr;
+  const char* name = "";
+  double work = 0.0;  // elements it passes over, for pricing
 };
 
 // --- conversions. narrow rounds f32 to bf16 (nearest even); narrow_and_round also writes the

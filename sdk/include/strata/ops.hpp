@@ -13,12 +13,13 @@
 // supports() says which ops a backend runs. The model's own ops (matmuls, norms, attention,
 // pointwise, embedding, cross-entropy, conversions, reductions, memory) run on every built-in
 // backend; check supports() before calling any other (matmul_*_bf16_input, gemm, geglu, the
-// elementwise ops, attention_decode, qr, eigh). Running an op a backend does not support is a
+// elementwise ops, attention_decode, qr, eigh, host_kernel). Running an op a backend does not support is a
 // programming error: the process stops naming the op and the backend, as a failed assertion would.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "strata/op_records.hpp"
 
@@ -199,14 +200,11 @@ class Ops {
     run(r);
   }
 
-  void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t count,
-                    const AdamWHyper& hyper) noexcept {
-    op::AdamwUpdate r{param, grad, m, v, count, hyper};
-    run(r);
-  }
-  void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count,
-                  const SgdHyper& hyper) noexcept {
-    op::SgdUpdate r{param, grad, velocity, count, hyper};
+  // Runs `body()` (noexcept) as op::HostKernel: check supports(Op::host_kernel) first.
+  template <typename Body>
+  void host_kernel(const char* name, double work, Body&& body) noexcept {
+    op::HostKernel r{[](void* context) noexcept { (*static_cast<std::remove_reference_t<Body>*>(context))(); }, &body,
+                     name, work};
     run(r);
   }
 

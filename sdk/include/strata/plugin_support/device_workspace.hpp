@@ -1,17 +1,18 @@
 #pragma once
 // Device scratch for a plugin's kernels on an accelerator, from the plugin's own accounted memory
 // (HostServices::memory(), counted under the plugin's name as workspace). It grows to the largest
-// request; plugin memory lives for the run, so a buffer it outgrew stays allocated (a kernel's
-// requests reach their largest within the first step). A request that cannot be met is logged and
-// answered with null, for the caller to fail its product visibly.
+// request, releasing the buffer it outgrew (frees are ordered on the backend's compute stream, after
+// the kernels that used it). A request that cannot be met is logged and answered with null, for the
+// caller to fail its product visibly.
 #include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "strata/host_services.hpp"
 
-namespace strata::plugins {
+namespace strata::plugin_support {
 
 class DeviceWorkspace {
  public:
@@ -25,6 +26,8 @@ class DeviceWorkspace {
     if (floats <= capacity_) return data_;
     const std::int64_t wanted = std::max(floats, expected_);
     try {
+      if (data_ != nullptr) host_.memory().release(std::exchange(data_, nullptr));
+      capacity_ = 0;
       data_ = host_.memory().device_floats(name_, static_cast<std::uint64_t>(wanted), MemoryCategory::workspace).f32();
       capacity_ = wanted;
       return data_;
@@ -49,4 +52,4 @@ inline void fill_nan(Ops& ops, float* out, std::int64_t count) noexcept {
   ops.fill(out, 0xff, static_cast<std::uint64_t>(count) * sizeof(float));
 }
 
-}  // namespace strata::plugins
+}  // namespace strata::plugin_support

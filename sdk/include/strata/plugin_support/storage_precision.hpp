@@ -4,7 +4,7 @@
 // skip_nonfinite = false makes it an error.
 #include "strata/plugin.hpp"
 
-namespace strata::plugins {
+namespace strata::plugin_support {
 
 class StoragePrecision : public PrecisionPolicy {
  public:
@@ -33,4 +33,4 @@ inline DType storage_key(ConfigView& config, std::string_view key) {
   return config.get_string(key, "bf16", {"bf16", "f32"}) == "f32" ? DType::f32 : DType::bf16;
 }
 
-}  // namespace strata::plugins
+}  // namespace strata::plugin_support

@@ -8,11 +8,11 @@
 
 #include "strata/host_services.hpp"
 
-namespace strata::plugins {
+namespace strata::plugin_support {
 
 inline void log_failed_launch(HostServices& host, const std::string& what) noexcept {
   if (const cudaError_t error = cudaPeekAtLastError(); error != cudaSuccess)
     host.log(LogLevel::error, what + " did not launch: " + cudaGetErrorString(error));
 }
 
-}  // namespace strata::plugins
+}  // namespace strata::plugin_support

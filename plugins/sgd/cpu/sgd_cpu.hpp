@@ -1,20 +1,21 @@
 #pragma once
-// SGD with optional momentum and decoupled weight decay, in place:
+// SGD's update on the host's cores, in place, with optional momentum and decoupled weight decay:
 //   decay = 1 - lr * weight_decay, g = grad * grad_scale
 //   momentum > 0: velocity = momentum * velocity + g; param = param * decay - lr * velocity
 //   momentum = 0: param = param * decay - lr * g   (velocity is not read and may be null)
+// Compiled without contraction: the CUDA kernel (cuda/sgd_cuda.hpp) gives the same bits.
 #include <cstdint>
 
-#include "strata/ops.hpp"
+#include "strata/op_records.hpp"
 
-namespace strata::cpu {
+namespace strata::sgd::cpu {
 
-void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count, const SgdHyper& hyper);
+void update(float* param, const float* grad, float* velocity, std::int64_t count, const SgdHyper& hyper);
 
 namespace reference {
 
 template <typename Real>
-void sgd_update(Real* param, const Real* grad, Real* velocity, std::int64_t count, const SgdHyper& hyper) {
+void update(Real* param, const Real* grad, Real* velocity, std::int64_t count, const SgdHyper& hyper) {
   const Real lr = hyper.lr, momentum = hyper.momentum, scale = hyper.grad_scale;
   const Real decay = Real(1) - lr * static_cast<Real>(hyper.weight_decay);
   for (std::int64_t i = 0; i < count; ++i) {
@@ -28,5 +29,4 @@ void sgd_update(Real* param, const Real* grad, Real* velocity, std::int64_t coun
 }
 
 }  // namespace reference
-
-}  // namespace strata::cpu
+}  // namespace strata::sgd::cpu

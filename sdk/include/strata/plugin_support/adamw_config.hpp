@@ -1,16 +1,17 @@
 #pragma once
-// The keys AdamW and its 8-bit variant share, and the step's global-norm clipping: one reading of
-// the manifest and one schedule for both plugins.
+// The keys of AdamW-style optimizers (betas, eps, weight_decay, grad_clip, schedule, min_lr_ratio),
+// read once with their defaults and ranges, and the step's learning rate and global-norm clipping:
+// what adamw and adamw8bit share, for any optimizer that takes the same keys (GaLore does).
 #include <cmath>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "lr_schedule.hpp"
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/lr_schedule.hpp"
 
-namespace strata::plugins {
+namespace strata::plugin_support {
 
 // A saved buffer that must hold no negative value (a second moment, a block's absmax scale): an
 // error naming the first one, for Optimizer::check_state.
@@ -52,7 +53,7 @@ struct AdamWConfig {
     double sum_of_squares = 0.0;
     for (const ParamSlot& slot : slots) sum_of_squares += ops.sum_of_squares(slot.grad.f32(), slot.grad.count);
     report.grad_norm = std::sqrt(sum_of_squares);
-    report.lr = scheduled_lr(info, schedule.c_str(), min_lr_ratio);
+    report.lr = scheduled_lr(info, schedule, min_lr_ratio);
     return clip_factor(grad_clip, clip_norm.value_or(report.grad_norm));
   }
 
@@ -64,4 +65,4 @@ struct AdamWConfig {
 
 inline constexpr const char* kAdamWKeys[] = {"betas", "eps", "weight_decay", "grad_clip", "schedule", "min_lr_ratio"};
 
-}  // namespace strata::plugins
+}  // namespace strata::plugin_support

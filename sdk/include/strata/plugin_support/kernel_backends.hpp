@@ -7,7 +7,7 @@
 #include "strata/kernel.hpp"
 #include "strata/status.hpp"
 
-namespace strata::plugins {
+namespace strata::plugin_support {
 
 inline bool on_cuda(const KernelTarget& target) noexcept {
   return target.backend.starts_with("cuda:");
@@ -21,4 +21,4 @@ inline Status cpu_or_cuda(const KernelTarget& target, bool built_with_cuda, std:
                        std::string(target.backend) + "\" in this build (use bf16 there)");
 }
 
-}  // namespace strata::plugins
+}  // namespace strata::plugin_support

@@ -1,8 +1,8 @@
-#include "kernels/cpu/sgd.hpp"
+#include "cpu/sgd_cpu.hpp"
 
-namespace strata::cpu {
+namespace strata::sgd::cpu {
 
-void sgd_update(float* param, const float* grad, float* velocity, std::int64_t count, const SgdHyper& hyper) {
+void update(float* param, const float* grad, float* velocity, std::int64_t count, const SgdHyper& hyper) {
   const float lr = hyper.lr, momentum = hyper.momentum, scale = hyper.grad_scale;
   const float decay = 1.0f - lr * hyper.weight_decay;
   if (momentum > 0.0f) {
@@ -17,4 +17,4 @@ void sgd_update(float* param, const float* grad, float* velocity, std::int64_t c
   }
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::sgd::cpu
