@@ -54,9 +54,11 @@ std::size_t differing(const std::vector<T>& a, const std::vector<T>& b) {
   return count;
 }
 
+#if STRATA_HAVE_CUDA
 AdamWHyper hyper_at(int step) {
   return AdamWHyper{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.75f};
 }
+#endif
 
 TEST(CudaPluginKernels, AdamWIsBitwiseTheCpus) {
   STRATA_SKIP_WITHOUT_CUDA();

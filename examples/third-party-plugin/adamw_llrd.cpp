@@ -10,13 +10,15 @@
 // never through host reads; it includes only SDK headers. Where the backend runs host kernels
 // (the CPU, and the host's own table when the update is offloaded) the update is the SDK's AdamW
 // loop (strata/plugin_support/adamw_update.hpp) in one pass; elsewhere it is composed from the
-// elementwise ops through two scratch chunks, so it runs unchanged on any backend.
+// elementwise ops through two scratch chunks (strata/plugin_support/adamw_through_ops.hpp), so it
+// runs unchanged on any backend.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/adamw_through_ops.hpp"
 #include "strata/plugin_support/adamw_update.hpp"
 
 namespace {
@@ -69,29 +71,16 @@ class AdamWLlrd final : public Optimizer {
   void update_through_elementwise_ops(Ops& ops, ParamSlot& slot, const AdamWHyper& hyper) {
     if (scratch_.empty())
       scratch_ = host_.memory().device_floats("adamw_llrd.scratch", 2 * kChunk, MemoryCategory::optimizer);
-    const float b1 = hyper.beta1, b2 = hyper.beta2;
-    const float step = static_cast<float>(hyper.step);
-    const float step_size = hyper.lr / (1.0f - std::pow(b1, step));
-    const float inverse_sqrt_correction2 = 1.0f / std::sqrt(1.0f - std::pow(b2, step));
     float* g = scratch_.f32();
-    float* denominator = g + kChunk;
     for (std::int64_t first = 0; first < slot.param.count; first += kChunk) {
       const std::int64_t n = std::min(kChunk, slot.param.count - first);
       float* param = slot.param.f32() + first;
-      float* m = slot.state[0].f32() + first;
-      float* v = slot.state[1].f32() + first;
       ops.copy(g, slot.grad.f32() + first, static_cast<std::uint64_t>(n) * sizeof(float));
       ops.scale(g, hyper.grad_scale, n);
-      ops.scale(m, b1, n);
-      ops.add_scaled(m, 1.0f - b1, g, n);
-      ops.mul(g, g, g, n);
-      ops.scale(v, b2, n);
-      ops.add_scaled(v, 1.0f - b2, g, n);
-      ops.sqrt(denominator, v, n);
-      ops.scale(denominator, inverse_sqrt_correction2, n);
-      ops.div(g, m, denominator, hyper.eps, n);
+      plugin_support::adamw_direction_through_ops(ops, hyper, g, slot.state[0].f32() + first,
+                                                  slot.state[1].f32() + first, g + kChunk, n);
       ops.scale(param, 1.0f - hyper.lr * hyper.weight_decay, n);
-      ops.add_scaled(param, -step_size, g, n);
+      ops.add_scaled(param, -plugin_support::adamw_step_size(hyper), g, n);
     }
   }
 

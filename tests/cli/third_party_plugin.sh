@@ -4,13 +4,8 @@
 set -euo pipefail
 build_dir=$1
 work=$2
-rm -rf "$work" && mkdir -p "$work"
-cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
-strata="$work/prefix/bin/strata"
-cmake -S examples/third-party-plugin -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
-cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
-export STRATA_PLUGIN_PATH="$work/build"
+source "$(dirname "$0")/example_plugins.sh"
+install_and_build_examples "$build_dir" "$work"
 "$strata" plugins --verbose > "$work/plugins.txt"
 grep -q "loss_ema" "$work/plugins.txt" || { cat "$work/plugins.txt"; echo "loss_ema not listed"; exit 1; }
 grep -q "$work/prefix/lib/strata/plugins/libstrata-adamw.so" "$work/plugins.txt" ||
@@ -57,16 +52,7 @@ print("peak device MiB: %.1f without, %.1f with pressure_checkpoint" % (base / 2
 assert pressure < base' "$work/base.jsonl" "$work/pressure.jsonl" || { echo "the peak did not fall"; exit 1; }
 grep -q "pressure_checkpoint: step 1 dropped the activations of" "$work/pressure.log" || { cat "$work/pressure.log"; exit 1; }
 # The planner runs a third party's policy as a run does: its predicted peaks are the measured ones.
-for run in base pressure; do
-  "$strata" plan "$work/$run.toml" --set train.steps=3 --set train.eval_every=0 --json > "$work/$run.plan.json" ||
-    { cat "$work/$run.plan.json"; exit 1; }
-done
-python3 -c 'import json, sys
-for run in ("base", "pressure"):
-    measured = [json.loads(l) for l in open("%s/%s.jsonl" % (sys.argv[1], run))][-1]["peak_device_bytes"]
-    predicted = json.load(open("%s/%s.plan.json" % (sys.argv[1], run)))["device"]["peak_bytes"]
-    print("%s: predicted %d, measured %d bytes" % (run, predicted, measured))
-    assert abs(predicted - measured) <= max(0.05 * measured, 65536), run' "$work" ||
+plan_matches_runs "$work" "base pressure" --set train.steps=3 --set train.eval_every=0 ||
   { echo "the plan missed a third-party policy's peak"; exit 1; }
 
 # Lion: one state buffer per parameter (AdamW keeps two) and one scratch buffer it asks the host
