@@ -53,6 +53,23 @@ a, b = ([json.loads(l)["loss"] for l in open(p) if l.startswith("{\"step\"")] fo
 print("galore with nothing projected:", a, "adamw:", b)
 assert len(a) == 5 and all(abs(x - y) < 1e-3 for x, y in zip(a, b)), (a, b)' "$work/full_rank.jsonl" "$work/adamw5.jsonl" ||
   { echo "galore with nothing projected must be AdamW"; exit 1; }
+# A resume continues bitwise (the schedule constant, so the first half's lr is the whole run's).
+resumes_bitwise() {  # resumes_bitwise <name> <manifest> <args...>
+  local name=$1 manifest=$2
+  shift 2
+  local args=(--set train.steps=6 "${small[@]}" --set optimizer.schedule=constant --set checkpoint.every=3 "$@")
+  train "$name.whole" "$manifest" "${args[@]}" --set "checkpoint.dir=$work/$name.ckpt_whole"
+  train "$name.first" "$manifest" "${args[@]}" --set train.steps=3 --set "checkpoint.dir=$work/$name.ckpt"
+  train "$name.second" "$manifest" "${args[@]}" --set "checkpoint.dir=$work/$name.ckpt" --resume "$work/$name.ckpt"
+  python3 -c 'import json, sys
+steps = lambda p: {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "step" in r}
+whole, second = steps(sys.argv[1]), steps(sys.argv[2])
+assert sorted(second) == [4, 5, 6] and all(whole[s] == second[s] for s in second), (whole, second)' \
+    "$work/$name.whole.jsonl" "$work/$name.second.jsonl" || { echo "$name did not resume bitwise"; exit 1; }
+}
+# GaLore's projection and its moments are state the checkpoint keeps (refreshed every other step,
+# so steps 4 and 6 refresh after the resume).
+resumes_bitwise galore "$work/galore.toml" --set optimizer.refresh_every=2
 # A bad key value is named, with exit 2.
 set +e
 "$strata" validate "$work/galore.toml" --set optimizer.projection=svd > "$work/bad.log" 2>&1
@@ -102,6 +119,8 @@ runs = [[json.loads(l) for l in open(p)] for p in sys.argv[1:3]]
 base, stack = ([r["loss"] for r in run if "step" in r] for run in runs)
 assert all(abs(s - b) < 0.01 * b for s, b in zip(stack, base)), (stack, base)' "$work/base.jsonl" "$work/stack.jsonl" ||
   { echo "actnn composed with checkpoint and offload moved the losses"; exit 1; }
+# The codes' random bits come from the call: a resumed run draws what the whole run drew.
+resumes_bitwise actnn "$work/actnn.toml"
 # 40 steps train as the plain run does.
 train actnn40 "$work/actnn.toml" --set train.steps=40 "${small[@]}"
 python3 -c 'import json, sys
