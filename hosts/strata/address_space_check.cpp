@@ -12,27 +12,19 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
+
+#include "early_environment.hpp"
 
 namespace {
 
 constexpr unsigned long kOpenBlasBufferBytes = 128ul << 20;  // its BUFFER_SIZE on x86-64
 constexpr unsigned long kHeadroomBytes = 16ul << 20;         // its other start-up allocations (measured: ~12 MiB)
 
-// The value of `name` in the environment block (getenv is not ready this early), or null.
-const char* environment_value(char** environment, std::string_view name) {
-  for (char** entry = environment; entry != nullptr && *entry != nullptr; ++entry) {
-    const std::string_view text(*entry);
-    if (text.size() > name.size() && text.starts_with(name) && text[name.size()] == '=')
-      return *entry + name.size() + 1;
-  }
-  return nullptr;
-}
-
 // The threads OpenBLAS will start: Strata links its OpenMP build, which follows OMP_NUM_THREADS
 // (OPENBLAS_NUM_THREADS is ignored there), else one per core it may use.
 unsigned long openblas_threads(char** environment) {
-  if (const char* text = environment_value(environment, "OMP_NUM_THREADS"); text != nullptr && std::atol(text) > 0)
+  if (const char* text = strata::early_environment_value(environment, "OMP_NUM_THREADS");
+      text != nullptr && std::atol(text) > 0)
     return static_cast<unsigned long>(std::atol(text));
   // OpenMP starts one per core this process may run on (its affinity, as a job scheduler sets it).
   cpu_set_t cores;
