@@ -8,10 +8,27 @@
 #   torch           Debian's PyTorch on its own default (bench/torch_reference.py), training only
 # each on an idle machine and beside a load of one busy process per core (shell loops).
 #   bash bench/openmp_wait_bench.sh [rounds]     (default 2)
+#   bash bench/openmp_wait_bench.sh sweep        one round of the training steps for spin counts
+#                                                0, 3000, 10000, 30000, 300000 (variants spin-N)
+#   bash bench/openmp_wait_bench.sh startup      what the restart costs: 50 starts of
+#                                                `strata --help` with and without it
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-2}
+mode=${1:-2}
 strata=./build/bin/strata
+if [ "$mode" = startup ]; then
+  starts() {  # mean ms of 50 starts of `strata --help` in this environment
+    local begin end
+    begin=$(date +%s%N)
+    for _ in $(seq 50); do env "$@" "$strata" --help > /dev/null; done
+    end=$(date +%s%N)
+    echo $(((end - begin) / 50000000))
+  }
+  starts -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT > /dev/null  # warm the page cache
+  echo "ms per start: $(starts -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT) restarted (the default)," \
+    "$(starts -u OMP_WAIT_POLICY GOMP_SPINCOUNT=10000) not (the setting given)"
+  exit 0
+fi
 out=runs/bench/openmp_wait && rm -rf "$out" && mkdir -p "$out"
 python3 bench/make_gpt2_tokens.py runs/bench/gpt2_tokens.bin > /dev/null
 quickstart_keys=(--set model.n_layer=4 --set model.d_model=128 --set model.n_head=4 --set model.vocab=256
@@ -38,6 +55,8 @@ train() {  # train <variant> <shape> <load> <round>
       --set "telemetry.0.path=\"$jsonl\"" > /dev/null ;;
     strata-spin) env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=300000 "$strata" train bench/engine.toml "${keys[@]}" \
       --set "telemetry.0.path=\"$jsonl\"" > /dev/null ;;
+    spin-*) env -u OMP_WAIT_POLICY GOMP_SPINCOUNT="${variant#spin-}" "$strata" train bench/engine.toml "${keys[@]}" \
+      --set "telemetry.0.path=\"$jsonl\"" > /dev/null ;;
     torch) env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=2 \
       LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 bench/torch_reference.py \
       "$shape" "$([ "$shape" = quickstart ] && echo 40 || echo 6)" |
@@ -45,6 +64,26 @@ train() {  # train <variant> <shape> <load> <round>
   esac
   printf '%s\t%s\t%s\t%s\t%s\n' "$shape" "$variant" "$load" "$round" "$(median_step "$jsonl")" >> "$out/steps.tsv"
 }
+
+if [ "$mode" = sweep ]; then
+  for load in idle loaded; do
+    [ "$load" = loaded ] && start_load
+    for shape in quickstart gpt2; do
+      for count in 0 3000 10000 30000 300000; do train "spin-$count" "$shape" "$load" 1; done
+    done
+    [ "$load" = loaded ] && stop_load
+  done
+  echo "median ms/step, one round: shape, spin count, idle, loaded"
+  python3 -c 'import collections, sys
+steps = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    shape, variant, load, _, ms = line.split()
+    steps[(shape, variant)][load] = float(ms)
+for (shape, variant), ms in steps.items():
+    print("%-11s %-12s %10.1f %10.1f" % (shape, variant, ms["idle"], ms["loaded"]))' "$out/steps.tsv"
+  exit 0
+fi
+rounds=$mode
 
 # A quickstart-shaped checkpoint to decode from (30 steps are enough: the speed does not depend on
 # the weights).

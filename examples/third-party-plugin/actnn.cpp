@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -29,12 +28,6 @@
 namespace {
 
 using namespace strata;
-
-std::uint64_t fnv1a(std::string_view text) noexcept {
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
-}
 
 // The code's layout: mins (f32 x groups), steps (f32 x groups), then one byte a value.
 struct CodeLayout {
@@ -93,7 +86,7 @@ class Int8Codec final : public ActivationCodec {
   Status encode(Ops& ops, const CodecCall& call, const TensorView& values, const TensorView& code) noexcept override {
     const CodeLayout layout = code_layout(values.count, group_);
     const std::uint64_t seed =
-        splitmix64(call.sequence ^ splitmix64(static_cast<std::uint64_t>(call.layer) ^ fnv1a(values.name)));
+        splitmix64(call.sequence ^ splitmix64(static_cast<std::uint64_t>(call.layer) ^ name_hash(values.name)));
     if (ops.supports(Op::host_kernel)) {
       ops.host_kernel("actnn.encode", 5.0 * static_cast<double>(values.count), [&]() noexcept {
         encode_groups(layout, seed, values.f32(), static_cast<std::byte*>(code.data));

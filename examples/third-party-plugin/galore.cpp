@@ -48,12 +48,6 @@ struct Projection {
   std::int64_t rows = 0, cols = 0, side = 0, other = 0;
 };
 
-std::uint64_t fnv1a(std::string_view text) noexcept {
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
-}
-
 class GaLore final : public Optimizer {
  public:
   GaLore(ConfigView& config, HostServices& host) : host_(host), adamw_(config) {
@@ -129,26 +123,21 @@ class GaLore final : public Optimizer {
     }
   }
 
-  // The step's AdamW settings for a slot (the clip factor is applied where the gradient is read).
-  AdamWHyper hyper(const OptimizerStepInfo& info, const OptimizerReport& report, const ParamSlot& slot) const {
-    return adamw_.hyper(report, info, slot, 1.0f);
-  }
-
-  void decay(Ops& ops, const OptimizerReport& report, ParamSlot& slot) const {
-    if (slot.decay && adamw_.weight_decay > 0.0f)
-      ops.scale(slot.param.f32(), 1.0f - static_cast<float>(report.lr) * adamw_.weight_decay, slot.param.count);
+  // Decoupled weight decay on the whole weight (`h.weight_decay` is 0 for a slot without decay).
+  static void decay(Ops& ops, const AdamWHyper& h, ParamSlot& slot) {
+    if (h.weight_decay > 0.0f) ops.scale(slot.param.f32(), 1.0f - h.lr * h.weight_decay, slot.param.count);
   }
 
   void update_unprojected(Ops& ops, const OptimizerStepInfo& info, const OptimizerReport& report, ParamSlot& slot,
                           float grad_scale) {
     reserve_scratch(std::min(slot.param.count, kChunk));
-    decay(ops, report, slot);
-    const AdamWHyper h = hyper(info, report, slot);
+    const AdamWHyper h = adamw_.hyper(report, info, slot, grad_scale);
+    decay(ops, h, slot);
     float* g = projected_.f32();
     for (std::int64_t first = 0; first < slot.param.count; first += kChunk) {
       const std::int64_t n = std::min(kChunk, slot.param.count - first);
       ops.copy(g, slot.grad.f32() + first, static_cast<std::uint64_t>(n) * sizeof(float));
-      ops.scale(g, grad_scale, n);
+      ops.scale(g, h.grad_scale, n);
       plugin_support::adamw_direction_through_ops(ops, h, g, slot.state[0].f32() + first, slot.state[1].f32() + first,
                                                   denominator_.f32(), n);
       ops.add_scaled(slot.param.f32() + first, -plugin_support::adamw_step_size(h), g, n);
@@ -162,16 +151,17 @@ class GaLore final : public Optimizer {
     float* basis = slot.state[0].f32();
     const float* grad = slot.grad.f32();
     if (info.step == 1 || (info.step - 1) % refresh_every_ == 0) refresh(ops, info, slot, p);
+    const AdamWHyper h = adamw_.hyper(report, info, slot, grad_scale);
     float* projected = projected_.f32();
-    if (p.left)  // R (r x cols) = P^T G
-      ops.gemm(Transpose::yes, Transpose::no, r, p.cols, p.rows, grad_scale, basis, r, grad, p.cols, 0.0f, projected,
+    if (p.left)  // R (r x cols) = P^T G, clipped
+      ops.gemm(Transpose::yes, Transpose::no, r, p.cols, p.rows, h.grad_scale, basis, r, grad, p.cols, 0.0f, projected,
                p.cols);
-    else  // R (rows x r) = G P
-      ops.gemm(Transpose::no, Transpose::no, p.rows, r, p.cols, grad_scale, grad, p.cols, basis, r, 0.0f, projected, r);
-    const AdamWHyper h = hyper(info, report, slot);
+    else  // R (rows x r) = G P, clipped
+      ops.gemm(Transpose::no, Transpose::no, p.rows, r, p.cols, h.grad_scale, grad, p.cols, basis, r, 0.0f, projected,
+               r);
     plugin_support::adamw_direction_through_ops(ops, h, projected, slot.state[1].f32(), slot.state[2].f32(),
                                                 denominator_.f32(), n);
-    decay(ops, report, slot);
+    decay(ops, h, slot);
     const float alpha = -scale_ * plugin_support::adamw_step_size(h);
     if (p.left)  // W += alpha P N
       ops.gemm(Transpose::no, Transpose::no, p.rows, p.cols, r, alpha, basis, r, projected, p.cols, 1.0f,
@@ -210,7 +200,7 @@ class GaLore final : public Optimizer {
     const std::uint64_t draws = static_cast<std::uint64_t>(p.side * r);
     if (gaussian_.size() < draws)
       gaussian_ = gaussian_.empty() ? host_.memory().host_floats(draws) : host_.memory().resize(gaussian_, draws);
-    std::uint64_t state = splitmix64(seed_ ^ fnv1a(slot.name) ^ (static_cast<std::uint64_t>(info.step) << 32));
+    std::uint64_t state = splitmix64(seed_ ^ name_hash(slot.name) ^ (static_cast<std::uint64_t>(info.step) << 32));
     for (std::uint64_t i = 0; i < draws; i += 2) {  // Box-Muller: two normals from two uniforms
       state = splitmix64(state);
       const double u1 = uniform_from_bits(state);

@@ -9,7 +9,7 @@
 // libgomp reads its settings once, in its initialiser, before main; this runs earlier still, from
 // the executable's preinit_array, and starts the program again with GOMP_SPINCOUNT=10000 added to
 // its environment. exec keeps the process id and no library has initialised yet, so the cost is
-// the loader's work a second time (10 ms: `strata --help` takes 77 ms against 67). A user's own
+// the loader's work a second time (6 ms a start: bench/openmp_wait_bench.sh startup). A user's own
 // setting (OMP_WAIT_POLICY, or GOMP_SPINCOUNT) is left alone; child processes (strata ab's runs,
 // the ranks mpirun starts) inherit the environment.
 #include <sys/mman.h>

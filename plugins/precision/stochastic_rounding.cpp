@@ -8,17 +8,6 @@
 
 namespace strata::plugins {
 
-namespace {
-
-// FNV-1a of the tensor's name: the stream each tensor draws from.
-std::uint64_t name_hash(std::string_view name) noexcept {
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
-}
-
-}  // namespace
-
 std::uint16_t round_bf16_stochastic(float value, std::uint16_t random) noexcept {
   if (!std::isfinite(value)) return f32_to_bf16(value);  // NaN and infinities as nearest rounding keeps them
   // Adding 16 random bits below the kept 16 carries into them with probability equal to the
