@@ -2,7 +2,9 @@
 # Are two builds' losses and saves bitwise equal? (run by hand, for refactors that must not change
 # the math). Trains every small example manifest briefly with each build, plus the checkpoint modes
 # (block, selective, cheap) under f32 and bf16 activations on GPT-2 and LLaMA, and the quickstart
-# model on two data-parallel ranks at every ZeRO stage (mpirun -np 2), and compares the per-step
+# model on two data-parallel ranks at every ZeRO stage (mpirun -np 2), and every placement of the
+# update (optimizer state on the host and on disk, block weights streamed from disk; the full and
+# the fused update, both fused clippings), and compares the per-step
 # loss, gradient norm and validation loss exactly, and every file of each run's last save (model and
 # optimizer tensors, trainer state) byte for byte; peak device bytes per category are shown where
 # they differ.
@@ -21,7 +23,15 @@ run_all() {  # binary, folder
   python3 - <<'PY'
 s = open('examples/llama.toml').read() + '\n[[strategy]]\nplugin = "checkpoint"\nevery = 1\n'
 open('llama-checkpoint.toml', 'w').write(s)
+# The update's placements: optimizer state on the host (the host's update), on disk (the update
+# in parts), block weights streamed from disk; each under the full and the fused update.
+quick = open('examples/quickstart.toml').read()
+offload = '\n[[strategy]]\nplugin = "offload"\noptimizer_state = "%s"\n'
+open('offload-host.toml', 'w').write(quick + offload % 'host')
+open('offload-disk.toml', 'w').write(quick + offload % 'disk')
+open('stream-disk.toml', 'w').write(quick + offload % 'disk' + 'max_resident_layers = 2\nweights = "disk"\n')
 PY
+  mkdir -p tier
   # The last save's files, hashed (each run saves into its own directory: --fresh moves an earlier
   # run's saves aside).
   hash_save() {  # name, checkpoint directory
@@ -32,7 +42,9 @@ PY
   train() {  # name, manifest, then arguments
     local name=$1 manifest=$2; shift
     "$bin" train "$@" --fresh --metrics "$dir/$name.jsonl" > "$dir/$name.log" 2>&1 || { echo "$name failed"; tail "$dir/$name.log"; }
-    hash_save "$name" "$(checkpoint_dir "$manifest")"
+    local saves; saves=$(checkpoint_dir "$manifest")
+    for arg in "$@"; do [[ $arg == checkpoint.dir=* ]] && saves=$(eval echo "${arg#checkpoint.dir=}"); done
+    hash_save "$name" "$saves"
   }
   mpi_train() {  # name, then arguments: two ranks
     local name=$1; shift
@@ -45,6 +57,18 @@ PY
   train quickstart examples/quickstart.toml "${short[@]}"  # first: lora.toml starts from its checkpoints
   for m in adamw8bit all-strategies bf16 checkpoint flash-attention fp16 int8 llama offload-optimizer \
     sparse-layers stream-layers lora; do train "$m" "examples/$m.toml" "${short[@]}"; done
+  train qwen2 examples/qwen2.toml "${short[@]}"
+  disk=(--set 'device.disk_path="tier"')
+  for update in full fused; do
+    u=(--set "train.update=\"$update\"")
+    train "quickstart-$update" examples/quickstart.toml "${short[@]}" "${u[@]}" --set checkpoint.dir=\"q-$update\"
+    for m in offload-host offload-disk stream-disk; do
+      train "$m-$update" "$m.toml" "${short[@]}" "${disk[@]}" "${u[@]}" --set checkpoint.dir=\"$m-$update\"
+    done
+  done
+  train quickstart-fused-per-block examples/quickstart.toml "${short[@]}" --set 'train.update="fused"' \
+    --set 'train.fused_clip="per_block"' --set 'checkpoint.dir="q-per-block"'
+  train bf16-fused examples/bf16.toml "${short[@]}" --set 'train.update="fused"'
   train rssm examples/rssm-predictor.toml --set train.steps=120 --set train.eval_every=60
   bf16=(--set 'precision.plugin="bf16"' --set 'precision.activations="bf16"')
   for m in checkpoint llama-checkpoint; do
@@ -57,6 +81,8 @@ PY
     done
   done
   for zero in 0 1 2 3; do mpi_train "ranks2-zero$zero" --set train.steps=8 --set distributed.zero=$zero; done
+  mpi_train ranks2-zero0-fused --set train.steps=8 --set 'train.update="fused"'
+  mpi_train ranks2-zero1-bf16 --set train.steps=8 --set distributed.zero=1 --set 'precision.plugin="bf16"' 
   cd "$repo"
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// A whole run as `strata train` and `strata eval` perform it: threads, device, stack, model, data,
-// the step loop with evaluation, telemetry and checkpoints, and resume.
+// A whole run as `strata train` and `strata eval` perform it. run_training is the recipe
+// (training_run.cpp): the set-up, then a loop whose every line is one part of a step
+// (core/training/training_session.hpp holds the parts).
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/distributed/communicator.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
+#include "core/training/run_requirements.hpp"
 #include "core/training/training_sample.hpp"
 #include "strata/telemetry_sink.hpp"
 
@@ -62,41 +64,13 @@ struct TrainResult {
   std::optional<DiskTierStats> disk;    // the disk tier's totals, when a strategy used it
 };
 
-// What one rank of `ranks` trains: its share of the batch (its micro batches are those of one
-// process with ranks x micro_batches of them), and no telemetry but rank 0's.
-Manifest rank_manifest(const Manifest& manifest, int rank, int ranks);
-
-// What keeps [distributed] from running this manifest on `ranks` ranks (one or more), one problem
-// each.
-std::vector<std::string> data_parallel_problems(const Manifest& manifest, const Stack& stack, int ranks);
-
 // Exceptions: ManifestError / DataError / CheckpointError (invalid input), MemoryLimitExceeded and
 // std::runtime_error (the run failed).
 TrainResult run_training(const Manifest& manifest, PluginRegistry& registry, const TrainOptions& options);
-
-// What keeps the manifest's disk tier from working, one problem each: a disk_path that cannot hold
-// the tier's files; and, when a strategy puts rows on disk, no disk_path, or a phase controller.
-std::vector<std::string> disk_tier_problems(const Manifest& manifest, bool rows_on_disk, bool has_predictor);
-
-// What keeps train.update = "fused" from running with this stack, one problem each: an optimizer
-// that does not take per-block steps (SDK 9.4), a phase controller, a scaled loss (fp16's: its
-// overflow steps are skipped by design).
-std::vector<std::string> fused_update_problems(const Manifest& manifest, const Stack& stack);
-
-// The disk tier in [device] disk_path, its staging accounted in the backend's host arena; throws
-// ManifestError with disk_tier_problems when there are any. `account_only`: DiskTierOptions'.
-std::unique_ptr<DiskTier> open_disk_tier(const Manifest& manifest, Backend& device, bool has_predictor = false,
-                                         bool account_only = false);
-
-// The manifest's [device] backend; throws ManifestError when this build has none of that kind.
-std::unique_ptr<Backend> backend_for(const Manifest& manifest);
 
 // Mean cross-entropy of a checkpoint over consecutive windows of seq_len+1 tokens: of `data` when
 // given (the whole file), else of the manifest's validation split.
 double run_eval(const Manifest& manifest, PluginRegistry& registry, const std::filesystem::path& checkpoint,
                 const std::optional<std::filesystem::path>& data, const BackendFactory& backend = {});
-
-// Sets OpenMP and OpenBLAS to the same thread count (0: all cores).
-void configure_threads(int threads);
 
 }  // namespace strata
