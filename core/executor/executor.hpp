@@ -117,12 +117,20 @@ class Executor {
   // keep_activations (nothing goes backward), a layer's activations go once the next has run.
   void forward_layers(bool keep_activations);
   std::vector<ParamSlot> parameter_slots(std::optional<int> layer = std::nullopt);
-  // The optimizer step block by block, for optimizer state on disk: each block's state is read in
-  // while the block before updates, and written back behind it. A skipped step only publishes.
-  void step_in_parts(std::int64_t step, bool skipped, OptimizerReport& report);
-  // Zero 1 and 2: the owned parameters' update, clipped by the global norm, then the owners'
-  // values to every rank.
-  void sharded_step(std::int64_t step, bool skipped, OptimizerReport& report);
+  // The update (core/executor/update.cpp): one schedule for every placement of the rows, and the
+  // one place the optimizer's entry points are called. How a call settles the step's lr, gradient
+  // norm and clipping: inside step() (the whole model in one part), by the slots' own norm
+  // (begin_step), or by a norm given (begin_step_with_norm).
+  enum class Settle { in_step, own_norm, given_norm };
+  static constexpr int kAllLayers = -3;  // a part that is the whole model
+  OptimizerStepInfo step_info() const;
+  void settle_update(Settle settle, std::span<const ParamSlot> slots, double clip_norm, OptimizerReport& report);
+  // step() (Settle::in_step) or step_part() of `slots` (none when empty).
+  void update_slots(Settle settle, std::span<ParamSlot> slots, OptimizerReport& report);
+  // train.update = "full": after the whole backward, settled once, then updated in parts (the whole
+  // model; a layer at a time when rows live on disk; this rank's share under ZeRO 1 and 2), each
+  // part's weights published; a skipped step only publishes.
+  void update_after_backward(bool skipped, OptimizerReport& report);
   // The fused update (core/executor/fused_update.cpp): blocks' gradients exist only from their
   // backward to their update; each block steps right after its backward, the globals after the
   // embedding's, and the report sums the blocks' norms into the step's.

@@ -89,15 +89,13 @@ void Executor::fused_step_block(int layer) {
                                "cannot skip a step (it updates each block as soon as its gradients are complete), "
                                "so the run stops (saved checkpoints are untouched: resume from one with a lower lr, "
                                "or train with update = \"full\")");
-    const OptimizerStepInfo info{step_, options_.total_steps, options_.warmup_steps, options_.lr};
+    // Settled per block: by the last step's global norm (fused_clip = "previous") or its own.
+    const Settle settle = options_.fused_clip == FusedClip::previous ? Settle::given_norm : Settle::own_norm;
     OptimizerReport report;
-    const Status begun = options_.fused_clip == FusedClip::previous
-                             ? optimizer_.begin_step_with_norm(info, slots, previous_grad_norm_.value_or(0.0), report)
-                             : optimizer_.begin_step(info, slots, report);
-    if (!begun) throw HookFailed(begun.message());
+    settle_update(settle, slots, previous_grad_norm_.value_or(0.0), report);
     fused_sum_of_squares_ += report.grad_norm * report.grad_norm;
     fused_report_.lr = report.lr;
-    if (Status status = optimizer_.step_part(info, slots); !status) throw HookFailed(status.message());
+    update_slots(settle, slots, report);
   }
   store.publish_layer_weights(step_, layer);
   if (!from_disk.empty()) store.return_to_disk(from_disk, !slots.empty());
