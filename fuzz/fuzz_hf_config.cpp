@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/checkpoint/hf_directory.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

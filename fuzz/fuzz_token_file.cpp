@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
+#include "core/errors/data_error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const char> bytes(reinterpret_cast<const char*>(data), size);

@@ -6,9 +6,9 @@
 
 #include "core/data/dataset.hpp"
 #include "core/device/backend.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"

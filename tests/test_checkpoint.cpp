@@ -16,6 +16,7 @@
 #include "core/checkpoint/safetensors.hpp"
 #include "core/device/backend.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
+#include "core/model/llama/llama_config.hpp"
 #include "core/util/atomic_file.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "test_support.hpp"
@@ -288,23 +289,25 @@ TEST(CheckpointDirectory, KeepLastPrunesAndStalePartialSavesAreRemoved) {
 // every family, an untied LLaMA with Llama 3's rope_scaling among them.
 TEST(HfLayout, ConfigJsonReadsBackAsTheSameModel) {
   ModelSpec gpt2;
-  gpt2.gpt2 = {3, 4, 64, 300, 32};
+  gpt2.shape = gpt2_shape({3, 4, 64, 300, 32});
   ModelSpec llama;
   llama.arch = "llama";
-  llama.llama.n_layer = 2;
-  llama.llama.n_head = 8;
-  llama.llama.n_kv_head = 2;
-  llama.llama.d_model = 64;
-  llama.llama.d_ff = 96;
-  llama.llama.vocab = 500;
-  llama.llama.seq_len = 64;
-  llama.llama.rope_theta = 500000.0;
-  llama.llama.norm_eps = 1e-5;
-  llama.llama.rope_scaling = {8.0, 1.0, 4.0, 8192};
+  llama.shape = LlamaConfig{};
+  llama.shape.n_layer = 2;
+  llama.shape.n_head = 8;
+  llama.shape.n_kv_head = 2;
+  llama.shape.d_model = 64;
+  llama.shape.d_ff = 96;
+  llama.shape.vocab = 500;
+  llama.shape.seq_len = 64;
+  llama.shape.rope_theta = 500000.0;
+  llama.shape.norm_eps = 1e-5;
+  llama.shape.rope_scaling = {8.0, 1.0, 4.0, 8192};
   ModelSpec qwen2 = llama;
   qwen2.arch = "qwen2";
-  qwen2.llama.rope_scaling = {};
-  qwen2.llama.tie_embeddings = true;
+  qwen2.shape.attention_bias = true;
+  qwen2.shape.rope_scaling = {};
+  qwen2.shape.tie_embeddings = true;
   for (const ModelSpec& model : {gpt2, llama, qwen2}) {
     SCOPED_TRACE(model.arch);
     const HfModelConfig back = parse_hf_config(hf_config_json(model, "float32", 128, 1, 2), "config.json");
@@ -312,18 +315,18 @@ TEST(HfLayout, ConfigJsonReadsBackAsTheSameModel) {
     EXPECT_EQ(back.n_layer, model.n_layer());
     EXPECT_EQ(back.vocab, model.vocab());
     EXPECT_EQ(back.max_positions, 128);
-    if (model.is_llama()) {
-      EXPECT_EQ(back.n_head, model.llama.n_head);
-      EXPECT_EQ(back.n_kv_head, model.llama.n_kv_head);
-      EXPECT_EQ(back.d_model, model.llama.d_model);
-      EXPECT_EQ(back.d_ff, model.llama.d_ff);
-      EXPECT_EQ(back.rope_theta, model.llama.rope_theta);
-      EXPECT_EQ(back.norm_eps, model.llama.norm_eps);
-      EXPECT_EQ(back.tie_embeddings, model.llama.tie_embeddings);
-      EXPECT_EQ(back.rope_scaling, model.llama.rope_scaling);
+    if (model.arch != "gpt2") {
+      EXPECT_EQ(back.n_head, model.shape.n_head);
+      EXPECT_EQ(back.n_kv_head, model.shape.n_kv_head);
+      EXPECT_EQ(back.d_model, model.shape.d_model);
+      EXPECT_EQ(back.d_ff, model.shape.d_ff);
+      EXPECT_EQ(back.rope_theta, model.shape.rope_theta);
+      EXPECT_EQ(back.norm_eps, model.shape.norm_eps);
+      EXPECT_EQ(back.tie_embeddings, model.shape.tie_embeddings);
+      EXPECT_EQ(back.rope_scaling, model.shape.rope_scaling);
     } else {
-      EXPECT_EQ(back.n_head, model.gpt2.n_head);
-      EXPECT_EQ(back.d_model, model.gpt2.d_model);
+      EXPECT_EQ(back.n_head, model.shape.n_head);
+      EXPECT_EQ(back.d_model, model.shape.d_model);
     }
   }
 }

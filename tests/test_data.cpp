@@ -3,11 +3,11 @@
 #include <array>
 #include <fstream>
 
-#include "core/data/data_error.hpp"
 #include "core/data/data_fingerprint.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/token_file.hpp"
 #include "core/data/token_sequence.hpp"
+#include "core/errors/data_error.hpp"
 #include "test_support.hpp"
 
 namespace strata {

@@ -10,7 +10,9 @@
 
 #include "core/device/backend.hpp"
 #include "core/executor/executor.hpp"
+#include "core/model/gpt2/gpt2_config.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
+#include "core/model/llama/llama_config.hpp"
 #include "core/model/make_model.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 #include "test_support.hpp"
@@ -224,17 +226,18 @@ void expect_accumulation_matches(const ModelSpec& spec) {
 
 TEST(GradientAccumulation, MicroBatchesMatchTheLargeBatchWithin1e6) {
   ModelSpec gpt2;
-  gpt2.gpt2 = GPT2Config{2, 2, 32, 256, 16};
+  gpt2.shape = gpt2_shape(GPT2Config{2, 2, 32, 256, 16});
   expect_accumulation_matches(gpt2);
   ModelSpec llama;
   llama.arch = "llama";
-  llama.llama.n_layer = 2;
-  llama.llama.n_head = 2;
-  llama.llama.n_kv_head = 1;
-  llama.llama.d_model = 32;
-  llama.llama.d_ff = 48;
-  llama.llama.vocab = 256;
-  llama.llama.seq_len = 16;
+  llama.shape = LlamaConfig{};
+  llama.shape.n_layer = 2;
+  llama.shape.n_head = 2;
+  llama.shape.n_kv_head = 1;
+  llama.shape.d_model = 32;
+  llama.shape.d_ff = 48;
+  llama.shape.vocab = 256;
+  llama.shape.seq_len = 16;
   expect_accumulation_matches(llama);
 }
 
@@ -294,7 +297,7 @@ TEST(NonFiniteLoss, ReachesThePrecisionPolicyWhichSkipsTheStep) {
 TEST(Evaluation, AllocatesNoGradientsOptimizerStateOrBackwardWorkspace) {
   for (const DType storage : {DType::f32, DType::bf16}) {
     ModelSpec spec;
-    spec.gpt2 = GPT2Config{2, 2, 16, 40, 8};
+    spec.shape = gpt2_shape(GPT2Config{2, 2, 16, 40, 8});
     auto device = make_cpu_backend(0);
     auto attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
     const std::unique_ptr<Model> model =

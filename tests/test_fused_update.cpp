@@ -17,8 +17,8 @@
 
 #include "core/checkpoint/checkpoint_verify.hpp"
 #include "core/checkpoint/safetensors.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
 

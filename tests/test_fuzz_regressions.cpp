@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/checkpoint/safetensors.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 
 namespace strata {
 namespace {

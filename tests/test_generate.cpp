@@ -10,6 +10,8 @@
 #include "core/device/backends.hpp"
 #include "core/generate/generator.hpp"
 #include "core/generate/sampler.hpp"
+#include "core/model/gpt2/gpt2_config.hpp"
+#include "core/model/llama/llama_config.hpp"
 #include "core/model/make_model.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 
@@ -126,21 +128,21 @@ void expect_decoding_matches_the_forward_pass(const ModelSpec& spec, int prefill
 ModelSpec llama_spec(const std::string& arch) {
   ModelSpec spec;
   spec.arch = arch;
-  spec.llama.arch = arch;
-  spec.llama.attention_bias = arch == "qwen2";
-  spec.llama.n_layer = 2;
-  spec.llama.n_head = 4;
-  spec.llama.n_kv_head = 2;
-  spec.llama.d_model = 32;
-  spec.llama.d_ff = 48;
-  spec.llama.vocab = 300;
-  spec.llama.seq_len = 12;
+  spec.shape = LlamaConfig{};
+  spec.shape.attention_bias = arch == "qwen2";
+  spec.shape.n_layer = 2;
+  spec.shape.n_head = 4;
+  spec.shape.n_kv_head = 2;
+  spec.shape.d_model = 32;
+  spec.shape.d_ff = 48;
+  spec.shape.vocab = 300;
+  spec.shape.seq_len = 12;
   return spec;
 }
 
 TEST(Decoding, StepLogitsMatchTheForwardPassGpt2) {
   ModelSpec spec;
-  spec.gpt2 = GPT2Config{2, 2, 32, 300, 12};
+  spec.shape = gpt2_shape(GPT2Config{2, 2, 32, 300, 12});
   expect_decoding_matches_the_forward_pass(spec, 5);
 }
 TEST(Decoding, StepLogitsMatchTheForwardPassLlama) {
@@ -151,7 +153,7 @@ TEST(Decoding, StepLogitsMatchTheForwardPassQwen2) {
 }
 TEST(Decoding, StepLogitsMatchTheForwardPassLlama3RopeScaling) {
   ModelSpec spec = llama_spec("llama");
-  spec.llama.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 4};
+  spec.shape.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 4};
   expect_decoding_matches_the_forward_pass(spec, 4);
 }
 

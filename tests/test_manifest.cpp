@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "test_support.hpp"
 
 namespace strata {

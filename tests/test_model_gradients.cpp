@@ -182,7 +182,7 @@ namespace {
 TEST(ModelGradients, LlamaWithLlama3RopeScaling) {
   LlamaConfig config = tiny_llama(false);
   config.rope_scaling = RopeScaling{4.0, 1.0, 4.0, 8};  // head_dim 4: one frequency blended, one divided
-  ASSERT_EQ(config.rope_inverse_frequencies().size(), 2u);
+  ASSERT_EQ(rope_inverse_frequencies(config).size(), 2u);
   llama_case("llama, llama3 rope_scaling", config, cpu::AttentionImpl::reference, {});
 }
 

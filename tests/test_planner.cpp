@@ -13,8 +13,8 @@
 #include <random>
 
 #include "core/device/memory_limit_exceeded.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/planner/calibration.hpp"
 #include "core/planner/memory_prediction.hpp"
 #include "core/training/memory_timeline.hpp"

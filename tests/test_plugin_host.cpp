@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
 #include "core/plugin/elf_check.hpp"
 #include "core/plugin/host_services_impl.hpp"

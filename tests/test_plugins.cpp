@@ -1,8 +1,8 @@
 // The loader against fixture plugins, one per failure, and stack checks with the real plugins.
 #include <gtest/gtest.h>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"

@@ -4,8 +4,8 @@
 // same CPU kernels, so every loss must equal the plain CPU backend's bit for bit.
 #include <gtest/gtest.h>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/training/training_run.hpp"
 #include "sealed_backend.hpp"
 #include "test_support.hpp"

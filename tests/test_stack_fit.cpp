@@ -3,8 +3,8 @@
 // names the smallest peak reachable.
 #include <gtest/gtest.h>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/planner/stack_fit.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"

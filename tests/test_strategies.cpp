@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/stack.hpp"
 #include "stack_run.hpp"

@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "core/checkpoint/safetensors.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
 

@@ -3,9 +3,9 @@
 // and checkpointing moving the weights around it.
 #include <gtest/gtest.h>
 
+#include "core/errors/manifest_error.hpp"
 #include "core/generate/generator.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/training/evaluation_model.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"

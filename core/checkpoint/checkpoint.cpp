@@ -16,6 +16,7 @@
 #include "core/checkpoint/checkpoint_verify.hpp"
 #include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
+#include "core/model/model_family.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/format_bytes.hpp"
 
@@ -131,12 +132,13 @@ struct RemoveOnFailure {
   }
 };
 
+// The first family in the registry's list that recognizes the file's tensor names; empty for none.
 std::string family_of(const TensorSource& source) {
-  // Qwen2 is LLaMA's names with q/k/v biases; any block's will do (a save leaves frozen blocks out).
-  for (const auto& [name, file] : source.tensors())
-    if (name.starts_with("model.layers.") && name.ends_with(".self_attn.q_proj.bias")) return "qwen2";
-  if (source.has("model.embed_tokens.weight")) return "llama";
-  if (source.has("wte.weight") || source.has("transformer.wte.weight")) return "gpt2";
+  std::vector<std::string> names;
+  names.reserve(source.tensors().size());
+  for (const auto& [name, file] : source.tensors()) names.push_back(name);
+  for (const ModelFamily* family : model_families())
+    if (family->recognizes(names)) return std::string(family->arch());
   return {};
 }
 
@@ -316,6 +318,14 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
 
 namespace {
 
+// A family without a tie_embeddings key (GPT-2) ties its head by its definition.
+bool ties_by_definition(std::string_view arch) {
+  const ModelFamily* family = find_model_family(arch);
+  if (family == nullptr) return false;
+  const std::vector<std::string_view> keys = family->extra_keys();
+  return std::find(keys.begin(), keys.end(), "tie_embeddings") == keys.end();
+}
+
 // A tied model's head is its embedding: a file that also holds lm_head.weight (some GPT-2 files
 // do, as a copy) must hold the embedding's values there, or its own head would go unused unseen.
 void require_tied_head_is_the_embedding(const TensorSource& weights, const Model& model) {
@@ -323,12 +333,12 @@ void require_tied_head_is_the_embedding(const TensorSource& weights, const Model
   for (const char* embedding : {"model.embed_tokens.weight", "wte.weight", "transformer.wte.weight"})
     if (weights.has(embedding)) {
       if (!weights.same_values("lm_head.weight", embedding))
-        throw CheckpointError(
-            weights.file_of("lm_head.weight").string() + ": holds an lm_head.weight unlike its " + embedding +
-            ", but this model ties its head to the embeddings (" +
-            (model.arch() == "gpt2" ? std::string("GPT-2 always does") : std::string("tie_embeddings = true")) +
-            "), so the file's head would be ignored; set tie_embeddings = false, or use a file "
-            "whose head is its embedding");
+        throw CheckpointError(weights.file_of("lm_head.weight").string() + ": holds an lm_head.weight unlike its " +
+                              embedding + ", but this model ties its head to the embeddings (" +
+                              (ties_by_definition(model.arch()) ? std::string(model.arch()) + " always does"
+                                                                : std::string("tie_embeddings = true")) +
+                              "), so the file's head would be ignored; set tie_embeddings = false, or use a file "
+                              "whose head is its embedding");
       return;
     }
 }

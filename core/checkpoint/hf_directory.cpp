@@ -6,7 +6,8 @@
 #include <iterator>
 #include <set>
 
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
+#include "core/model/model_family.hpp"
 
 namespace strata {
 
@@ -18,122 +19,6 @@ namespace {
 constexpr const char* kConfig = "config.json";
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
-
-// config.json's fields, each read with its name in any message.
-class ConfigFields {
- public:
-  ConfigFields(const json& config, std::string file) : config_(config), file_(std::move(file)) {}
-
-  const json& json_object() const { return config_; }
-  const std::string& file() const { return file_; }
-  [[noreturn]] void refuse(const std::string& field, const std::string& why) const {
-    throw ManifestError(file_ + ": " + field + ": " + why);
-  }
-  bool has(const std::string& field) const { return config_.contains(field) && !config_.at(field).is_null(); }
-  int positive_int(const std::string& field) const {
-    if (!has(field)) refuse(field, "missing (a whole number above 0)");
-    const json& value = config_.at(field);
-    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > (1 << 30))
-      refuse(field, value.dump() + " is not a whole number in [1, 2^30]");
-    return static_cast<int>(value.get<std::int64_t>());
-  }
-  int positive_int(const std::string& field, int fallback) const { return has(field) ? positive_int(field) : fallback; }
-  double positive_number(const std::string& field, double fallback) const {
-    if (!has(field)) return fallback;
-    const json& value = config_.at(field);
-    if (!value.is_number() || !(value.get<double>() > 0.0)) refuse(field, value.dump() + " is not a number above 0");
-    return value.get<double>();
-  }
-  bool flag(const std::string& field, bool fallback) const {
-    if (!has(field)) return fallback;
-    if (!config_.at(field).is_boolean()) refuse(field, config_.at(field).dump() + " is not true or false");
-    return config_.at(field).get<bool>();
-  }
-  std::string text(const std::string& field, const std::string& fallback) const {
-    if (!has(field)) return fallback;
-    if (!config_.at(field).is_string()) refuse(field, config_.at(field).dump() + " is not a string");
-    return config_.at(field).get<std::string>();
-  }
-  // A field whose only value Strata implements is `expected` (absent counts as it).
-  template <typename T>
-  void require(const std::string& field, const T& expected, const std::string& why) const {
-    if (!has(field)) return;
-    const json& value = config_.at(field);
-    if (value != json(expected)) refuse(field, value.dump() + " is not implemented: " + why);
-  }
-
- private:
-  const json& config_;
-  std::string file_;
-};
-
-HfModelConfig gpt2_config(const ConfigFields& fields) {
-  HfModelConfig config;
-  config.arch = "gpt2";
-  config.n_layer = fields.positive_int("n_layer");
-  config.n_head = fields.positive_int("n_head");
-  config.d_model = fields.positive_int("n_embd");
-  config.vocab = fields.positive_int("vocab_size");
-  config.max_positions = fields.positive_int("n_positions");
-  config.d_ff = 4 * config.d_model;
-  config.norm_eps = fields.positive_number("layer_norm_epsilon", 1e-5);
-  config.tie_embeddings = true;
-  fields.require("n_inner", 4 * config.d_model, "Strata's GPT-2 MLP is 4 x n_embd wide");
-  fields.require("activation_function", "gelu_new", "Strata's GPT-2 uses the tanh GELU (gelu_new)");
-  fields.require("layer_norm_epsilon", 1e-5, "Strata's GPT-2 layer norm uses eps 1e-5");
-  fields.require("tie_word_embeddings", true, "Strata's GPT-2 head reads the token embeddings");
-  fields.require("add_cross_attention", false, "GPT-2 with cross-attention is an encoder-decoder");
-  fields.require("scale_attn_by_inverse_layer_idx", false, "attention scores are scaled by 1/sqrt(head_dim) only");
-  fields.require("reorder_and_upcast_attn", false, "not a GPT-2 variant Strata builds");
-  fields.require("scale_attn_weights", true, "attention scores are scaled by 1/sqrt(head_dim)");
-  return config;
-}
-
-// rope_scaling with rope_type (or, in older files, type) "llama3": Llama 3.1's and 3.2's. Any other
-// type is refused by name: a model that needs it would train on wrong positions.
-RopeScaling llama3_rope_scaling(const ConfigFields& fields) {
-  const json& scaling = fields.json_object().at("rope_scaling");
-  if (!scaling.is_object()) fields.refuse("rope_scaling", scaling.dump() + " is not an object");
-  const json& type = scaling.contains("rope_type") ? scaling.at("rope_type") : scaling.value("type", json());
-  if (type != "llama3")
-    fields.refuse("rope_scaling", "rope_type " + type.dump() +
-                                      " is not implemented (Strata implements \"llama3\", Llama 3.1's and 3.2's)");
-  const ConfigFields inner(scaling, fields.file() + ": rope_scaling");
-  RopeScaling result;
-  result.factor = inner.positive_number("factor", 0.0);
-  if (result.factor == 0.0) inner.refuse("factor", "missing (a number above 0)");
-  result.low_freq_factor = inner.positive_number("low_freq_factor", 1.0);
-  result.high_freq_factor = inner.positive_number("high_freq_factor", 4.0);
-  result.original_max_positions = inner.positive_int("original_max_position_embeddings", 8192);
-  if (!(result.high_freq_factor > result.low_freq_factor))
-    inner.refuse("high_freq_factor", "must be above low_freq_factor");
-  return result;
-}
-
-HfModelConfig llama_config(const ConfigFields& fields, const std::string& arch) {
-  HfModelConfig config;
-  config.arch = arch;
-  config.n_layer = fields.positive_int("num_hidden_layers");
-  config.n_head = fields.positive_int("num_attention_heads");
-  config.n_kv_head = fields.positive_int("num_key_value_heads", config.n_head);
-  config.d_model = fields.positive_int("hidden_size");
-  config.d_ff = fields.positive_int("intermediate_size");
-  config.vocab = fields.positive_int("vocab_size");
-  config.max_positions = fields.positive_int("max_position_embeddings");
-  config.rope_theta = fields.positive_number("rope_theta", 10000.0);
-  config.norm_eps = fields.positive_number("rms_norm_eps", 1e-6);
-  config.tie_embeddings = fields.flag("tie_word_embeddings", false);
-  if (fields.has("rope_scaling")) config.rope_scaling = llama3_rope_scaling(fields);
-  fields.require("hidden_act", "silu", "Strata's LLaMA MLP is SwiGLU (silu)");
-  fields.require("mlp_bias", false, "Strata's LLaMA MLP has no biases");
-  if (config.d_model % config.n_head == 0)
-    fields.require("head_dim", config.d_model / config.n_head, "a head is hidden_size / num_attention_heads wide");
-  if (arch == "llama")
-    fields.require("attention_bias", false, "LLaMA projections have no biases here (Qwen2 has q, k and v biases)");
-  else
-    fields.require("use_sliding_window", false, "Strata's attention is full causal attention");
-  return config;
-}
 
 }  // namespace
 
@@ -184,7 +69,7 @@ HfModelConfig parse_hf_config(std::string_view text, const std::string& file) {
     throw ManifestError(file + ": is not valid JSON: " + e.what());
   }
   if (!config.is_object()) throw ManifestError(file + ": is not a JSON object");
-  const ConfigFields fields(config, file);
+  const HfConfigFields fields(config, file);
   std::string architecture;
   if (fields.has("architectures")) {
     const json& list = config.at("architectures");
@@ -193,26 +78,24 @@ HfModelConfig parse_hf_config(std::string_view text, const std::string& file) {
     architecture = list.at(0).get<std::string>();
   }
   const std::string model_type = fields.text("model_type", "");
-  // Each architecture's Strata arch, which is also its config's model_type.
-  const std::map<std::string, std::string> known = {
-      {"GPT2LMHeadModel", "gpt2"}, {"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"}};
-  std::string arch;
-  if (!architecture.empty()) {
-    const auto found = known.find(architecture);
-    if (found == known.end())
-      fields.refuse("architectures", "\"" + architecture +
-                                         "\" is not one Strata builds (GPT2LMHeadModel, LlamaForCausalLM, "
-                                         "Qwen2ForCausalLM)");
-    arch = found->second;
-    if (!model_type.empty() && model_type != arch)
-      fields.refuse("model_type", "\"" + model_type + "\" disagrees with architectures [\"" + architecture + "\"]");
-  } else if (model_type == "gpt2" || model_type == "llama" || model_type == "qwen2") {
-    arch = model_type;
-  } else {
-    fields.refuse("architectures", "missing, and model_type \"" + model_type +
-                                       "\" is not gpt2, llama or qwen2: say which model this is");
+  // Each family's Hugging Face architecture; its Strata arch is also its config's model_type.
+  const ModelFamily* family = nullptr;
+  std::string known;
+  const auto families = model_families();
+  for (std::size_t i = families.size(); i-- > 0;) {  // gpt2 first, as users meet them
+    known += (known.empty() ? "" : ", ") + std::string(families[i]->hf_architecture());
+    if (families[i]->hf_architecture() == architecture) family = families[i];
   }
-  return arch == "gpt2" ? gpt2_config(fields) : llama_config(fields, arch);
+  if (!architecture.empty()) {
+    if (family == nullptr)
+      fields.refuse("architectures", "\"" + architecture + "\" is not one Strata builds (" + known + ")");
+    if (!model_type.empty() && model_type != family->arch())
+      fields.refuse("model_type", "\"" + model_type + "\" disagrees with architectures [\"" + architecture + "\"]");
+  } else if ((family = find_model_family(model_type)) == nullptr) {
+    fields.refuse("architectures", "missing, and model_type \"" + model_type + "\" is not " +
+                                       model_family_names(" or ") + ": say which model this is");
+  }
+  return family->read_hf_config(fields);
 }
 
 HfWeights open_hf_weights(const fs::path& directory) {

@@ -1,10 +1,9 @@
 #pragma once
 // A Hugging Face model directory, as the hub ships one: config.json (the architecture and its
 // shape), and the weights in model.safetensors or in shards named by model.safetensors.index.json.
-// Three architectures are read: GPT2LMHeadModel (arch "gpt2"), LlamaForCausalLM ("llama") and
-// Qwen2ForCausalLM ("qwen2"). A config field Strata does not implement (a rope_scaling other than
-// Llama 3's, biases a
-// LLaMA does not have, another activation) is refused by name rather than ignored.
+// Each family reads its own architecture's config.json (core/model/<family>/, ModelFamily::
+// read_hf_config): a config field Strata does not implement (a rope_scaling other than Llama 3's,
+// biases a LLaMA does not have, another activation) is refused by name rather than ignored.
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -14,26 +13,9 @@
 #include <vector>
 
 #include "core/checkpoint/safetensors.hpp"
-#include "core/model/llama/llama_config.hpp"
+#include "core/model/hf_model_config.hpp"
 
 namespace strata {
-
-// config.json in Strata's [model] terms. max_positions is n_positions (GPT-2) or
-// max_position_embeddings (LLaMA, Qwen2).
-struct HfModelConfig {
-  std::string arch;
-  int n_layer = 0;
-  int n_head = 0;
-  int n_kv_head = 0;
-  int d_model = 0;
-  int d_ff = 0;
-  int vocab = 0;
-  int max_positions = 0;
-  double rope_theta = 0.0;
-  RopeScaling rope_scaling = {};  // rope_scaling of rope_type "llama3"; factor 0 without one
-  double norm_eps = 0.0;
-  bool tie_embeddings = false;
-};
 
 // Throws ManifestError naming DIR/config.json and the field.
 HfModelConfig read_hf_config(const std::filesystem::path& directory);

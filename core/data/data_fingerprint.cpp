@@ -4,7 +4,7 @@
 #include <fstream>
 #include <vector>
 
-#include "core/data/data_error.hpp"
+#include "core/errors/data_error.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

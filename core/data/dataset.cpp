@@ -3,8 +3,8 @@
 #include <string>
 
 #include "core/data/corpus_tokens.hpp"
-#include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
+#include "core/errors/data_error.hpp"
 #include "core/util/random.hpp"
 
 namespace strata {

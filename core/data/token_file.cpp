@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "core/data/data_error.hpp"
+#include "core/errors/data_error.hpp"
 #include "core/util/atomic_file.hpp"
 
 namespace strata {

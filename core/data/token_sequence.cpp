@@ -10,8 +10,8 @@
 #include <span>
 #include <string>
 
-#include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
+#include "core/errors/data_error.hpp"
 
 namespace strata {
 

@@ -8,10 +8,9 @@
 #include <iterator>
 #include <sstream>
 
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
 #include "core/manifest/toml_text_guard.hpp"
-#include "core/model/qwen2/qwen2_config.hpp"
 #include "core/util/did_you_mean.hpp"
 #include "core/util/format_bytes.hpp"
 
@@ -168,48 +167,21 @@ std::vector<PluginSpec> plugin_list(const toml::table& root, std::string_view ke
 
 namespace {
 
-// Llama 3's RoPE scaling: rope_scaling = "llama3" and its four numbers, each the config's when
-// [model] from names one (a written value must agree), else written (the factor) or defaulted.
-template <typename Agree>
-void read_rope_scaling(TomlConfigView& model, const std::optional<HfModelConfig>& hf, const Agree& agree,
-                       RopeScaling& scaling) {
-  const RopeScaling configured = hf ? hf->rope_scaling : RopeScaling{};
-  const std::string configured_type = configured.factor != 0.0 ? "llama3" : "none";
-  const std::string type = agree("rope_scaling", model.get_string("rope_scaling", configured_type, {"none", "llama3"}),
-                                 configured_type, "rope_scaling");
-  const char* numbers[] = {"rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor",
-                           "rope_original_max_positions"};
-  if (type != "llama3") {
-    for (const char* key : numbers)
-      if (model.has(key)) model.report_error(key, std::string(key) + " needs rope_scaling = \"llama3\"");
-    return;
-  }
-  if (!hf && !model.has("rope_scaling_factor"))
-    model.report_error("rope_scaling", "rope_scaling = \"llama3\" needs rope_scaling_factor (Llama 3.1: 8, 3.2: 32)");
-  scaling.factor = agree("rope_scaling_factor", model.get_double("rope_scaling_factor", configured.factor, 1e-6, 1e6),
-                         configured.factor, "rope_scaling.factor");
-  scaling.low_freq_factor =
-      agree("rope_low_freq_factor", model.get_double("rope_low_freq_factor", configured.low_freq_factor, 1e-6, 1e6),
-            configured.low_freq_factor, "rope_scaling.low_freq_factor");
-  scaling.high_freq_factor =
-      agree("rope_high_freq_factor", model.get_double("rope_high_freq_factor", configured.high_freq_factor, 1e-6, 1e6),
-            configured.high_freq_factor, "rope_scaling.high_freq_factor");
-  scaling.original_max_positions = agree(
-      "rope_original_max_positions",
-      static_cast<int>(model.get_int("rope_original_max_positions", configured.original_max_positions, 1, 1 << 24)),
-      configured.original_max_positions, "rope_scaling.original_max_position_embeddings");
-  if (!(scaling.high_freq_factor > scaling.low_freq_factor))
-    model.report_error("rope_high_freq_factor", "rope_high_freq_factor must be above rope_low_freq_factor");
+// [model]'s keys: the five every family has, and each family's own (model_family.hpp).
+std::vector<std::string> model_keys() {
+  std::vector<std::string> keys = {"from", "arch", "n_layer", "n_head", "d_model", "vocab", "seq_len"};
+  const auto families = model_families();
+  for (std::size_t i = families.size(); i-- > 0;)  // gpt2 first, as users meet them
+    for (std::string_view key : families[i]->extra_keys())
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.emplace_back(key);
+  return keys;
 }
 
 }  // namespace
 
 const std::map<std::string, std::vector<std::string>>& core_manifest_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
-      {"model",
-       {"from", "arch", "n_layer", "n_head", "d_model", "vocab", "seq_len", "n_kv_head", "d_ff", "rope_theta",
-        "norm_eps", "tie_embeddings", "rope_scaling", "rope_scaling_factor", "rope_low_freq_factor",
-        "rope_high_freq_factor", "rope_original_max_positions"}},
+      {"model", model_keys()},
       {"data", {"train", "val", "val_fraction", "tokenizer"}},
       {"train",
        {"steps", "batch", "micro_batches", "lr", "warmup_steps", "seed", "eval_every", "eval_batches", "threads",
@@ -306,80 +278,67 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
                                     " (leave it out to take the model's)");
       return written;
     };
-    const bool llama_like = hf && hf->arch != "gpt2";
     // An empty default tells a refused arch from one not written: a refused one stands at gpt2's,
-    // and the LLaMA keys are then not called gpt2's.
-    const std::string arch = model.get_string("arch", "", {"gpt2", "llama", "qwen2"});
+    // and another family's keys are then not called gpt2's.
+    std::vector<std::string> arch_names;
+    for (const ModelFamily* family : model_families())
+      arch_names.insert(arch_names.begin(), std::string(family->arch()));
+    const std::string arch = model.get_string("arch", "", arch_names);
     const bool arch_refused = model.has("arch") && arch.empty();
     spec.arch = arch.empty() ? (hf ? hf->arch : "gpt2") : arch;
     if (hf && model.has("arch") && spec.arch != hf->arch)
       model.report_error("arch", "arch = \"" + spec.arch + "\" disagrees with " + config_file + ", which describes a " +
                                      hf->arch + " model (leave it out to take the model's)");
-    const int n_layer = agree("n_layer", static_cast<int>(model.get_int("n_layer", hf ? hf->n_layer : 12, 1, 1024)),
-                              hf ? hf->n_layer : 0, llama_like ? "num_hidden_layers" : "n_layer");
-    const int n_head = agree("n_head", static_cast<int>(model.get_int("n_head", hf ? hf->n_head : 12, 1, 1024)),
-                             hf ? hf->n_head : 0, llama_like ? "num_attention_heads" : "n_head");
-    const int d_model = agree("d_model", static_cast<int>(model.get_int("d_model", hf ? hf->d_model : 768, 1, 65536)),
-                              hf ? hf->d_model : 0, llama_like ? "hidden_size" : "n_embd");
-    const int vocab = agree(
-        "vocab",
-        static_cast<int>(model.get_int("vocab", hf ? hf->vocab : (spec.is_llama() ? 32000 : 50257), 2, kMaxVocab)),
-        hf ? hf->vocab : 0, "vocab_size");
-    // GPT-2's position table has one row per position the model was trained for: the whole table
-    // loads, so seq_len is n_positions. RoPE has no table: LLaMA's seq_len is at most
-    // max_position_embeddings, by default that capped at 2048.
-    const int seq_len = static_cast<int>(model.get_int(
-        "seq_len", hf ? (llama_like ? std::min(hf->max_positions, 2048) : hf->max_positions) : 1024, 1, 65536));
-    if (hf && !llama_like && model.has("seq_len") && seq_len != hf->max_positions)
-      model.report_error("seq_len", "seq_len = " + std::to_string(seq_len) + " disagrees with " + config_file +
-                                        "'s n_positions = " + std::to_string(hf->max_positions) +
-                                        ": GPT-2's position table loads whole (leave seq_len out)");
-    if (hf && llama_like && seq_len > hf->max_positions)
-      model.report_error("seq_len", "seq_len = " + std::to_string(seq_len) + " is more than " + config_file +
-                                        "'s max_position_embeddings = " + std::to_string(hf->max_positions));
+    const ModelFamily& family = spec.family();
+    // config.json's names for the shape's keys are its family's (the family config.json describes).
+    const ModelFamily& described = hf ? model_family(hf->arch) : family;
+    const auto field = [&](const char* key) { return std::string(described.hf_field(key)); };
+    ModelShape& shape = spec.shape;
+    shape = ModelShape{};
+    shape.n_layer = agree("n_layer", static_cast<int>(model.get_int("n_layer", hf ? hf->n_layer : 12, 1, 1024)),
+                          hf ? hf->n_layer : 0, field("n_layer").c_str());
+    shape.n_head = agree("n_head", static_cast<int>(model.get_int("n_head", hf ? hf->n_head : 12, 1, 1024)),
+                         hf ? hf->n_head : 0, field("n_head").c_str());
+    shape.d_model = agree("d_model", static_cast<int>(model.get_int("d_model", hf ? hf->d_model : 768, 1, 65536)),
+                          hf ? hf->d_model : 0, field("d_model").c_str());
+    shape.vocab =
+        agree("vocab", static_cast<int>(model.get_int("vocab", hf ? hf->vocab : family.default_vocab(), 2, kMaxVocab)),
+              hf ? hf->vocab : 0, "vocab_size");
+    shape.seq_len =
+        static_cast<int>(model.get_int("seq_len", hf ? described.default_seq_len(hf->max_positions) : 1024, 1, 65536));
+    if (hf && model.has("seq_len"))
+      if (const std::string problem = described.seq_len_problem(shape.seq_len, hf->max_positions, config_file);
+          !problem.empty())
+        model.report_error("seq_len", problem);
     // Checks between keys only when each read as written: a refused value stands at its default,
     // and a problem found with the default would name a value the user never wrote.
     const bool shape_as_written = model.problems().empty();
-    if (shape_as_written && d_model % n_head != 0)
-      model.report_error("n_head",
-                         "n_head = " + std::to_string(n_head) + " must divide d_model = " + std::to_string(d_model));
-    if (spec.is_llama()) {
-      LlamaConfig& llama = spec.llama;
-      llama.n_layer = n_layer;
-      llama.n_head = n_head;
-      llama.d_model = d_model;
-      llama.vocab = vocab;
-      llama.seq_len = seq_len;
-      llama.n_kv_head =
-          agree("n_kv_head", static_cast<int>(model.get_int("n_kv_head", hf ? hf->n_kv_head : n_head, 1, 1024)),
-                hf ? hf->n_kv_head : 0, "num_key_value_heads");
-      llama.d_ff = agree("d_ff", static_cast<int>(model.get_int("d_ff", hf ? hf->d_ff : 4 * d_model, 1, kMaxInt)),
-                         hf ? hf->d_ff : 0, "intermediate_size");
-      llama.rope_theta = agree("rope_theta", model.get_double("rope_theta", hf ? hf->rope_theta : 10000.0, 1e-3, 1e12),
-                               hf ? hf->rope_theta : 0.0, "rope_theta");
-      llama.norm_eps = agree("norm_eps", model.get_double("norm_eps", hf ? hf->norm_eps : 1e-6, 1e-12, 1.0),
-                             hf ? hf->norm_eps : 0.0, "rms_norm_eps");
-      llama.tie_embeddings = agree("tie_embeddings", model.get_bool("tie_embeddings", hf ? hf->tie_embeddings : false),
-                                   hf ? hf->tie_embeddings : false, "tie_word_embeddings");
-      read_rope_scaling(model, hf, agree, llama.rope_scaling);
-      if (spec.arch == "qwen2") apply_qwen2(llama);  // LLaMA with q/k/v biases (core/model/qwen2)
-      if (shape_as_written && model.problems().empty() && n_head % llama.n_kv_head != 0)
-        model.report_error("n_kv_head", "n_kv_head = " + std::to_string(llama.n_kv_head) +
-                                            " must divide n_head = " + std::to_string(n_head) +
-                                            " (each key/value head serves a whole group of query heads)");
-      if (shape_as_written && d_model % n_head == 0 && (d_model / n_head) % 2 != 0)
-        model.report_error("n_head", "d_model / n_head = " + std::to_string(d_model / n_head) +
-                                         " is odd: RoPE rotates pairs of a head's dimensions, so it must be even");
-    } else {
-      for (const char* key :
-           {"n_kv_head", "d_ff", "rope_theta", "norm_eps", "tie_embeddings", "rope_scaling", "rope_scaling_factor",
-            "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions"})
-        if (model.has(key) && !arch_refused)
-          model.report_error(key, std::string(key) +
-                                      " is a LLaMA key; it needs arch = \"llama\" or \"qwen2\" (this model is "
-                                      "arch = \"gpt2\")");
-      spec.gpt2 = GPT2Config{n_layer, n_head, d_model, vocab, seq_len};
+    if (shape_as_written && shape.d_model % shape.n_head != 0)
+      model.report_error("n_head", "n_head = " + std::to_string(shape.n_head) +
+                                       " must divide d_model = " + std::to_string(shape.d_model));
+    // Another family's keys are refused by name, unless the arch itself was refused.
+    const std::vector<std::string_view> own = family.extra_keys();
+    std::vector<std::string_view> foreign;  // in the order the families list them
+    for (const ModelFamily* other : model_families())
+      for (std::string_view key : other->extra_keys())
+        if (std::find(own.begin(), own.end(), key) == own.end() &&
+            std::find(foreign.begin(), foreign.end(), key) == foreign.end())
+          foreign.push_back(key);
+    for (std::string_view key : foreign) {
+      if (!model.has(key) || arch_refused) continue;
+      std::string families;  // those with the key, as users meet them (gpt2 first)
+      const auto all = model_families();
+      for (std::size_t i = all.size(); i-- > 0;) {
+        const std::vector<std::string_view> keys = all[i]->extra_keys();
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) continue;
+        families += (families.empty() ? "" : " or ") + ('"' + std::string(all[i]->arch()) + '"');
+      }
+      model.report_error(
+          key, std::string(key) + " needs arch = " + families + " (this model is arch = \"" + spec.arch + "\")");
     }
+    ModelKeys keys(model, hf ? &*hf : nullptr, config_file, shape_as_written,
+                   [&model] { return model.problems().empty(); });
+    family.read_keys(keys, shape);
     collect(model);
     reading.model_as_written = problems.size() == problems_before_model;  // unknown keys and a non-table count
   }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/plugin/plugin_crash_report.hpp"
+#include "core/util/plugin_crash_report.hpp"
 
 namespace strata {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/device/memory_limit_exceeded.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/model/ops_attention_kernel.hpp"
 #include "core/planner/dry_backend.hpp"
 #include "core/planner/dry_plugins.hpp"

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "core/device/memory_limit_exceeded.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/util/format_bytes.hpp"
 #include "core/util/process_memory.hpp"
 

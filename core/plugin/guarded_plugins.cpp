@@ -4,7 +4,7 @@
 #include <string_view>
 #include <utility>
 
-#include "core/plugin/plugin_crash_report.hpp"
+#include "core/util/plugin_crash_report.hpp"
 #include "strata/plugin_guard.hpp"
 
 namespace strata {

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/manifest/toml_config_view.hpp"
 #include "core/model/ops_attention_kernel.hpp"
 #include "core/plugin/guarded_plugins.hpp"

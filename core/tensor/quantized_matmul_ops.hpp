@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "core/plugin/plugin_crash_report.hpp"
+#include "core/util/plugin_crash_report.hpp"
 #include "strata/forwarding_ops.hpp"
 #include "strata/weight_quantizer.hpp"
 
@@ -14,7 +14,7 @@ namespace strata {
 
 class QuantizedMatmulOps final : public ForwardingOps {
  public:
-  // `label` names the quantizer if its kernels crash (core/plugin/plugin_crash_report.hpp).
+  // `label` names the quantizer if its kernels crash (core/util/plugin_crash_report.hpp).
   QuantizedMatmulOps(Ops& base, WeightQuantizer& quantizer, std::string label)
       : ForwardingOps(base), quantizer_(quantizer), label_(std::move(label)) {}
 

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/util/format_bytes.hpp"
 
 namespace strata {

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "core/data/data_error.hpp"
+#include "core/errors/data_error.hpp"
 
 namespace strata {
 

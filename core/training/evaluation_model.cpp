@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/checkpoint/checkpoint.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 
 namespace strata {

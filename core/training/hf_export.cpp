@@ -12,7 +12,7 @@
 #include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/hf_layout.hpp"
 #include "core/checkpoint/safetensors.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 #include "core/training/evaluation_model.hpp"
 #include "core/util/atomic_file.hpp"
@@ -92,8 +92,8 @@ class PartialDirectory {
 
 int max_positions(const Manifest& manifest) {
   const ModelSpec& model = manifest.model;
-  if (!model.is_llama() || !model.from) return model.seq_len();  // GPT-2's wpe has seq_len rows
-  return std::max(model.seq_len(), read_hf_config(*model.from).max_positions);
+  return model.family().export_max_positions(
+      model.shape, model.from ? std::optional<int>(read_hf_config(*model.from).max_positions) : std::nullopt);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 #include "core/training/training_run.hpp"
 #include "core/util/address_space.hpp"

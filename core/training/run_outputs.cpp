@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/util/path_inside.hpp"
 
 namespace strata {

@@ -9,7 +9,7 @@
 
 #include "core/device/backends.hpp"
 #include "core/distributed/device_communicator.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/plugin/stack.hpp"
 
 namespace strata {

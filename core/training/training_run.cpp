@@ -3,8 +3,8 @@
 #include "core/training/training_run.hpp"
 
 #include "core/data/corpus_tokens.hpp"
-#include "core/data/data_error.hpp"
 #include "core/data/token_file.hpp"
+#include "core/errors/data_error.hpp"
 #include "core/executor/executor.hpp"
 #include "core/training/evaluation_model.hpp"
 #include "core/training/run_inputs.hpp"

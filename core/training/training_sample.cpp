@@ -6,8 +6,8 @@
 
 #include "core/data/token_file.hpp"
 #include "core/device/backends.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/generate/generator.hpp"
-#include "core/manifest/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 #include "core/model/ops_attention_kernel.hpp"
 

@@ -65,26 +65,8 @@ std::vector<std::string> condition_differences(const Manifest& a, const Manifest
   Differences d;
   d.check("model.arch", '"' + a.model.arch + '"', '"' + b.model.arch + '"');
   if (!d.found.empty()) return d.found;  // the shapes below are per family
-  if (a.model.is_llama()) {
-    const LlamaConfig &x = a.model.llama, &y = b.model.llama;
-    d.check("model.n_layer", x.n_layer, y.n_layer);
-    d.check("model.n_head", x.n_head, y.n_head);
-    d.check("model.n_kv_head", x.n_kv_head, y.n_kv_head);
-    d.check("model.d_model", x.d_model, y.d_model);
-    d.check("model.d_ff", x.d_ff, y.d_ff);
-    d.check("model.vocab", x.vocab, y.vocab);
-    d.check("model.seq_len", x.seq_len, y.seq_len);
-    d.check("model.rope_theta", x.rope_theta, y.rope_theta);
-    d.check("model.norm_eps", x.norm_eps, y.norm_eps);
-    d.check("model.tie_embeddings", x.tie_embeddings, y.tie_embeddings);
-  } else {
-    const GPT2Config &x = a.model.gpt2, &y = b.model.gpt2;
-    d.check("model.n_layer", x.n_layer, y.n_layer);
-    d.check("model.n_head", x.n_head, y.n_head);
-    d.check("model.d_model", x.d_model, y.d_model);
-    d.check("model.vocab", x.vocab, y.vocab);
-    d.check("model.seq_len", x.seq_len, y.seq_len);
-  }
+  const auto x = a.model.family().shape_keys(a.model.shape), y = b.model.family().shape_keys(b.model.shape);
+  for (std::size_t i = 0; i < x.size(); ++i) d.check(x[i].first, x[i].second, y[i].second);
   d.check("data.train", path_text(a.data.train), path_text(b.data.train));
   d.check("data.val", a.data.val ? path_text(*a.data.val) : "(the split)",
           b.data.val ? path_text(*b.data.val) : "(the split)");

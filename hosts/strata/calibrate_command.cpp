@@ -6,7 +6,7 @@
 #include "command_support.hpp"
 #include "commands.hpp"
 #include "core/device/disk_tier.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/planner/calibration.hpp"
 #include "exit_codes.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "core/plugin/plugin_crash_report.hpp"
+#include "core/util/plugin_crash_report.hpp"
 #include "exit_codes.hpp"
 
 namespace {

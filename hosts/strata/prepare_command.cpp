@@ -16,7 +16,7 @@
 #include "commands.hpp"
 #include "core/data/corpus.hpp"
 #include "core/data/token_file.hpp"
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 #include "core/util/format_bytes.hpp"
 #include "exit_codes.hpp"
 

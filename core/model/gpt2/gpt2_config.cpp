@@ -9,6 +9,32 @@ std::int64_t GPT2Config::parameter_count() const {
   return static_cast<std::int64_t>(vocab) * C + static_cast<std::int64_t>(seq_len) * C + n_layer * per_layer + 2 * C;
 }
 
+GPT2Config gpt2_config(const ModelShape& shape) {
+  return {shape.n_layer, shape.n_head, shape.d_model, shape.vocab, shape.seq_len};
+}
+
+ModelShape gpt2_shape(const GPT2Config& config) {
+  ModelShape shape;
+  shape.n_layer = config.n_layer;
+  shape.n_head = config.n_head;
+  shape.n_kv_head = config.n_head;
+  shape.d_model = config.d_model;
+  shape.d_ff = 4 * config.d_model;
+  shape.vocab = config.vocab;
+  shape.seq_len = config.seq_len;
+  shape.norm_eps = 1e-5;
+  shape.tie_embeddings = true;
+  return shape;
+}
+
+std::vector<AdapterTarget> gpt2_adapter_targets(const GPT2Config& config) {
+  const std::int64_t C = config.d_model;
+  return {{"qkv", "attn.c_attn.weight", {0, C, 3 * C, WeightLayout::in_out}},
+          {"attn_proj", "attn.c_proj.weight", {0, C, C, WeightLayout::in_out}},
+          {"fc", "mlp.c_fc.weight", {0, C, 4 * C, WeightLayout::in_out}},
+          {"fc_proj", "mlp.c_proj.weight", {0, 4 * C, C, WeightLayout::in_out}}};
+}
+
 std::string GPT2Config::validate() const {
   if (n_layer < 1) return "model.n_layer must be >= 1";
   if (n_head < 1) return "model.n_head must be >= 1";

@@ -1,14 +1,13 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "core/model/adapter_targets.hpp"
+#include "core/model/model_shape.hpp"
 #include "strata/host_services.hpp"
 
 namespace strata {
-
-// The largest model.vocab: token files hold uint32 ids, and the LM head padded to a multiple of
-// 64 rows (padded_vocab) must still fit in an int, so 2^31 - 64 rather than 2^31 - 1.
-inline constexpr int kMaxVocab = 2147483647 - 63;
 
 struct GPT2Config {
   int n_layer = 12;
@@ -29,5 +28,11 @@ struct GPT2Config {
   // Empty when valid; otherwise what is wrong, naming the key.
   std::string validate() const;
 };
+
+// GPT-2's fields of a ModelShape, and the ModelShape of a GPT-2 (its MLP 4 d_model wide, its head tied).
+GPT2Config gpt2_config(const ModelShape& shape);
+ModelShape gpt2_shape(const GPT2Config& config);
+// The block matrices LoRA's `targets` name: qkv, attn_proj, fc and fc_proj.
+std::vector<AdapterTarget> gpt2_adapter_targets(const GPT2Config& config);
 
 }  // namespace strata

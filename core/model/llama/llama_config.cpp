@@ -5,15 +5,47 @@
 
 namespace strata {
 
-std::int64_t LlamaConfig::parameter_count() const {
-  const std::int64_t C = d_model, F = d_ff, KV = kv_dim();
-  const std::int64_t biases = attention_bias ? C + 2 * KV : 0;
+std::int64_t llama_parameter_count(const LlamaConfig& c) {
+  const std::int64_t C = c.d_model, F = c.d_ff, KV = c.kv_dim();
+  const std::int64_t biases = c.attention_bias ? C + 2 * KV : 0;
   const std::int64_t per_layer = 2 * C + C * C + 2 * KV * C + C * C + 3 * C * F + biases;
-  const std::int64_t embeddings = static_cast<std::int64_t>(vocab) * C * (tie_embeddings ? 1 : 2);
-  return embeddings + n_layer * per_layer + C;
+  const std::int64_t embeddings = static_cast<std::int64_t>(c.vocab) * C * (c.tie_embeddings ? 1 : 2);
+  return embeddings + c.n_layer * per_layer + C;
 }
 
-std::string LlamaConfig::validate() const {
+std::vector<AdapterTarget> llama_adapter_targets(const LlamaConfig& config) {
+  const std::int64_t C = config.d_model, KV = config.kv_dim(), F = config.d_ff;
+  return {{"q", "self_attn.q_proj.weight", {0, C, C, WeightLayout::out_in}},
+          {"k", "self_attn.k_proj.weight", {0, C, KV, WeightLayout::out_in}},
+          {"v", "self_attn.v_proj.weight", {0, C, KV, WeightLayout::out_in}},
+          {"o", "self_attn.o_proj.weight", {0, C, C, WeightLayout::out_in}},
+          {"gate", "mlp.gate_proj.weight", {0, C, F, WeightLayout::out_in}},
+          {"up", "mlp.up_proj.weight", {0, C, F, WeightLayout::out_in}},
+          {"down", "mlp.down_proj.weight", {0, F, C, WeightLayout::out_in}}};
+}
+
+ModelInfo llama_info(const LlamaConfig& c, std::string_view arch) {
+  return {arch,
+          c.n_layer,
+          c.n_head,
+          c.n_kv_head,
+          c.d_model,
+          c.vocab,
+          c.seq_len,
+          llama_parameter_count(c),
+          c.d_ff,
+          c.head_dim(),
+          c.padded_vocab(),
+          0,
+          c.tie_embeddings};
+}
+
+std::string validate_llama(const LlamaConfig& config) {
+  const auto& [n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seq_len, rope_theta, rope_scaling, norm_eps,
+               tie_embeddings, attention_bias] = config;
+  (void)tie_embeddings;
+  (void)attention_bias;
+  const int head_dim = config.head_dim();
   if (n_layer < 1) return "model.n_layer must be >= 1";
   if (n_head < 1 || n_kv_head < 1) return "model.n_head and model.n_kv_head must be >= 1";
   if (d_model % n_head != 0)
@@ -21,8 +53,8 @@ std::string LlamaConfig::validate() const {
   if (n_head % n_kv_head != 0)
     return "model.n_kv_head = " + std::to_string(n_kv_head) + " must divide model.n_head = " + std::to_string(n_head) +
            " (each key/value head serves a whole group of query heads)";
-  if (head_dim() % 2 != 0)
-    return "model.d_model / model.n_head = " + std::to_string(head_dim()) +
+  if (head_dim % 2 != 0)
+    return "model.d_model / model.n_head = " + std::to_string(head_dim) +
            " is odd: RoPE rotates pairs, so the head dimension must be even";
   if (d_ff < 1) return "model.d_ff must be >= 1";
   if (vocab < 2) return "model.vocab must be >= 2";
@@ -38,9 +70,11 @@ std::string LlamaConfig::validate() const {
 }
 
 // Hugging Face's _compute_llama3_parameters, step for step.
-std::vector<float> LlamaConfig::rope_inverse_frequencies() const {
+std::vector<float> rope_inverse_frequencies(const LlamaConfig& config) {
+  const RopeScaling& rope_scaling = config.rope_scaling;
   if (rope_scaling.factor == 0.0) return {};
-  const int half = head_dim() / 2;
+  const int head_dim = config.head_dim();
+  const int half = head_dim / 2;
   const auto factor = static_cast<float>(rope_scaling.factor);
   const auto low = static_cast<float>(rope_scaling.low_freq_factor);
   const auto high = static_cast<float>(rope_scaling.high_freq_factor);
@@ -48,8 +82,8 @@ std::vector<float> LlamaConfig::rope_inverse_frequencies() const {
   const float low_freq_wavelength = original / low, high_freq_wavelength = original / high;
   std::vector<float> frequencies(static_cast<std::size_t>(half));
   for (int i = 0; i < half; ++i) {
-    const float frequency =
-        1.0f / std::pow(static_cast<float>(rope_theta), static_cast<float>(2 * i) / static_cast<float>(head_dim()));
+    const float frequency = 1.0f / std::pow(static_cast<float>(config.rope_theta),
+                                            static_cast<float>(2 * i) / static_cast<float>(head_dim));
     const float wavelength = 2.0f * std::numbers::pi_v<float> / frequency;
     float scaled = wavelength > low_freq_wavelength ? frequency / factor : frequency;
     if (!(wavelength < high_freq_wavelength) && !(wavelength > low_freq_wavelength)) {

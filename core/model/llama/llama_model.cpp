@@ -14,7 +14,7 @@ using namespace llama;
 namespace {
 
 AttentionShape attention_shape_of(const LlamaConfig& config, int batch) {
-  if (const std::string problem = config.validate(); !problem.empty()) throw std::invalid_argument(problem);
+  if (const std::string problem = validate_llama(config); !problem.empty()) throw std::invalid_argument(problem);
   return {batch, config.seq_len, config.n_head, config.n_kv_head, config.head_dim()};
 }
 
@@ -60,7 +60,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& atte
                  {"d_q", {B, T, C}},        {"d_k", {B, T, KV}},   {"d_v", {B, T, KV}},
                  {"d_gate", {B, T, F}},     {"d_up", {B, T, F}},   {"d_swiglu", {B, T, F}}};
   t.rope_theta = config.rope_theta;
-  t.rope_inverse_frequencies = config.rope_inverse_frequencies();
+  t.rope_inverse_frequencies = rope_inverse_frequencies(config);
   t.vocab = config.vocab;
   t.padded_vocab = config.padded_vocab();
   declare(t, options);

@@ -76,7 +76,7 @@ class LlamaModel : public Transformer {
 
   const LlamaConfig& config() const noexcept { return config_; }
   std::string_view arch() const noexcept override { return "llama"; }
-  ModelInfo info() const override { return config_.info(); }
+  ModelInfo info() const override { return llama_info(config_, arch()); }
   nlohmann::json config_json() const override;
   std::vector<std::int64_t> stored_shape(const ParameterRows& rows) const override;
   bool ignorable_file_tensor(std::string_view name) const override;

@@ -8,7 +8,6 @@
 namespace strata {
 
 inline void apply_qwen2(LlamaConfig& config) {
-  config.arch = "qwen2";
   config.attention_bias = true;
 }
 

@@ -7,7 +7,7 @@ namespace strata {
 namespace {
 
 LlamaConfig checked(const LlamaConfig& config) {
-  if (!config.attention_bias || config.arch != "qwen2")
+  if (!config.attention_bias)
     throw std::invalid_argument("a Qwen2 model needs its LlamaConfig made by apply_qwen2 (q/k/v biases)");
   return config;
 }

@@ -1,4 +1,4 @@
-#include "core/plugin/plugin_crash_report.hpp"
+#include "core/util/plugin_crash_report.hpp"
 
 #include <signal.h>
 #include <unistd.h>

@@ -8,7 +8,8 @@
 //
 // The scopes are the plugin registry's process-wide state (core/plugin/plugin_registry.hpp): one
 // per thread, and the last one any thread opened, for a crash on a thread the plugin started
-// (OpenMP's workers).
+// (OpenMP's workers). The file sits at the bottom of core, needing nothing above it, because the
+// tensor store's quantized matmuls and the model's activation codecs open scopes too.
 #include <cstdint>
 #include <string_view>
 

@@ -1,4 +1,4 @@
-#include "core/manifest/manifest_error.hpp"
+#include "core/errors/manifest_error.hpp"
 
 namespace strata {
 
