@@ -94,7 +94,8 @@ std::vector<double> reference_lse(const Case& c, const std::vector<double>& qkv)
       for (std::int64_t t = 0; t < T; ++t) {
         const double* q = qkv.data() + l.q_offset + (b * T + t) * l.q_stride + h * D;
         double max_value = -1e300;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+        const std::int64_t first = cpu::first_key(t, c.shape);
+        for (std::int64_t t2 = first; t2 <= t; ++t2) {
           const double* k = qkv.data() + l.k_offset + (b * T + t2) * l.kv_stride + (h / group) * D;
           double dot = 0.0;
           for (std::int64_t i = 0; i < D; ++i) dot += q[i] * k[i];
@@ -102,7 +103,7 @@ std::vector<double> reference_lse(const Case& c, const std::vector<double>& qkv)
           max_value = std::max(max_value, row[t2]);
         }
         double sum = 0.0;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) sum += std::exp(row[t2] - max_value);
+        for (std::int64_t t2 = first; t2 <= t; ++t2) sum += std::exp(row[t2] - max_value);
         lse[(b * NH + h) * T + t] = max_value + std::log(sum);
       }
   return lse;
@@ -152,6 +153,16 @@ TEST(FlashAttentionCpu, MatchesReferenceAroundTheTileSize) {
       check_against_reference({{2, T, 4, 2, D}, false});
       check_against_reference({{2, T, 4, 1, D}, true});
     }
+}
+
+// Sliding windows (Mistral's) shorter than a key tile, across one and two tile boundaries, and one
+// longer than the sequence: query tiles start at a later key tile, and rows meet whole tiles before
+// their window.
+TEST(FlashAttentionCpu, SlidingWindowMatchesReference) {
+  for (const int window : {1, 5, 100, 129, 200, 1000}) {
+    check_against_reference({{2, 300, 4, 2, 64, window}, false});
+    check_against_reference({{1, 257, 2, 2, 16, window}, true});
+  }
 }
 
 TEST(FlashAttentionCpu, MatchesReferenceOnLongSequences) {

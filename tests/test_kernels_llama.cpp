@@ -162,6 +162,50 @@ TEST(KernelGradients, GroupedQueryAttention) {
   }
 }
 
+// A sliding window (Mistral's): each position attends to itself and the window - 1 before it.
+TEST(KernelGradients, SlidingWindowAttention) {
+  const AttentionShape shape{2, 6, 4, 2, 3, 2};
+  QkvBuffers<double> inputs(shape, false, 119);
+  QkvBuffers<double> grads = inputs;
+  grads.zero();
+  const auto upstream = random_vector<double>(2 * 6 * 4 * 3, 120);
+  std::vector<double> out(upstream.size()), att(2 * 4 * 6 * 6), scratch(att.size());
+  auto objective = [&] {
+    reference::attention_forward(out.data(), att.data(), inputs.operands(), shape);
+    return dot(out, upstream);
+  };
+  objective();
+  reference::attention_backward(grads.gradients(), scratch.data(), upstream.data(), inputs.operands(), att.data(),
+                                shape);
+  double worst = max_relative_error(inputs.q, grads.q, objective);
+  worst = std::max(worst, max_relative_error(inputs.k, grads.k, objective));
+  worst = std::max(worst, max_relative_error(inputs.v, grads.v, objective));
+  print_gradient_error("GQA attention, sliding window 2", worst);
+  EXPECT_LT(worst, kGradientBound);
+}
+
+// The window's meaning, from its definition rather than from a second kernel: with window 1 a
+// position attends to itself alone, so each head's output is its key/value head's v row; with
+// window 3 the probabilities are zero exactly outside the three keys ending at the query.
+TEST(KernelGradients, SlidingWindowMasksEverythingBeforeIt) {
+  const AttentionShape one{1, 5, 4, 2, 3, 1};
+  QkvBuffers<double> inputs(one, false, 121);
+  std::vector<double> out(5 * 4 * 3), att(4 * 5 * 5);
+  reference::attention_forward(out.data(), att.data(), inputs.operands(), one);
+  for (int t = 0; t < 5; ++t)
+    for (int h = 0; h < 4; ++h)
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(out[(t * 4 + h) * 3 + i], inputs.v[t * inputs.kv_stride + (h / 2) * 3 + i]) << t << " " << h;
+  const AttentionShape three{1, 7, 2, 2, 3, 3};
+  QkvBuffers<double> more(three, false, 122);
+  std::vector<double> out3(7 * 2 * 3), att3(2 * 7 * 7);
+  reference::attention_forward(out3.data(), att3.data(), more.operands(), three);
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 7; ++t)
+      for (int t2 = 0; t2 < 7; ++t2)
+        EXPECT_EQ(att3[(h * 7 + t) * 7 + t2] > 0.0, t2 <= t && t - t2 < 3) << t << " " << t2;
+}
+
 TEST(KernelGradients, EmbeddingWithoutPositions) {
   const std::int64_t B = 2, T = 3, C = 4, V = 5;
   const std::vector<std::int32_t> tokens = {1, 4, 1, 0, 2, 1};
@@ -288,6 +332,42 @@ TEST(FastKernels, GroupedQueryAttentionMatchesReference) {
       }
     }
   }
+}
+
+// The fast kernel under a sliding window: within one query tile (33 positions, window 5) and across
+// tiles (300 positions, windows 100 and 129, so a tile's first key moves past 0 and past a tile
+// boundary); and a window as long as the sequence is bitwise no window at all.
+TEST(FastKernels, SlidingWindowMatchesReference) {
+  for (const AttentionShape shape : {AttentionShape{2, 33, 8, 2, 16, 5}, AttentionShape{1, 300, 4, 2, 16, 100},
+                                     AttentionShape{1, 300, 4, 1, 8, 129}}) {
+    SCOPED_TRACE(shape.seq_len * 1000 + shape.window);
+    const std::size_t T = static_cast<std::size_t>(shape.seq_len);
+    const std::size_t out_size = shape.batch * T * shape.n_head * shape.head_dim;
+    const std::size_t att_size = shape.batch * shape.n_head * T * T;
+    const auto dout = random_vector<float>(out_size, 135);
+    QkvBuffers<float> inputs(shape, false, 136);
+    QkvBuffers<float> grads_f(shape, false, 137), grads_r = grads_f;
+    std::vector<float> out_f(out_size), out_r(out_size), att_f(att_size, std::nanf("")), att_r(att_size),
+        scratch(att_size, std::nanf("")), scratch_r(att_size);
+    attention_forward(out_f.data(), att_f.data(), inputs.inputs(), shape);
+    reference::attention_forward(out_r.data(), att_r.data(), inputs.operands(), shape);
+    expect_close("windowed forward out", out_f, out_r, 1e-5);
+    expect_close("windowed probabilities", att_f, att_r, 1e-6);
+    attention_backward(grads_f.grads(), scratch.data(), dout.data(), inputs.inputs(), att_f.data(), shape);
+    reference::attention_backward(grads_r.gradients(), scratch_r.data(), dout.data(), inputs.operands(), att_r.data(),
+                                  shape);
+    expect_close("windowed backward dq", grads_f.q, grads_r.q, 1e-5);
+    expect_close("windowed backward dk", grads_f.k, grads_r.k, 1e-5);
+    expect_close("windowed backward dv", grads_f.v, grads_r.v, 1e-5);
+  }
+  AttentionShape whole{1, 300, 4, 2, 16, 300}, none{1, 300, 4, 2, 16, 0};
+  QkvBuffers<float> inputs(whole, false, 138);
+  const std::size_t out_size = 300 * 4 * 16, att_size = 4 * 300 * 300;
+  std::vector<float> out_w(out_size), out_n(out_size), att_w(att_size), att_n(att_size);
+  attention_forward(out_w.data(), att_w.data(), inputs.inputs(), whole);
+  attention_forward(out_n.data(), att_n.data(), inputs.inputs(), none);
+  EXPECT_EQ(out_w, out_n);
+  EXPECT_EQ(att_w, att_n);
 }
 
 // GPT-2 (n_kv_head = n_head, packed qkv with stride 3C) computes exactly what it did before

@@ -132,11 +132,13 @@ struct RemoveOnFailure {
   }
 };
 
-// The first family in the registry's list that recognizes the file's tensor names; empty for none.
-std::string family_of(const TensorSource& source) {
+// Empty when `arch`'s model loads the file's tensor names (or no family knows them); else the
+// first family in the registry's list that does.
+std::string other_family_of(const TensorSource& source, std::string_view arch) {
   std::vector<std::string> names;
   names.reserve(source.tensors().size());
   for (const auto& [name, file] : source.tensors()) names.push_back(name);
+  if (const ModelFamily* own = find_model_family(arch); own != nullptr && own->recognizes(names)) return {};
   for (const ModelFamily* family : model_families())
     if (family->recognizes(names)) return std::string(family->arch());
   return {};
@@ -345,7 +347,7 @@ void require_tied_head_is_the_embedding(const TensorSource& weights, const Model
 
 void load_weights_from(const TensorSource& weights, Model& model) {
   const fs::path& file = weights.path();
-  if (const std::string family = family_of(weights); !family.empty() && family != model.arch())
+  if (const std::string family = other_family_of(weights, model.arch()); !family.empty())
     throw CheckpointError(file.string() + ": holds a " + family + " checkpoint, but the manifest's model is arch = \"" +
                           std::string(model.arch()) + "\"");
   if (const auto adapters = weights.metadata().find(kAdaptersKey); adapters != weights.metadata().end())

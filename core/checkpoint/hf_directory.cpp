@@ -82,9 +82,9 @@ HfModelConfig parse_hf_config(std::string_view text, const std::string& file) {
   const ModelFamily* family = nullptr;
   std::string known;
   const auto families = model_families();
-  for (std::size_t i = families.size(); i-- > 0;) {  // gpt2 first, as users meet them
-    known += (known.empty() ? "" : ", ") + std::string(families[i]->hf_architecture());
-    if (families[i]->hf_architecture() == architecture) family = families[i];
+  for (const ModelFamily* candidate : families) {
+    known += (known.empty() ? "" : ", ") + std::string(candidate->hf_architecture());
+    if (candidate->hf_architecture() == architecture) family = candidate;
   }
   if (!architecture.empty()) {
     if (family == nullptr)

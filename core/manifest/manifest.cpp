@@ -167,12 +167,20 @@ std::vector<PluginSpec> plugin_list(const toml::table& root, std::string_view ke
 
 namespace {
 
+// "a", "a or b", "a, b or c".
+std::string one_of(const std::vector<std::string>& names) {
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
 // [model]'s keys: the five every family has, and each family's own (model_family.hpp).
 std::vector<std::string> model_keys() {
   std::vector<std::string> keys = {"from", "arch", "n_layer", "n_head", "d_model", "vocab", "seq_len"};
   const auto families = model_families();
-  for (std::size_t i = families.size(); i-- > 0;)  // gpt2 first, as users meet them
-    for (std::string_view key : families[i]->extra_keys())
+  for (const ModelFamily* family : families)
+    for (std::string_view key : family->extra_keys())
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.emplace_back(key);
   return keys;
 }
@@ -281,8 +289,7 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     // An empty default tells a refused arch from one not written: a refused one stands at gpt2's,
     // and another family's keys are then not called gpt2's.
     std::vector<std::string> arch_names;
-    for (const ModelFamily* family : model_families())
-      arch_names.insert(arch_names.begin(), std::string(family->arch()));
+    for (const ModelFamily* family : model_families()) arch_names.emplace_back(family->arch());
     const std::string arch = model.get_string("arch", "", arch_names);
     const bool arch_refused = model.has("arch") && arch.empty();
     spec.arch = arch.empty() ? (hf ? hf->arch : "gpt2") : arch;
@@ -326,15 +333,14 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
           foreign.push_back(key);
     for (std::string_view key : foreign) {
       if (!model.has(key) || arch_refused) continue;
-      std::string families;  // those with the key, as users meet them (gpt2 first)
-      const auto all = model_families();
-      for (std::size_t i = all.size(); i-- > 0;) {
-        const std::vector<std::string_view> keys = all[i]->extra_keys();
-        if (std::find(keys.begin(), keys.end(), key) == keys.end()) continue;
-        families += (families.empty() ? "" : " or ") + ('"' + std::string(all[i]->arch()) + '"');
+      std::vector<std::string> families;  // those with the key
+      for (const ModelFamily* other : model_families()) {
+        const std::vector<std::string_view> keys = other->extra_keys();
+        if (std::find(keys.begin(), keys.end(), key) != keys.end())
+          families.push_back('"' + std::string(other->arch()) + '"');
       }
-      model.report_error(
-          key, std::string(key) + " needs arch = " + families + " (this model is arch = \"" + spec.arch + "\")");
+      model.report_error(key, std::string(key) + " needs arch = " + one_of(families) + " (this model is arch = \"" +
+                                  spec.arch + "\")");
     }
     ModelKeys keys(model, hf ? &*hf : nullptr, config_file, shape_as_written,
                    [&model] { return model.problems().empty(); });

@@ -77,7 +77,7 @@ void Transformer::attention(int l, int out, int saved, const AttentionInputs& qk
   if (decoding_) {
     const AttentionShape& shape = attention_shape();
     ops().attention_decode(DecodeShape{decoding_->rows, decoding_->first_position, decoding_->cache->capacity(),
-                                       shape.n_head, shape.n_kv_head, shape.head_dim},
+                                       shape.n_head, shape.n_kv_head, shape.head_dim, shape.window},
                            this->out(l, out), qkv, decoding_->cache->keys(l), decoding_->cache->values(l));
     return;
   }

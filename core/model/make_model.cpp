@@ -11,6 +11,8 @@
 #include "core/model/gpt2/gpt2_model.hpp"
 #include "core/model/llama/llama_family.hpp"
 #include "core/model/llama/llama_model.hpp"
+#include "core/model/mistral/mistral_family.hpp"
+#include "core/model/mistral/mistral_model.hpp"
 #include "core/model/qwen2/qwen2_family.hpp"
 #include "core/model/qwen2/qwen2_model.hpp"
 
@@ -35,8 +37,11 @@ std::unique_ptr<Model> build_gpt2(const ModelShape& shape, Backend& backend, Ker
 
 std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, Kernel& attention,
                                   const ModelOptions& options) {
-  static const std::array<std::pair<const ModelFamily*, Build>, 3> builders = {
-      {{&gpt2_family(), &build_gpt2}, {&llama_family(), &build<LlamaModel>}, {&qwen2_family(), &build<Qwen2Model>}}};
+  static const std::array<std::pair<const ModelFamily*, Build>, 4> builders = {
+      {{&gpt2_family(), &build_gpt2},
+       {&llama_family(), &build<LlamaModel>},
+       {&qwen2_family(), &build<Qwen2Model>},
+       {&mistral_family(), &build<MistralModel>}}};
   const ModelFamily& family = spec.family();
   for (const auto& [described, make] : builders)
     if (described == &family) return make(spec.shape, backend, attention, options);

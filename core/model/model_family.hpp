@@ -33,8 +33,7 @@ class ModelFamily {
   // Names ------------------------------------------------------------------------------------
   virtual std::string_view arch() const noexcept = 0;             // [model] arch, config.json's model_type
   virtual std::string_view hf_architecture() const noexcept = 0;  // config.json's architectures[0]
-  // Whether a checkpoint with these tensor names is this family's (families are asked in the list's
-  // order, so a family that is another with more tensors comes first).
+  // Whether a checkpoint with these tensor names loads into this family's model.
   virtual bool recognizes(std::span<const std::string> tensor_names) const = 0;
 
   // [model] and config.json ---------------------------------------------------------------------
@@ -68,14 +67,14 @@ class ModelFamily {
   virtual std::vector<std::pair<std::string, std::string>> shape_keys(const ModelShape& shape) const = 0;
 };
 
-// The list, in the order checkpoints are recognized.
+// The list, in the order messages name the families.
 std::span<const ModelFamily* const> model_families();
 // The family named `arch`, or null.
 const ModelFamily* find_model_family(std::string_view arch);
 // The family named `arch`; std::invalid_argument for a name no family has (the manifest refuses
 // those first).
 const ModelFamily& model_family(std::string_view arch);
-// "gpt2, llama or qwen2", for messages.
+// "gpt2, llama, qwen2 or mistral", for messages.
 std::string model_family_names(std::string_view last_separator = " or ");
 
 }  // namespace strata

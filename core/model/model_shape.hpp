@@ -38,6 +38,9 @@ struct ModelShape {
   double norm_eps = 1e-6;
   bool tie_embeddings = false;
   bool attention_bias = false;  // q, k and v projections with biases (HF's attention_bias; Qwen2)
+  // Each position attends to itself and the sliding_window - 1 positions before it (HF's
+  // sliding_window; Mistral); 0: to every earlier position.
+  int sliding_window = 0;
 
   int head_dim() const { return d_model / n_head; }
   int kv_dim() const { return n_kv_head * head_dim(); }

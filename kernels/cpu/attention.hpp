@@ -3,8 +3,9 @@
 // D), each with its own row stride (GPT-2's packed qkv is three views of one (N, 3C) buffer);
 // query head h reads key/value head h / (n_head / n_kv_head). out is (N, n_head * D) contiguous.
 // att (B, n_head, T, T) holds the softmax probabilities, kept for backward (entries above the
-// diagonal are zero). Backward adds into dq, dk, dv (laid out like q, k, v); scratch is (B, n_head,
-// T, T).
+// diagonal are zero, and with a sliding window those more than window - 1 positions back). Backward adds into dq, dk,
+// dv (laid out like q, k, v); scratch is (B, n_head, T, T).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -12,6 +13,11 @@
 #include "strata/ops.hpp"
 
 namespace strata::cpu {
+
+// The first key position query t attends to: t - window + 1 with a sliding window, else 0.
+inline std::int64_t first_key(std::int64_t t, const AttentionShape& shape) {
+  return shape.window > 0 ? std::max<std::int64_t>(0, t - shape.window + 1) : 0;
+}
 
 void attention_forward(float* out, float* att, const AttentionInputs& in, const AttentionShape& shape);
 void attention_backward(const AttentionGrads& grads, float* scratch, const float* dout, const AttentionInputs& in,
@@ -37,8 +43,9 @@ void attention_forward(Real* out, Real* att, const QkvViews<const Real*>& in, co
       for (std::int64_t h = 0; h < NH; ++h) {
         const Real* q = in.q + (b * T + t) * in.q_stride + h * D;
         Real* att_row = att + ((b * NH + h) * T + t) * T;
+        const std::int64_t first = first_key(t, shape);
         Real max_value = -std::numeric_limits<Real>::infinity();
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+        for (std::int64_t t2 = first; t2 <= t; ++t2) {
           const Real* k = in.k + (b * T + t2) * in.kv_stride + (h / group) * D;
           Real dot = 0;
           for (std::int64_t i = 0; i < D; ++i) dot += q[i] * k[i];
@@ -46,14 +53,14 @@ void attention_forward(Real* out, Real* att, const QkvViews<const Real*>& in, co
           if (att_row[t2] > max_value) max_value = att_row[t2];
         }
         Real sum = 0;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+        for (std::int64_t t2 = first; t2 <= t; ++t2) {
           att_row[t2] = std::exp(att_row[t2] - max_value);
           sum += att_row[t2];
         }
-        for (std::int64_t t2 = 0; t2 < T; ++t2) att_row[t2] = t2 <= t ? att_row[t2] / sum : Real(0);
+        for (std::int64_t t2 = 0; t2 < T; ++t2) att_row[t2] = t2 >= first && t2 <= t ? att_row[t2] / sum : Real(0);
         Real* y = out + (b * T + t) * NH * D + h * D;
         for (std::int64_t i = 0; i < D; ++i) y[i] = 0;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+        for (std::int64_t t2 = first; t2 <= t; ++t2) {
           const Real* v = in.v + (b * T + t2) * in.kv_stride + (h / group) * D;
           for (std::int64_t i = 0; i < D; ++i) y[i] += att_row[t2] * v[i];
         }
@@ -73,8 +80,9 @@ void attention_backward(const QkvViews<Real*>& grads, Real* scratch, const Real*
         const Real* att_row = att + ((b * NH + h) * T + t) * T;
         Real* datt_row = scratch + ((b * NH + h) * T + t) * T;
         const Real* dy = dout + (b * T + t) * NH * D + h * D;
+        const std::int64_t first = first_key(t, shape);
         // through out = att @ v
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+        for (std::int64_t t2 = first; t2 <= t; ++t2) {
           const Real* v = in.v + (b * T + t2) * in.kv_stride + kv_head * D;
           Real* dv = grads.v + (b * T + t2) * grads.kv_stride + kv_head * D;
           Real dot = 0;
@@ -86,10 +94,10 @@ void attention_backward(const QkvViews<Real*>& grads, Real* scratch, const Real*
         }
         // through the softmax
         Real weighted = 0;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) weighted += att_row[t2] * datt_row[t2];
+        for (std::int64_t t2 = first; t2 <= t; ++t2) weighted += att_row[t2] * datt_row[t2];
         const Real* q = in.q + (b * T + t) * in.q_stride + h * D;
         Real* dq = grads.q + (b * T + t) * grads.q_stride + h * D;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+        for (std::int64_t t2 = first; t2 <= t; ++t2) {
           const Real dpreatt = att_row[t2] * (datt_row[t2] - weighted) * scale;
           const Real* k = in.k + (b * T + t2) * in.kv_stride + kv_head * D;
           Real* dk = grads.k + (b * T + t2) * grads.kv_stride + kv_head * D;

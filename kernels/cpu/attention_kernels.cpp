@@ -22,9 +22,6 @@ class CpuAttentionKernel final : public Kernel {
     if (shape.n_kv_head <= 0 || shape.n_head % shape.n_kv_head != 0)
       return Status::error("n_head " + std::to_string(shape.n_head) + " is not a multiple of n_kv_head " +
                            std::to_string(shape.n_kv_head));
-    if (shape.window > 0)
-      return Status::error(
-          "the built-in CPU attention has no sliding window (window = " + std::to_string(shape.window) + ")");
     if (shape.documents) return Status::error("the built-in CPU attention does not separate packed documents");
     return {};
   }

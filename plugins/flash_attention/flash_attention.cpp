@@ -41,8 +41,6 @@ class FlashAttention final : public Kernel {
     if (shape.n_kv_head <= 0 || shape.n_head % shape.n_kv_head != 0)
       return Status::error("n_head " + std::to_string(shape.n_head) + " is not a multiple of n_kv_head " +
                            std::to_string(shape.n_kv_head));
-    if (shape.window > 0)
-      return Status::error("flash has no sliding window yet (window = " + std::to_string(shape.window) + ")");
     if (shape.documents) return Status::error("flash does not separate packed documents yet");
     if (target.backend == "cpu") {
       if constexpr (kProducts == Products::bf16_tensor_cores)
@@ -53,6 +51,9 @@ class FlashAttention final : public Kernel {
     }
     if (!target.backend.starts_with("cuda:"))
       return Status::error("flash has kernels for the cpu and cuda backends, not for " + std::string(target.backend));
+    if (shape.window > 0)
+      return Status::error("flash's CUDA kernels have no sliding window yet (window = " + std::to_string(shape.window) +
+                           "; the cpu backend's flash has)");
 #if STRATA_FLASH_ATTENTION_CUDA
     if (shape.head_dim != 64 && shape.head_dim != 128)
       return Status::error("head dim " + std::to_string(shape.head_dim) +

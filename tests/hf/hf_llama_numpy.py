@@ -25,7 +25,8 @@ packaged for Debian 12, so the suite cannot import it.)
   hf_llama_numpy.py make-weights OUT n_layer n_head n_kv_head d_model d_ff vocab seed [--tied] [--qkv-bias]
   hf_llama_numpy.py make-tokens OUT count vocab seed      (an llm.c .bin token file; hf_gpt2_numpy's)
   hf_llama_numpy.py greedy WEIGHTS PROMPT_IDS count n_head n_kv_head theta eps [--tied] [--qkv-bias]
-  (any command: --rope-scaling=JSON applies config.json's rope_scaling of rope_type "llama3")
+  (any command: --rope-scaling=JSON applies config.json's rope_scaling of rope_type "llama3";
+   --sliding-window=N makes it Mistral's attention, each position seeing itself and N - 1 before)
                                                           (the greedy continuation, then its smallest margin)
   hf_llama_numpy.py check-names FILE n_layer vocab d_model d_ff n_head n_kv_head [--tied] [--qkv-bias]
                                                           (exactly HF's names and shapes)
@@ -127,6 +128,9 @@ def silu(x):
 
 
 ROPE_SCALING = None  # --rope-scaling=JSON: config.json's rope_scaling of rope_type "llama3"
+# --sliding-window=N: Hugging Face's MistralForCausalLM (modeling_mistral.py), LLaMA whose query i
+# attends to key j only when 0 <= i - j < N (itself and the N - 1 positions before it).
+SLIDING_WINDOW = None
 
 
 def llama3_inverse_frequencies(inv_freq, scaling):
@@ -185,6 +189,8 @@ def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied, qkv_bias=False):
     kv_of_head = np.arange(n_head) // (n_head // n_kv_head)
     cos, sin = rope_tables(seq_len, head_dim, theta)
     causal = np.tril(np.ones((seq_len, seq_len), dtype=bool))
+    if SLIDING_WINDOW:
+        causal &= (np.arange(seq_len)[:, None] - np.arange(seq_len)[None, :]) < SLIDING_WINDOW
 
     def heads(a, count):  # (batch, seq_len, count * head_dim) -> (batch, count, seq_len, head_dim)
         return a.reshape(batch, seq_len, count, head_dim).transpose(0, 2, 1, 3)
@@ -342,6 +348,26 @@ def selftest():
     after = logits_of(t, window, n_head, n_kv_head, s["rope_theta"], s["norm_eps"], False)
     check("causal: a new token 9 changes no logit at 0..8", np.abs(after[0, :9] - before[0, :9]).max(), 0.0)
     assert np.abs(after[0, 9:] - before[0, 9:]).max() > 1e-3
+    # The sliding window of Mistral (--sliding-window): with window 5, the new token 9 reaches the
+    # logits at 9..13 only (each attends to itself and the 4 before it) in the first layer; the
+    # second layer carries it 4 further (to 17, past this window's 16 positions), so with one
+    # layer the logits from 14 on are untouched, and a window of 5 and of 6 differ.
+    global SLIDING_WINDOW
+    one_layer = {name: value for name, value in t.items() if not name.startswith("model.layers.1.")}
+    SLIDING_WINDOW = 5
+    windowed = [logits_of(one_layer, w, n_head, n_kv_head, s["rope_theta"], s["norm_eps"], False)
+                for w in (tokens[None, :s["seq_len"]], window)]
+    check("sliding window 5: a new token 9 changes no logit at 14..15 of a one-layer model",
+          np.abs(windowed[1][0, 14:] - windowed[0][0, 14:]).max(), 0.0)
+    assert np.abs(windowed[1][0, 9:14] - windowed[0][0, 9:14]).max() > 1e-3
+    window_loss_5 = loss(t)
+    SLIDING_WINDOW = 6
+    window_loss_6 = loss(t)
+    SLIDING_WINDOW = None
+    for name, other in (("sliding window ignored", base), ("sliding window 6 read as 5", window_loss_6)):
+        relative = abs(other - window_loss_5) / window_loss_5
+        assert relative > 10 * TOLERANCE, f"selftest power (mistral): '{name}' moves the loss by {relative:.1e}"
+        lines.append(f"ok  mistral: '{name}' moves the loss by {relative:.1e} (> {10 * TOLERANCE:.0e})")
 
     mha = dict(t)  # each key/value head's rows repeated for the query heads that read it
     for i in range(s["n_layer"]):
@@ -479,11 +505,15 @@ def selftest():
 
 
 def main(argv):
-    global ROPE_SCALING
+    global ROPE_SCALING, SLIDING_WINDOW
     scaling = [a for a in argv if a.startswith("--rope-scaling=")]
     if scaling:
         ROPE_SCALING = json.loads(scaling[0].split("=", 1)[1])
         argv = [a for a in argv if a not in scaling]
+    sliding = [a for a in argv if a.startswith("--sliding-window=")]
+    if sliding:
+        SLIDING_WINDOW = int(sliding[0].split("=", 1)[1])
+        argv = [a for a in argv if a not in sliding]
     flags = {a for a in argv if a.startswith("--")}
     args = [a for a in argv if not a.startswith("--")]
     counts = {"make-weights": 8, "make-tokens": 4, "check-names": 7, "loss": 7, "greedy": 7, "selftest": 0}

@@ -36,15 +36,15 @@ ModelInfo llama_info(const LlamaConfig& c, std::string_view arch) {
           c.d_ff,
           c.head_dim(),
           c.padded_vocab(),
-          0,
+          c.sliding_window,
           c.tie_embeddings};
 }
 
 std::string validate_llama(const LlamaConfig& config) {
-  const auto& [n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seq_len, rope_theta, rope_scaling, norm_eps,
-               tie_embeddings, attention_bias] = config;
-  (void)tie_embeddings;
-  (void)attention_bias;
+  const int n_layer = config.n_layer, n_head = config.n_head, n_kv_head = config.n_kv_head;
+  const int d_model = config.d_model, d_ff = config.d_ff, vocab = config.vocab, seq_len = config.seq_len;
+  const double rope_theta = config.rope_theta, norm_eps = config.norm_eps;
+  const RopeScaling& rope_scaling = config.rope_scaling;
   const int head_dim = config.head_dim();
   if (n_layer < 1) return "model.n_layer must be >= 1";
   if (n_head < 1 || n_kv_head < 1) return "model.n_head and model.n_kv_head must be >= 1";
@@ -59,6 +59,7 @@ std::string validate_llama(const LlamaConfig& config) {
   if (d_ff < 1) return "model.d_ff must be >= 1";
   if (vocab < 2) return "model.vocab must be >= 2";
   if (seq_len < 1) return "model.seq_len must be >= 1";
+  if (config.sliding_window < 0) return "model.sliding_window must be >= 0";
   if (!(rope_theta > 0.0)) return "model.rope_theta must be > 0";
   if (!(norm_eps > 0.0)) return "model.norm_eps must be > 0";
   if (rope_scaling.factor != 0.0 &&

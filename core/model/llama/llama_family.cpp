@@ -80,8 +80,11 @@ RopeScaling llama3_rope_scaling(const HfConfigFields& fields) {
 
 }  // namespace
 
+// LLaMA's names without q/k/v biases (those are Qwen2's).
 bool LlamaFamily::recognizes(std::span<const std::string> names) const {
-  return std::find(names.begin(), names.end(), "model.embed_tokens.weight") != names.end();
+  return std::find(names.begin(), names.end(), "model.embed_tokens.weight") != names.end() &&
+         std::none_of(names.begin(), names.end(),
+                      [](const std::string& name) { return name.ends_with(".self_attn.q_proj.bias"); });
 }
 
 std::vector<std::string_view> LlamaFamily::extra_keys() const {

@@ -25,7 +25,7 @@ class LlamaFamily : public ModelFamily {
   std::int64_t parameter_count(const ModelShape& shape) const override { return llama_parameter_count(shape); }
   ModelInfo info(const ModelShape& shape) const override { return llama_info(shape, arch()); }
   AttentionShape attention_shape(const ModelShape& shape, int batch) const override {
-    return {batch, shape.seq_len, shape.n_head, shape.n_kv_head, shape.head_dim()};
+    return {batch, shape.seq_len, shape.n_head, shape.n_kv_head, shape.head_dim(), shape.sliding_window};
   }
   std::vector<AdapterTarget> adapter_targets(const ModelShape& shape) const override {
     return llama_adapter_targets(shape);

@@ -15,7 +15,7 @@ namespace {
 
 AttentionShape attention_shape_of(const LlamaConfig& config, int batch) {
   if (const std::string problem = validate_llama(config); !problem.empty()) throw std::invalid_argument(problem);
-  return {batch, config.seq_len, config.n_head, config.n_kv_head, config.head_dim()};
+  return {batch, config.seq_len, config.n_head, config.n_kv_head, config.head_dim(), config.sliding_window};
 }
 
 }  // namespace

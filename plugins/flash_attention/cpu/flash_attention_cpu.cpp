@@ -21,26 +21,51 @@ using ScoreTile = std::array<float, kBr * kBc>;
 using RowValues = std::array<float, kBr>;
 
 // This file builds with -ffast-math so that exp vectorizes (glibc's libmvec, one width per clone).
-// No infinities are used: the first key tile, which every causal row reaches, sets the running max.
+// No infinities are used: the first key tile in which a row attends to a key sets the row's
+// running max, from one of those scores.
+
+// The first column of a tile row that the row attends to: 0, or with a sliding window the column of
+// the key window - 1 positions before the query. `diagonal` is the first query's index minus the
+// first key's.
+std::int64_t first_column(std::int64_t diagonal, std::int64_t r, std::int64_t window, std::int64_t cols) {
+  return window > 0 ? std::clamp<std::int64_t>(diagonal + r - window + 1, 0, cols) : 0;
+}
+
+// The first key tile a query tile starting at r0 meets: 0, or with a sliding window the tile
+// holding its first row's first key.
+std::int64_t first_key_tile(std::int64_t r0, std::int64_t window) {
+  return window > 0 ? std::max<std::int64_t>(0, r0 - window + 1) / kBc * kBc : 0;
+}
 
 // The tile's scores become probabilities relative to the running max of each row; columns past
-// the diagonal (key > query) become 0. `diagonal` is the first query's index minus the first
-// key's. Updates the running max and sum and writes each row's rescale factor of the old output.
+// the diagonal (key > query) and, with a sliding window, before the window become 0. Updates the
+// running max and sum and writes each row's rescale factor of the old output. `started`: whether
+// the row has met a key it attends to in an earlier tile (a row before its window meets none).
 STRATA_CPU_CLONES void online_softmax_tile(float* scores, std::int64_t rows, std::int64_t cols, std::int64_t diagonal,
-                                           bool first_tile, float* row_max, float* row_sum, float* rescale) {
+                                           std::int64_t window, bool* started, float* row_max, float* row_sum,
+                                           float* rescale) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* s = scores + r * kBc;
     const std::int64_t valid = std::clamp<std::int64_t>(diagonal + r + 1, 0, cols);
+    const std::int64_t low = first_column(diagonal, r, window, cols);
+    if (low >= valid) {  // no key of this tile is in the row's window: its output and sums stay
+      std::fill(s, s + cols, 0.0f);
+      rescale[r] = started[r] ? 1.0f : 0.0f;
+      continue;
+    }
+    const bool first_tile = !started[r];
+    started[r] = true;
     const float old_max = row_max[r];
-    float max_value = first_tile ? s[0] : old_max;
-    for (std::int64_t c = 0; c < valid; ++c) max_value = std::max(max_value, s[c]);
+    float max_value = first_tile ? s[low] : old_max;
+    for (std::int64_t c = low; c < valid; ++c) max_value = std::max(max_value, s[c]);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (std::int64_t c = 0; c < valid; ++c) {
+    for (std::int64_t c = low; c < valid; ++c) {
       const float p = std::exp(s[c] - max_value);
       s[c] = p;
       sum += p;
     }
+    for (std::int64_t c = 0; c < low; ++c) s[c] = 0.0f;
     for (std::int64_t c = valid; c < cols; ++c) s[c] = 0.0f;
     const float alpha = first_tile ? 0.0f : std::exp(old_max - max_value);
     row_sum[r] = first_tile ? sum : row_sum[r] * alpha + sum;
@@ -51,13 +76,15 @@ STRATA_CPU_CLONES void online_softmax_tile(float* scores, std::int64_t rows, std
 
 // Backward: P = exp(S - lse) from the saved log-sum-exp, masked like the forward.
 STRATA_CPU_CLONES void probabilities_tile(float* scores, std::int64_t rows, std::int64_t cols, std::int64_t diagonal,
-                                          const float* lse) {
+                                          std::int64_t window, const float* lse) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* s = scores + r * kBc;
     const std::int64_t valid = std::clamp<std::int64_t>(diagonal + r + 1, 0, cols);
+    const std::int64_t low = first_column(diagonal, r, window, cols);
     const float row_lse = lse[r];
 #pragma omp simd
-    for (std::int64_t c = 0; c < valid; ++c) s[c] = std::exp(s[c] - row_lse);
+    for (std::int64_t c = low; c < valid; ++c) s[c] = std::exp(s[c] - row_lse);
+    for (std::int64_t c = 0; c < low; ++c) s[c] = 0.0f;
     for (std::int64_t c = valid; c < cols; ++c) s[c] = 0.0f;
   }
 }
@@ -112,14 +139,17 @@ void forward_query_tile(const AttentionShape& shape, float* out, float* lse, con
   const int q_stride = static_cast<int>(in.q_stride), kv_stride = static_cast<int>(in.kv_stride);
   ScoreTile scores;
   RowValues row_max, row_sum, rescale;
-  for (std::int64_t c0 = 0; c0 < r0 + rows; c0 += kBc) {
+  std::array<bool, kBr> started{};
+  const std::int64_t c_begin = first_key_tile(r0, shape.window);
+  for (std::int64_t c0 = c_begin; c0 < r0 + rows; c0 += kBc) {
     const std::int64_t cols = std::min(kBc, r0 + rows - c0);
-    const bool first_tile = c0 == 0;
+    const bool first_tile = c0 == c_begin;
     const int cols_int = static_cast<int>(cols);
     // S (rows, cols) = scale * q (rows, D) @ k^T (D, cols)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, scale, q, q_stride,
                 k + c0 * in.kv_stride, kv_stride, 0.0f, scores.data(), static_cast<int>(kBc));
-    online_softmax_tile(scores.data(), rows, cols, r0 - c0, first_tile, row_max.data(), row_sum.data(), rescale.data());
+    online_softmax_tile(scores.data(), rows, cols, r0 - c0, shape.window, started.data(), row_max.data(),
+                        row_sum.data(), rescale.data());
     if (!first_tile)
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t i = 0; i < D; ++i) o[r * out_stride + i] *= rescale[r];
@@ -160,13 +190,13 @@ void backward_head(const AttentionShape& shape, const AttentionGrads& grads, con
     float* dq = grads.dq + (b * T + r0) * grads.q_stride + h * D;
     const float* row_lse = lse + (b * NH + h) * T + r0;
     const float* row_delta = delta + (b * NH + h) * T + r0;
-    for (std::int64_t c0 = 0; c0 < r0 + rows; c0 += kBc) {
+    for (std::int64_t c0 = first_key_tile(r0, shape.window); c0 < r0 + rows; c0 += kBc) {
       const std::int64_t cols = std::min(kBc, r0 + rows - c0);
       const int cols_int = static_cast<int>(cols);
       // P = exp(scale * q @ k^T - lse)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_int, cols_int, d_int, scale, q, q_stride,
                   k + c0 * in.kv_stride, kv_stride, 0.0f, probabilities.data(), tile_ld);
-      probabilities_tile(probabilities.data(), rows, cols, r0 - c0, row_lse);
+      probabilities_tile(probabilities.data(), rows, cols, r0 - c0, shape.window, row_lse);
       // dv (cols, D) += P^T (cols, rows) @ dout (rows, D)
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols_int, d_int, rows_int, 1.0f, probabilities.data(),
                   tile_ld, dy, static_cast<int>(out_stride), 1.0f, dv + c0 * dkv_stride, dkv_ld);
