@@ -19,6 +19,18 @@ std::span<const ModelFamily* const> model_families() {
   return families;
 }
 
+std::int64_t ParameterTensor::elements() const {
+  std::int64_t count = 1;
+  for (const std::int64_t extent : shape) count *= extent;
+  return count;
+}
+
+std::int64_t ModelFamily::parameter_count(const ModelShape& shape) const {
+  std::int64_t count = 0;
+  for (const ParameterTensor& tensor : parameter_tensors(shape)) count += tensor.elements();
+  return count;
+}
+
 const ModelFamily* find_model_family(std::string_view arch) {
   for (const ModelFamily* family : model_families())
     if (family->arch() == arch) return family;

@@ -26,6 +26,13 @@
 
 namespace strata {
 
+// A parameter as a checkpoint holds it: Hugging Face's name and shape (the real vocabulary's rows).
+struct ParameterTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::int64_t elements() const;
+};
+
 class ModelFamily {
  public:
   virtual ~ModelFamily() = default;
@@ -55,7 +62,10 @@ class ModelFamily {
   virtual int export_max_positions(const ModelShape& shape, std::optional<int> source_max_positions) const = 0;
 
   // The model ------------------------------------------------------------------------------------
-  virtual std::int64_t parameter_count(const ModelShape& shape) const = 0;
+  // Every parameter of a model of this shape (its model declares the same names and shapes:
+  // tests/test_model_families.cpp); the parameter count is their sum.
+  virtual std::vector<ParameterTensor> parameter_tensors(const ModelShape& shape) const = 0;
+  std::int64_t parameter_count(const ModelShape& shape) const;
   virtual ModelInfo info(const ModelShape& shape) const = 0;
   virtual AttentionShape attention_shape(const ModelShape& shape, int batch) const = 0;
   virtual std::vector<AdapterTarget> adapter_targets(const ModelShape& shape) const = 0;

@@ -2,13 +2,6 @@
 
 namespace strata {
 
-std::int64_t GPT2Config::parameter_count() const {
-  const std::int64_t C = d_model;
-  const std::int64_t per_layer =
-      2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
-  return static_cast<std::int64_t>(vocab) * C + static_cast<std::int64_t>(seq_len) * C + n_layer * per_layer + 2 * C;
-}
-
 GPT2Config gpt2_config(const ModelShape& shape) {
   return {shape.n_layer, shape.n_head, shape.d_model, shape.vocab, shape.seq_len};
 }

@@ -19,11 +19,6 @@ struct GPT2Config {
   // The LM head's rows are padded to a multiple of 64 for faster GEMMs; padded logits are masked
   // out of the loss and never stored in checkpoints.
   int padded_vocab() const { return (vocab + 63) / 64 * 64; }
-  std::int64_t parameter_count() const;  // with the real vocab, as checkpoints store it
-  ModelInfo info() const {
-    return {"gpt2",      n_layer,          n_head,         n_head, d_model, vocab, seq_len, parameter_count(),
-            4 * d_model, d_model / n_head, padded_vocab(), 0,      true};
-  }
 
   // Empty when valid; otherwise what is wrong, naming the key.
   std::string validate() const;

@@ -84,8 +84,43 @@ class Gpt2Family final : public ModelFamily {
   // wpe has seq_len rows: the export's limit is the model's.
   int export_max_positions(const ModelShape& shape, std::optional<int>) const override { return shape.seq_len; }
 
-  std::int64_t parameter_count(const ModelShape& shape) const override { return gpt2_config(shape).parameter_count(); }
-  ModelInfo info(const ModelShape& shape) const override { return gpt2_config(shape).info(); }
+  std::vector<ParameterTensor> parameter_tensors(const ModelShape& shape) const override {
+    const std::int64_t C = shape.d_model, V = shape.vocab, T = shape.seq_len;
+    std::vector<ParameterTensor> tensors = {{"wte.weight", {V, C}}, {"wpe.weight", {T, C}}};
+    for (int l = 0; l < shape.n_layer; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      tensors.insert(tensors.end(), {{p + "ln_1.weight", {C}},
+                                     {p + "ln_1.bias", {C}},
+                                     {p + "attn.c_attn.weight", {C, 3 * C}},
+                                     {p + "attn.c_attn.bias", {3 * C}},
+                                     {p + "attn.c_proj.weight", {C, C}},
+                                     {p + "attn.c_proj.bias", {C}},
+                                     {p + "ln_2.weight", {C}},
+                                     {p + "ln_2.bias", {C}},
+                                     {p + "mlp.c_fc.weight", {C, 4 * C}},
+                                     {p + "mlp.c_fc.bias", {4 * C}},
+                                     {p + "mlp.c_proj.weight", {4 * C, C}},
+                                     {p + "mlp.c_proj.bias", {C}}});
+    }
+    tensors.insert(tensors.end(), {{"ln_f.weight", {C}}, {"ln_f.bias", {C}}});
+    return tensors;
+  }
+  ModelInfo info(const ModelShape& shape) const override {
+    const GPT2Config c = gpt2_config(shape);
+    return {"gpt2",
+            c.n_layer,
+            c.n_head,
+            c.n_head,
+            c.d_model,
+            c.vocab,
+            c.seq_len,
+            parameter_count(shape),
+            4 * c.d_model,
+            c.d_model / c.n_head,
+            c.padded_vocab(),
+            0,
+            true};
+  }
   AttentionShape attention_shape(const ModelShape& shape, int batch) const override {
     return {batch, shape.seq_len, shape.n_head, shape.n_head, shape.n_head > 0 ? shape.d_model / shape.n_head : 0};
   }

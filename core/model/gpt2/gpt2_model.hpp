@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/model/gpt2/gpt2_config.hpp"
+#include "core/model/gpt2/gpt2_family.hpp"
 #include "core/model/transformer.hpp"
 
 namespace strata {
@@ -64,7 +65,7 @@ class GPT2Model final : public Transformer {
 
   const GPT2Config& config() const noexcept { return config_; }
   std::string_view arch() const noexcept override { return "gpt2"; }
-  ModelInfo info() const override { return config_.info(); }
+  ModelInfo info() const override { return gpt2_family().info(gpt2_shape(config_)); }
   nlohmann::json config_json() const override;
   std::vector<std::int64_t> stored_shape(const ParameterRows& rows) const override;
   std::vector<std::string> file_names(const ParameterRows& rows) const override;

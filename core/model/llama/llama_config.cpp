@@ -5,14 +5,6 @@
 
 namespace strata {
 
-std::int64_t llama_parameter_count(const LlamaConfig& c) {
-  const std::int64_t C = c.d_model, F = c.d_ff, KV = c.kv_dim();
-  const std::int64_t biases = c.attention_bias ? C + 2 * KV : 0;
-  const std::int64_t per_layer = 2 * C + C * C + 2 * KV * C + C * C + 3 * C * F + biases;
-  const std::int64_t embeddings = static_cast<std::int64_t>(c.vocab) * C * (c.tie_embeddings ? 1 : 2);
-  return embeddings + c.n_layer * per_layer + C;
-}
-
 std::vector<AdapterTarget> llama_adapter_targets(const LlamaConfig& config) {
   const std::int64_t C = config.d_model, KV = config.kv_dim(), F = config.d_ff;
   return {{"q", "self_attn.q_proj.weight", {0, C, C, WeightLayout::out_in}},
@@ -24,20 +16,10 @@ std::vector<AdapterTarget> llama_adapter_targets(const LlamaConfig& config) {
           {"down", "mlp.down_proj.weight", {0, F, C, WeightLayout::out_in}}};
 }
 
-ModelInfo llama_info(const LlamaConfig& c, std::string_view arch) {
-  return {arch,
-          c.n_layer,
-          c.n_head,
-          c.n_kv_head,
-          c.d_model,
-          c.vocab,
-          c.seq_len,
-          llama_parameter_count(c),
-          c.d_ff,
-          c.head_dim(),
-          c.padded_vocab(),
-          c.sliding_window,
-          c.tie_embeddings};
+ModelInfo llama_info(const LlamaConfig& c, std::string_view arch, std::int64_t parameter_count) {
+  return {
+      arch,   c.n_layer,    c.n_head,         c.n_kv_head,      c.d_model,       c.vocab, c.seq_len, parameter_count,
+      c.d_ff, c.head_dim(), c.padded_vocab(), c.sliding_window, c.tie_embeddings};
 }
 
 std::string validate_llama(const LlamaConfig& config) {

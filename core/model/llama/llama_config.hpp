@@ -13,11 +13,10 @@ namespace strata {
 
 using LlamaConfig = ModelShape;
 
-std::int64_t llama_parameter_count(const LlamaConfig& config);
 // The block matrices LoRA's `targets` name: q, k, v, o, gate, up and down.
 std::vector<AdapterTarget> llama_adapter_targets(const LlamaConfig& config);
-// `arch`: "llama", or a family built on LLaMA's blocks ("qwen2").
-ModelInfo llama_info(const LlamaConfig& config, std::string_view arch);
+// `arch`: "llama", or a family built on LLaMA's blocks ("qwen2"); the count is the family's.
+ModelInfo llama_info(const LlamaConfig& config, std::string_view arch, std::int64_t parameter_count);
 // Empty when valid; otherwise what is wrong, naming the key.
 std::string validate_llama(const LlamaConfig& config);
 // RoPE's head_dim / 2 inverse frequencies under rope_scaling, in f32 as Hugging Face computes

@@ -199,6 +199,30 @@ int LlamaFamily::export_max_positions(const ModelShape& shape, std::optional<int
   return std::max(shape.seq_len, source_max_positions.value_or(0));
 }
 
+std::vector<ParameterTensor> LlamaFamily::parameter_tensors(const ModelShape& shape) const {
+  const std::int64_t C = shape.d_model, V = shape.vocab, KV = shape.kv_dim(), F = shape.d_ff;
+  std::vector<ParameterTensor> tensors = {{"model.embed_tokens.weight", {V, C}}};
+  for (int l = 0; l < shape.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    tensors.insert(tensors.end(), {{p + "input_layernorm.weight", {C}},
+                                   {p + "self_attn.q_proj.weight", {C, C}},
+                                   {p + "self_attn.k_proj.weight", {KV, C}},
+                                   {p + "self_attn.v_proj.weight", {KV, C}},
+                                   {p + "self_attn.o_proj.weight", {C, C}},
+                                   {p + "post_attention_layernorm.weight", {C}},
+                                   {p + "mlp.gate_proj.weight", {F, C}},
+                                   {p + "mlp.up_proj.weight", {F, C}},
+                                   {p + "mlp.down_proj.weight", {C, F}}});
+    if (shape.attention_bias)
+      tensors.insert(tensors.end(), {{p + "self_attn.q_proj.bias", {C}},
+                                     {p + "self_attn.k_proj.bias", {KV}},
+                                     {p + "self_attn.v_proj.bias", {KV}}});
+  }
+  tensors.push_back({"model.norm.weight", {C}});
+  if (!shape.tie_embeddings) tensors.push_back({"lm_head.weight", {V, C}});
+  return tensors;
+}
+
 std::vector<std::pair<std::string, MatmulShape>> LlamaFamily::block_matrices(const ModelShape& shape) const {
   const std::int64_t C = shape.d_model, KV = shape.kv_dim(), F = shape.d_ff;
   return {{"self_attn.q_proj.weight", {0, C, C, WeightLayout::out_in}},

@@ -22,8 +22,8 @@ class LlamaFamily : public ModelFamily {
   nlohmann::ordered_json hf_config(const ModelShape& shape, int max_positions) const override;
   int export_max_positions(const ModelShape& shape, std::optional<int> source_max_positions) const override;
 
-  std::int64_t parameter_count(const ModelShape& shape) const override { return llama_parameter_count(shape); }
-  ModelInfo info(const ModelShape& shape) const override { return llama_info(shape, arch()); }
+  std::vector<ParameterTensor> parameter_tensors(const ModelShape& shape) const override;
+  ModelInfo info(const ModelShape& shape) const override { return llama_info(shape, arch(), parameter_count(shape)); }
   AttentionShape attention_shape(const ModelShape& shape, int batch) const override {
     return {batch, shape.seq_len, shape.n_head, shape.n_kv_head, shape.head_dim(), shape.sliding_window};
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/model/llama/llama_config.hpp"
+#include "core/model/model_family.hpp"
 #include "core/model/transformer.hpp"
 
 namespace strata {
@@ -76,7 +77,7 @@ class LlamaModel : public Transformer {
 
   const LlamaConfig& config() const noexcept { return config_; }
   std::string_view arch() const noexcept override { return "llama"; }
-  ModelInfo info() const override { return llama_info(config_, arch()); }
+  ModelInfo info() const override { return model_family(arch()).info(config_); }
   nlohmann::json config_json() const override;
   std::vector<std::int64_t> stored_shape(const ParameterRows& rows) const override;
   bool ignorable_file_tensor(std::string_view name) const override;

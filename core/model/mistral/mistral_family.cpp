@@ -34,7 +34,6 @@ class MistralFamily final : public LlamaFamily {
     config["sliding_window"] = shape.sliding_window > 0 ? nlohmann::ordered_json(shape.sliding_window) : nullptr;
     return config;
   }
-  ModelInfo info(const ModelShape& shape) const override { return llama_info(shape, arch()); }
   std::vector<std::pair<std::string, std::string>> shape_keys(const ModelShape& shape) const override {
     std::vector<std::pair<std::string, std::string>> keys = LlamaFamily::shape_keys(shape);
     keys.emplace_back("model.sliding_window", std::to_string(shape.sliding_window));

@@ -31,7 +31,6 @@ class Qwen2Family final : public LlamaFamily {
     apply_qwen2(config);
     return config;
   }
-  ModelInfo info(const ModelShape& shape) const override { return llama_info(shape, arch()); }
 
  protected:
   void require_attention_variant(const HfConfigFields& fields) const override {

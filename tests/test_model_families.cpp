@@ -1,0 +1,86 @@
+// The model families' descriptors (core/model/model_family.hpp) against the models they describe:
+// every parameter a built model declares, with its checkpoint name and shape, is one the descriptor
+// lists, and no other; so the parameter count, which sums the descriptor's list, is the model's.
+// And two counts published by the models' authors, as an independent check of the sum.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device/backend.hpp"
+#include "core/model/gpt2/gpt2_config.hpp"
+#include "core/model/make_model.hpp"
+#include "core/model/model_family.hpp"
+#include "kernels/cpu/attention_kernels.hpp"
+
+namespace strata {
+namespace {
+
+using Shapes = std::map<std::string, std::vector<std::int64_t>>;
+
+Shapes declared(const ModelSpec& spec) {
+  const std::unique_ptr<Backend> device = make_cpu_backend(0);
+  const std::unique_ptr<Kernel> attention = cpu::make_attention_kernel(cpu::AttentionImpl::fast);
+  const std::unique_ptr<Model> model = make_model(spec, *device, *attention, model_options(1));
+  Shapes shapes;
+  for (const ParameterRows& rows : model->parameters()) shapes[rows.name] = model->stored_shape(rows);
+  return shapes;
+}
+
+Shapes described(const ModelSpec& spec) {
+  Shapes shapes;
+  for (const ParameterTensor& tensor : spec.family().parameter_tensors(spec.shape)) {
+    EXPECT_TRUE(shapes.emplace(tensor.name, tensor.shape).second) << tensor.name << " listed twice";
+  }
+  return shapes;
+}
+
+ModelSpec llama_like(const std::string& arch, bool tied) {
+  ModelSpec spec;
+  spec.arch = arch;
+  spec.shape = ModelShape{3, 4, 2, 32, 48, 250, 16};  // vocab 250: the model pads it to 256 rows
+  spec.shape.tie_embeddings = tied;
+  spec.shape.attention_bias = arch == "qwen2";
+  spec.shape.sliding_window = arch == "mistral" ? 5 : 0;
+  return spec;
+}
+
+TEST(ModelFamilies, DescriptorsListEveryParameterTheModelDeclares) {
+  ModelSpec gpt2;
+  gpt2.shape = gpt2_shape(GPT2Config{3, 4, 32, 250, 16});
+  std::vector<ModelSpec> specs = {gpt2};
+  for (const ModelFamily* family : model_families())
+    if (family->arch() != "gpt2")
+      for (const bool tied : {false, true}) specs.push_back(llama_like(std::string(family->arch()), tied));
+  for (const ModelSpec& spec : specs) {
+    SCOPED_TRACE(spec.arch + (spec.shape.tie_embeddings ? " tied" : ""));
+    const Shapes model = declared(spec), family = described(spec);
+    EXPECT_EQ(model, family);
+    std::int64_t count = 0;
+    for (const auto& [name, shape] : model) {
+      std::int64_t elements = 1;
+      for (const std::int64_t extent : shape) elements *= extent;
+      count += elements;
+    }
+    EXPECT_EQ(spec.parameter_count(), count);
+    EXPECT_EQ(spec.info().parameter_count, count);
+  }
+}
+
+// GPT-2 small as OpenAI published it (124M: 124,439,808 with its 50257-token vocabulary and 1024
+// positions), and LLaMA 7B as Meta's paper counts it (6,738,415,616).
+TEST(ModelFamilies, CountsArePublishedOnes) {
+  ModelSpec gpt2;
+  gpt2.shape = gpt2_shape(GPT2Config{12, 12, 768, 50257, 1024});
+  EXPECT_EQ(gpt2.parameter_count(), 124439808);
+  ModelSpec llama;
+  llama.arch = "llama";
+  llama.shape = ModelShape{32, 32, 32, 4096, 11008, 32000, 2048};
+  EXPECT_EQ(llama.parameter_count(), 6738415616);
+}
+
+}  // namespace
+}  // namespace strata
