@@ -246,6 +246,27 @@ TEST(AbVerdict, OptimizerChangeIsAComparisonThatNamesTheLowerLoss) {
   EXPECT_EQ(v.label, "optimizer comparison: same val loss within tolerance");
 }
 
+// LoRA against a full fine-tune: another training, compared like another optimizer, never
+// "diverged"; a bitwise pair still says identical, naming the difference.
+TEST(AbVerdict, ChangeOfWhatTrainsIsATrainingComparison) {
+  AbConditions lora;
+  lora.training_change = "what trains: every parameter vs adapters on q v (the base frozen)";
+  const AbRun reference = run({4, 3, 2, 1.5}, {{4, 1.8}});
+  AbVerdict v = verdict(reference, run({4, 3.5, 3.2, 3.0}, {{4, 3.1}}), lora);
+  EXPECT_EQ(v.kind, AbVerdict::Kind::training_comparison) << v.text;
+  EXPECT_EQ(v.label, "training comparison: higher val loss");
+  EXPECT_NE(v.text.find("training comparison (what trains: every parameter vs adapters on q v (the base frozen)): "
+                        "higher val loss than run"),
+            std::string::npos)
+      << v.text;
+  lora.optimizer_changes = {"train.lr 0.002 vs 0.0002"};
+  v = verdict(reference, run({4, 3.5, 3.2, 3.0}, {{4, 3.1}}), lora);
+  EXPECT_EQ(v.kind, AbVerdict::Kind::training_comparison) << v.text;
+  EXPECT_NE(v.text.find("(the base frozen); train.lr 0.002 vs 0.0002)"), std::string::npos) << v.text;
+  v = verdict(reference, reference, lora);
+  EXPECT_EQ(v.kind, AbVerdict::Kind::identical) << v.text;
+}
+
 TEST(AbVerdict, NotComparableNamesTheField) {
   AbConditions deeper;
   deeper.not_comparable = "model.n_layer 2 vs 4";

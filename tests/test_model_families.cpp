@@ -82,5 +82,19 @@ TEST(ModelFamilies, CountsArePublishedOnes) {
   EXPECT_EQ(llama.parameter_count(), 6738415616);
 }
 
+// What trains, in the words `strata ab` prints.
+TEST(TrainablePlan, DescribedInAFewWords) {
+  TrainablePlan plan;
+  EXPECT_EQ(describe_training(plan, 4), "every parameter");
+  plan.adapters = {{"q", nullptr}, {"v", nullptr}, {"q", nullptr}};
+  plan.blocks.assign(4, BlockTraining::freeze);
+  plan.embeddings = plan.head = false;
+  EXPECT_EQ(describe_training(plan, 4), "adapters on q v (the base frozen)");
+  TrainablePlan sparse;
+  sparse.blocks = {BlockTraining::freeze, BlockTraining::skip, BlockTraining::train};
+  sparse.embeddings = false;
+  EXPECT_EQ(describe_training(sparse, 4), "1 of 4 blocks frozen, 1 of 4 blocks skipped, embeddings frozen");
+}
+
 }  // namespace
 }  // namespace strata

@@ -39,4 +39,8 @@ struct TrainablePlan {
   }
 };
 
+// What trains, in a few words: "every parameter", "adapters on q v (the base frozen)", "4 of 12
+// blocks frozen, embeddings frozen" (`strata ab` names it when two runs differ in it).
+std::string describe_training(const TrainablePlan& plan, int n_layer);
+
 }  // namespace strata

@@ -30,6 +30,8 @@
 #include "core/errors/manifest_error.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/planner/memory_prediction.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/stack.hpp"
 #include "core/training/memory_timeline.hpp"
 #include "core/training/run_outputs.hpp"
 #include "core/util/atomic_file.hpp"
@@ -254,6 +256,19 @@ void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::
   for (const std::string& note : notes) run.timeline_note += (run.timeline_note.empty() ? "" : "; ") + note;
 }
 
+// What a manifest's stack trains (describe_training), or nothing when its stack cannot be built
+// here (the run then says why).
+std::optional<std::string> training_of(const Manifest& manifest) {
+  try {
+    PluginRegistry registry = load_plugins(manifest);
+    HostServicesImpl host(manifest.model.info(), manifest.device.kind);  // outlives the stack's objects
+    const Stack stack = build_stack(manifest, registry, host, "");
+    return describe_training(stack.trainable, manifest.model.n_layer());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 int command_ab(const std::vector<std::string>& arguments) {
@@ -416,9 +431,14 @@ int command_ab(const std::vector<std::string>& arguments) {
   }
 
   std::vector<AbVerdict> verdicts = {reference_verdict(runs.front())};
-  for (std::size_t i = 1; i < runs.size(); ++i)
-    verdicts.push_back(
-        compare_runs(runs.front(), runs[i], compare_conditions(manifests.front(), manifests[i]), settings));
+  const std::optional<std::string> reference_training = training_of(manifests.front());
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    AbConditions conditions = compare_conditions(manifests.front(), manifests[i]);
+    if (const std::optional<std::string> training = training_of(manifests[i]);
+        reference_training && training && *training != *reference_training)
+      conditions.training_change = "what trains: " + *reference_training + " vs " + *training;
+    verdicts.push_back(compare_runs(runs.front(), runs[i], conditions, settings));
+  }
   std::printf("\n");
   print_ab_table(std::cout, runs, verdicts);
   std::cout << '\n';

@@ -3,6 +3,10 @@
 #include <cstdio>
 #include <set>
 
+#include "command_support.hpp"
+#include "core/plugin/host_services_impl.hpp"
+#include "core/plugin/stack.hpp"
+
 namespace strata {
 
 namespace {

@@ -167,8 +167,9 @@ void print_ab_verdicts(std::ostream& out, const std::vector<AbRun>& runs, const 
         << "  tolerance:   " << tolerance_text(settings)
         << (settings.tolerance_given ? "" : ": 1% of the loss, above bf16 storage's rounding; --tolerance sets it")
         << "\n"
-        << "  other optimizer settings make an optimizer comparison; another model, data, batch, seed or step count "
-           "makes the losses not comparable\n";
+        << "  other optimizer settings make an optimizer comparison, another choice of what trains (LoRA, frozen "
+           "layers) a training comparison; another model, data, batch, seed or step count makes the losses not "
+           "comparable\n";
   }
   std::size_t width = 0;
   for (const AbRun& run : runs) width = std::max(width, run.label.size());

@@ -180,9 +180,10 @@ AbVerdict compare_runs(const AbRun& reference, const AbRun& run, const AbConditi
                    (verdict.val ? " and " + count(verdict.val->points, "val loss") : "") + " bitwise equal";
     if (!conditions.optimizer_changes.empty())
       verdict.text += " (the optimizer settings differ: " + joined(conditions.optimizer_changes, 3) + ")";
+    if (conditions.training_change) verdict.text += " (" + *conditions.training_change + ")";
     return verdict;
   }
-  if (!conditions.optimizer_changes.empty()) {
+  if (!conditions.optimizer_changes.empty() || conditions.training_change) {
     // Another optimizer is meant to change the trajectory: say which run ends lower, on held-out
     // data when both evaluated, and by how much.
     const bool on_val = verdict.val.has_value();
@@ -195,10 +196,15 @@ AbVerdict compare_runs(const AbRun& reference, const AbRun& run, const AbConditi
       outcome = "same " + which + " within tolerance";
     else
       outcome = (basis.mean_difference < 0 ? "lower " : "higher ") + which;
-    verdict.kind = AbVerdict::Kind::optimizer_comparison;
-    verdict.label = "optimizer comparison: " + outcome;
-    verdict.text = "optimizer comparison (" + joined(conditions.optimizer_changes, 3) + "): " + outcome + " than " +
-                   reference.label + ": ";
+    // Another training (what trains differs) or another optimizer on the same training.
+    const bool training = conditions.training_change.has_value();
+    std::string changes = training ? *conditions.training_change : std::string();
+    if (!conditions.optimizer_changes.empty())
+      changes += (changes.empty() ? "" : "; ") + joined(conditions.optimizer_changes, 3);
+    const std::string kind = training ? "training comparison" : "optimizer comparison";
+    verdict.kind = training ? AbVerdict::Kind::training_comparison : AbVerdict::Kind::optimizer_comparison;
+    verdict.label = kind + ": " + outcome;
+    verdict.text = kind + " (" + changes + "): " + outcome + " than " + reference.label + ": ";
     if (verdict.val) verdict.text += means_text("val", *verdict.val, val.back().step) + "; ";
     verdict.text += means_text("train", *verdict.train, last_step) + notes;
     return verdict;

@@ -49,6 +49,7 @@ struct AbVerdict {
     within_tolerance,
     diverged,
     optimizer_comparison,
+    training_comparison,  // what trains differs (and perhaps the optimizer too)
     not_comparable,
     failed,
     no_reference,

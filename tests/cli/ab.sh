@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # strata ab on tiny manifests: the table, the verdicts (identical for the strategies, within
-# tolerance for bf16, an optimizer comparison for another learning rate, not comparable for
+# tolerance for bf16, an optimizer comparison for another learning rate, a training comparison
+# for LoRA against full training, not comparable for
 # another depth, failed and no reference when a run fails) and a self-contained HTML report.
 set -euo pipefail
 strata=$1
@@ -83,6 +84,16 @@ echo "$faster" | grep -qE "optimizer comparison \(train.lr 0.002 vs 0.004\): (lo
 echo "$faster" | grep -q "train last-3 mean" || fail "--last-k 3 not used: $faster"
 echo "$faster" | grep -q "tolerance 1.0e-03 (--tolerance)" || fail "the tolerance's source is not --tolerance: $faster"
 echo "$out" | grep -q "(--last-k)" || fail "the window's source is not --last-k: $out"
+
+# LoRA against full training at the same learning rate: another training (what trains differs),
+# compared as such, never "diverged".
+{ cat examples/quickstart.toml; printf '\n[[strategy]]\nplugin = "lora"\n'; } > "$work/lora.toml"
+sed -i "s#data/kjv.txt#$PWD/data/kjv.txt#" "$work/lora.toml"
+ab examples/quickstart.toml "$work/lora.toml" --steps 6 "${small[@]}" --out "$work/runs-lora" > /dev/null
+[ "$code" = 0 ] || fail "LoRA against full training exited $code: $out"
+lora=$(verdict_of lora)
+echo "$lora" | grep -qE "training comparison \(what trains: every parameter vs adapters on qkv \(the base frozen\)\): (lower|higher) val loss than quickstart" ||
+  fail "expected a training comparison naming what trains: $lora"
 
 # Another depth is not comparable; a run that fails at run time (a device budget smaller than its
 # weights) is reported with its exit code and error, and ab exits 1.
