@@ -14,6 +14,7 @@
 #include "core/model/gpt2/gpt2_config.hpp"
 #include "core/model/make_model.hpp"
 #include "core/model/model_family.hpp"
+#include "core/model/ops_attention_kernel.hpp"
 #include "kernels/cpu/attention_kernels.hpp"
 
 namespace strata {
@@ -94,6 +95,21 @@ TEST(TrainablePlan, DescribedInAFewWords) {
   sparse.blocks = {BlockTraining::freeze, BlockTraining::skip, BlockTraining::train};
   sparse.embeddings = false;
   EXPECT_EQ(describe_training(sparse, 4), "1 of 4 blocks frozen, 1 of 4 blocks skipped, embeddings frozen");
+}
+
+// The backend's own attention runs a sliding window on the CPU and refuses it elsewhere (CUDA's has
+// none yet), so a Mistral manifest on a GPU is refused by name instead of training unwindowed.
+TEST(ModelFamilies, BackendAttentionRefusesAWindowOffTheCpu) {
+  const std::unique_ptr<Backend> device = make_cpu_backend(0);
+  OpsAttentionKernel own(device->ops());
+  const AttentionShape windowed{1, 16, 4, 2, 8, 5};
+  KernelTarget cpu = device->kernel_target(), cuda = cpu;
+  cuda.backend = "cuda:0";
+  EXPECT_TRUE(own.check(windowed, cpu)) << own.check(windowed, cpu).message();
+  const Status refused = own.check(windowed, cuda);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.message().find("has no sliding window (window = 5)"), std::string::npos) << refused.message();
+  EXPECT_TRUE(own.check(AttentionShape{1, 16, 4, 2, 8}, cuda));
 }
 
 }  // namespace

@@ -337,8 +337,9 @@ void require_tied_head_is_the_embedding(const TensorSource& weights, const Model
       if (!weights.same_values("lm_head.weight", embedding))
         throw CheckpointError(weights.file_of("lm_head.weight").string() + ": holds an lm_head.weight unlike its " +
                               embedding + ", but this model ties its head to the embeddings (" +
-                              (ties_by_definition(model.arch()) ? std::string(model.arch()) + " always does"
-                                                                : std::string("tie_embeddings = true")) +
+                              (ties_by_definition(model.arch())
+                                   ? "arch = \"" + std::string(model.arch()) + "\" always does"
+                                   : std::string("tie_embeddings = true")) +
                               "), so the file's head would be ignored; set tie_embeddings = false, or use a file "
                               "whose head is its embedding");
       return;

@@ -213,24 +213,30 @@ std::vector<MemoryStrategy*> Stack::strategy_pointers() const {
 }
 
 Kernel& Stack::attention_on(Backend& backend, const AttentionShape& shape) {
-  if (!attention) {
+  // The backend's own attention, refused by name where it cannot run this shape (a sliding window
+  // on CUDA), rather than run without what the shape asks.
+  const auto backends_own = [&]() -> Kernel& {
     attention = std::make_shared<OpsAttentionKernel>(backend.ops());
+    if (const std::string refusal =
+            attention_refusal(manifest_path, attention_name, *attention, shape, backend.kernel_target());
+        !refusal.empty())
+      throw ManifestError(refusal);
     return *attention;
-  }
+  };
+  if (!attention) return backends_own();
   if (const std::string refusal =
           attention_refusal(manifest_path, attention_name, *attention, shape, backend.kernel_target());
       !refusal.empty()) {
     if (!attention_is_default) throw ManifestError(refusal);
     // plan and validate size the rows on the CPU, where the default is not meant to run.
     if (backend.name() != "cpu") spdlog::info("attention: the backend's own ({})", refusal);
-    attention = std::make_shared<OpsAttentionKernel>(backend.ops());
-    return *attention;
+    return backends_own();
   }
   if (const Status status = attention->bind(backend.kernel_target()); !status) {
     if (!attention_is_default)
       throw std::runtime_error("could not bind the attention kernel to " + backend.name() + ": " + status.message());
     spdlog::info("attention: the backend's own ({} could not bind: {})", attention_name, status.message());
-    attention = std::make_shared<OpsAttentionKernel>(backend.ops());
+    return backends_own();
   }
   return *attention;
 }

@@ -80,6 +80,7 @@ nlohmann::json LlamaModel::config_json() const {
                          {"norm_eps", config_.norm_eps},
                          {"tie_embeddings", config_.tie_embeddings}};
   if (config_.attention_bias) json["attention_bias"] = true;
+  if (config_.sliding_window > 0) json["sliding_window"] = config_.sliding_window;  // a resume must keep it
   if (config_.rope_scaling.factor != 0.0)
     json["rope_scaling"] = {{"rope_type", "llama3"},
                             {"factor", config_.rope_scaling.factor},
