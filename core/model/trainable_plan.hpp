@@ -39,8 +39,9 @@ struct TrainablePlan {
   }
 };
 
-// What trains, in a few words: "every parameter", "adapters on q v (the base frozen)", "4 of 12
-// blocks frozen, embeddings frozen" (`strata ab` names it when two runs differ in it).
+// What trains, in a few words: "every parameter", "adapters (lora rank 8 alpha 16) on q v (the base
+// frozen)", "4 of 12 blocks frozen, embeddings frozen" (`strata ab` names it when two runs differ
+// in it, so another rank is another training too).
 std::string describe_training(const TrainablePlan& plan, int n_layer);
 
 }  // namespace strata

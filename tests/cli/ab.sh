@@ -92,7 +92,7 @@ sed -i "s#data/kjv.txt#$PWD/data/kjv.txt#" "$work/lora.toml"
 ab examples/quickstart.toml "$work/lora.toml" --steps 6 "${small[@]}" --out "$work/runs-lora" > /dev/null
 [ "$code" = 0 ] || fail "LoRA against full training exited $code: $out"
 lora=$(verdict_of lora)
-echo "$lora" | grep -qE "training comparison \(what trains: every parameter vs adapters on qkv \(the base frozen\)\): (lower|higher) val loss than quickstart" ||
+echo "$lora" | grep -qE "training comparison \(what trains: every parameter vs adapters \(lora rank 8 alpha 16\) on qkv \(the base frozen\)\): (lower|higher) val loss than quickstart" ||
   fail "expected a training comparison naming what trains: $lora"
 
 # Another depth is not comparable; a run that fails at run time (a device budget smaller than its
