@@ -292,17 +292,7 @@ TEST(HfLayout, ConfigJsonReadsBackAsTheSameModel) {
   gpt2.shape = gpt2_shape({3, 4, 64, 300, 32});
   ModelSpec llama;
   llama.arch = "llama";
-  llama.shape = LlamaConfig{};
-  llama.shape.n_layer = 2;
-  llama.shape.n_head = 8;
-  llama.shape.n_kv_head = 2;
-  llama.shape.d_model = 64;
-  llama.shape.d_ff = 96;
-  llama.shape.vocab = 500;
-  llama.shape.seq_len = 64;
-  llama.shape.rope_theta = 500000.0;
-  llama.shape.norm_eps = 1e-5;
-  llama.shape.rope_scaling = {8.0, 1.0, 4.0, 8192};
+  llama.shape = LlamaConfig{2, 8, 2, 64, 96, 500, 64, 500000.0, {8.0, 1.0, 4.0, 8192}, 1e-5};
   ModelSpec qwen2 = llama;
   qwen2.arch = "qwen2";
   qwen2.shape.attention_bias = true;

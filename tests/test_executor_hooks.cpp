@@ -230,14 +230,7 @@ TEST(GradientAccumulation, MicroBatchesMatchTheLargeBatchWithin1e6) {
   expect_accumulation_matches(gpt2);
   ModelSpec llama;
   llama.arch = "llama";
-  llama.shape = LlamaConfig{};
-  llama.shape.n_layer = 2;
-  llama.shape.n_head = 2;
-  llama.shape.n_kv_head = 1;
-  llama.shape.d_model = 32;
-  llama.shape.d_ff = 48;
-  llama.shape.vocab = 256;
-  llama.shape.seq_len = 16;
+  llama.shape = LlamaConfig{2, 2, 1, 32, 48, 256, 16};
   expect_accumulation_matches(llama);
 }
 

@@ -128,15 +128,8 @@ void expect_decoding_matches_the_forward_pass(const ModelSpec& spec, int prefill
 ModelSpec llama_spec(const std::string& arch) {
   ModelSpec spec;
   spec.arch = arch;
-  spec.shape = LlamaConfig{};
+  spec.shape = LlamaConfig{2, 4, 2, 32, 48, 300, 12};
   spec.shape.attention_bias = arch == "qwen2";
-  spec.shape.n_layer = 2;
-  spec.shape.n_head = 4;
-  spec.shape.n_kv_head = 2;
-  spec.shape.d_model = 32;
-  spec.shape.d_ff = 48;
-  spec.shape.vocab = 300;
-  spec.shape.seq_len = 12;
   return spec;
 }
 

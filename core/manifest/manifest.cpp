@@ -277,15 +277,8 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
       }
     }
     const std::string config_file = spec.from ? (*spec.from / "config.json").string() : std::string();
-    // The config's value as the key's default, and a written value that differs refused.
-    const auto agree = [&](const char* key, auto written, auto configured, const char* field) {
-      if (hf && model.has(key) && written != configured)
-        model.report_error(key, std::string(key) + " = " + (std::ostringstream() << std::boolalpha << written).str() +
-                                    " disagrees with " + config_file + "'s " + field + " = " +
-                                    (std::ostringstream() << std::boolalpha << configured).str() +
-                                    " (leave it out to take the model's)");
-      return written;
-    };
+    // The config's value as each key's default, and a written value that differs refused.
+    ModelKeys keys(model, hf ? &*hf : nullptr, config_file, [&model] { return model.problems().empty(); });
     // An empty default tells a refused arch from one not written: a refused one stands at gpt2's,
     // and another family's keys are then not called gpt2's.
     std::vector<std::string> arch_names;
@@ -302,15 +295,10 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     const auto field = [&](const char* key) { return std::string(described.hf_field(key)); };
     ModelShape& shape = spec.shape;
     shape = ModelShape{};
-    shape.n_layer = agree("n_layer", static_cast<int>(model.get_int("n_layer", hf ? hf->n_layer : 12, 1, 1024)),
-                          hf ? hf->n_layer : 0, field("n_layer").c_str());
-    shape.n_head = agree("n_head", static_cast<int>(model.get_int("n_head", hf ? hf->n_head : 12, 1, 1024)),
-                         hf ? hf->n_head : 0, field("n_head").c_str());
-    shape.d_model = agree("d_model", static_cast<int>(model.get_int("d_model", hf ? hf->d_model : 768, 1, 65536)),
-                          hf ? hf->d_model : 0, field("d_model").c_str());
-    shape.vocab =
-        agree("vocab", static_cast<int>(model.get_int("vocab", hf ? hf->vocab : family.default_vocab(), 2, kMaxVocab)),
-              hf ? hf->vocab : 0, "vocab_size");
+    shape.n_layer = keys.integer("n_layer", 12, 1, 1024, hf ? hf->n_layer : 0, field("n_layer").c_str());
+    shape.n_head = keys.integer("n_head", 12, 1, 1024, hf ? hf->n_head : 0, field("n_head").c_str());
+    shape.d_model = keys.integer("d_model", 768, 1, 65536, hf ? hf->d_model : 0, field("d_model").c_str());
+    shape.vocab = keys.integer("vocab", family.default_vocab(), 2, kMaxVocab, hf ? hf->vocab : 0, "vocab_size");
     shape.seq_len =
         static_cast<int>(model.get_int("seq_len", hf ? described.default_seq_len(hf->max_positions) : 1024, 1, 65536));
     if (hf && model.has("seq_len"))
@@ -319,8 +307,8 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
         model.report_error("seq_len", problem);
     // Checks between keys only when each read as written: a refused value stands at its default,
     // and a problem found with the default would name a value the user never wrote.
-    const bool shape_as_written = model.problems().empty();
-    if (shape_as_written && shape.d_model % shape.n_head != 0)
+    keys.shape_read();
+    if (keys.shape_as_written() && shape.d_model % shape.n_head != 0)
       model.report_error("n_head", "n_head = " + std::to_string(shape.n_head) +
                                        " must divide d_model = " + std::to_string(shape.d_model));
     // Another family's keys are refused by name, unless the arch itself was refused.
@@ -335,15 +323,13 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
       if (!model.has(key) || arch_refused) continue;
       std::vector<std::string> families;  // those with the key
       for (const ModelFamily* other : model_families()) {
-        const std::vector<std::string_view> keys = other->extra_keys();
-        if (std::find(keys.begin(), keys.end(), key) != keys.end())
+        const std::vector<std::string_view> its_keys = other->extra_keys();
+        if (std::find(its_keys.begin(), its_keys.end(), key) != its_keys.end())
           families.push_back('"' + std::string(other->arch()) + '"');
       }
       model.report_error(key, std::string(key) + " needs arch = " + one_of(families) + " (this model is arch = \"" +
                                   spec.arch + "\")");
     }
-    ModelKeys keys(model, hf ? &*hf : nullptr, config_file, shape_as_written,
-                   [&model] { return model.problems().empty(); });
     family.read_keys(keys, shape);
     collect(model);
     reading.model_as_written = problems.size() == problems_before_model;  // unknown keys and a non-table count

@@ -16,20 +16,19 @@ namespace strata {
 class ModelKeys {
  public:
   // `config`: config.json's, or null without [model] from; `config_file` names it in messages.
-  // `shape_as_written`: the keys read so far took their written values (a check between keys
-  // reads nothing else: a refused value stands at its default, which the user never wrote).
-  // `no_problems_yet`: whether the table has no problem so far (a check that needs every key read
-  // as written).
-  ModelKeys(ConfigView& view, const HfModelConfig* config, std::string config_file, bool shape_as_written,
+  // `no_problems_yet`: whether the table has no problem so far (a check between keys reads nothing
+  // else: a refused value stands at its default, which the user never wrote).
+  ModelKeys(ConfigView& view, const HfModelConfig* config, std::string config_file,
             std::function<bool()> no_problems_yet)
       : view_(view),
         config_(config),
         config_file_(std::move(config_file)),
-        shape_as_written_(shape_as_written),
         no_problems_yet_(std::move(no_problems_yet)) {}
 
   ConfigView& view() { return view_; }
   const HfModelConfig* config() const { return config_; }
+  // Called once the five keys every family has are read: whether they took their written values.
+  void shape_read() { shape_as_written_ = no_problems_yet_(); }
   bool shape_as_written() const { return shape_as_written_; }
   bool no_problems_yet() const { return no_problems_yet_(); }
   void report_error(std::string_view key, const std::string& message) { view_.report_error(key, message); }
@@ -61,7 +60,7 @@ class ModelKeys {
   ConfigView& view_;
   const HfModelConfig* config_;
   std::string config_file_;
-  bool shape_as_written_;
+  bool shape_as_written_ = false;
   std::function<bool()> no_problems_yet_;
 };
 
