@@ -166,15 +166,16 @@ Case rmsnorm_case(std::int64_t N, std::int64_t C) {
 }
 
 // Attention on q, k, v in separate buffers (GQA) or three views of one packed qkv (GPT-2), against
-// the reference kernel in float.
-Case attention_case(int B, int T, int H, int KV, int D, bool packed) {
+// the reference kernel in float; window > 0: Mistral's sliding window.
+Case attention_case(int B, int T, int H, int KV, int D, bool packed, int window = 0) {
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
-                            std::to_string(KV) + " D" + std::to_string(D) + (packed ? " packed" : "");
+                            std::to_string(KV) + " D" + std::to_string(D) + (packed ? " packed" : "") +
+                            (window > 0 ? " window" + std::to_string(window) : "");
   return {
       "attention", shape, "f32", Op::attention_forward, 2e-5, [=](Backend& backend) {
         Ops& ops = backend.ops();
         test::BackendBuffers memory(backend);
-        const AttentionShape s{B, T, H, KV, D};
+        const AttentionShape s{B, T, H, KV, D, window};
         const std::int64_t N = static_cast<std::int64_t>(B) * T, qw = H * D, kvw = KV * D;
         const std::int64_t row = packed ? qw + 2 * kvw : 0;
         const Floats q = random_floats(N * (packed ? row : qw), 12), k = random_floats(N * kvw, 13),
@@ -491,6 +492,7 @@ std::vector<Case> conformance_table() {
   cases.push_back(attention_case(2, 5, 2, 2, 4, true));
   cases.push_back(attention_case(2, 7, 4, 2, 8, false));
   cases.push_back(attention_case(1, 16, 6, 1, 16, false));
+  cases.push_back(attention_case(2, 40, 4, 2, 8, false, 5));  // window within one 32-lane stride and across
   cases.push_back(pointwise_case("gelu", 1000));
   cases.push_back(pointwise_case("swiglu", 1000));
   cases.push_back(rope_case(10, 5, 2, 8, 16));

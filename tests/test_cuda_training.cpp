@@ -24,9 +24,14 @@ struct Family {
   std::string name;
   std::vector<std::string> overrides;
 };
-const std::vector<Family> kFamilies = {{"gpt2", {}},
-                                       {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}},
-                                       {"qwen2", {"model.arch=\"qwen2\"", "model.n_kv_head=1", "model.d_ff=48"}}};
+const std::vector<Family> kFamilies = {
+    {"gpt2", {}},
+    {"llama", {"model.arch=\"llama\"", "model.n_kv_head=1", "model.d_ff=48"}},
+    {"qwen2", {"model.arch=\"qwen2\"", "model.n_kv_head=1", "model.d_ff=48"}},
+    // a window of 5 over 16 (and flash's 70) positions
+    {"mistral", {"model.arch=\"mistral\"", "model.n_kv_head=1", "model.d_ff=48", "model.sliding_window=5"}},
+    // heads 64 wide whatever d_model is (32, and flash's 128)
+    {"gemma", {"model.arch=\"gemma\"", "model.n_kv_head=1", "model.d_ff=48", "model.head_dim=64"}}};
 
 const std::string kCheckpoint = "[[strategy]]\nplugin = \"checkpoint\"\nevery = 1\n";
 const std::string kSelective = "[[strategy]]\nplugin = \"checkpoint\"\nmode = \"selective\"\n";

@@ -133,6 +133,30 @@ TEST(LoraTraining, ItsCheckpointStateRefusesOtherSettingsAndOlderSavesStillResum
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(second_half.losses[i], uninterrupted.losses[i + 3]) << "step " << i + 4;
 }
 
+// Without `targets`, the adapters go on the attention's query and value projections, found among the
+// model's adaptable targets rather than chosen by family name: GPT-2's fused qkv; q and v for the
+// LLaMA-based families (Gemma's q_proj is n_head * head_dim wide, not d_model).
+TEST(LoraTraining, DefaultTargetsAreTheQueryAndValueProjections) {
+  const std::vector<std::string> gemma = {"model.arch=\"gemma\"", "model.n_kv_head=1", "model.d_ff=48",
+                                          "model.head_dim=24"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, "qkv"}, {kLlama, "q v"}, {gemma, "q v"}};
+  for (const auto& [family, expected] : cases) {
+    SCOPED_TRACE(expected);
+    const fs::path dir = test::temporary_directory("lora_defaults");
+    test::write_text(dir / "m.toml",
+                     test::tiny_manifest("[[strategy]]\nplugin = \"lora\"\nrank = 2\n[checkpoint]\ndir = \"" +
+                                         (dir / "ckpt").string() + "\"\n"));
+    std::vector<std::string> overrides = family;
+    overrides.push_back("train.steps=2");
+    const TrainResult result = train(dir / "m.toml", overrides);
+    ASSERT_TRUE(result.last_checkpoint);
+    std::ifstream saved(*result.last_checkpoint / "strategy_1_lora.bin");
+    const std::string settings((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(settings, "rank 2, alpha 16, dropout 0, targets " + expected);
+  }
+}
+
 // eval rebuilds the run's base and loads the adapters: the validation loss training measured. The
 // merged file, evaluated with no plugin at all, gives the adapted model's loss.
 void expect_merged_export_evaluates_as_adapted(const std::string& name, const std::string& precision,

@@ -1,7 +1,7 @@
 // The model families' descriptors (core/model/model_family.hpp) against the models they describe:
 // every parameter a built model declares, with its checkpoint name and shape, is one the descriptor
 // lists, and no other; so the parameter count, which sums the descriptor's list, is the model's.
-// And two counts published by the models' authors, as an independent check of the sum.
+// And counts published by the models' authors, as an independent check of the sum.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,6 +46,7 @@ ModelSpec llama_like(const std::string& arch, bool tied) {
   spec.shape.tie_embeddings = tied;
   spec.shape.attention_bias = arch == "qwen2";
   spec.shape.sliding_window = arch == "mistral" ? 5 : 0;
+  spec.shape.own_head_dim = arch == "gemma" ? 16 : 0;  // q_proj (64, 32)
   return spec;
 }
 
@@ -55,7 +56,8 @@ TEST(ModelFamilies, DescriptorsListEveryParameterTheModelDeclares) {
   std::vector<ModelSpec> specs = {gpt2};
   for (const ModelFamily* family : model_families())
     if (family->arch() != "gpt2")
-      for (const bool tied : {false, true}) specs.push_back(llama_like(std::string(family->arch()), tied));
+      for (const bool tied : {false, true})
+        if (tied || family->arch() != "gemma") specs.push_back(llama_like(std::string(family->arch()), tied));
   for (const ModelSpec& spec : specs) {
     SCOPED_TRACE(spec.arch + (spec.shape.tie_embeddings ? " tied" : ""));
     const Shapes model = declared(spec), family = described(spec);
@@ -81,6 +83,18 @@ TEST(ModelFamilies, CountsArePublishedOnes) {
   llama.arch = "llama";
   llama.shape = ModelShape{32, 32, 32, 4096, 11008, 32000, 2048};
   EXPECT_EQ(llama.parameter_count(), 6738415616);
+  // Gemma 2B and 7B as Google published them (2,506,172,416 and 8,537,680,896): the 7B's 16 heads
+  // are 256 wide over a d_model of 3072, so its q_proj is 4096 x 3072.
+  ModelSpec gemma;
+  gemma.arch = "gemma";
+  gemma.shape = ModelShape{18, 8, 1, 2048, 16384, 256000, 8192};
+  gemma.shape.own_head_dim = 256;
+  gemma.shape.tie_embeddings = true;
+  EXPECT_EQ(gemma.parameter_count(), 2506172416);
+  gemma.shape = ModelShape{28, 16, 16, 3072, 24576, 256000, 8192};
+  gemma.shape.own_head_dim = 256;
+  gemma.shape.tie_embeddings = true;
+  EXPECT_EQ(gemma.parameter_count(), 8537680896);
 }
 
 // What trains, in the words `strata ab` prints.
@@ -97,19 +111,21 @@ TEST(TrainablePlan, DescribedInAFewWords) {
   EXPECT_EQ(describe_training(sparse, 4), "1 of 4 blocks frozen, 1 of 4 blocks skipped, embeddings frozen");
 }
 
-// The backend's own attention runs a sliding window on the CPU and refuses it elsewhere (CUDA's has
-// none yet), so a Mistral manifest on a GPU is refused by name instead of training unwindowed.
-TEST(ModelFamilies, BackendAttentionRefusesAWindowOffTheCpu) {
+// The backend's own attention takes a sliding window on both built-in backends (CUDA's softmax masks
+// the keys before it), and still refuses packed documents by name.
+TEST(ModelFamilies, BackendAttentionTakesAWindowOnEveryBackend) {
   const std::unique_ptr<Backend> device = make_cpu_backend(0);
   OpsAttentionKernel own(device->ops());
   const AttentionShape windowed{1, 16, 4, 2, 8, 5};
   KernelTarget cpu = device->kernel_target(), cuda = cpu;
   cuda.backend = "cuda:0";
   EXPECT_TRUE(own.check(windowed, cpu)) << own.check(windowed, cpu).message();
-  const Status refused = own.check(windowed, cuda);
+  EXPECT_TRUE(own.check(windowed, cuda)) << own.check(windowed, cuda).message();
+  AttentionShape packed = windowed;
+  packed.documents = true;
+  const Status refused = own.check(packed, cuda);
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.message().find("has no sliding window (window = 5)"), std::string::npos) << refused.message();
-  EXPECT_TRUE(own.check(AttentionShape{1, 16, 4, 2, 8}, cuda));
+  EXPECT_NE(refused.message().find("does not separate packed documents"), std::string::npos) << refused.message();
 }
 
 }  // namespace

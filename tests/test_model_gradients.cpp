@@ -9,6 +9,7 @@
 
 #include "core/device/backend.hpp"
 #include "core/executor/executor.hpp"
+#include "core/model/gemma/gemma_model.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
 #include "core/model/llama/llama_model.hpp"
 #include "core/model/qwen2/qwen2_model.hpp"
@@ -177,6 +178,23 @@ TEST(ModelGradients, LlamaBf16WeightStorage) {
 
 namespace strata {
 namespace {
+
+// Gemma: RMSNorm gains 1 + w, the embedding scaled by sqrt(d_model) (into the tied head's gradient
+// too), GeGLU, and heads 6 wide over a d_model of 16 (q_proj 24 x 16), through both attention kernels.
+TEST(ModelGradients, GemmaOwnHeadWidthGegluOffsetNormsScaledEmbedding) {
+  LlamaConfig config = tiny_llama(true);
+  config.own_head_dim = 6;
+  for (const auto impl : {cpu::AttentionImpl::reference, cpu::AttentionImpl::fast}) {
+    auto device = make_cpu_backend(0);
+    auto attention = cpu::make_attention_kernel(impl);
+    GemmaModel model(config, *device, *attention, model_options(2));
+    model.init_weights(3);
+    EXPECT_EQ(model.table().row(model.table().find("model.layers.0.self_attn.q_proj.weight").value()).shape,
+              (std::vector<std::int64_t>{24, 16}));
+    std::printf("gemma: max relative error %.3g over %zu tensors\n", check_gradients(model, config.vocab, {}),
+                model.parameters().size());
+  }
+}
 
 // Llama 3's rope_scaling: the backward turns gradients back by the same scaled frequencies.
 TEST(ModelGradients, LlamaWithLlama3RopeScaling) {

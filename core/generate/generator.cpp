@@ -14,8 +14,7 @@ GenerationResult generate(Model& model, std::span<const std::int32_t> prompt, co
     throw std::invalid_argument("generate: a prompt of " + std::to_string(prompt_length) + " tokens for a context of " +
                                 std::to_string(context));
   const ModelInfo info = model.info();
-  KvCache cache(model.backend(), model.n_layer(), context,
-                static_cast<std::int64_t>(info.n_kv_head) * (info.d_model / info.n_head));
+  KvCache cache(model.backend(), model.n_layer(), context, static_cast<std::int64_t>(info.n_kv_head) * info.head_dim);
   GenerationResult result;
   result.kv_cache_bytes = cache.bytes();
   using Clock = std::chrono::steady_clock;

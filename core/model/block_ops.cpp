@@ -24,10 +24,11 @@ void Transformer::layernorm(int l, int out, int mean, int rstd, int x, int weigh
                           value(l, bias), rows(), width(l, out), eps);
 }
 
-void Transformer::rmsnorm(int l, int out, int rstd, int x, int weight, float eps) {
+void Transformer::rmsnorm(int l, int out, int rstd, int x, int weight, float eps, float weight_offset) {
   const float* input = in(l, x);
   auto timer = profiler_.scope(ProfileKind::rmsnorm_forward);
-  ops().rmsnorm_forward(this->out(l, out), this->out(l, rstd), input, value(l, weight), rows(), width(l, out), eps);
+  ops().rmsnorm_forward(this->out(l, out), this->out(l, rstd), input, value(l, weight), rows(), width(l, out), eps,
+                        weight_offset);
 }
 
 void Transformer::linear(int l, int out, int x, int weight, int bias) {
@@ -99,6 +100,13 @@ void Transformer::swiglu(int l, int out, int gate, int up) {
   ops().swiglu_forward(this->out(l, out), g, u, rows() * width(l, out));
 }
 
+void Transformer::geglu(int l, int out, int gate, int up) {
+  const float* g = in(l, gate);
+  const float* u = in(l, up);
+  auto timer = profiler_.scope(ProfileKind::geglu_forward);
+  ops().geglu_forward(this->out(l, out), g, u, rows() * width(l, out));
+}
+
 void Transformer::residual(int l, int x, int skip) {
   const float* other = in(l, skip);
   float* values = out(l, x);  // the sum is rounded once, after the add
@@ -133,10 +141,12 @@ void Transformer::layernorm_backward(int l, float* dx, const float* dy, int x, i
                            rows(), width(l, x));
 }
 
-void Transformer::rmsnorm_backward(int l, float* dx, const float* dy, int x, int weight, int rstd) {
+void Transformer::rmsnorm_backward(int l, float* dx, const float* dy, int x, int weight, int rstd,
+                                   float weight_offset) {
   const float* input = in(l, x);
   auto timer = profiler_.scope(ProfileKind::rmsnorm_backward);
-  ops().rmsnorm_backward(dx, grad(l, weight), dy, input, value(l, weight), in(l, rstd), rows(), width(l, x));
+  ops().rmsnorm_backward(dx, grad(l, weight), dy, input, value(l, weight), in(l, rstd), rows(), width(l, x),
+                         weight_offset);
 }
 
 void Transformer::gelu_backward(int l, float* dx, const float* dy, int x) {
@@ -150,6 +160,13 @@ void Transformer::swiglu_backward(int l, float* dgate, float* dup, const float* 
   const float* u = in(l, up);
   auto timer = profiler_.scope(ProfileKind::swiglu_backward);
   ops().swiglu_backward(dgate, dup, dy, g, u, elements(row(l, gate)), GradientWrite::overwrite);
+}
+
+void Transformer::geglu_backward(int l, float* dgate, float* dup, const float* dy, int gate, int up) {
+  const float* g = in(l, gate);
+  const float* u = in(l, up);
+  auto timer = profiler_.scope(ProfileKind::geglu_backward);
+  ops().geglu_backward(dgate, dup, dy, g, u, elements(row(l, gate)), GradientWrite::overwrite);
 }
 
 void Transformer::attention_backward(int l, const AttentionGrads& grads, const float* dy, int out, int saved,

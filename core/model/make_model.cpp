@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/model/gemma/gemma_family.hpp"
+#include "core/model/gemma/gemma_model.hpp"
 #include "core/model/gpt2/gpt2_family.hpp"
 #include "core/model/gpt2/gpt2_model.hpp"
 #include "core/model/llama/llama_family.hpp"
@@ -37,11 +39,12 @@ std::unique_ptr<Model> build_gpt2(const ModelShape& shape, Backend& backend, Ker
 
 std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, Kernel& attention,
                                   const ModelOptions& options) {
-  static const std::array<std::pair<const ModelFamily*, Build>, 4> builders = {
+  static const std::array<std::pair<const ModelFamily*, Build>, 5> builders = {
       {{&gpt2_family(), &build_gpt2},
        {&llama_family(), &build<LlamaModel>},
        {&qwen2_family(), &build<Qwen2Model>},
-       {&mistral_family(), &build<MistralModel>}}};
+       {&mistral_family(), &build<MistralModel>},
+       {&gemma_family(), &build<GemmaModel>}}};
   const ModelFamily& family = spec.family();
   for (const auto& [described, make] : builders)
     if (described == &family) return make(spec.shape, backend, attention, options);

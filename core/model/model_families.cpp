@@ -1,10 +1,11 @@
 // The one list of model families (core/model/model_family.hpp), in the order messages name them. A
 // new family is a folder and a line here (and one in make_model.cpp). A checkpoint a model's family
-// does not recognize is named by the first family here that does: LLaMA before Mistral, whose files
-// hold the same names.
+// does not recognize is named by the first family here that does: LLaMA before Mistral and Gemma,
+// whose files hold the same names.
 #include <array>
 #include <stdexcept>
 
+#include "core/model/gemma/gemma_family.hpp"
 #include "core/model/gpt2/gpt2_family.hpp"
 #include "core/model/llama/llama_family.hpp"
 #include "core/model/mistral/mistral_family.hpp"
@@ -14,8 +15,8 @@
 namespace strata {
 
 std::span<const ModelFamily* const> model_families() {
-  static const std::array<const ModelFamily*, 4> families = {&gpt2_family(), &llama_family(), &qwen2_family(),
-                                                             &mistral_family()};
+  static const std::array<const ModelFamily*, 5> families = {&gpt2_family(), &llama_family(), &qwen2_family(),
+                                                             &mistral_family(), &gemma_family()};
   return families;
 }
 

@@ -84,7 +84,7 @@ const ModelFamily* find_model_family(std::string_view arch);
 // The family named `arch`; std::invalid_argument for a name no family has (the manifest refuses
 // those first).
 const ModelFamily& model_family(std::string_view arch);
-// "gpt2, llama, qwen2 or mistral", for messages.
+// "gpt2, llama, qwen2, mistral or gemma", for messages.
 std::string model_family_names(std::string_view last_separator = " or ");
 
 }  // namespace strata

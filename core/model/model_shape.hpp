@@ -41,8 +41,12 @@ struct ModelShape {
   // Each position attends to itself and the sliding_window - 1 positions before it (HF's
   // sliding_window; Mistral); 0: to every earlier position.
   int sliding_window = 0;
+  // A head's width when the family sets its own (HF's head_dim; Gemma 7B: 16 heads of 256 over a
+  // d_model of 3072); 0: d_model / n_head.
+  int own_head_dim = 0;
 
-  int head_dim() const { return d_model / n_head; }
+  int head_dim() const { return own_head_dim > 0 ? own_head_dim : d_model / n_head; }
+  int q_dim() const { return n_head * head_dim(); }  // the queries' and the attention output's width
   int kv_dim() const { return n_kv_head * head_dim(); }
   // The LM head's rows are padded to a multiple of 64 for faster GEMMs; padded logits are masked
   // out of the loss and never stored in checkpoints.

@@ -13,13 +13,9 @@ class OpsAttentionKernel final : public Kernel {
  public:
   explicit OpsAttentionKernel(Ops& ops) : ops_(ops) {}
   std::string_view op() const noexcept override { return "attention"; }
-  // The CPU backend's attention op has a sliding window; the CUDA backend's not yet. Neither
-  // separates packed documents yet.
+  // Both built-in backends' attention ops apply a sliding window (the CUDA one's softmax masks the
+  // keys before it); neither separates packed documents yet.
   Status check(const AttentionShape& shape, const KernelTarget& target) const override {
-    if (shape.window > 0 && target.backend != "cpu")
-      return Status::error("the " + std::string(target.backend) +
-                           " backend's attention has no sliding window (window = " + std::to_string(shape.window) +
-                           ")");
     if (shape.documents)
       return Status::error("the " + std::string(target.backend) +
                            " backend's attention does not separate packed documents");

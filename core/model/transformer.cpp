@@ -10,8 +10,12 @@
 namespace strata {
 
 Transformer::Transformer(Backend& backend, Kernel& attention, const ModelOptions& options, const AttentionShape& shape,
-                         int n_layer)
-    : Model(backend, options.batch), attention_(attention), n_layer_(n_layer), attention_shape_(shape) {
+                         int n_layer, int d_model)
+    : Model(backend, options.batch),
+      attention_(attention),
+      n_layer_(n_layer),
+      d_model_(d_model),
+      attention_shape_(shape) {
   trainable_ = options.trainable;
 }
 
@@ -20,7 +24,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   rope_theta_ = static_cast<float>(tensors.rope_theta);
   rope_frequencies_ = tensors.rope_inverse_frequencies;
   const StorageTypes& storage = options.storage;
-  const std::int64_t N = rows(), C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
+  const std::int64_t N = rows(), C = d_model_;
 
   // Parameters, then their gradients and optimizer state: the table's order is the print order.
   // The blocks' matrices follow the weight storage dtype, the embedding tables (and an untied head)
@@ -177,15 +181,13 @@ std::vector<float> Transformer::decode(std::span<const std::int32_t> tokens, std
     if (l > 0) free_layer_activations(l - 1, false);
   }
   forget_staging();
-  const std::int64_t C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
-  return head_.row_logits(final_norm() + (new_rows - 1) * C, head_weight_row());
+  return head_.row_logits(final_norm() + (new_rows - 1) * d_model_, head_weight_row());
 }
 
 Weight Transformer::position_table(Weight table) const {
   if (!decoding_ || decoding_->first_position == 0) return table;
   if (table.scales != nullptr) throw std::logic_error("decode: a quantized position table");
-  const std::int64_t C = static_cast<std::int64_t>(attention_shape_.n_head) * attention_shape_.head_dim;
-  table.data = static_cast<const char*>(table.data) + storage_bytes(table.dtype, decoding_->first_position * C);
+  table.data = static_cast<const char*>(table.data) + storage_bytes(table.dtype, decoding_->first_position * d_model_);
   return table;
 }
 

@@ -89,8 +89,9 @@ class Transformer : public Model {
   std::vector<float> decode(std::span<const std::int32_t> tokens, std::int64_t first_position, KvCache& cache) final;
 
  protected:
+  // d_model: the residual stream's width (n_head * head_dim unless the family sets its own head_dim).
   Transformer(Backend& backend, Kernel& attention, const ModelOptions& options, const AttentionShape& shape,
-              int n_layer);
+              int n_layer, int d_model);
   // Adds every row the family describes, in the order all families share (parameters, adapters,
   // tokens, global activations, the head's rows, block activations, workspace, bf16 staging,
   // weight scratch); allocates the persistent rows when options.allocation says so.
@@ -138,20 +139,23 @@ class Transformer : public Model {
 
   // --- ops on a block's activations: one kernel each (and a matmul's adapters), timed.
   void layernorm(int l, int out, int mean, int rstd, int x, int weight, int bias, float eps);
-  void rmsnorm(int l, int out, int rstd, int x, int weight, float eps);
+  // The gain is weight_offset + w (Gemma's 1 + w; 0 for LLaMA's w).
+  void rmsnorm(int l, int out, int rstd, int x, int weight, float eps, float weight_offset = 0.0f);
   void linear(int l, int out, int x, int weight, int bias = kNoBias);  // out (N, out) = x (N, in) @ W + b
   void rope(int l, int x, int heads);                                  // in place
   void attention(int l, int out, int saved, const AttentionInputs& qkv);
   void gelu(int l, int out, int x);
   void swiglu(int l, int out, int gate, int up);
+  void geglu(int l, int out, int gate, int up);
   void residual(int l, int x, int skip);  // x += skip, in place
   void identity(int l);                   // a skipped block: output = input
   // Backward: gradients are workspace rows; each op's parameter gradients accumulate.
   void linear_backward(int l, float* dx, GradientWrite write, const float* dy, int x, int weight, int bias = kNoBias);
   void layernorm_backward(int l, float* dx, const float* dy, int x, int weight, int bias, int mean, int rstd);
-  void rmsnorm_backward(int l, float* dx, const float* dy, int x, int weight, int rstd);
+  void rmsnorm_backward(int l, float* dx, const float* dy, int x, int weight, int rstd, float weight_offset = 0.0f);
   void gelu_backward(int l, float* dx, const float* dy, int x);
   void swiglu_backward(int l, float* dgate, float* dup, const float* dy, int gate, int up);
+  void geglu_backward(int l, float* dgate, float* dup, const float* dy, int gate, int up);
   void attention_backward(int l, const AttentionGrads& grads, const float* dy, int out, int saved,
                           const AttentionInputs& qkv);
   void rope_backward(float* dx, std::int64_t stride, int heads);  // the inverse rotation, in place
@@ -194,6 +198,7 @@ class Transformer : public Model {
   };
   std::optional<Decoding> decoding_;
   int n_layer_ = 0;
+  std::int64_t d_model_ = 0;
   AttentionShape attention_shape_;
   std::vector<ParameterKind> block_kinds_, global_kinds_;
   std::vector<int> global_parameters_;  // indices into parameters()

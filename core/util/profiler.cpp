@@ -16,6 +16,7 @@ std::string_view profile_kind_name(ProfileKind kind) noexcept {
     case ProfileKind::attention_forward: return "attention_forward";
     case ProfileKind::gelu_forward: return "gelu_forward";
     case ProfileKind::swiglu_forward: return "swiglu_forward";
+    case ProfileKind::geglu_forward: return "geglu_forward";
     case ProfileKind::residual_forward: return "residual_forward";
     case ProfileKind::lm_head_forward: return "lm_head_forward";
     case ProfileKind::cross_entropy_forward: return "cross_entropy_forward";
@@ -25,6 +26,7 @@ std::string_view profile_kind_name(ProfileKind kind) noexcept {
     case ProfileKind::attention_backward: return "attention_backward";
     case ProfileKind::gelu_backward: return "gelu_backward";
     case ProfileKind::swiglu_backward: return "swiglu_backward";
+    case ProfileKind::geglu_backward: return "geglu_backward";
     case ProfileKind::layernorm_backward: return "layernorm_backward";
     case ProfileKind::rmsnorm_backward: return "rmsnorm_backward";
     case ProfileKind::embedding_backward: return "embedding_backward";

@@ -24,39 +24,45 @@ namespace {
 constexpr int kRowsPerBlock = 8;
 constexpr int kRowThreads = kRowsPerBlock * kWarpSize;
 
-// att holds `rows` rows of seq_len scaled scores, row r at position t = r % seq_len. Columns <= t
-// become softmax probabilities (the formula of the CPU kernel); columns > t become exactly 0, so
-// the products with P ignore them.
-__global__ void causal_softmax_kernel(float* att, std::int64_t rows, int seq_len) {
+// The first key position t sees: 0, or under a sliding window of w the w - 1 before it.
+__device__ int first_key(int t, int window) {
+  return window > 0 ? max(0, t - window + 1) : 0;
+}
+
+// att holds `rows` rows of seq_len scaled scores, row r at position t = r % seq_len. Columns
+// first_key(t)..t become softmax probabilities (the formula of the CPU kernel); the others become
+// exactly 0, so the products with P ignore them.
+__global__ void causal_softmax_kernel(float* att, std::int64_t rows, int seq_len, int window) {
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // whole warps leave together
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
-  const int t = static_cast<int>(row % seq_len);
+  const int t = static_cast<int>(row % seq_len), first = first_key(t, window);
   float* p = att + row * seq_len;
   float max_value = -INFINITY;
-  for (int j = lane; j <= t; j += kWarpSize) max_value = fmaxf(max_value, p[j]);
+  for (int j = first + lane; j <= t; j += kWarpSize) max_value = fmaxf(max_value, p[j]);
   max_value = warp_max(max_value);
   float sum = 0.0f;
-  for (int j = lane; j <= t; j += kWarpSize) sum += expf(p[j] - max_value);
+  for (int j = first + lane; j <= t; j += kWarpSize) sum += expf(p[j] - max_value);
   sum = warp_sum(sum);
   const float inverse_sum = 1.0f / sum;
-  for (int j = lane; j < seq_len; j += kWarpSize) p[j] = j <= t ? expf(p[j] - max_value) * inverse_sum : 0.0f;
+  for (int j = lane; j < seq_len; j += kWarpSize)
+    p[j] = j >= first && j <= t ? expf(p[j] - max_value) * inverse_sum : 0.0f;
 }
 
-// dscores holds dP on entry and dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale on exit, zero above the
-// diagonal (so dS·K and dSᵀ·Q ignore those columns); att holds P, rows as above.
+// dscores holds dP on entry and dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale on exit, zero outside the
+// columns row t sees (so dS·K and dSᵀ·Q ignore them); att holds P, rows as above.
 __global__ void causal_softmax_backward_kernel(float* dscores, const float* att, std::int64_t rows, int seq_len,
-                                               float scale) {
+                                               int window, float scale) {
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
-  const int t = static_cast<int>(row % seq_len);
+  const int t = static_cast<int>(row % seq_len), first = first_key(t, window);
   const float* p = att + row * seq_len;
   float* d = dscores + row * seq_len;
   float weighted = 0.0f;
-  for (int j = lane; j <= t; j += kWarpSize) weighted += p[j] * d[j];
+  for (int j = first + lane; j <= t; j += kWarpSize) weighted += p[j] * d[j];
   weighted = warp_sum(weighted);
-  for (int j = lane; j < seq_len; j += kWarpSize) d[j] = j <= t ? p[j] * (d[j] - weighted) * scale : 0.0f;
+  for (int j = lane; j < seq_len; j += kWarpSize) d[j] = j >= first && j <= t ? p[j] * (d[j] - weighted) * scale : 0.0f;
 }
 
 unsigned row_blocks(std::int64_t rows) {
@@ -175,7 +181,7 @@ cublasStatus_t attention_forward(cudaStream_t stream, cublasHandle_t cublas, con
           status != CUBLAS_STATUS_SUCCESS)
         return status;
     }
-    causal_softmax_kernel<<<row_blocks(rows), kRowThreads, 0, stream>>>(att, rows, T);
+    causal_softmax_kernel<<<row_blocks(rows), kRowThreads, 0, stream>>>(att, rows, T, shape.window);
     for (int call = 0; call < layout.calls(reads); ++call) {
       const HeadBatch heads = layout.batch(reads, call);
       // Row-major O_h (T,D) = P_h (T,T) · V_kv(h) (T,D), O_h at out + (b*T)*n_head*D + h*D, ld n_head*D.
@@ -225,7 +231,8 @@ cublasStatus_t attention_backward(cudaStream_t stream, cublasHandle_t cublas, co
           status != CUBLAS_STATUS_SUCCESS)
         return status;
     }
-    causal_softmax_backward_kernel<<<row_blocks(rows), kRowThreads, 0, stream>>>(dscores, att, rows, T, scale);
+    causal_softmax_backward_kernel<<<row_blocks(rows), kRowThreads, 0, stream>>>(dscores, att, rows, T, shape.window,
+                                                                                 scale);
     for (int call = 0; call < layout.calls(reads); ++call) {
       const HeadBatch heads = layout.batch(reads, call);
       // Row-major dQ_h (T,D) += dS_h (T,T) · K_kv(h) (T,D), ld grads.q_stride.

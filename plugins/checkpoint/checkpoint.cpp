@@ -88,7 +88,7 @@ class Checkpoint final : public MemoryStrategy {
   // cheap: what a norm or a pointwise op recomputes; selective: the attention kernel's saved rows.
   bool chosen_by_mode(std::string_view op) const {
     if (mode_ == Mode::selective) return op == "attention";
-    return op == "layernorm" || op == "rmsnorm" || op == "gelu" || op == "swiglu";
+    return op == "layernorm" || op == "rmsnorm" || op == "gelu" || op == "swiglu" || op == "geglu";
   }
 
   bool applies(const HookContext& context) const {

@@ -51,9 +51,6 @@ class FlashAttention final : public Kernel {
     }
     if (!target.backend.starts_with("cuda:"))
       return Status::error("flash has kernels for the cpu and cuda backends, not for " + std::string(target.backend));
-    if (shape.window > 0)
-      return Status::error("flash's CUDA kernels have no sliding window yet (window = " + std::to_string(shape.window) +
-                           "; the cpu backend's flash has)");
 #if STRATA_FLASH_ATTENTION_CUDA
     if (shape.head_dim != 64 && shape.head_dim != 128)
       return Status::error("head dim " + std::to_string(shape.head_dim) +

@@ -41,14 +41,15 @@ class Lora final : public MemoryStrategy {
     if (options.dropout >= 1.0)
       config.report_error("dropout", "dropout must be below 1 (it keeps a fraction 1 - dropout)");
     if (options.alpha <= 0.0) config.report_error("alpha", "alpha must be positive");
-    const std::vector<std::string> defaults =
-        host.model().arch != "gpt2" ? std::vector<std::string>{"q", "v"} : std::vector<std::string>{"qkv"};
-    targets_ = config.get_string_list("targets", defaults);
-    if (targets_.empty()) config.report_error("targets", "name at least one matrix to adapt");
+    // Without `targets`, plan_parameters chooses the family's query and value projections.
+    if (config.has("targets")) {
+      targets_ = config.get_string_list("targets", {});
+      if (targets_.empty()) config.report_error("targets", "name at least one matrix to adapt");
+    }
     adapter_ = std::make_unique<LoraAdapter>(options, device_dropout(config, host, options.dropout));
     settings_ = "rank " + std::to_string(options.rank) + ", alpha " + config_number(options.alpha) + ", dropout " +
                 config_number(options.dropout) + ", targets";
-    for (const std::string& target : targets_) settings_ += " " + target;
+    if (!targets_.empty()) name_targets();
   }
 
   // Dropout on a GPU runs the mask's kernel on the compute stream; a build without it refuses
@@ -86,6 +87,12 @@ class Lora final : public MemoryStrategy {
     plan.freeze_embeddings();
     plan.freeze_head();
     const std::vector<std::string> known = plan.adaptable_targets();
+    if (targets_.empty()) {
+      targets_ = default_targets(known);
+      if (targets_.empty())
+        return Status::error("targets: this model has no q and v (or qkv) to adapt by default; name its targets");
+      name_targets();
+    }
     for (const std::string& target : targets_) {
       // The plan words both refusals; an unknown target is this plugin's key, a rank is check()'s.
       const bool known_target = std::find(known.begin(), known.end(), target) != known.end();
@@ -96,6 +103,18 @@ class Lora final : public MemoryStrategy {
   }
 
  private:
+  // LoRA's usual choice (Hu et al.): the attention's query and value projections, q and v where the
+  // family has them apart, GPT-2's fused qkv where it has not.
+  static std::vector<std::string> default_targets(const std::vector<std::string>& known) {
+    const auto has = [&](const char* name) { return std::find(known.begin(), known.end(), name) != known.end(); };
+    if (has("q") && has("v")) return {"q", "v"};
+    if (has("qkv")) return {"qkv"};
+    return {};
+  }
+  void name_targets() {
+    for (const std::string& target : targets_) settings_ += " " + target;
+  }
+
   static std::string config_number(double value) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", value);

@@ -82,7 +82,7 @@ shadowed="libmy-adamw.so was not loaded: it provides optimizer 'adamw', which St
 fault "a user's library named like a shipped plugin" 0 "$shadowed" -- env STRATA_PLUGIN_PATH="$work/shadow" "$strata" validate $q
 expect 0 "$shadowed" -- env STRATA_PLUGIN_PATH="$work/shadow" "$strata" train $q --set train.steps=1
 # Model-family keys and shapes.
-fault "LLaMA key in a GPT-2 manifest" 2 "n_kv_head needs arch = \"llama\", \"qwen2\" or \"mistral\"" -- \
+fault "LLaMA key in a GPT-2 manifest" 2 "n_kv_head needs arch = \"llama\", \"qwen2\", \"mistral\" or \"gemma\"" -- \
   "$strata" validate $q --set model.n_kv_head=2
 expect 2 "sliding_window needs arch = \"mistral\" (this model is arch = \"llama\")" -- \
   "$strata" validate examples/llama.toml --set model.sliding_window=4

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The support matrix of docs/architecture.md ("Models"), run: every family (gpt2, llama, qwen2)
+# The support matrix of docs/architecture.md ("Models"), run: every family (gpt2, llama, qwen2,
+# mistral with a window of 5, gemma with heads 12 wide over a d_model of 32)
 # trains a few steps under every precision plugin, 8-bit AdamW, each checkpoint mode, offload and
 # streaming, flash attention, sparse layers and LoRA (on the family's own targets), and each
 # checkpoint evaluates and exports. The memory strategies must leave the losses bitwise those of
@@ -14,6 +15,8 @@ model_keys() {  # family
     gpt2) printf 'arch = "gpt2"\n' ;;
     llama) printf 'arch = "llama"\nn_kv_head = 2\nd_ff = 88\nrope_theta = 10000.0\nnorm_eps = 1e-5\n' ;;
     qwen2) printf 'arch = "qwen2"\nn_kv_head = 2\nd_ff = 88\nrope_theta = 1000000.0\nnorm_eps = 1e-6\n' ;;
+    mistral) printf 'arch = "mistral"\nn_kv_head = 2\nd_ff = 88\nsliding_window = 5\n' ;;
+    gemma) printf 'arch = "gemma"\nn_kv_head = 2\nd_ff = 88\nhead_dim = 12\n' ;;
   esac
 }
 
@@ -27,7 +30,7 @@ lora_targets() {  # family
 # losses FILE: the per-step training losses of a --metrics file, one per line, as printed.
 losses() { grep -o '"loss":[^,]*' "$1"; }
 
-for family in gpt2 llama qwen2; do
+for family in gpt2 llama qwen2 mistral gemma; do
   dir="$work/$family"
   mkdir -p "$dir"
   cat > "$dir/m.toml" <<TOML

@@ -7,7 +7,10 @@
 # before RoPE (the files must hold every layer's three; a llama file must hold none); with
 # `mistral`, arch = "mistral", HF's MistralForCausalLM: the reference's --sliding-window, LLaMA
 # whose positions attend to themselves and the 4 before (sliding_window = 5 of 16 positions; the
-# generation below runs 32 positions through the window of the decoding cache):
+# generation below runs 32 positions through the window of the decoding cache); with `gemma`,
+# arch = "gemma", HF's GemmaForCausalLM: the reference's --gemma --head-dim=16 (RMSNorm gains 1 + w,
+# embeddings times sqrt(d_model), a GeGLU MLP with the tanh GELU, heads 16 wide over a d_model of
+# 32, so q_proj is (64, 32)), tied only, as Gemma always is:
 #   HF -> Strata: random weights in HF's layout give the same loss in `strata eval` as in NumPy;
 #   Strata -> HF: a checkpoint Strata trains from that file (train.init_from; f32, and bf16
 #                 storage, which saves its f32 masters) has exactly HF's tensor names and shapes
@@ -31,8 +34,12 @@ case $arch in
   qwen2) family=(--qkv-bias) ;;
   # Mistral: LLaMA with a sliding window of 5 positions over 16 (the reference's --sliding-window).
   mistral) family=(--sliding-window=5) manifest_extra="sliding_window = 5" config_extra=(sliding_window=5) ;;
-  *) echo "arch '$arch': llama, qwen2 or mistral" >&2; exit 2 ;;
+  gemma) family=(--gemma --head-dim=16) manifest_extra="head_dim = 16"
+    config_extra=(head_dim=16 'hidden_act="gelu_pytorch_tanh"' 'hidden_activation="gelu_pytorch_tanh"') ;;
+  *) echo "arch '$arch': llama, qwen2, mistral or gemma" >&2; exit 2 ;;
 esac
+ties=(false true)
+[ "$arch" = gemma ] && ties=(true)  # Gemma's head is always the tied embedding
 reference=tests/hf/hf_llama_numpy.py
 python=/usr/bin/python3  # Debian's, where python3-numpy is installed (scripts/setup.sh)
 rm -rf "$work" && mkdir -p "$work"
@@ -48,7 +55,7 @@ numpy_loss() {  # safetensors file; tied, and biased (qwen2), or not as $flag sa
   "$python" "$reference" loss "$1" "$work/tokens.bin" $heads $kv_heads $positions $theta $eps "${flag[@]}"
 }
 
-for tied in false true; do
+for tied in "${ties[@]}"; do
   run="$work/tied-$tied"
   mkdir -p "$run"
   flag=("${family[@]}")
@@ -129,13 +136,15 @@ done
 # with the scaled frequencies, which is not the loss without them. Wavelengths of this shape's
 # four frequencies (head_dim 8, theta 500000): 6, 167, 4443 and 118000 positions; against an
 # original context of 16, the first is blended and the others divided by the factor.
-run="$work/tied-false"
+tied=${ties[0]}
+run="$work/tied-$tied"
 flag=("${family[@]}")
+if [ "$tied" = true ]; then flag+=(--tied); fi
 scaling='{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}'
 "$python" tests/hf/hf_directory.py split "$run/hf.safetensors" "$run/scaled" $arch 1 F32 \
   num_hidden_layers=$layers num_attention_heads=$heads num_key_value_heads=$kv_heads hidden_size=$width \
   intermediate_size=$ff vocab_size=$vocab max_position_embeddings=64 rope_theta=$theta rms_norm_eps=$eps \
-  tie_word_embeddings=false "rope_scaling=$scaling" "${config_extra[@]}"
+  tie_word_embeddings=$tied "rope_scaling=$scaling" "${config_extra[@]}"
 strata_loss=$("$strata" eval "$run/from.toml" --set "model.from=\"$run/scaled\"" --checkpoint "$run/scaled" \
   --data "$work/tokens.bin" | tail -n 1)
 scaled_loss=$("$python" "$reference" loss "$run/hf.safetensors" "$work/tokens.bin" $heads $kv_heads $positions $theta $eps \
@@ -165,10 +174,25 @@ refused() {  # CODE TEXT -- COMMAND...
     { echo "FAIL: '$*' exited $actual (expected $code) and said: $output"; exit 1; }
   echo "ok ($code): $text"
 }
-bad="$work/bad" from="$work/tied-false/from.toml" dir="$work/tied-false/hfdir"
+bad="$work/bad" from="$work/tied-$tied/from.toml" dir="$work/tied-$tied/hfdir"
 edit_json() { "$python" -c 'import json, sys; f = sys.argv[1]; d = json.load(open(f)); exec(sys.argv[2]); json.dump(d, open(f, "w"))' "$@"; }
 fresh() { rm -rf "$bad" && cp -r "$dir" "$bad"; }
 fresh
+if [ "$arch" = gemma ]; then
+  # What is not Gemma: exact GELU, an untied head (in config.json or in [model]).
+  edit_json "$bad/config.json" 'd["hidden_activation"] = "gelu"'
+  refused 2 "$bad/config.json: hidden_activation: \"gelu\" is not implemented: Gemma's MLP is GeGLU with the tanh GELU" -- \
+    "$strata" validate "$from" --set model.from=\"$bad\"
+  fresh && edit_json "$bad/config.json" 'del d["hidden_activation"]; d["hidden_act"] = "silu"'
+  refused 2 "$bad/config.json: hidden_act: \"silu\" is not implemented" -- "$strata" validate "$from" --set model.from=\"$bad\"
+  fresh && edit_json "$bad/config.json" 'd["tie_word_embeddings"] = False'
+  refused 2 "$bad/config.json: tie_word_embeddings: false is not Gemma" -- \
+    "$strata" validate "$from" --set model.from=\"$bad\"
+  refused 2 "arch = \"gemma\" always ties its head to the embeddings" -- \
+    "$strata" validate "$work/tied-true/m.toml" --set model.tie_embeddings=false
+  refused 2 "head_dim = 15 is odd" -- "$strata" validate "$work/tied-true/m.toml" --set model.head_dim=15
+  exit 0
+fi
 refused 2 "n_layer = 3 disagrees with $dir/config.json's num_hidden_layers = $layers" -- \
   "$strata" validate "$from" --set model.n_layer=3
 refused 2 "init_from and [model] from both name the starting weights" -- \
@@ -185,8 +209,8 @@ refused 2 "rope_scaling = \"llama3\" needs rope_scaling_factor" -- \
   "$strata" validate "$work/tied-false/m.toml" --set model.rope_scaling=\"llama3\"
 refused 2 "rope_low_freq_factor needs rope_scaling = \"llama3\"" -- \
   "$strata" validate "$work/tied-false/m.toml" --set model.rope_low_freq_factor=2.0
-fresh && edit_json "$bad/config.json" 'd["architectures"] = ["GemmaForCausalLM"]'
-refused 2 "architectures: \"GemmaForCausalLM\" is not one Strata builds" -- \
+fresh && edit_json "$bad/config.json" 'd["architectures"] = ["PhiForCausalLM"]'
+refused 2 "architectures: \"PhiForCausalLM\" is not one Strata builds" -- \
   "$strata" validate "$from" --set model.from=\"$bad\"
 fresh && rm "$bad/model-00002-of-00002.safetensors"
 refused 2 "$bad/model-00002-of-00002.safetensors: a shard model.safetensors.index.json names is missing" -- \

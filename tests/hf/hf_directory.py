@@ -30,7 +30,7 @@ import numpy as np
 from hf_gpt2_numpy import ENCODERS, read_safetensors, write_safetensors
 
 ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                 "mistral": "MistralForCausalLM"}
+                 "mistral": "MistralForCausalLM", "gemma": "GemmaForCausalLM"}
 
 
 def split(file, directory, arch, shards, dtype, fields):

@@ -15,6 +15,13 @@ biases on the q, k and v projections (self_attn.{q,k,v}_proj.bias, (n_head * hea
 (n_kv_head * head_dim,)), added right after each projection, before RoPE turns q and k; o_proj
 and the MLP have none. Without the flag a file must hold no bias, with it every layer's three.
 
+With --gemma it is Hugging Face's GemmaForCausalLM (modeling_gemma.py, the first generation): the
+same names, always tied (no lm_head.weight), with every RMSNorm's gain 1 + w (GemmaRMSNorm), the
+embedding's rows times sqrt(d_model) before the first block, and a GeGLU MLP down(gelu_tanh(gate(x))
+* up(x)) with the tanh GELU (gelu_pytorch_tanh). --head-dim=N gives a head N wide whatever d_model
+is (config.json's head_dim): q_proj (n_head * N, d_model), k and v (n_kv_head * N, d_model), o_proj
+(d_model, n_head * N).
+
 Everything is computed in float64 from the file's values (f32 or bf16), so the reference has no
 rounding of its own worth speaking of: Hugging Face computes RMSNorm's variance and the RoPE
 angles in f32, which differs from float64 by ~1e-7 relative, far below the 1e-5 the interop test
@@ -26,7 +33,8 @@ packaged for Debian 12, so the suite cannot import it.)
   hf_llama_numpy.py make-tokens OUT count vocab seed      (an llm.c .bin token file; hf_gpt2_numpy's)
   hf_llama_numpy.py greedy WEIGHTS PROMPT_IDS count n_head n_kv_head theta eps [--tied] [--qkv-bias]
   (any command: --rope-scaling=JSON applies config.json's rope_scaling of rope_type "llama3";
-   --sliding-window=N makes it Mistral's attention, each position seeing itself and N - 1 before)
+   --sliding-window=N makes it Mistral's attention, each position seeing itself and N - 1 before;
+   --gemma makes it Gemma, --head-dim=N sets a head's width)
                                                           (the greedy continuation, then its smallest margin)
   hf_llama_numpy.py check-names FILE n_layer vocab d_model d_ff n_head n_kv_head [--tied] [--qkv-bias]
                                                           (exactly HF's names and shapes)
@@ -41,6 +49,7 @@ positions 0..T-1 in each; the tokens past the last whole window are unused; the 
 over all windows x T predictions.
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -69,8 +78,12 @@ INTEROP = dict(n_layer=2, n_head=4, n_kv_head=2, d_model=32, d_ff=64, vocab=300,
                norm_eps=1e-5, tokens=4000, token_seed=1, weight_seed=2)
 
 
+def head_dim_of(d_model, n_head):
+    return HEAD_DIM or d_model // n_head
+
+
 def hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias=False):
-    c, head_dim = d_model, d_model // n_head
+    c, head_dim = d_model, head_dim_of(d_model, n_head)
     shapes = {"model.embed_tokens.weight": (vocab, c), "model.norm.weight": (c,)}
     if not tied:
         shapes["lm_head.weight"] = (vocab, c)
@@ -94,9 +107,10 @@ def hf_names(n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qkv_bias=Fa
 
 
 def check_shape(n_head, n_kv_head, d_model):
-    assert d_model % n_head == 0, f"n_head = {n_head} must divide d_model = {d_model}"
+    assert HEAD_DIM or d_model % n_head == 0, f"n_head = {n_head} must divide d_model = {d_model}"
     assert n_head % n_kv_head == 0, f"n_kv_head = {n_kv_head} must divide n_head = {n_head}"
-    assert (d_model // n_head) % 2 == 0, f"head_dim = {d_model // n_head} must be even for RoPE"
+    head_dim = head_dim_of(d_model, n_head)
+    assert head_dim % 2 == 0, f"head_dim = {head_dim} must be even for RoPE"
 
 
 def random_weights(n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, tied, qkv_bias=False):
@@ -120,17 +134,31 @@ def make_weights(out, n_layer, n_head, n_kv_head, d_model, d_ff, vocab, seed, ti
 
 
 def rms_norm(x, weight, eps):
-    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * weight
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * ((1.0 + weight) if GEMMA else weight)
 
 
 def silu(x):
     return x * 0.5 * (1.0 + np.tanh(0.5 * x))  # x * sigmoid(x), without exp's overflow
 
 
+def gelu_tanh(x):  # torch's gelu(approximate="tanh"), HF's gelu_pytorch_tanh
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def embedding_scale(d_model):  # Gemma's normalizer
+    return np.sqrt(d_model) if GEMMA else 1.0
+
+
+def gate_activation(x):  # the gated MLP's: silu (LLaMA), gelu_tanh (Gemma)
+    return gelu_tanh(x) if GEMMA else silu(x)
+
+
 ROPE_SCALING = None  # --rope-scaling=JSON: config.json's rope_scaling of rope_type "llama3"
 # --sliding-window=N: Hugging Face's MistralForCausalLM (modeling_mistral.py), LLaMA whose query i
 # attends to key j only when 0 <= i - j < N (itself and the N - 1 positions before it).
 SLIDING_WINDOW = None
+GEMMA = False  # --gemma: Hugging Face's GemmaForCausalLM (module docstring)
+HEAD_DIM = None  # --head-dim=N: a head's width, else d_model // n_head
 
 
 def llama3_inverse_frequencies(inv_freq, scaling):
@@ -185,7 +213,7 @@ def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied, qkv_bias=False):
     batch, seq_len = tokens.shape
     d_model = embed.shape[1]
     check_shape(n_head, n_kv_head, d_model)
-    head_dim = d_model // n_head
+    head_dim = head_dim_of(d_model, n_head)
     kv_of_head = np.arange(n_head) // (n_head // n_kv_head)
     cos, sin = rope_tables(seq_len, head_dim, theta)
     causal = np.tril(np.ones((seq_len, seq_len), dtype=bool))
@@ -199,7 +227,7 @@ def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied, qkv_bias=False):
         bias = t[name + ".bias"].reshape(count, 1, head_dim) if qkv_bias else 0.0
         return heads(h @ t[name + ".weight"].T, count), bias
 
-    x = embed[tokens]
+    x = embed[tokens] * embedding_scale(d_model)
     for i in range(layer_count(t)):
         p = f"model.layers.{i}."
         h = rms_norm(x, t[p + "input_layernorm.weight"], eps)
@@ -215,13 +243,14 @@ def logits_of(t, tokens, n_head, n_kv_head, theta, eps, tied, qkv_bias=False):
         y = (attention @ v).transpose(0, 2, 1, 3).reshape(batch, seq_len, n_head * head_dim)
         x = x + y @ t[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps)
-        x = x + (silu(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)) \
+        x = x + (gate_activation(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)) \
             @ t[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, t["model.norm.weight"], eps)
     return x @ (embed if tied else t["lm_head.weight"]).T
 
 
 def check_family(t, tied, qkv_bias):
+    assert tied or not GEMMA, "Gemma's head is the tied embedding (pass --tied)"
     if tied:
         assert "lm_head.weight" not in t, "tied embeddings, but the file holds lm_head.weight"
     else:
@@ -277,7 +306,7 @@ def check_names(path, n_layer, vocab, d_model, d_ff, n_head, n_kv_head, tied, qk
     assert set(tensors) == set(expected), f"names differ: {sorted(set(tensors) ^ set(expected))}"
     for name, shape in expected.items():
         assert tensors[name].shape == shape, f"{name}: {tensors[name].shape}, HF expects {shape}"
-    print(f"{path}: {len(tensors)} tensors, HF {'Qwen2' if qkv_bias else 'LLaMA'} names and shapes "
+    print(f"{path}: {len(tensors)} tensors, HF {'Gemma' if GEMMA else 'Qwen2' if qkv_bias else 'LLaMA'} names and shapes "
           f"({'tied' if tied else 'untied'} embeddings)")
 
 
@@ -500,12 +529,51 @@ def selftest():
             # interop test cannot see norm_eps; the rmsnorm op's own test has to.
             lines.append(f"--  {kind}: norm_eps 1e-6 instead of {s['norm_eps']:g} moves the loss by "
                          f"{moved(eps=1e-6):.1e} only: norm_eps is not checked by the interop test")
+
+        # Gemma (--gemma --head-dim=16, tests/cli/hf_llama_interop.sh gemma): heads 16 wide over a
+        # d_model of 32, so q_proj is (64, 32); each of Gemma's differences from LLaMA, undone,
+        # moves the loss by well over the tolerance.
+        global GEMMA, HEAD_DIM
+        GEMMA, HEAD_DIM = True, 16
+        try:
+            t = random_weights(**shape, seed=s["weight_seed"], tied=True)
+            assert t["model.layers.0.self_attn.q_proj.weight"].shape == (64, 32)
+            base = tokens_loss(t, file_tokens, **dict(config, tied=True))
+
+            def gemma_mistake(name, compute):
+                relative = abs(compute() - base) / base
+                assert relative > 10 * TOLERANCE, f"selftest power (gemma): '{name}' moves the loss by {relative:.1e}"
+                lines.append(f"ok  gemma: '{name}' moves the loss by {relative:.1e} (> {10 * TOLERANCE:.0e})")
+
+            def gemma_loss():
+                return tokens_loss(t, file_tokens, **dict(config, tied=True))
+            x, w = rng.standard_normal((3, 8)), 0.1 * rng.standard_normal(8)
+            check("gemma's rmsnorm(x, w) = llama's rmsnorm(x, 1 + w)",
+                  np.abs(rms_norm(x, w, 1e-5) - replacing("GEMMA", False, lambda: rms_norm(x, 1.0 + w, 1e-5))).max(),
+                  1e-15)
+            gemma_mistake("norm gain w instead of 1 + w", lambda: replacing(
+                "rms_norm", lambda x, w, eps: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w, gemma_loss))
+            gemma_mistake("embedding not scaled by sqrt(d_model)",
+                          lambda: replacing("embedding_scale", lambda d_model: 1.0, gemma_loss))
+            gemma_mistake("silu in the MLP (LLaMA's)", lambda: replacing("gate_activation", silu, gemma_loss))
+            exact = replacing("gate_activation", lambda x: 0.5 * x * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2.0))),
+                              gemma_loss)
+            lines.append(f"--  gemma: exact GELU instead of the tanh one moves the loss by {abs(exact - base) / base:.1e}"
+                         f" (the gelu op's own test checks the tanh form)")
+        finally:
+            GEMMA, HEAD_DIM = False, None
     print("\n".join(lines))
     print(f"selftest: {sum(line.startswith('ok') for line in lines)} checks passed")
 
 
 def main(argv):
-    global ROPE_SCALING, SLIDING_WINDOW
+    global ROPE_SCALING, SLIDING_WINDOW, GEMMA, HEAD_DIM
+    head_dims = [a for a in argv if a.startswith("--head-dim=")]
+    if head_dims:
+        HEAD_DIM = int(head_dims[0].split("=", 1)[1])
+        argv = [a for a in argv if a not in head_dims]
+    GEMMA = "--gemma" in argv
+    argv = [a for a in argv if a != "--gemma"]
     scaling = [a for a in argv if a.startswith("--rope-scaling=")]
     if scaling:
         ROPE_SCALING = json.loads(scaling[0].split("=", 1)[1])

@@ -21,7 +21,8 @@ AttentionShape attention_shape_of(const GPT2Config& config, int batch) {
 }  // namespace
 
 GPT2Model::GPT2Model(const GPT2Config& config, Backend& backend, Kernel& attention, const ModelOptions& options)
-    : Transformer(backend, attention, options, attention_shape_of(config, options.batch), config.n_layer),
+    : Transformer(backend, attention, options, attention_shape_of(config, options.batch), config.n_layer,
+                  config.d_model),
       config_(config) {
   using K = ParameterKind;
   const std::int64_t B = options.batch, T = config.seq_len, C = config.d_model, Vp = config.padded_vocab();

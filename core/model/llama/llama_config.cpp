@@ -6,11 +6,11 @@
 namespace strata {
 
 std::vector<AdapterTarget> llama_adapter_targets(const LlamaConfig& config) {
-  const std::int64_t C = config.d_model, KV = config.kv_dim(), F = config.d_ff;
-  return {{"q", "self_attn.q_proj.weight", {0, C, C, WeightLayout::out_in}},
+  const std::int64_t C = config.d_model, Q = config.q_dim(), KV = config.kv_dim(), F = config.d_ff;
+  return {{"q", "self_attn.q_proj.weight", {0, C, Q, WeightLayout::out_in}},
           {"k", "self_attn.k_proj.weight", {0, C, KV, WeightLayout::out_in}},
           {"v", "self_attn.v_proj.weight", {0, C, KV, WeightLayout::out_in}},
-          {"o", "self_attn.o_proj.weight", {0, C, C, WeightLayout::out_in}},
+          {"o", "self_attn.o_proj.weight", {0, Q, C, WeightLayout::out_in}},
           {"gate", "mlp.gate_proj.weight", {0, C, F, WeightLayout::out_in}},
           {"up", "mlp.up_proj.weight", {0, C, F, WeightLayout::out_in}},
           {"down", "mlp.down_proj.weight", {0, F, C, WeightLayout::out_in}}};
@@ -30,14 +30,15 @@ std::string validate_llama(const LlamaConfig& config) {
   const int head_dim = config.head_dim();
   if (n_layer < 1) return "model.n_layer must be >= 1";
   if (n_head < 1 || n_kv_head < 1) return "model.n_head and model.n_kv_head must be >= 1";
-  if (d_model % n_head != 0)
+  if (config.own_head_dim < 0) return "model.head_dim must be >= 1";
+  if (config.own_head_dim == 0 && d_model % n_head != 0)
     return "model.n_head = " + std::to_string(n_head) + " must divide model.d_model = " + std::to_string(d_model);
   if (n_head % n_kv_head != 0)
     return "model.n_kv_head = " + std::to_string(n_kv_head) + " must divide model.n_head = " + std::to_string(n_head) +
            " (each key/value head serves a whole group of query heads)";
   if (head_dim % 2 != 0)
-    return "model.d_model / model.n_head = " + std::to_string(head_dim) +
-           " is odd: RoPE rotates pairs, so the head dimension must be even";
+    return (config.own_head_dim > 0 ? "model.head_dim = " : "model.d_model / model.n_head = ") +
+           std::to_string(head_dim) + " is odd: RoPE rotates pairs, so the head dimension must be even";
   if (d_ff < 1) return "model.d_ff must be >= 1";
   if (vocab < 2) return "model.vocab must be >= 2";
   if (seq_len < 1) return "model.seq_len must be >= 1";

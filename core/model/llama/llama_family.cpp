@@ -127,13 +127,14 @@ void LlamaFamily::read_keys(ModelKeys& keys, ModelShape& shape) const {
   shape.d_ff = keys.integer("d_ff", 4 * d_model, 1, 2147483647, hf ? hf->d_ff : 0, "intermediate_size");
   shape.rope_theta = keys.number("rope_theta", 10000.0, 1e-3, 1e12, hf ? hf->rope_theta : 0.0, "rope_theta");
   shape.norm_eps = keys.number("norm_eps", 1e-6, 1e-12, 1.0, hf ? hf->norm_eps : 0.0, "rms_norm_eps");
-  shape.tie_embeddings = keys.flag("tie_embeddings", false, hf ? hf->tie_embeddings : false, "tie_word_embeddings");
+  shape.tie_embeddings =
+      keys.flag("tie_embeddings", ties_by_default(), hf ? hf->tie_embeddings : false, "tie_word_embeddings");
   read_rope_scaling(keys, shape.rope_scaling);
   if (keys.shape_as_written() && keys.no_problems_yet() && n_head % shape.n_kv_head != 0)
     keys.report_error("n_kv_head", "n_kv_head = " + std::to_string(shape.n_kv_head) +
                                        " must divide n_head = " + std::to_string(n_head) +
                                        " (each key/value head serves a whole group of query heads)");
-  if (keys.shape_as_written() && d_model % n_head == 0 && (d_model / n_head) % 2 != 0)
+  if (keys.shape_as_written() && shape.own_head_dim == 0 && d_model % n_head == 0 && (d_model / n_head) % 2 != 0)
     keys.report_error("n_head", "d_model / n_head = " + std::to_string(d_model / n_head) +
                                     " is odd: RoPE rotates pairs of a head's dimensions, so it must be even");
 }
@@ -150,14 +151,18 @@ HfModelConfig LlamaFamily::read_hf_config(const HfConfigFields& fields) const {
   config.max_positions = fields.positive_int("max_position_embeddings");
   config.rope_theta = fields.positive_number("rope_theta", 10000.0);
   config.norm_eps = fields.positive_number("rms_norm_eps", 1e-6);
-  config.tie_embeddings = fields.flag("tie_word_embeddings", false);
+  config.tie_embeddings = fields.flag("tie_word_embeddings", ties_by_default());
   if (fields.has("rope_scaling")) config.rope_scaling = llama3_rope_scaling(fields);
-  fields.require("hidden_act", "silu", "Strata's LLaMA MLP is SwiGLU (silu)");
   fields.require("mlp_bias", false, "Strata's LLaMA MLP has no biases");
-  if (config.d_model % config.n_head == 0)
-    fields.require("head_dim", config.d_model / config.n_head, "a head is hidden_size / num_attention_heads wide");
+  read_heads_and_activation(fields, config);
   require_attention_variant(fields);
   return config;
+}
+
+void LlamaFamily::read_heads_and_activation(const HfConfigFields& fields, HfModelConfig& config) const {
+  fields.require("hidden_act", "silu", "Strata's LLaMA MLP is SwiGLU (silu)");
+  if (config.d_model % config.n_head == 0)
+    fields.require("head_dim", config.d_model / config.n_head, "a head is hidden_size / num_attention_heads wide");
 }
 
 void LlamaFamily::require_attention_variant(const HfConfigFields& fields) const {
@@ -200,21 +205,21 @@ int LlamaFamily::export_max_positions(const ModelShape& shape, std::optional<int
 }
 
 std::vector<ParameterTensor> LlamaFamily::parameter_tensors(const ModelShape& shape) const {
-  const std::int64_t C = shape.d_model, V = shape.vocab, KV = shape.kv_dim(), F = shape.d_ff;
+  const std::int64_t C = shape.d_model, V = shape.vocab, Q = shape.q_dim(), KV = shape.kv_dim(), F = shape.d_ff;
   std::vector<ParameterTensor> tensors = {{"model.embed_tokens.weight", {V, C}}};
   for (int l = 0; l < shape.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     tensors.insert(tensors.end(), {{p + "input_layernorm.weight", {C}},
-                                   {p + "self_attn.q_proj.weight", {C, C}},
+                                   {p + "self_attn.q_proj.weight", {Q, C}},
                                    {p + "self_attn.k_proj.weight", {KV, C}},
                                    {p + "self_attn.v_proj.weight", {KV, C}},
-                                   {p + "self_attn.o_proj.weight", {C, C}},
+                                   {p + "self_attn.o_proj.weight", {C, Q}},
                                    {p + "post_attention_layernorm.weight", {C}},
                                    {p + "mlp.gate_proj.weight", {F, C}},
                                    {p + "mlp.up_proj.weight", {F, C}},
                                    {p + "mlp.down_proj.weight", {C, F}}});
     if (shape.attention_bias)
-      tensors.insert(tensors.end(), {{p + "self_attn.q_proj.bias", {C}},
+      tensors.insert(tensors.end(), {{p + "self_attn.q_proj.bias", {Q}},
                                      {p + "self_attn.k_proj.bias", {KV}},
                                      {p + "self_attn.v_proj.bias", {KV}}});
   }
@@ -224,11 +229,14 @@ std::vector<ParameterTensor> LlamaFamily::parameter_tensors(const ModelShape& sh
 }
 
 std::vector<std::pair<std::string, MatmulShape>> LlamaFamily::block_matrices(const ModelShape& shape) const {
-  const std::int64_t C = shape.d_model, KV = shape.kv_dim(), F = shape.d_ff;
-  return {{"self_attn.q_proj.weight", {0, C, C, WeightLayout::out_in}},
-          {"self_attn.k_proj.weight", {0, C, KV, WeightLayout::out_in}},
-          {"mlp.gate_proj.weight", {0, C, F, WeightLayout::out_in}},
-          {"mlp.down_proj.weight", {0, F, C, WeightLayout::out_in}}};
+  const std::int64_t C = shape.d_model, Q = shape.q_dim(), KV = shape.kv_dim(), F = shape.d_ff;
+  std::vector<std::pair<std::string, MatmulShape>> matrices = {
+      {"self_attn.q_proj.weight", {0, C, Q, WeightLayout::out_in}},
+      {"self_attn.k_proj.weight", {0, C, KV, WeightLayout::out_in}},
+      {"mlp.gate_proj.weight", {0, C, F, WeightLayout::out_in}},
+      {"mlp.down_proj.weight", {0, F, C, WeightLayout::out_in}}};
+  if (Q != C) matrices.insert(matrices.begin() + 1, {"self_attn.o_proj.weight", {0, Q, C, WeightLayout::out_in}});
+  return matrices;
 }
 
 std::vector<std::pair<std::string, std::string>> LlamaFamily::shape_keys(const ModelShape& x) const {

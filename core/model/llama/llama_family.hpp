@@ -34,6 +34,11 @@ class LlamaFamily : public ModelFamily {
   std::vector<std::pair<std::string, std::string>> shape_keys(const ModelShape& shape) const override;
 
  protected:
+  // Whether the head is tied when neither [model] nor config.json says (HF's tie_word_embeddings).
+  virtual bool ties_by_default() const { return false; }
+  // config.json's head_dim and MLP activation: LLaMA's are hidden_size / num_attention_heads and
+  // silu; a family with its own reads them here.
+  virtual void read_heads_and_activation(const HfConfigFields& fields, HfModelConfig& config) const;
   // What config.json says of the projections' biases: LLaMA has none; a family with them says so.
   virtual void require_attention_variant(const HfConfigFields& fields) const;
   virtual void write_attention_variant(nlohmann::ordered_json& config) const;

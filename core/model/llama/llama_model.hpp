@@ -34,7 +34,8 @@ struct P {
 struct G {  // global parameters; lm_head is embed when tied
   enum : int { embed, norm, lm_head };
 };
-// A block's saved activations; `output` is the next block's input. q and k are kept after RoPE.
+// A block's saved activations; `output` is the next block's input. q and k are kept after RoPE;
+// `swiglu` is the gated MLP's product (GeGLU's under LlamaMath::gelu_mlp).
 struct A {
   enum : int {
     norm1,
@@ -71,9 +72,17 @@ struct W {
 };
 }  // namespace llama
 
+// What a family built on LLaMA's blocks changes in their math (Gemma: core/model/gemma/).
+struct LlamaMath {
+  float norm_weight_offset = 0.0f;  // each RMSNorm's gain is offset + w (Gemma stores w for 1 + w)
+  float embedding_scale = 1.0f;     // the embedding's rows times this (Gemma: sqrt(d_model) in f32)
+  bool gelu_mlp = false;            // GeGLU, gelu_tanh(gate) * up, instead of SwiGLU
+};
+
 class LlamaModel : public Transformer {
  public:
-  LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& attention, const ModelOptions& options);
+  LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& attention, const ModelOptions& options)
+      : LlamaModel(config, backend, attention, options, LlamaMath{}) {}
 
   const LlamaConfig& config() const noexcept { return config_; }
   std::string_view arch() const noexcept override { return "llama"; }
@@ -86,6 +95,10 @@ class LlamaModel : public Transformer {
   void embed_forward() override;
   void embed_backward() override;
 
+ protected:
+  LlamaModel(const LlamaConfig& config, Backend& backend, Kernel& attention, const ModelOptions& options,
+             const LlamaMath& math);
+
  private:
   void block_forward(int l) override;
   void block_backward(int l) override;
@@ -94,8 +107,21 @@ class LlamaModel : public Transformer {
   void final_backward(float dloss) override;
   AttentionInputs qkv(int l);
   int bias(int which) const { return config_.attention_bias ? which : kNoBias; }
+  void rmsnorm(int l, int out, int rstd, int x, int weight) {
+    Transformer::rmsnorm(l, out, rstd, x, weight, static_cast<float>(config_.norm_eps), math_.norm_weight_offset);
+  }
+  void rmsnorm_backward(int l, float* dx, const float* dy, int x, int weight, int rstd) {
+    Transformer::rmsnorm_backward(l, dx, dy, x, weight, rstd, math_.norm_weight_offset);
+  }
+  void gated(int l) {  // the MLP's product from gate and up
+    if (math_.gelu_mlp)
+      geglu(l, llama::A::swiglu, llama::A::gate, llama::A::up);
+    else
+      swiglu(l, llama::A::swiglu, llama::A::gate, llama::A::up);
+  }
 
   LlamaConfig config_;
+  LlamaMath math_;
 };
 
 }  // namespace strata

@@ -31,6 +31,7 @@ using launching::problem_of;
 using launching::score_gradient;
 using launching::tiles;
 using launching::Upstream;
+using launching::visible;
 
 constexpr int kTile = launching::kTile;  // query rows and key columns per tile
 constexpr int kThreads = 256;            // 16 x 16 threads
@@ -148,16 +149,18 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(float* out, flo
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int col = kt * kTile + tx * 4 + j;
-        s[i][j] = col <= row ? s[i][j] * problem.scale : -INFINITY;
+        s[i][j] = visible(col, row, problem.window) ? s[i][j] * problem.scale : -INFINITY;
         tile_max = fmaxf(tile_max, s[i][j]);
       }
-      // Key 0 (first tile) and key `first` (diagonal tile) are visible to every row, so m_new is finite.
+      // Without a window, key 0 (first tile) and key `first` (diagonal tile) are visible to every
+      // row, so m_new is finite; under one it is -inf until the row's first visible tile.
       const float m_new = fmaxf(m[i], row_max(tile_max));
-      const float alpha = expf(m[i] - m_new);
+      const bool seen = m_new != -INFINITY;
+      const float alpha = seen ? expf(m[i] - m_new) : 1.0f;
       float part = 0.0f;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        s[i][j] = expf(s[i][j] - m_new);
+        s[i][j] = seen ? expf(s[i][j] - m_new) : 0.0f;
         part += s[i][j];
       }
       l[i] = l[i] * alpha + part;
@@ -207,10 +210,12 @@ constexpr int backward_kv_smem_floats() {
   return 4 * D * kPadded + 2 * kTile * D + kTile * kPadded + 2 * kTile;
 }
 
-// One score of the backward pass, recomputed: P = exp(scale * score - lse), zero above the
-// diagonal (key > row) and past the sequence; score_gradient turns it into dS, in place of dP.
-__device__ __forceinline__ float recomputed_probability(float score, int key, int row, int T, float scale, float lse) {
-  return key <= row && row < T ? expf(score * scale - lse) : 0.0f;
+// One score of the backward pass, recomputed: P = exp(scale * score - lse), zero where the row does
+// not see the key (above the diagonal, outside the window) and past the sequence; score_gradient
+// turns it into dS, in place of dP.
+__device__ __forceinline__ float recomputed_probability(float score, int key, int row, int T, int window, float scale,
+                                                        float lse) {
+  return visible(key, row, window) && row < T ? expf(score * scale - lse) : 0.0f;
 }
 
 // Loads rows of query tile qt of head h: q and dout both ways, and the row statistics.
@@ -273,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int key = kt * kTile + ty * 4 + i, row = qt * kTile + tx * 4 + j;
-          s[i][j] = recomputed_probability(s[i][j], key, row, T, problem.scale, lse_s[tx * 4 + j]);
+          s[i][j] = recomputed_probability(s[i][j], key, row, T, problem.window, problem.scale, lse_s[tx * 4 + j]);
           dp[i][j] = score_gradient(s[i][j], dp[i][j], delta_s[tx * 4 + j], problem.scale);
         }
       store_transposed(buf, s, ty, tx);  // buf[query][key] = P
@@ -343,7 +348,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int row = first + ty * 4 + i, key = kt * kTile + tx * 4 + j;
-        const float p = recomputed_probability(s[i][j], key, row, T, problem.scale, lse_s[ty * 4 + i]);
+        const float p = recomputed_probability(s[i][j], key, row, T, problem.window, problem.scale, lse_s[ty * 4 + i]);
         dp[i][j] = score_gradient(p, dp[i][j], delta_s[ty * 4 + i], problem.scale);
       }
     store_transposed(buf, dp, ty, tx);  // buf[key][query] = dS

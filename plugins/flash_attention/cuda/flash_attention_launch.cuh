@@ -24,6 +24,7 @@ struct Problem {
   int seq_len, n_head, group;
   float scale;        // 1 / sqrt(head_dim)
   bool vector_loads;  // every row of q, k and v starts 16-byte aligned
+  int window;         // a sliding window (Mistral's): row t sees keys t - window + 1 .. t; 0: every key <= t
 };
 
 // The softmax-derivative inputs of the backward kernels: dout (B, T, n_head, D) and per score row
@@ -45,7 +46,15 @@ inline Problem problem_of(const AttentionShape& shape, const AttentionInputs& in
           shape.n_head,
           shape.n_head / shape.n_kv_head,
           1.0f / std::sqrt(static_cast<float>(shape.head_dim)),
-          in.q_stride % 4 == 0 && in.kv_stride % 4 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v)};
+          in.q_stride % 4 == 0 && in.kv_stride % 4 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v),
+          shape.window};
+}
+
+// Whether query row `row` sees key `key`: causal, and within the window when there is one. A row
+// may see no key of a whole tile under a window, so the online softmax's running maximum can
+// still be -inf after a tile; the kernels then keep their running sums (alpha = 1, p = 0).
+__device__ __forceinline__ bool visible(int key, int row, int window) {
+  return key <= row && (window == 0 || row - key < window);
 }
 
 // Tiles along the sequence: the grid's x extent.

@@ -33,6 +33,7 @@ using launching::Problem;
 using launching::problem_of;
 using launching::score_gradient;
 using launching::tiles;
+using launching::visible;
 
 constexpr int kTile = launching::kTile;  // query rows and key columns per tile
 constexpr int kWarps = 4;
@@ -225,22 +226,24 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float* out, float* ls
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = kt * kTile + 8 * j + 2 * lane.t + e % 2;
-        s[j][e] = kt < qt || key <= row[e / 2] ? s[j][e] * scale_log2 : -INFINITY;
+        s[j][e] = (kt < qt || key <= row[e / 2]) && visible(key, row[e / 2], problem.window) ? s[j][e] * scale_log2
+                                                                                             : -INFINITY;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
       }
     float alpha[2], part[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      // Key 0 (first tile) is visible to every row, so the new maximum is finite.
+      // Without a window key 0 (first tile) is visible to every row, so the new maximum is finite;
+      // under one it is -inf until the row's first visible tile (launch.cuh, visible).
       const float m_new = fmaxf(m[i], quad_max(tile_max[i]));
-      alpha[i] = exp2f(m[i] - m_new);
+      alpha[i] = m_new != -INFINITY ? exp2f(m[i] - m_new) : 1.0f;
       m[i] = m_new;
     }
 #pragma unroll
     for (int j = 0; j < kColumnBlocks; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f(s[j][e] - m[e / 2]);
+        s[j][e] = m[e / 2] != -INFINITY ? exp2f(s[j][e] - m[e / 2]) : 0.0f;
         part[e / 2] += s[j][e];
       }
 #pragma unroll
@@ -281,6 +284,7 @@ struct Copies {
   const float* delta;
   int seq_len, n_head, group;
   float scale;
+  int window;  // Problem::window
 };
 
 // dst (rows, width), contiguous, = src rows `stride` floats apart rounded to bf16 (nearest even);
@@ -421,7 +425,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int column = 8 * j + 2 * lane.t + e % 2, query = qt * kTile + column;
-        p[j][e] = key[e / 2] <= query && query < T ? exp2f(p[j][e] * scale_log2 - lse_s[column] * kLog2e) : 0.0f;
+        p[j][e] = visible(key[e / 2], query, op.window) && query < T
+                      ? exp2f(p[j][e] * scale_log2 - lse_s[column] * kLog2e)
+                      : 0.0f;
         ds[j][e] = score_gradient(p[j][e], ds[j][e], delta_s[column], op.scale);
       }
     accumulate_product<D>(dv_acc, p, do_s);  // dV += P^T dO
@@ -494,7 +500,7 @@ __global__ void __launch_bounds__(kThreads) backward_q_kernel(float* dq, std::in
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = e / 2, key = kt * kTile + 8 * j + 2 * lane.t + e % 2;
-        const float p = key <= row[i] && row[i] < T ? exp2f(s[j][e] * scale_log2 - row_lse[i]) : 0.0f;
+        const float p = visible(key, row[i], op.window) && row[i] < T ? exp2f(s[j][e] * scale_log2 - row_lse[i]) : 0.0f;
         ds[j][e] = score_gradient(p, ds[j][e], row_delta[i], op.scale);
       }
     accumulate_product<D>(dq_acc, ds, k_s);  // dQ += dS K
@@ -547,7 +553,8 @@ void launch_backward(cudaStream_t stream, const AttentionShape& shape, const Att
   round_rows(stream, v, in.v, in.kv_stride, rows, kv_width, problem.vector_loads);
   // dout is the model's own contiguous (N, n_head * D) buffer: always 16-byte aligned rows.
   round_rows(stream, d, dout, q_width, rows, q_width, true);
-  const Copies op{q, k, v, d, lse, delta, problem.seq_len, problem.n_head, problem.group, problem.scale};
+  const Copies op{
+      q, k, v, d, lse, delta, problem.seq_len, problem.n_head, problem.group, problem.scale, problem.window};
   if (shape.head_dim == 64)
     backward_for<64>(stream, shape, grads, op);
   else

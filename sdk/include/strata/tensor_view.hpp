@@ -59,7 +59,7 @@ struct TensorInfo {
   std::uint64_t bytes = 0;                  // as allocated
   // A block's activation that its backward recomputes by itself when a strategy drops only it
   // (HookContext::drop_activation_tensors): the op that does ("layernorm", "rmsnorm", "gelu",
-  // "swiglu", "attention"). Empty when only recomputing the whole block brings it back.
+  // "swiglu", "geglu", "attention"). Empty when only recomputing the whole block brings it back.
   std::string_view recomputed_by;
 };
 
