@@ -47,11 +47,11 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
                     ExecutorOptions{steps, 0, manifest.train.lr, nullptr, stack.strategy_labels, UpdateMode::full,
                                     FusedClip::previous});
   executor.attach_without_allocating();
-  if (model.store().any_on_disk()) {
+  if (model.store().residency().any_on_disk()) {
     disk_tier = open_disk_tier(manifest, *device);
-    model.store().use_disk_tier(*disk_tier);
+    model.store().residency().use_disk_tier(*disk_tier);
   }
-  model.store().allocate_persistent();
+  model.store().residency().allocate_persistent();
   model.init_weights(manifest.train.seed);
   const Dataset dataset({manifest.data.train, std::nullopt, 0.1, 256, manifest.model.seq_len(), rows});
 
@@ -70,7 +70,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
     run.loss_scales.push_back(outcome.loss_scale);
     run.skipped.push_back(outcome.skipped);
   }
-  model.store().complete_all_moves();
+  model.store().residency().complete_all_moves();
   for (const ParameterRows& rows_of : model.parameters()) {
     // The f32 master under bf16 or int8 storage; a frozen matrix's values as its matmuls see them.
     const std::vector<float> weight = model.effective_values(rows_of);
@@ -100,7 +100,7 @@ StackRun run_stack(const Family& family, const std::string& name, const std::str
       run.attention_saved_bytes = row.bytes();
     }
   if (disk_tier) run.disk = disk_tier->stats();
-  run.bytes_to_device = model.store().transfers().bytes_to_device;
+  run.bytes_to_device = model.store().residency().transfers().bytes_to_device;
   for (const ParameterRows& rows_of : model.parameters()) {
     for (int row : stored_weight_rows(rows_of)) run.stored_weight_bytes += model.table().row(row).bytes();
     if (rows_of.grad >= 0)

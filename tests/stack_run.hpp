@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/device/allocator.hpp"
-#include "core/device/disk_tier.hpp"
+#include "core/residency/disk_tier.hpp"
 
 namespace strata::test {
 

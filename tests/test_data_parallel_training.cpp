@@ -3,7 +3,7 @@
 // rank's computing, so the sums and zero 3's gathers are still in flight when the executor goes on
 // to the next block. Every stage still gives the losses of the blocking calls, bit for bit. Here,
 // unlike under mpirun (tests/cli/data_parallel.sh), the sanitized suite watches the overlap: a row
-// freed or moved while a call reads or writes it (TensorStore::guard_rows) is a use after free.
+// freed or moved while a call reads or writes it (Residency::guard_rows) is a use after free.
 #include <gtest/gtest.h>
 
 #include <chrono>

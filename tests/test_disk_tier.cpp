@@ -15,9 +15,9 @@
 
 #include "core/checkpoint/safetensors.hpp"
 #include "core/device/allocator.hpp"
-#include "core/device/disk_tier.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
+#include "core/residency/disk_tier.hpp"
 #include "core/training/training_run.hpp"
 #include "stack_run.hpp"
 #include "test_support.hpp"

@@ -12,9 +12,9 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/checkpoint_verify.hpp"
-#include "core/device/disk_tier.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
+#include "core/residency/disk_tier.hpp"
 #include "core/training/training_run.hpp"
 #include "test_support.hpp"
 

@@ -178,13 +178,13 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   // Every value reaches the host through an explicit copy, a piece at a time as the files are
   // written (safetensors.hpp, write_safetensors_in_pieces): a save holds at most one piece of
   // tensor data beside the model, and one row read in from the disk tier.
-  std::optional<DiskLoan> loan;  // the row being read, when the disk tier holds it
+  std::optional<Residency::Loan> loan;  // the row being read, when the disk tier holds it
   int loaned_row = -1;
   const auto row_source = [&model, &loan, &loaned_row, &row_bytes](int row) {
     return [&model, &loan, &loaned_row, &row_bytes, row](std::uint64_t offset, std::span<std::byte> out) {
       if (row != loaned_row) {  // a row on disk is read in for the copy, and dropped again
         loan.reset();
-        loan.emplace(model.store(), std::vector<int>{row}, DiskLoan::Access::read);
+        loan.emplace(model.store().residency(), std::vector<int>{row}, Residency::Loan::Access::read);
         loaned_row = row;
       }
       const void* data = row_bytes ? row_bytes(row) : model.store().data(row);
@@ -198,7 +198,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
   // costs its in-memory rows only. Where the tier cannot link (another filesystem), they are copied.
   nlohmann::json tier_files = nlohmann::json::object();
   std::uint64_t linked_bytes = 0;
-  DiskTier* tier = model.store().disk_tier();
+  DiskTier* tier = model.store().residency().disk_tier();
   bool linking = tier != nullptr && tier->link_refusal().empty();  // a refusal is logged once a run
   const auto link_or_copy = [&](std::vector<TensorPieces>& file_tensors, const char* file, int row,
                                 const std::string& name, const std::vector<std::int64_t>& shape, DType dtype) {
@@ -207,7 +207,7 @@ fs::path save_checkpoint(const fs::path& directory, Model& model, const TrainerS
       fs::create_directories(temporary / kTierDirectory);
       const std::string link_name = std::string(kTierDirectory) + "/" + name + ".bin";
       std::string why;
-      if (const auto linked = model.store().link_from_disk(row, temporary / link_name, why)) {
+      if (const auto linked = model.store().residency().link_from_disk(row, temporary / link_name, why)) {
         // What the read-back would have found in a copy: values that are not finite.
         if (!linked->finite)
           throw std::runtime_error("the save of step " + std::to_string(state.step) +
@@ -554,11 +554,12 @@ TrainerState load_checkpoint(const fs::path& path, Model& model, const std::stri
                               "' refuses its state: " + status.message());
     std::vector<int> state_rows(rows.state.begin(), rows.state.end());
     std::erase(state_rows, -1);
-    const DiskLoan state(model.store(), state_rows, DiskLoan::Access::write);  // the disk tier's, if there
+    const Residency::Loan state(model.store().residency(), state_rows,
+                                Residency::Loan::Access::write);  // the disk tier's, if there
     for (std::size_t s = 0; s < rows.state.size(); ++s)
       if (const int row = rows.state[s]; row >= 0) {
         // Another data-parallel rank's (it keeps and loads the row itself): checked above, not held here.
-        if (model.store().held_elsewhere(row)) continue;
+        if (model.store().residency().held_elsewhere(row)) continue;
         model.backend().ops().copy_from_host(model.store().data(row), buffers[s].bytes.data(), buffers[s].bytes.size());
         state_files.holder(state_name(rows, s)).release(state_name(rows, s));  // a mapped tier file's pages
       }

@@ -26,11 +26,11 @@ DataParallel::DataParallel(Communicator& communicator, TensorStore& store, int z
   for (std::size_t i = 0; i < parameters.size(); ++i)
     if (owners_[i] >= 0)
       for (int row : owner_rows(i)) row_owner_[row] = owners_[i];
-  store_.guard_rows([this](int row) { wait_for_row(row); });
+  store_.residency().guard_rows([this](int row) { wait_for_row(row); });
 }
 
 DataParallel::~DataParallel() {
-  store_.guard_rows({});
+  store_.residency().guard_rows({});
   try {
     communicator_.wait(last_ticket_);
   } catch (...) {  // the run has failed already, and says why
@@ -72,8 +72,8 @@ void DataParallel::shard_rows() {
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] < 0 || owners_[i] == rank()) continue;
-    store_.allocate_on_demand(owner_rows(i));
-    if (zero_ >= 2) store_.allocate_on_demand({parameters[i].grad});
+    store_.residency().allocate_on_demand(owner_rows(i));
+    if (zero_ >= 2) store_.residency().allocate_on_demand({parameters[i].grad});
   }
 }
 
@@ -102,8 +102,8 @@ void DataParallel::start_gather(int layer) {
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (owners_[i] < 0 || parameters[i].layer != layer) continue;
     for (int row : stored_weight_rows(parameters[i])) {
-      if (owners_[i] != rank()) store_.allocate(row);
-      store_.complete_rows({row});
+      if (owners_[i] != rank()) store_.residency().allocate(row);
+      store_.residency().complete_rows({row});
       const TensorView view = store_.view(row);
       rows.push_back(row);
       broadcasts.emplace_back(std::span<std::byte>(static_cast<std::byte*>(view.data), view.bytes()), owners_[i]);
@@ -124,15 +124,15 @@ void DataParallel::release_weights(int layer) {
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i)
     if (owners_[i] >= 0 && owners_[i] != rank() && parameters[i].layer == layer)
-      for (int row : stored_weight_rows(parameters[i])) store_.release(row);
+      for (int row : stored_weight_rows(parameters[i])) store_.residency().release(row);
 }
 
 void DataParallel::prepare_gradients(int layer) {
   if (zero_ < 2) return;
   const std::vector<ParameterRows>& parameters = store_.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i)
-    if (owners_[i] >= 0 && parameters[i].layer == layer && !store_.allocated(parameters[i].grad))
-      store_.allocate(parameters[i].grad, /*zero=*/true);
+    if (owners_[i] >= 0 && parameters[i].layer == layer && !store_.residency().allocated(parameters[i].grad))
+      store_.residency().allocate(parameters[i].grad, /*zero=*/true);
 }
 
 void DataParallel::reduce_gradients(int layer) {
@@ -144,7 +144,7 @@ void DataParallel::reduce_gradients(int layer) {
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const ParameterRows& parameter = parameters[i];
     if (owners_[i] < 0 || parameter.layer != layer) continue;
-    store_.complete_rows({parameter.grad});  // a strategy may be moving it
+    store_.residency().complete_rows({parameter.grad});  // a strategy may be moving it
     const TensorView grad = store_.view(parameter.grad);
     rows.push_back(parameter.grad);
     sums.emplace_back(std::span<float>(grad.f32(), static_cast<std::size_t>(grad.count)), owners_[i]);
@@ -164,7 +164,7 @@ void DataParallel::reduce_gradients(int layer) {
 }
 
 void DataParallel::release_sent_gradients() {
-  for (int row : sent_gradients_) store_.release(row);  // waits for its sum
+  for (int row : sent_gradients_) store_.residency().release(row);  // waits for its sum
   sent_gradients_.clear();
 }
 
@@ -178,7 +178,7 @@ void DataParallel::finish_reductions() {
 std::vector<TensorView> DataParallel::held_gradients() const {
   std::vector<TensorView> grads;
   for (const ParameterRows& rows : store_.parameters())
-    if (rows.grad >= 0 && store_.allocated(rows.grad)) grads.push_back(store_.view(rows.grad));
+    if (rows.grad >= 0 && store_.residency().allocated(rows.grad)) grads.push_back(store_.view(rows.grad));
   return grads;
 }
 
@@ -218,7 +218,7 @@ void DataParallel::share_updated_parameters() {
     // The weights as the owner stored them (its published bf16 or int8 and scales, where its master
     // is f32): what every rank computes with, as one process would have rounded them.
     for (int row : stored_weight_rows(parameters[i])) {
-      store_.complete_rows({row});
+      store_.residency().complete_rows({row});
       const TensorView view = store_.view(row);
       if (communicator_.moves_bytes())
         communicator_.broadcast({static_cast<std::byte*>(view.data), view.bytes()}, owners_[i]);
@@ -235,17 +235,17 @@ constexpr std::int32_t kSaveWritten = -1;
 
 const void* DataParallel::row_for_save(int row) {
   if (row != held_for_save_ && held_for_save_ >= 0) {
-    store_.release(held_for_save_);
+    store_.residency().release(held_for_save_);
     held_for_save_ = -1;
   }
   const auto owner = row_owner_.find(row);
   // Every rank's, or rank 0's own, or here for now (zero 3 gathers a layer's weights for the
   // step); or received already for the piece before.
-  if (owner == row_owner_.end() || owner->second == 0 || store_.allocated(row)) {
-    store_.complete_rows({row});
+  if (owner == row_owner_.end() || owner->second == 0 || store_.residency().allocated(row)) {
+    store_.residency().complete_rows({row});
     return store_.data(row);
   }
-  store_.allocate(row);
+  store_.residency().allocate(row);
   held_for_save_ = row;
   const std::int32_t request = row;
   communicator_.send(std::as_bytes(std::span(&request, 1)), owner->second);
@@ -255,7 +255,7 @@ const void* DataParallel::row_for_save(int row) {
 }
 
 void DataParallel::end_save() {
-  if (held_for_save_ >= 0) store_.release(held_for_save_);
+  if (held_for_save_ >= 0) store_.residency().release(held_for_save_);
   held_for_save_ = -1;
   const std::int32_t written = kSaveWritten;
   for (int r = 1; r < ranks(); ++r) communicator_.send(std::as_bytes(std::span(&written, 1)), r);
@@ -269,10 +269,10 @@ void DataParallel::serve_save() {
     // A request for a row this rank does not keep is a bug on rank 0's side: said, not answered
     // with whatever lies at a null row.
     const auto owner = row_owner_.find(row);
-    if (owner == row_owner_.end() || owner->second != rank() || !store_.allocated(row))
+    if (owner == row_owner_.end() || owner->second != rank() || !store_.residency().allocated(row))
       throw std::logic_error("rank " + std::to_string(rank()) + " was asked for row " + std::to_string(row) +
                              " of a save, which it does not keep");
-    store_.complete_rows({row});
+    store_.residency().complete_rows({row});
     const TensorView view = store_.view(row);
     communicator_.send({static_cast<const std::byte*>(view.data), view.bytes()}, 0);
   }

@@ -16,7 +16,7 @@
 // The calls overlap computing: a block's sums run on the communicator's thread while the block
 // below goes backward, and at zero 3 the next block's weights arrive while this one computes (on
 // CUDA ranks NCCL's calls take their turn on the compute stream instead). The
-// store waits for a row in flight before it moves or frees it (TensorStore::guard_rows).
+// store waits for a row in flight before it moves or frees it (Residency::guard_rows).
 #include <cstdint>
 #include <functional>
 #include <span>

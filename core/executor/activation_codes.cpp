@@ -31,8 +31,8 @@ void Executor::encode_activations(int layer) {
 
 void Executor::restore_activations(int layer) {
   TensorStore& store = model_.store();
-  store.bring_to_device(model_.layer_held_rows(layer));
-  if (layer > 0) store.bring_to_device({model_.layer_output_row(layer - 1)});
+  store.residency().bring_to_device(model_.layer_held_rows(layer));
+  if (layer > 0) store.residency().bring_to_device({model_.layer_output_row(layer - 1)});
   if (!model_.codes_activations()) return;
   if (const std::optional<CodecFailure> failure =
           model_.decode_activations(layer, codec_call(model_, step_, micro_batch_, layer)))

@@ -46,32 +46,31 @@ class ExecutorHookContext final : public HookContext {
             "the optimizer steps every parameter at once (it has no step in parts, SDK 9.3), so its state cannot "
             "live on disk");
       TensorStore& store = executor_.model_.store();
-      store.move_group(layer, group, Home::host);  // from the device, if the state is there
-      store.move_group(layer, group, Home::disk);
+      store.residency().make_resident(store.group_rows(layer, group), Home::disk, true);
     });
   }
   Status read_from_disk_async(int layer, TensorGroup group) noexcept override {
     return guarded([&] {
       if (layer != kGlobalParameters) check_layer(layer);
       TensorStore& store = executor_.model_.store();
-      store.read_from_disk(store.group_rows(layer, group));
+      store.residency().read_from_disk(store.group_rows(layer, group));
     });
   }
   Status write_to_disk_async(int layer, TensorGroup group) noexcept override {
     return guarded([&] {
       if (layer != kGlobalParameters) check_layer(layer);
       TensorStore& store = executor_.model_.store();
-      store.write_to_disk(store.group_rows(layer, group));
+      store.residency().write_to_disk(store.group_rows(layer, group));
     });
   }
   Status wait_transfers() noexcept override {
-    return guarded([&] { executor_.model_.store().complete_all_moves(); });
+    return guarded([&] { executor_.model_.store().residency().complete_all_moves(); });
   }
   Status wait_for(int layer, TensorGroup group) noexcept override {
     return guarded([&] {
       if (layer != kGlobalParameters) check_layer(layer);
       executor_.model_.store().complete_moves(layer, group);
-      executor_.model_.store().collect_finished_moves();  // everything issued earlier has landed too
+      executor_.model_.store().residency().collect_finished_moves();  // everything issued earlier has landed too
     });
   }
   Residence residence(int layer, TensorGroup group) const noexcept override {
@@ -111,7 +110,7 @@ class ExecutorHookContext final : public HookContext {
     if (!row) return {};
     // A tensor being moved is where it goes once its copy lands: let it land, so the view's memory
     // space is true.
-    if (Status status = guarded([&] { store.complete_rows({*row}); }); !status) return {};
+    if (Status status = guarded([&] { store.residency().complete_rows({*row}); }); !status) return {};
     return store.view(*row);
   }
   Status drop_activation_tensors(int layer, std::span<const std::string_view> names) noexcept override {
@@ -149,7 +148,7 @@ class ExecutorHookContext final : public HookContext {
       const TensorRow& r = rows[i];
       if (r.layer != layer) continue;
       const int row = static_cast<int>(i);
-      const Residence where = store.allocated(row) ? residence_of(r.home) : Residence::absent;
+      const Residence where = store.residency().allocated(row) ? residence_of(r.home) : Residence::absent;
       const int kind = layer >= 0 && r.group == TensorGroup::activations ? model.activation_kind(layer, row) : -1;
       const std::string_view recomputed_by = kind >= 0 ? std::string_view(model.recompute_op(kind)) : "";
       listed.push_back({r.name, r.layer, r.shape, r.element, r.group, r.category, where, r.bytes(), recomputed_by});
@@ -160,7 +159,7 @@ class ExecutorHookContext final : public HookContext {
     switch (service) {
       case Service::memory:
       case Service::update_on_host: return true;
-      case Service::disk_tier: return executor_.model_.store().disk_tier() != nullptr;
+      case Service::disk_tier: return executor_.model_.store().residency().disk_tier() != nullptr;
       case Service::activation_codecs: return true;
       case Service::count: break;
     }
@@ -187,17 +186,10 @@ class ExecutorHookContext final : public HookContext {
         std::vector<int> rows = executor_.model_.layer_held_rows(layer);
         if (to == Home::host && layer == executor_.forward_layer_)
           std::erase(rows, executor_.model_.layer_output_row(layer));
-        store.begin_move_rows(rows, to);
-        if (!async) store.complete_rows(rows);
+        store.residency().make_resident(rows, to, !async);
         return;
       }
-      // Rows on disk come in through host memory: read them first, and wait.
-      if (to == Home::device && store.disk_tier() != nullptr)
-        (void)store.borrow_from_disk(store.group_rows(layer, group));
-      if (async)
-        store.begin_move_group(layer, group, to);
-      else
-        store.move_group(layer, group, to);
+      store.residency().make_resident(store.group_rows(layer, group), to, !async);
     });
   }
   void check_layer(int layer) const {
@@ -221,18 +213,20 @@ Executor::Executor(Model& model, Optimizer& optimizer, PrecisionPolicy& precisio
 
 void Executor::attach() {
   attach_without_allocating();
-  model_.store().allocate_persistent();
+  model_.store().residency().allocate_persistent();
 }
 
 void Executor::attach_without_allocating() {
   run_hooks(Hook::attach, -1, false);
   if (options_.update == UpdateMode::fused)
     for (int layer = kGlobalParameters; layer < model_.n_layer(); ++layer)
-      model_.store().allocate_on_demand(model_.store().group_rows(layer, TensorGroup::grads));
+      model_.store().residency().allocate_on_demand(model_.store().group_rows(layer, TensorGroup::grads));
 }
 
 void Executor::run_hooks(Hook hook, int layer, bool reverse) {
-  model_.store().collect_finished_moves();  // frees the sources of copies that landed, so memory returns promptly
+  model_.store()
+      .residency()
+      .collect_finished_moves();  // frees the sources of copies that landed, so memory returns promptly
   ExecutorHookContext context(*this, layer);
   const std::size_t count = strategies_.size();
   for (std::size_t i = 0; i < count; ++i) {
@@ -277,10 +271,11 @@ void Executor::ensure_on_device(int layer, TensorGroup group) {
   if (group == TensorGroup::weights && options_.data_parallel != nullptr) options_.data_parallel->gather_weights(layer);
   TensorStore& store = model_.store();
   store.complete_moves(layer, group);
-  // A block's weights kept on disk that no strategy brought in: read them now, and wait.
-  if (store.disk_tier() != nullptr && store.residence(layer, group) == Residence::disk)
-    store.move_group(layer, group, Home::host);
-  if (store.residence(layer, group) == Residence::host) store.move_group(layer, group, Home::device);
+  // Weights a strategy left on the host, or a block's kept on disk that no strategy brought in:
+  // brought in now, and waited for.
+  const Residence where = store.residence(layer, group);
+  if (where == Residence::host || where == Residence::disk)
+    store.residency().make_resident(store.group_rows(layer, group), Home::device, true);
 }
 
 void Executor::forward_layers(bool keep_activations) {
@@ -481,7 +476,7 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   // The globals' gradients join offloaded state (the blocks' left after their backward), so the
   // precision check reads every gradient in host memory, on the host.
   gather_on_host(kGlobalParameters, {TensorGroup::grads});
-  store.complete_all_moves();  // the precision check and the optimizer read every gradient
+  store.residency().complete_all_moves();  // the precision check and the optimizer read every gradient
 
   std::vector<TensorView> grads;
   if (parallel != nullptr) {
@@ -505,7 +500,7 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
                              std::to_string(step) + ", and the precision policy did not skip the step");
 
   run_hooks(Hook::before_step, -1, false);
-  store.complete_all_moves();  // the optimizer writes where the strategies put the tensors
+  store.residency().complete_all_moves();  // the optimizer writes where the strategies put the tensors
   store.drop_stale_weight_copies();
   update_after_backward(outcome.skipped, outcome.report);
   run_hooks(Hook::after_step, -1, true);
@@ -520,7 +515,7 @@ void Executor::predicted_update(std::int64_t step, std::span<const MicroBatch> m
   outcome.loss_scale = 1.0;
   model_.backend().synchronize();  // an op's failure surfaces here, not as a NaN loss
   run_hooks(Hook::before_step, -1, false);
-  store.complete_all_moves();  // the controller writes where the strategies put the tensors
+  store.residency().complete_all_moves();  // the controller writes where the strategies put the tensors
   store.drop_stale_weight_copies();
   const StepObservation observed{step, options_.total_steps, outcome.phase, outcome.loss, 0.0, 0.0, false};
   const std::vector<ControlledParameter> parameters = controlled_parameters();

@@ -33,8 +33,8 @@ void Executor::begin_fused_block(int layer) {
   // backward and are complete after the embedding's.
   TensorStore& store = model_.store();
   const std::vector<int> grads = store.group_rows(layer, TensorGroup::grads);
-  store.begin_move_rows(grads, Home::device);  // unallocated: only the home changes
-  for (int row : grads) store.allocate(row, /*zero=*/true);
+  store.residency().begin_move_rows(grads, Home::device);  // unallocated: only the home changes
+  for (int row : grads) store.residency().allocate(row, /*zero=*/true);
   // A block's state on disk is read in while its backward runs; the globals' once the last block
   // has updated (read_fused_state_from_disk), so that at most two layers' state is in memory.
   if (layer >= 0) read_fused_state_from_disk(layer);
@@ -45,7 +45,7 @@ void Executor::read_fused_state_from_disk(int layer) {
   state_from_disk_.resize(static_cast<std::size_t>(model_.n_layer()) + 1);
   std::vector<int>& rows = state_from_disk_[static_cast<std::size_t>(layer + 1)];
   rows = store.rows_on_disk(layer, {TensorGroup::optimizer_state});  // the moments, the masters or both
-  store.begin_move_rows(rows, Home::host);
+  store.residency().begin_move_rows(rows, Home::host);
 }
 
 bool Executor::defers_fused_step(int layer) {
@@ -55,7 +55,7 @@ bool Executor::defers_fused_step(int layer) {
   // update would read them in again.
   const TensorStore& store = model_.store();
   for (int row : store.group_rows(layer, TensorGroup::weights))
-    if (store.kept_on_disk(row)) return false;
+    if (store.residency().kept_on_disk(row)) return false;
   return updates_on_host(parameter_slots(layer));  // homes only: moves in flight land in fused_step_block
 }
 
@@ -69,7 +69,7 @@ void Executor::fused_step_block(int layer) {
   for (TensorGroup group : {TensorGroup::weights, TensorGroup::grads, TensorGroup::optimizer_state})
     store.complete_moves(layer, group);
   // Weights a strategy keeps on disk and has sent back already are read in for the update.
-  const std::vector<int> weights_in = store.borrow_from_disk(store.group_rows(layer, TensorGroup::weights));
+  const std::vector<int> weights_in = store.residency().borrow_from_disk(store.group_rows(layer, TensorGroup::weights));
   from_disk.insert(from_disk.end(), weights_in.begin(), weights_in.end());
   store.drop_stale_weight_copies(layer);  // the update writes the block's weights
   std::vector<ParamSlot> slots = parameter_slots(layer);
@@ -98,8 +98,8 @@ void Executor::fused_step_block(int layer) {
     update_slots(settle, slots, report);
   }
   store.publish_layer_weights(step_, layer);
-  if (!from_disk.empty()) store.return_to_disk(from_disk, !slots.empty());
-  for (int row : store.group_rows(layer, TensorGroup::grads)) store.release(row);
+  if (!from_disk.empty()) store.residency().return_to_disk(from_disk, !slots.empty());
+  for (int row : store.group_rows(layer, TensorGroup::grads)) store.residency().release(row);
 }
 
 void Executor::finish_fused_step(StepOutcome& outcome) {
@@ -114,7 +114,7 @@ void Executor::finish_fused_step(StepOutcome& outcome) {
                              std::to_string(step_) + " (update = \"fused\": every block is already updated)");
   // The optimizer has run block by block: no before_step hook (nothing is left for it to prepare);
   // after_step hooks see the updated weights, as after a full update.
-  model_.store().complete_all_moves();
+  model_.store().residency().complete_all_moves();
   run_hooks(Hook::after_step, -1, true);
 }
 

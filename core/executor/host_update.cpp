@@ -42,7 +42,8 @@ void Executor::gather_on_host(int layer, std::initializer_list<TensorGroup> grou
   const Residence state = store.residence(layer, TensorGroup::optimizer_state);
   if (state != Residence::host && state != Residence::disk) return;
   for (TensorGroup group : groups)
-    if (store.residence(layer, group) == Residence::device) store.begin_move_group(layer, group, Home::host);
+    if (store.residence(layer, group) == Residence::device)
+      store.residency().begin_move_rows(store.group_rows(layer, group), Home::host);
 }
 
 Ops& Executor::ops_for(std::span<const TensorView> rows) {

@@ -63,7 +63,7 @@ void Executor::update_after_backward(bool skipped, OptimizerReport& report) {
   // The parts: every layer at once, or one at a time when rows live on disk. kAllLayers: the
   // whole model in one part.
   std::vector<int> parts{kAllLayers};
-  if (!sharded && store.any_on_disk()) {
+  if (!sharded && store.residency().any_on_disk()) {
     parts = {kGlobalParameters};
     for (int layer = 0; layer < model_.n_layer(); ++layer) parts.push_back(layer);
   }
@@ -89,7 +89,7 @@ void Executor::update_after_backward(bool skipped, OptimizerReport& report) {
     for (std::size_t i = 0; i < parts.size(); ++i)
       from_disk[i] = store.rows_on_disk(parts[i], {TensorGroup::optimizer_state, TensorGroup::weights});
   const auto read_in = [&](std::size_t i) {
-    if (i < parts.size() && !from_disk[i].empty()) store.begin_move_rows(from_disk[i], Home::host);
+    if (i < parts.size() && !from_disk[i].empty()) store.residency().begin_move_rows(from_disk[i], Home::host);
   };
   read_in(0);
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -97,9 +97,9 @@ void Executor::update_after_backward(bool skipped, OptimizerReport& report) {
     if (!one_part) {
       // The part before has been written back (the tier's transfers run in order, so the write
       // ends before the next read starts anyway): at most two layers' state is in host memory.
-      if (i > 0) store.complete_rows(from_disk[i - 1]);
+      if (i > 0) store.residency().complete_rows(from_disk[i - 1]);
       read_in(i + 1);  // the next layer's state arrives while this one updates
-      store.complete_rows(from_disk[i]);
+      store.residency().complete_rows(from_disk[i]);
       store.complete_moves(layer, TensorGroup::optimizer_state);
       store.drop_stale_weight_copies(layer);  // the update (or, skipped, the publish below) rewrites them
     }
@@ -123,7 +123,7 @@ void Executor::update_after_backward(bool skipped, OptimizerReport& report) {
     const bool weights_read = std::any_of(from_disk[i].begin(), from_disk[i].end(), [&](int row) {
       return store.table().row(row).group == TensorGroup::weights;
     });
-    if (!from_disk[i].empty()) store.return_to_disk(from_disk[i], !skipped || weights_read);
+    if (!from_disk[i].empty()) store.residency().return_to_disk(from_disk[i], !skipped || weights_read);
   }
   if (sharded) parallel->share_updated_parameters();  // the owners' values to every rank
 }

@@ -63,7 +63,7 @@ struct DeviceSpec {
   std::string kind = "cpu";
   std::uint64_t memory_limit = 0;  // 0: none
   bool tf32 = false;               // f32 products on TF32 tensor cores (a GPU only)
-  // The disk tier (core/device/disk_tier.hpp): the directory of its file, and how much it may hold.
+  // The disk tier (core/residency/disk_tier.hpp): the directory of its file, and how much it may hold.
   std::optional<std::filesystem::path> disk_path;
   std::uint64_t disk_limit = 0;  // 0: none
 };

@@ -26,7 +26,7 @@ void ActivationCodes::declare(const std::vector<StrategyCodec>& codecs,
         if (bytes == 0) continue;
         const int code_row = store_.add_row(row.name + ".code", row.layer, {static_cast<std::int64_t>(bytes)},
                                             MemoryCategory::activations, TensorGroup::activations, DType::u8);
-        store_.set_stand_in(value_row, code_row);
+        store_.residency().set_stand_in(value_row, code_row);
         layers_[l].push_back({static_cast<int>(k), value_row, code_row, static_cast<int>(c)});
         held_codes_[l].push_back(code_row);
         ++coded_;
@@ -37,25 +37,25 @@ void ActivationCodes::declare(const std::vector<StrategyCodec>& codecs,
 
 std::optional<CodecFailure> ActivationCodes::encode(int layer, Ops& ops, const CodecCall& call) {
   for (const Coded& coded : layers_.at(static_cast<std::size_t>(layer))) {
-    if (!store_.allocated(coded.value_row) || store_.allocated(coded.code_row)) continue;
-    store_.allocate(coded.code_row);
+    if (!store_.residency().allocated(coded.value_row) || store_.residency().allocated(coded.code_row)) continue;
+    store_.residency().allocate(coded.code_row);
     const StrategyCodec& owner = codecs_[static_cast<std::size_t>(coded.codec)];
     const PluginCallScope scope(owner.label, "encode", layer, call.step);
     if (const Status status = owner.codec->encode(ops, call, store_.view(coded.value_row), store_.view(coded.code_row));
         !status) {
-      store_.release(coded.code_row);
+      store_.residency().release(coded.code_row);
       return CodecFailure{owner.strategy, "encode", status.message()};
     }
-    store_.release(coded.value_row);
+    store_.residency().release(coded.value_row);
   }
   return std::nullopt;
 }
 
 std::optional<CodecFailure> ActivationCodes::decode(int layer, Ops& ops, const CodecCall& call) {
   for (const Coded& coded : layers_.at(static_cast<std::size_t>(layer))) {
-    if (!store_.allocated(coded.code_row)) continue;
-    if (!store_.allocated(coded.value_row)) {  // not recomputed meanwhile
-      store_.allocate(coded.value_row);
+    if (!store_.residency().allocated(coded.code_row)) continue;
+    if (!store_.residency().allocated(coded.value_row)) {  // not recomputed meanwhile
+      store_.residency().allocate(coded.value_row);
       const StrategyCodec& owner = codecs_[static_cast<std::size_t>(coded.codec)];
       const PluginCallScope scope(owner.label, "decode", layer, call.step);
       if (const Status status =
@@ -63,18 +63,18 @@ std::optional<CodecFailure> ActivationCodes::decode(int layer, Ops& ops, const C
           !status)
         return CodecFailure{owner.strategy, "decode", status.message()};
     }
-    store_.release(coded.code_row);
+    store_.residency().release(coded.code_row);
   }
   return std::nullopt;
 }
 
 void ActivationCodes::release(int layer, const std::vector<int>& kinds) {
   for (const Coded& coded : layers_.at(static_cast<std::size_t>(layer)))
-    if (std::find(kinds.begin(), kinds.end(), coded.kind) != kinds.end()) store_.release(coded.code_row);
+    if (std::find(kinds.begin(), kinds.end(), coded.kind) != kinds.end()) store_.residency().release(coded.code_row);
 }
 
 void ActivationCodes::release_all(int layer) {
-  for (const Coded& coded : layers_.at(static_cast<std::size_t>(layer))) store_.release(coded.code_row);
+  for (const Coded& coded : layers_.at(static_cast<std::size_t>(layer))) store_.residency().release(coded.code_row);
 }
 
 }  // namespace strata

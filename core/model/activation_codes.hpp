@@ -3,7 +3,7 @@
 // once per saved tensor of every block when the model is built, each taken tensor given a code row
 // beside it ("h.3.act.fch.code", u8, group activations); then, per micro batch, the codes made after
 // a block's forward and the values made back before its backward. The value row and its code row
-// are stand-ins for each other in the store (TensorStore::set_stand_in): residence, moves and drops
+// are stand-ins for each other in the store (Residency::set_stand_in): residence, moves and drops
 // treat a kind as held when either is.
 #include <cstdint>
 #include <functional>

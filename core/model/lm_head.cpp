@@ -16,7 +16,8 @@ void LmHead::declare(const LmHeadShape& shape, const LmHeadRows& rows) {
 }
 
 void LmHead::set_logits_mode(LogitsMode mode) {
-  if (store_.allocated(rows_.logits)) throw std::logic_error("the logits mode changes between micro batches only");
+  if (store_.residency().allocated(rows_.logits))
+    throw std::logic_error("the logits mode changes between micro batches only");
   mode_ = mode;
   store_.table().row(rows_.logits).shape.back() = mode == LogitsMode::keep ? shape_.padded_vocab : chunk_columns_;
 }

@@ -25,7 +25,7 @@ void Model::free_activation_kinds(int layer, const std::vector<int>& kinds) {
   for (int kind : kinds) {
     if (recompute_op(kind).empty())
       throw std::logic_error("activation kind " + std::to_string(kind) + " is not recomputed alone");
-    store_.release(activation_row(layer, kind));
+    store_.residency().release(activation_row(layer, kind));
   }
   if (!codes_.empty()) codes_.release(layer, kinds);
 }
@@ -34,15 +34,15 @@ bool Model::only_partial_activations_missing(int layer) const {
   if (trainable_.skips(layer)) return false;
   const auto& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
   for (int kind = 0; kind < static_cast<int>(rows.size()); ++kind)
-    if (recompute_op(kind).empty() && !store_.allocated(activation_row(layer, kind))) return false;
+    if (recompute_op(kind).empty() && !store_.residency().allocated(activation_row(layer, kind))) return false;
   return true;
 }
 
 void Model::recompute_missing_activations(int layer) {
   auto& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
   for (int kind = 0; kind < static_cast<int>(recompute_ops_.size()); ++kind) {
-    if (recompute_op(kind).empty() || store_.allocated(activation_row(layer, kind))) continue;
-    store_.allocate(activation_row(layer, kind));
+    if (recompute_op(kind).empty() || store_.residency().allocated(activation_row(layer, kind))) continue;
+    store_.residency().allocate(activation_row(layer, kind));
     marks[static_cast<std::size_t>(kind)] = true;
   }
 }
@@ -82,7 +82,7 @@ void Model::set_layer_activation_rows(std::vector<std::vector<int>> rows, int ou
 }
 
 void Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
-  for (int row : global_activation_rows_) store_.allocate(row);
+  for (int row : global_activation_rows_) store_.residency().allocate(row);
   ops().copy_from_host(store_.data(tokens_row_), tokens.data(), tokens.size_bytes());
   // Decoding has no targets: an empty span's data() may be null, which memcpy must not see.
   if (!targets.empty()) ops().copy_from_host(store_.data(targets_row_), targets.data(), targets.size_bytes());
@@ -90,22 +90,22 @@ void Model::begin_micro_batch(std::span<const std::int32_t> tokens, std::span<co
 
 void Model::end_micro_batch() {
   for (int l = 0; l < n_layer(); ++l) free_layer_activations(l, false);
-  for (int row : global_activation_rows_) store_.release(row);
+  for (int row : global_activation_rows_) store_.residency().release(row);
 }
 
 void Model::allocate_layer_activations(int layer) {
   if (trainable_.skips(layer)) {  // the identity writes only its output
-    if (!store_.allocated(layer_output_row(layer))) store_.allocate(layer_output_row(layer));
+    if (!store_.residency().allocated(layer_output_row(layer))) store_.residency().allocate(layer_output_row(layer));
     return;
   }
   for (int row : layer_activation_rows_.at(static_cast<std::size_t>(layer)))
-    if (!store_.allocated(row)) store_.allocate(row);
+    if (!store_.residency().allocated(row)) store_.residency().allocate(row);
 }
 
 bool Model::layer_activations_present(int layer) const {
-  if (trainable_.skips(layer)) return store_.allocated(layer_output_row(layer));
+  if (trainable_.skips(layer)) return store_.residency().allocated(layer_output_row(layer));
   const std::vector<int>& rows = layer_activation_rows_.at(static_cast<std::size_t>(layer));
-  return std::all_of(rows.begin(), rows.end(), [&](int row) { return store_.allocated(row); });
+  return std::all_of(rows.begin(), rows.end(), [&](int row) { return store_.residency().allocated(row); });
 }
 
 std::vector<int> Model::layer_held_rows(int layer) const {
@@ -119,7 +119,7 @@ void Model::free_layer_activations(int layer, bool keep_output) {
   auto& marks = recompute_marks_.at(static_cast<std::size_t>(layer));
   for (std::size_t kind = 0; kind < rows.size(); ++kind) {
     if (keep_output && static_cast<int>(kind) == output_kind_) continue;
-    store_.release(rows[kind]);
+    store_.residency().release(rows[kind]);
     marks[kind] = false;
   }
   if (!codes_.empty()) codes_.release_all(layer);  // the output has no code
@@ -129,17 +129,18 @@ void Model::write_values(const ParameterRows& rows, std::span<const float> value
   // A data-parallel rank at zero 3 keeps its own parameters' weights alone (core/distributed/):
   // another rank's values are drawn (an initialisation draws them in order) and dropped here.
   const int value_row = store_.value_row(rows);
-  if (store_.held_elsewhere(value_row)) return;
+  if (store_.residency().held_elsewhere(value_row)) return;
   if (rows.role == ParameterRole::frozen) frozen_fingerprint_.reset();
   if (rows.master >= 0) {
     if (first + values.size() > static_cast<std::size_t>(table().row(rows.master).elements()))
       throw std::logic_error("write_values: " + rows.name + " has fewer elements than " +
                              std::to_string(first + values.size()));
-    const DiskLoan master(store_, {rows.master}, DiskLoan::Access::write);
+    const Residency::Loan master(store_.residency(), {rows.master}, Residency::Loan::Access::write);
     ops().copy_from_host(store_.f32(rows.master) + first, values.data(), values.size_bytes());  // published later
     return;
   }
-  const DiskLoan weights(store_, stored_weight_rows(rows), DiskLoan::Access::write);  // a block's weights on disk
+  const Residency::Loan weights(store_.residency(), stored_weight_rows(rows),
+                                Residency::Loan::Access::write);  // a block's weights on disk
   store_.write_stored_values(rows, values, first);
 }
 
@@ -211,8 +212,8 @@ std::vector<float> Model::effective_values(const ParameterRows& rows) {
   std::vector<float> values(static_cast<std::size_t>(count));
   const int row = store_.value_row(rows);
   // The master, or the stored weights with their scales (a frozen quantized matrix's matmul reads both).
-  const DiskLoan value(store_, row == rows.param ? stored_weight_rows(rows) : std::vector<int>{row},
-                       DiskLoan::Access::read);
+  const Residency::Loan value(store_.residency(), row == rows.param ? stored_weight_rows(rows) : std::vector<int>{row},
+                              Residency::Loan::Access::read);
   const DType element = table().row(row).element;
   if (element == DType::f32) {
     ops().copy_to_host(values.data(), store_.data(row), values.size() * sizeof(float));
@@ -276,7 +277,8 @@ std::string Model::frozen_fingerprint() {
     if (rows.role != ParameterRole::frozen) continue;
     ++frozen;
     mix(std::as_bytes(std::span(rows.name)));
-    const DiskLoan stored_weights(store_, stored_weight_rows(rows), DiskLoan::Access::read);  // a block's, on disk
+    const Residency::Loan stored_weights(store_.residency(), stored_weight_rows(rows),
+                                         Residency::Loan::Access::read);  // a block's, on disk
     for (int row : {rows.param, rows.scales}) {
       if (row < 0) continue;
       const TensorRow& stored = table().row(row);

@@ -163,7 +163,7 @@ class Model {
   // keep_output: the block's output is the next block's input, kept by activation checkpointing.
   void free_layer_activations(int layer, bool keep_output);
   bool layer_activations_present(int layer) const;  // a skipped block's: its output
-  bool layer_output_kept(int layer) const { return store_.allocated(layer_output_row(layer)); }
+  bool layer_output_kept(int layer) const { return store_.residency().allocated(layer_output_row(layer)); }
   int layer_output_row(int layer) const { return activation_row(layer, output_kind_); }
   // A block's activation rows, in kind order, its output among them (a skipped block holds only
   // its output; the others stay unallocated).

@@ -120,7 +120,7 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   declare_weight_scratch_and_head(largest_matrix_scratch, LmHeadShape{N, C, tensors.vocab, tensors.padded_vocab},
                                   head_rows);
   // Activations are allocated per micro batch.
-  if (options.allocation == Allocation::now) store_.allocate_persistent();
+  if (options.allocation == Allocation::now) store_.residency().allocate_persistent();
 }
 
 void Transformer::tie_global(int alias, int target) {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "core/device/disk_tier.hpp"
+#include "core/residency/disk_tier.hpp"
 #include "core/training/training_run.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/median.hpp"

@@ -1,6 +1,5 @@
 #include "core/tensor/tensor_store.hpp"
 
-#include "core/device/disk_tier.hpp"
 #include "core/tensor/quantized_matmul_ops.hpp"
 
 #include <algorithm>
@@ -20,17 +19,6 @@ MatmulShape matrix_shape(WeightLayout layout, const std::vector<std::int64_t>& s
 
 }  // namespace
 
-TensorStore::~TensorStore() {
-  // Copies still in flight must land before their buffers go back to the arenas. While unwinding
-  // from a device failure the wait may throw too: the buffers are then abandoned with the device.
-  try {
-    for (PendingMove& move : pending_)
-      if (move.ticket != 0)
-        (void)(move.disk ? disk_tier_->wait(move.ticket) : backend_.copy_stream().wait(move.ticket));
-  } catch (...) {
-  }
-}
-
 int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> shape, MemoryCategory category,
                          TensorGroup group, ElementType element) {
   TensorRow row;
@@ -42,12 +30,7 @@ int TensorStore::add_row(std::string name, int layer, std::vector<std::int64_t> 
   row.group = group;
   row.home = Home::device;
   const int index = table_.add(std::move(row));
-  buffers_.emplace_back();
-  pending_.emplace_back();
-  host_copy_.emplace_back();
-  disk_offset_.push_back(-1);
-  disk_current_.push_back(0);
-  zeroed_.push_back(0);
+  residency_.add_row();
   return index;
 }
 
@@ -101,35 +84,6 @@ void TensorStore::use_weight_quantizer(WeightQuantizer& quantizer, std::string l
   quantized_ops_ = std::make_unique<QuantizedMatmulOps>(backend_.ops(), quantizer, std::move(label));
 }
 
-void TensorStore::allocate_persistent() {
-  for (int row = 0; row < static_cast<int>(table_.rows().size()); ++row)
-    if (table_.row(row).category != MemoryCategory::activations && !allocated(row) && !on_demand_.contains(row))
-      allocate(row, true);
-}
-
-void TensorStore::allocate(int row, bool zero) {
-  const TensorRow& r = table_.row(row);
-  zeroed_[static_cast<std::size_t>(row)] = 0;
-  if (r.home == Home::disk) {
-    // A fresh extent reads as zeros: the row starts there, never in memory.
-    if (disk_tier_ == nullptr)
-      throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
-    const std::size_t index = static_cast<std::size_t>(row);
-    if (disk_offset_[index] < 0)
-      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element));
-    disk_tier_->hold(r.category, r.bytes());
-    return;
-  }
-  Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
-  Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
-  buffer = arena.allocate(r.bytes(), r.category, "core");
-  if (!zero) return;
-  if (r.home == Home::device)
-    backend_.ops().fill(buffer.data(), 0, r.bytes());
-  else
-    backend_.zero_host_memory(buffer.data(), r.bytes());  // the host arena is host memory
-}
-
 std::int64_t TensorStore::matmul_scratch_floats(const ParameterRows& rows, std::int64_t input_rows) const {
   const TensorRow& row = table_.row(rows.param);
   if (row.element == DType::f32 || row.shape.size() != 2) return 0;
@@ -140,17 +94,6 @@ std::int64_t TensorStore::matmul_scratch_floats(const ParameterRows& rows, std::
     wanted = std::max(wanted, quantizer_->scratch_floats(shape));
   }
   return wanted;
-}
-
-void TensorStore::release(int row) {
-  if (row_guard_) row_guard_(row);
-  // A copy still reading or writing the row lands first: its buffers are about to go.
-  if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
-  buffers_[static_cast<std::size_t>(row)].reset();
-  host_copy_[static_cast<std::size_t>(row)].reset();
-  zeroed_[static_cast<std::size_t>(row)] = 0;
-  TensorRow& r = table_.row(row);
-  if (r.group == TensorGroup::activations) r.home = Home::device;  // allocated again, it is computed on
 }
 
 Weight TensorStore::weight(int row) const noexcept {
@@ -169,20 +112,16 @@ TensorView TensorStore::view(int row) const noexcept {
                     r.element, r.elements(), r.home == Home::device ? MemorySpace::device : MemorySpace::host};
 }
 
-bool TensorStore::any_on_disk() const {
-  return std::any_of(table_.rows().begin(), table_.rows().end(),
-                     [](const TensorRow& r) { return r.home == Home::disk; });
-}
-
 void TensorStore::publish_weights(std::int64_t step) {
   if (std::none_of(parameters_.begin(), parameters_.end(), [](const ParameterRows& rows) { return rows.master >= 0; }))
     return;
   auto timer = profiler_.scope(ProfileKind::bf16_convert);
   for (const ParameterRows& rows : parameters_) {
     if (rows.master < 0) continue;
-    if (held_elsewhere(rows.master)) continue;  // another data-parallel rank's
-    const DiskLoan master(*this, {rows.master}, DiskLoan::Access::read);
-    const DiskLoan weights(*this, stored_weight_rows(rows), DiskLoan::Access::write);  // a block's weights on disk
+    if (residency_.held_elsewhere(rows.master)) continue;  // another data-parallel rank's
+    const Residency::Loan master(residency_, {rows.master}, Residency::Loan::Access::read);
+    // a block's weights on disk
+    const Residency::Loan weights(residency_, stored_weight_rows(rows), Residency::Loan::Access::write);
     publish(rows, step);
   }
 }
@@ -194,8 +133,8 @@ void TensorStore::publish_layer_weights(std::int64_t step, int layer) {
 }
 
 void TensorStore::publish(const ParameterRows& rows, std::int64_t step) {
-  complete_rows({rows.param, rows.master});
-  if (rows.scales >= 0) complete_rows({rows.scales});
+  residency_.complete_rows({rows.param, rows.master});
+  if (rows.scales >= 0) residency_.complete_rows({rows.scales});
   mark_weights_written(rows);
   if (table_.row(rows.param).element == DType::bf16 && rounding_ != nullptr)
     rounding_->round(bf16(rows.param), f32(rows.master), table_.row(rows.master).elements(),
@@ -264,21 +203,16 @@ void TensorStore::zero_grads() {
   std::vector<int> grad_rows;
   for (const ParameterRows& rows : parameters_)
     if (rows.grad >= 0) grad_rows.push_back(rows.grad);
-  complete_rows(grad_rows);
+  residency_.complete_rows(grad_rows);
   for (const ParameterRows& rows : parameters_) {
-    if (rows.grad < 0 || !allocated(rows.grad)) continue;  // the fused update's blocks: allocated zeroed when used
+    // the fused update's blocks: allocated zeroed when used
+    if (rows.grad < 0 || !residency_.allocated(rows.grad)) continue;
     const TensorRow& r = table_.row(rows.grad);
     if (r.home == Home::device)
       zero(f32(rows.grad), r.elements());
     else
-      zeroed_[static_cast<std::size_t>(rows.grad)] = 1;  // written where it goes next, or when read
+      residency_.mark_zero(rows.grad);  // written where it goes next, or when read
   }
-}
-
-void TensorStore::write_zeros(int row) const noexcept {
-  auto timer = profiler_.scope(ProfileKind::zero_fill);
-  zeroed_[static_cast<std::size_t>(row)] = 0;
-  backend_.zero_host_memory(buffers_[static_cast<std::size_t>(row)].data(), table_.row(row).bytes());
 }
 
 std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
@@ -305,194 +239,8 @@ std::vector<int> TensorStore::group_rows(int layer, TensorGroup group) const {
   return rows;
 }
 
-void TensorStore::set_stand_in(int value_row, int code_row) {
-  stand_in_.resize(table_.rows().size(), -1);
-  code_row_.resize(table_.rows().size(), false);
-  stand_in_.at(static_cast<std::size_t>(value_row)) = code_row;
-  code_row_.at(static_cast<std::size_t>(code_row)) = true;
-}
-
 Residence TensorStore::residence(int layer, TensorGroup group) const {
-  const std::vector<int> rows = group_rows(layer, group);
-  if (rows.empty()) return Residence::absent;
-  if (group == TensorGroup::activations) {
-    // On the host if any held row is there (an eviction keeps the output the next block still
-    // reads); on the device when every row is held there; absent when some are not held (dropped,
-    // or not computed yet).
-    bool all_held = true;
-    for (int row : rows) {
-      const auto index = static_cast<std::size_t>(row);
-      if (index < code_row_.size() && code_row_[index]) continue;  // read with its value row
-      const int code = index < stand_in_.size() ? stand_in_[index] : -1;
-      const int held = allocated(row) ? row : code >= 0 && allocated(code) ? code : -1;
-      if (held < 0) {
-        all_held = false;
-        continue;
-      }
-      if (table_.row(held).home == Home::host) return Residence::host;
-    }
-    return all_held ? Residence::device : Residence::absent;
-  }
-  return residence_of(table_.row(rows.front()).home);
-}
-
-void TensorStore::move_group(int layer, TensorGroup group, Home to) {
-  begin_move_group(layer, group, to);
-  complete_moves(layer, group);
-}
-
-void TensorStore::begin_move_group(int layer, TensorGroup group, Home to) {
-  begin_move_rows(group_rows(layer, group), to);
-}
-
-void TensorStore::begin_move_rows(const std::vector<int>& rows, Home to) {
-  for (int row : rows) {
-    TensorRow& r = table_.row(row);
-    if (r.home == to) continue;
-    if (row_guard_) row_guard_(row);
-    if (to == Home::disk || r.home == Home::disk) {
-      begin_disk_move(row, to);
-      continue;
-    }
-    // Moving on before the last move landed: let it land first, so copies never chain buffers (and a
-    // row being read in from disk, which holds no buffer until then, is not taken for unallocated).
-    if (pending_[static_cast<std::size_t>(row)].ticket != 0) complete_rows({row});
-    if (!allocated(row)) {
-      // Not allocated: a persistent row's home changes and it is allocated there later; an
-      // activation not held now (dropped, or not yet computed) is computed on the device.
-      if (r.group != TensorGroup::activations) r.home = to;
-      continue;
-    }
-    if (zeroed_[static_cast<std::size_t>(row)] != 0 && to == Home::device) {
-      // Zeros need no bytes from the host: filled on the device, in stream order before any op
-      // that reads them; the host memory goes back to its arena.
-      Buffer zeros = backend_.device_memory().allocate(r.bytes(), r.category, "core");
-      {
-        auto timer = profiler_.scope(ProfileKind::zero_fill);
-        backend_.ops().fill(zeros.data(), 0, r.bytes());
-      }
-      buffers_[static_cast<std::size_t>(row)] = std::move(zeros);
-      zeroed_[static_cast<std::size_t>(row)] = 0;
-      r.home = to;
-      continue;
-    }
-    Buffer& host_copy = host_copy_[static_cast<std::size_t>(row)];
-    if (to == Home::host && host_copy) {
-      buffers_[static_cast<std::size_t>(row)] = std::move(host_copy);  // frees the device copy; nothing to copy
-      r.home = to;
-      continue;
-    }
-    Allocator& arena = to == Home::device ? backend_.device_memory() : backend_.host_memory();
-    PendingMove& move = pending_[static_cast<std::size_t>(row)];
-    move.destination = arena.allocate(r.bytes(), r.category, "core");
-    move.ticket = backend_.copy_stream().enqueue(move.destination.data(), data(row), r.bytes());
-    r.home = to;
-    ++moves_in_flight_;
-    (to == Home::device ? transfers_.bytes_to_device : transfers_.bytes_to_host) += r.bytes();
-  }
-}
-
-void TensorStore::begin_disk_move(int row, Home to) {
-  TensorRow& r = table_.row(row);
-  const std::size_t index = static_cast<std::size_t>(row);
-  if (r.group == TensorGroup::activations || r.group == TensorGroup::grads)
-    throw std::invalid_argument(r.name + ": only optimizer state and weights may live on disk");
-  // A move in flight lands first: a row being read in is held nowhere until then.
-  if (pending_[index].ticket != 0) complete_rows({row});
-  if (!allocated(row)) {  // placed before allocation: it starts there
-    r.home = to;
-    return;
-  }
-  if (to == Home::device || r.home == Home::device)
-    throw std::logic_error(r.name + ": rows move between the disk and the host only (" + home_name(r.home) + " to " +
-                           home_name(to) + ")");
-  if (disk_tier_ == nullptr)
-    throw std::invalid_argument(r.name + " is placed on disk, but the run has no disk tier: set [device] disk_path");
-  PendingMove& move = pending_[index];
-  if (to == Home::disk) {
-    if (disk_offset_[index] < 0)
-      disk_offset_[index] = static_cast<std::int64_t>(disk_tier_->reserve(r.bytes(), r.name, r.element));
-    move.ticket = disk_tier_->write(static_cast<std::uint64_t>(disk_offset_[index]), data(row), r.bytes());
-    disk_tier_->hold(r.category, r.bytes());
-  } else {
-    move.destination = backend_.host_memory().allocate(r.bytes(), r.category, "core");
-    move.ticket = disk_tier_->read(static_cast<std::uint64_t>(disk_offset_[index]), move.destination.data(), r.bytes());
-    disk_tier_->release(r.category, r.bytes());
-  }
-  move.disk = true;
-  r.home = to;
-  ++moves_in_flight_;
-  // Once this lands, memory and disk hold the same bytes (a write frees the memory, a read fills it).
-  if (r.group == TensorGroup::weights) disk_current_[index] = 1;
-}
-
-std::optional<DiskTier::Linked> TensorStore::link_from_disk(int row, const std::filesystem::path& path,
-                                                            std::string& why) {
-  const std::size_t index = static_cast<std::size_t>(row);
-  if (pending_[index].ticket != 0) complete_rows({row});  // a write behind lands first
-  if (disk_tier_ == nullptr || table_.row(row).home != Home::disk || disk_offset_[index] < 0)
-    throw std::logic_error(table_.row(row).name + ": linked from disk, but it is not on disk");
-  return disk_tier_->link(static_cast<std::uint64_t>(disk_offset_[index]), path, why);
-}
-
-std::vector<int> TensorStore::borrow_from_disk(const std::vector<int>& rows) {
-  std::vector<int> borrowed = read_from_disk(rows);
-  complete_rows(borrowed);
-  return borrowed;
-}
-
-void TensorStore::return_to_disk(const std::vector<int>& rows, bool changed) {
-  if (rows.empty()) return;  // nothing was borrowed (the common case: no row lives on disk)
-  // The device may still be running kernels on these rows (on CUDA they are mapped host memory):
-  // they finish before the tier's thread reads the rows or their buffers go back to the arena.
-  backend_.synchronize();
-  if (changed) {
-    // One return's writes in flight at a time: the earlier one's host copies go first, so a run of
-    // returns (initial values, a load) never holds more than two tensors' rows in memory.
-    complete_rows(returning_);
-    begin_move_rows(rows, Home::disk);
-    returning_ = rows;
-    return;
-  }
-  complete_rows(rows);
-  for (int row : rows)
-    if (table_.row(row).home == Home::host && disk_offset_[static_cast<std::size_t>(row)] >= 0) drop_to_disk(row);
-}
-
-void TensorStore::drop_to_disk(int row) {
-  if (row_guard_) row_guard_(row);
-  TensorRow& r = table_.row(row);
-  buffers_[static_cast<std::size_t>(row)].reset();  // the disk's copy is current
-  r.home = Home::disk;
-  disk_tier_->hold(r.category, r.bytes());
-}
-
-std::vector<int> TensorStore::read_from_disk(const std::vector<int>& rows) {
-  std::vector<int> on_disk;
-  for (int row : rows)
-    if (table_.row(row).home == Home::disk && allocated(row)) on_disk.push_back(row);
-  if (on_disk.empty()) return on_disk;
-  collect_finished_moves();  // writes that have landed hand their memory back before more is taken
-  begin_move_rows(on_disk, Home::host);
-  return on_disk;
-}
-
-void TensorStore::write_to_disk(const std::vector<int>& rows) {
-  collect_finished_moves();
-  std::vector<int> written;
-  for (int row : rows) {
-    const std::size_t index = static_cast<std::size_t>(row);
-    TensorRow& r = table_.row(row);
-    if (r.home != Home::host || disk_offset_[index] < 0) continue;
-    if (pending_[index].ticket != 0) complete_rows({row});  // a copy still filling it from the device
-    if (r.group == TensorGroup::weights && disk_current_[index] != 0)
-      drop_to_disk(row);
-    else
-      written.push_back(row);
-  }
-  if (written.empty()) return;
-  backend_.synchronize();  // kernels still reading these rows finish before the tier's thread does
-  begin_move_rows(written, Home::disk);
+  return residency_.residence(group_rows(layer, group), group == TensorGroup::activations);
 }
 
 std::vector<int> TensorStore::rows_on_disk(int layer, std::initializer_list<TensorGroup> groups) const {
@@ -504,80 +252,22 @@ std::vector<int> TensorStore::rows_on_disk(int layer, std::initializer_list<Tens
   return rows;
 }
 
-void TensorStore::bring_to_device(const std::vector<int>& rows) {
-  if (moves_in_flight_ > 0) complete_rows(rows);
-  const auto on_host = [&](int row) { return allocated(row) && table_.row(row).home == Home::host; };
-  if (std::none_of(rows.begin(), rows.end(), on_host)) return;
-  begin_move_rows(rows, Home::device);
-  complete_rows(rows);
-}
-
-void TensorStore::complete_rows(const std::vector<int>& rows) {
-  CopyTicket last = 0;
-  CopyTicket last_disk = 0;
-  for (int row : rows) {
-    const PendingMove& move = pending_[static_cast<std::size_t>(row)];
-    CopyTicket& newest = move.disk ? last_disk : last;
-    newest = std::max(newest, move.ticket);
-  }
-  if (last == 0 && last_disk == 0) return;
-  {
-    // Copies complete in issue order, so waiting for the newest covers them all.
-    auto timer = profiler_.scope(ProfileKind::residency_transfer);
-    if (last != 0) transfers_.exposed_seconds += backend_.copy_stream().wait(last);
-    // The tier counts compute's waits on it itself (DiskTierStats::waited_seconds): adding them
-    // here too would report disk time as the copy stream's, unhidden.
-    if (last_disk != 0) (void)disk_tier_->wait(last_disk);
-  }
-  for (int row : rows) {
-    PendingMove& move = pending_[static_cast<std::size_t>(row)];
-    if (move.ticket == 0) continue;
-    Buffer& source = buffers_[static_cast<std::size_t>(row)];
-    const TensorRow& r = table_.row(row);
-    if (r.group == TensorGroup::weights && r.home == Home::device)
-      host_copy_[static_cast<std::size_t>(row)] = std::move(source);  // kept: evicting these weights is free
-    source = std::move(move.destination);  // frees the source unless kept above (a disk write: always)
-    move.ticket = 0;
-    move.disk = false;
-    --moves_in_flight_;
-  }
-}
-
 void TensorStore::complete_moves(int layer, TensorGroup group) {
-  if (moves_in_flight_ == 0) return;  // the common case, on every block of every step
-  complete_rows(group_rows(layer, group));
+  if (!residency_.moves_in_flight()) return;  // the common case, on every block of every step
+  residency_.complete_rows(group_rows(layer, group));
 }
 
 void TensorStore::drop_stale_weight_copies(std::optional<int> layer) {
   for (const ParameterRows& rows : parameters_) {
     if (layer && rows.layer != *layer) continue;
     mark_weights_written(rows);
-    if (table_.row(rows.param).home == Home::device) host_copy_[static_cast<std::size_t>(rows.param)].reset();
+    if (table_.row(rows.param).home == Home::device) residency_.drop_host_copy(rows.param);
   }
 }
 
 void TensorStore::mark_weights_written(const ParameterRows& rows) noexcept {
-  disk_current_[static_cast<std::size_t>(rows.param)] = 0;
-  if (rows.scales >= 0) disk_current_[static_cast<std::size_t>(rows.scales)] = 0;
-}
-
-void TensorStore::collect_finished_moves() {
-  if (moves_in_flight_ == 0) return;
-  const CopyTicket landed = backend_.copy_stream().completed();
-  const CopyTicket landed_on_disk = disk_tier_ != nullptr ? disk_tier_->completed() : 0;
-  std::vector<int> rows;
-  for (std::size_t row = 0; row < pending_.size(); ++row)
-    if (pending_[row].ticket != 0 && pending_[row].ticket <= (pending_[row].disk ? landed_on_disk : landed))
-      rows.push_back(static_cast<int>(row));
-  complete_rows(rows);
-}
-
-void TensorStore::complete_all_moves() {
-  if (moves_in_flight_ == 0) return;
-  std::vector<int> rows;
-  for (std::size_t row = 0; row < pending_.size(); ++row)
-    if (pending_[row].ticket != 0) rows.push_back(static_cast<int>(row));
-  complete_rows(rows);
+  residency_.weights_written(rows.param);
+  if (rows.scales >= 0) residency_.weights_written(rows.scales);
 }
 
 }  // namespace strata

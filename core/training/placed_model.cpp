@@ -29,19 +29,19 @@ PlacedModel place_model(const Manifest& manifest, Backend& device, Stack& stack,
                       train.update, train.fused_clip, placed.data_parallel.get()});
   placed.executor->attach_without_allocating();  // strategies place the rows
   if (placed.data_parallel) {
-    if (placed.data_parallel->zero() >= 1 && model.store().any_on_disk())
+    if (placed.data_parallel->zero() >= 1 && model.store().residency().any_on_disk())
       throw ManifestError(manifest.path.string() +
                           ": [distributed] zero = " + std::to_string(placed.data_parallel->zero()) +
                           " shards the optimizer state, and a strategy puts rows on disk: use zero = 0 with the "
                           "disk tier");
     placed.data_parallel->shard_rows();
   }
-  if (model.store().any_on_disk()) {
+  if (model.store().residency().any_on_disk()) {
     placed.disk_tier = open_disk_tier(manifest, device, stack.predictor != nullptr, disk_accounted_only);
-    model.store().use_disk_tier(*placed.disk_tier);
+    model.store().residency().use_disk_tier(*placed.disk_tier);
     if (!disk_accounted_only) spdlog::info("disk tier: {}", placed.disk_tier->description());
   }
-  model.store().allocate_persistent();  // then allocated where they belong
+  model.store().residency().allocate_persistent();  // then allocated where they belong
   // Room for a BLAS work buffer per thread, proved now rather than found missing mid-step.
   if (const std::string shortfall =
           address_space_shortfall(2 * static_cast<std::uint64_t>(omp_get_max_threads()) * kOpenBlasBufferBytes);

@@ -6,13 +6,13 @@
 #include <memory>
 
 #include "core/device/backend.hpp"
-#include "core/device/disk_tier.hpp"
 #include "core/distributed/data_parallel.hpp"
 #include "core/executor/executor.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/model/model.hpp"
 #include "core/plugin/plugin_memory_impl.hpp"
 #include "core/plugin/stack.hpp"
+#include "core/residency/disk_tier.hpp"
 
 namespace strata {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/device/backend.hpp"
-#include "core/device/disk_tier.hpp"
 #include "core/manifest/manifest.hpp"
+#include "core/residency/disk_tier.hpp"
 
 namespace strata {
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "core/device/backend.hpp"
-#include "core/device/disk_tier.hpp"
 #include "core/distributed/communicator.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/plugin/plugin_registry.hpp"
+#include "core/residency/disk_tier.hpp"
 #include "core/training/run_requirements.hpp"
 #include "core/training/training_sample.hpp"
 #include "strata/telemetry_sink.hpp"

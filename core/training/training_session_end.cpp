@@ -18,7 +18,7 @@ namespace strata {
 
 void TrainingSession::sample_if_due(std::int64_t step) {
   if (!sampler_ || !root_ || step % manifest_.train.sample_every != 0) return;
-  model_->store().complete_all_moves();
+  model_->store().residency().complete_all_moves();
   device_->synchronize();  // the weights are read as the step left them
   const auto sample_start = std::chrono::steady_clock::now();
   TrainingSample sample = sampler_->sample(*model_, step);
@@ -54,7 +54,7 @@ void TrainingSession::save_if_due(const StepRecord& record) {
 }
 
 void TrainingSession::save(const StepRecord& record) {
-  model_->store().complete_all_moves();
+  model_->store().residency().complete_all_moves();
   device_->synchronize();  // a checkpoint is written only from ops that all succeeded
   std::string precision_state, predictor_state;
   if (Status status = stack_.precision->state(precision_state); !status) throw HookFailed(status.message());
@@ -93,7 +93,7 @@ TrainResult TrainingSession::finish() {
     spdlog::warn("--memory-timeline: the run stopped before step {}, the step it records; nothing was written",
                  timeline_step_);
   Allocator& device_memory = device_->device_memory();
-  const TransferTotals transfers = model_->store().transfers();
+  const TransferTotals transfers = model_->store().residency().transfers();
   RunSummary& summary = result_.summary;
   summary.steps = static_cast<std::int64_t>(step_ms_.size());
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
@@ -120,7 +120,7 @@ TrainResult TrainingSession::finish() {
     if (Status status = sink->on_run_end(summary); !status) throw HookFailed(status.message());
   summary.plugin_memory = {};
   if (disk_tier_) {
-    model_->store().complete_all_moves();  // the last step's state written back
+    model_->store().residency().complete_all_moves();  // the last step's state written back
     result_.disk = disk_tier_->stats();
     spdlog::info("disk tier: {} read, {} written, I/O busy {:.2f} s, compute waited {:.2f} s; peak on disk {}",
                  format_bytes(result_.disk->bytes_read), format_bytes(result_.disk->bytes_written),

@@ -26,7 +26,7 @@ StepRecord TrainingSession::step(std::int64_t step) {
   record.step = step;
   Allocator& device_memory = device_->device_memory();
   device_memory.reset_window();
-  const TransferTotals transfers_before = model_->store().transfers();
+  const TransferTotals transfers_before = model_->store().residency().transfers();
   const double copy_seconds_before = device_->copy_stream().busy_seconds();
   record.disk_before = disk_tier_ ? disk_tier_->stats() : DiskTierStats{};
   const auto step_start = std::chrono::steady_clock::now();
@@ -85,7 +85,7 @@ StepMetrics TrainingSession::metrics_of(const StepRecord& record, const Transfer
     metrics.driver_device_bytes = driver->used;
     result_.summary.peak_driver_device_bytes = std::max(result_.summary.peak_driver_device_bytes, driver->used);
   }
-  const TransferTotals transfers = model_->store().transfers();
+  const TransferTotals transfers = model_->store().residency().transfers();
   metrics.bytes_to_host = transfers.bytes_to_host - transfers_before.bytes_to_host;
   metrics.bytes_to_device = transfers.bytes_to_device - transfers_before.bytes_to_device;
   metrics.transfer_ms = 1000.0 * (device_->copy_stream().busy_seconds() - copy_seconds_before);

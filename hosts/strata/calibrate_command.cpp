@@ -5,9 +5,9 @@
 
 #include "command_support.hpp"
 #include "commands.hpp"
-#include "core/device/disk_tier.hpp"
 #include "core/errors/manifest_error.hpp"
 #include "core/planner/calibration.hpp"
+#include "core/residency/disk_tier.hpp"
 #include "exit_codes.hpp"
 
 namespace strata {

@@ -33,7 +33,7 @@
 #include "core/plugin/host_services_impl.hpp"
 #include "core/plugin/plugin_registry.hpp"
 #include "core/plugin/stack.hpp"
-#include "core/tensor/tensor_table.hpp"
+#include "core/residency/tensor_table.hpp"
 #include "core/training/hf_export.hpp"
 #include "core/training/merged_export.hpp"
 #include "core/training/run_outputs.hpp"
@@ -389,7 +389,7 @@ int command_validate(const std::vector<std::string>& arguments) {
         } catch (const HookFailed& e) {  // a strategy refusing the placement it was asked for
           throw ManifestError(e.what());
         }
-        rows_on_disk = model->store().any_on_disk();
+        rows_on_disk = model->store().residency().any_on_disk();
       });
     for (std::string& problem : disk_tier_problems(manifest, rows_on_disk, stack && stack->predictor))
       problems.push_back(std::move(problem));

@@ -1,4 +1,4 @@
-#include "core/device/disk_tier.hpp"
+#include "core/residency/disk_tier.hpp"
 
 #include <fcntl.h>
 #include <liburing.h>

@@ -16,7 +16,7 @@
 
 namespace strata {
 
-// Where a row's bytes live: device memory, the host arena, or the disk tier (core/device/disk_tier.hpp).
+// Where a row's bytes live: device memory, the host arena, or the disk tier (core/residency/disk_tier.hpp).
 enum class Home : std::uint8_t { device, host, disk };
 
 constexpr const char* home_name(Home home) noexcept {

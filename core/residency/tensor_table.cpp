@@ -1,4 +1,4 @@
-#include "core/tensor/tensor_table.hpp"
+#include "core/residency/tensor_table.hpp"
 
 #include <iomanip>
 #include <sstream>
