@@ -300,7 +300,8 @@ TEST(HfLayout, ConfigJsonReadsBackAsTheSameModel) {
   qwen2.shape.tie_embeddings = true;
   for (const ModelSpec& model : {gpt2, llama, qwen2}) {
     SCOPED_TRACE(model.arch);
-    const HfModelConfig back = parse_hf_config(hf_config_json(model, "float32", 128, 1, 2), "config.json");
+    const HfModelConfig back =
+        parse_hf_config(hf_config_json(model, "float32", 128, HfTokenIds{1, 2, nullptr}), "config.json");
     EXPECT_EQ(back.arch, model.arch);
     EXPECT_EQ(back.n_layer, model.n_layer());
     EXPECT_EQ(back.vocab, model.vocab());

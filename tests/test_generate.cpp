@@ -105,7 +105,7 @@ void expect_decoding_matches_the_forward_pass(const ModelSpec& spec, int prefill
   model->end_micro_batch();
 
   const ModelInfo info = model->info();
-  KvCache cache(*device, model->n_layer(), T, static_cast<std::int64_t>(info.n_kv_head) * (info.d_model / info.n_head));
+  KvCache cache(*device, model->n_layer(), T, static_cast<std::int64_t>(info.n_kv_head) * info.head_dim);
   double loss_sum = 0.0;
   const auto add_loss = [&](const std::vector<float>& logits, int position) {
     ASSERT_EQ(logits.size(), static_cast<std::size_t>(spec.vocab()));

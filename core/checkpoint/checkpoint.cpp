@@ -147,6 +147,8 @@ std::string other_family_of(const TensorSource& source, std::string_view arch) {
 }  // namespace
 
 fs::path resolve_checkpoint(const fs::path& path) {
+  // The `latest` file itself, named as the checkpoint, means what its directory means.
+  if (path.filename() == "latest" && fs::is_regular_file(path)) return resolve_checkpoint(path.parent_path());
   if (fs::is_regular_file(path / "latest")) {
     std::ifstream in(path / "latest");
     std::string name;
@@ -426,7 +428,8 @@ void load_weights(const fs::path& path, Model& model) {
   // A save's model.safetensors named alone still takes the weights it keeps in tier/.
   const bool save_file = !fs::is_directory(path) && path.filename() == "model.safetensors" &&
                          fs::is_regular_file(path.parent_path() / "trainer.json");
-  if (!fs::is_directory(path) && !save_file) {
+  const bool latest_file = !fs::is_directory(path) && path.filename() == "latest";  // resolve_checkpoint's
+  if (!fs::is_directory(path) && !save_file && !latest_file) {
     load_weights_from(TensorSource(SafetensorsFile::read(path)), model);
     return;
   }

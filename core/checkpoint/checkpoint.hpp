@@ -80,7 +80,8 @@ void load_weights(const std::filesystem::path& path, Model& model);
 TrainerState load_checkpoint(const std::filesystem::path& path, Model& model, const std::string& optimizer = "",
                              const Optimizer* checker = nullptr);
 
-// `<dir>/latest` resolved to a step directory; throws CheckpointError when there is none.
+// `<dir>/latest` resolved to a step directory (also when `path` is that `latest` file); a step
+// directory as it is; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 
 }  // namespace strata

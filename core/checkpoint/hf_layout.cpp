@@ -8,12 +8,28 @@ namespace strata {
 
 using json = nlohmann::ordered_json;  // keys in the order written, as save_pretrained writes them
 
+namespace {
+
+void put_token_ids(json& config, const HfTokenIds& ids) {
+  if (!ids.bos.is_null()) config["bos_token_id"] = ids.bos;
+  if (!ids.eos.is_null()) config["eos_token_id"] = ids.eos;
+  if (!ids.pad.is_null()) config["pad_token_id"] = ids.pad;
+}
+
+}  // namespace
+
 std::string hf_config_json(const ModelSpec& model, const std::string& torch_dtype, int max_positions,
-                           std::optional<std::uint32_t> bos, std::optional<std::uint32_t> eos) {
+                           const HfTokenIds& ids) {
   json config = model.family().hf_config(model.shape, max_positions);
-  if (bos) config["bos_token_id"] = *bos;
-  if (eos) config["eos_token_id"] = *eos;
+  put_token_ids(config, ids);
   config["torch_dtype"] = torch_dtype;
+  config["producer"] = "strata";
+  return config.dump(2) + "\n";
+}
+
+std::string hf_generation_config_json(const HfTokenIds& ids) {
+  json config = {{"_from_model_config", true}};
+  put_token_ids(config, ids);
   config["producer"] = "strata";
   return config.dump(2) + "\n";
 }

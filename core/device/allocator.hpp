@@ -79,7 +79,7 @@ class Allocator {
   Allocator& operator=(const Allocator&) = delete;
 
   // Memory is uninitialized: the arena may be device memory, which only the backend's ops may
-  // write (TensorStore zeroes rows through the fill op). Throws MemoryLimitExceeded over the limit.
+  // write (Residency zeroes rows through the fill op). Throws MemoryLimitExceeded over the limit.
   Buffer allocate(std::uint64_t bytes, MemoryCategory category, std::string_view owner = "core");
 
   const std::string& name() const noexcept { return name_; }

@@ -220,7 +220,8 @@ std::string read_manifest_text(const std::filesystem::path& path) {
 }
 
 ManifestReading parse_manifest_collecting(std::string_view text, const std::filesystem::path& path,
-                                          const std::vector<std::string>& overrides) {
+                                          const std::vector<std::string>& overrides,
+                                          ManifestUse use = ManifestUse::training) {
   ManifestReading reading;
   Manifest& manifest = reading.manifest;
   std::vector<std::string>& problems = reading.problems;
@@ -308,9 +309,6 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     // Checks between keys only when each read as written: a refused value stands at its default,
     // and a problem found with the default would name a value the user never wrote.
     keys.shape_read();
-    if (keys.shape_as_written() && shape.d_model % shape.n_head != 0)
-      model.report_error("n_head", "n_head = " + std::to_string(shape.n_head) +
-                                       " must divide d_model = " + std::to_string(shape.d_model));
     // Another family's keys are refused by name, unless the arch itself was refused.
     const std::vector<std::string_view> own = family.extra_keys();
     std::vector<std::string_view> foreign;  // in the order the families list them
@@ -331,12 +329,17 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
                                   spec.arch + "\")");
     }
     family.read_keys(keys, shape);
+    // A head is d_model / n_head wide unless the family read a width of its own (Gemma's head_dim).
+    if (keys.shape_as_written() && shape.own_head_dim == 0 && shape.d_model % shape.n_head != 0)
+      model.report_error("n_head", "n_head = " + std::to_string(shape.n_head) +
+                                       " must divide d_model = " + std::to_string(shape.d_model));
     collect(model);
     reading.model_as_written = problems.size() == problems_before_model;  // unknown keys and a non-table count
   }
   {
     TomlConfigView data = view_of("data");
-    if (!data.has("train")) data.report_error("train", "needs train = \"<path to .txt or .bin>\"");
+    if (!data.has("train") && use == ManifestUse::training)
+      data.report_error("train", "needs train = \"<path to .txt or .bin>\"");
     manifest.data.train = data.get_string("train", "", {});
     if (data.has("val")) manifest.data.val = data.get_string("val", "", {});
     manifest.data.val_fraction = data.get_double("val_fraction", 0.1, 0.0001, 0.5);
@@ -525,8 +528,8 @@ ManifestReading read_manifest(const std::filesystem::path& path, const std::vect
   return parse_manifest_collecting(read_manifest_text(path), path, overrides);
 }
 
-Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides) {
-  return throwing_problems(read_manifest(path, overrides));
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides, ManifestUse use) {
+  return throwing_problems(parse_manifest_collecting(read_manifest_text(path), path, overrides, use));
 }
 
 Manifest parse_manifest(std::string_view text, const std::filesystem::path& path,

@@ -112,9 +112,14 @@ class Manifest {
   std::optional<std::filesystem::path> starting_weights() const { return model.from ? model.from : train.init_from; }
 };
 
+// What the manifest is read for: a run that reads data (training, evaluation), or generation,
+// which needs the model and its weights but no [data] train.
+enum class ManifestUse : std::uint8_t { training, generation };
+
 // Parses and validates core tables; plugin tables are checked when the stack is built.
 // `overrides` are "key.path=value" strings from --set. Throws ManifestError.
-Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides = {},
+                       ManifestUse use = ManifestUse::training);
 
 // The same from the manifest's text: `path` becomes Manifest::path and names the file in messages,
 // but nothing is read from it. load_manifest reads the file and calls this; so does the fuzz target.

@@ -168,6 +168,12 @@ void Model::init_weights(std::uint64_t seed) {
   store_.publish_weights();
 }
 
+void Model::init_adapters(std::uint64_t seed) {
+  adapters_.init(seed,
+                 [this](const ParameterRows& rows, std::span<const float> values) { write_values(rows, values); });
+  store_.publish_weights();
+}
+
 void Model::init_weights_as_zeros(std::uint64_t seed) {
   std::int64_t largest = 0;
   for (const ParameterRows& rows : parameters()) largest = std::max(largest, store_.values(rows).count);

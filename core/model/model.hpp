@@ -128,6 +128,11 @@ class Model {
   virtual bool ignorable_file_tensor(std::string_view /*name*/) const { return false; }
   // The family's initialisation, then each adapter's (LoRA: A random, B zero); weights published.
   void init_weights(std::uint64_t seed);
+  // Each adapter's initialisation alone, weights published: for a run whose base weights all come
+  // from a file read next (a Hugging Face directory, whose load refuses a missing tensor), where
+  // the family's random draws would only be overwritten (minutes for a 7B). The base rows hold
+  // their allocation's zeros until then.
+  void init_adapters(std::uint64_t seed);
   // What init_weights writes, rows, allocations and publication alike, with every base value 0
   // and nothing drawn: the planner's dry run (core/planner/), which needs the path, not the values.
   void init_weights_as_zeros(std::uint64_t seed);

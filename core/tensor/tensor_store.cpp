@@ -3,8 +3,6 @@
 #include "core/tensor/quantized_matmul_ops.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <stdexcept>
 
 namespace strata {

@@ -137,8 +137,7 @@ class TensorStore {
   void zero_grads();
   void zero(float* data, std::int64_t count);
 
-  // A layer's groups, by their rows (layer -1: the global parameters), for residency's calls.
-  // The rows of a layer's group (kGlobalParameters: outside the blocks).
+  // The rows of a layer's group (kGlobalParameters: outside the blocks), for residency's calls.
   std::vector<int> group_rows(int layer, TensorGroup group) const;
   // Residency of a block's weights, grads, optimizer state or activations (Residency::residence).
   Residence residence(int layer, TensorGroup group) const;

@@ -62,6 +62,33 @@ fs::path export_target(const fs::path& out_dir) {
   return target;
 }
 
+// The process's file mode mask (Linux's /proc/self/status; 022 where unreadable): umask(2) would
+// read it only by changing it, for every thread.
+fs::perms creation_mask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with("Umask:")) return static_cast<fs::perms>(std::strtoul(line.c_str() + 6, nullptr, 8));
+  return static_cast<fs::perms>(022);
+}
+
+// The special tokens' ids: the source directory's config.json's where [model] from names one (the
+// model's own record: Qwen2's names a bos token its tokenizer_config.json does not, Llama 3.1's a
+// list of eos ids), the tokenizer's where it has none.
+HfTokenIds token_ids(const Manifest& manifest, const Tokenizer* tokenizer) {
+  HfTokenIds ids;
+  if (tokenizer != nullptr) {
+    if (tokenizer->special().bos) ids.bos = *tokenizer->special().bos;
+    if (tokenizer->special().eos) ids.eos = *tokenizer->special().eos;
+  }
+  if (!manifest.model.from) return ids;
+  const nlohmann::json source = nlohmann::json::parse(read_whole(*manifest.model.from / "config.json"), nullptr, false);
+  if (!source.is_object()) return ids;  // read and checked already by [model] from: not reached
+  for (auto [key, id] : {std::pair{"bos_token_id", &ids.bos}, {"eos_token_id", &ids.eos}, {"pad_token_id", &ids.pad}})
+    if (source.contains(key) && !source.at(key).is_null()) *id = source.at(key);
+  return ids;
+}
+
 // The half-made directory beside the target, under a name no other export has (mkdtemp), removed
 // unless the export finished: a killed export's leftovers are never reused.
 class PartialDirectory {
@@ -75,6 +102,8 @@ class PartialDirectory {
                           target.parent_path().string() + " (" +
                           (error ? error.message() : std::error_code(errno, std::generic_category()).message()) + ")");
     path_ = name;
+    // mkdtemp makes it 0700; the export is a directory like any the user makes (0755 under umask 022).
+    fs::permissions(path_, fs::perms::all & ~creation_mask(), error);
   }
   ~PartialDirectory() {
     std::error_code error;
@@ -158,10 +187,18 @@ HfExport export_hf(const Manifest& manifest, PluginRegistry& registry, const fs:
   if (result.shards > 1)
     write_file_atomically(partial.path() / "model.safetensors.index.json",
                           hf_index_json(result.tensor_bytes, weight_map));
+  const HfTokenIds ids = token_ids(manifest, tokenizer.get());
   write_file_atomically(partial.path() / "config.json",
-                        hf_config_json(manifest.model, bf16 ? "bfloat16" : "float32", max_positions(manifest),
-                                       tokenizer ? tokenizer->special().bos : std::nullopt,
-                                       tokenizer ? tokenizer->special().eos : std::nullopt));
+                        hf_config_json(manifest.model, bf16 ? "bfloat16" : "float32", max_positions(manifest), ids));
+  // The source directory's generation_config.json as it is (sampling defaults, eos lists); else
+  // one with the ids, where any is known.
+  std::error_code missing;
+  if (manifest.model.from && fs::is_regular_file(*manifest.model.from / "generation_config.json", missing))
+    write_file_atomically(partial.path() / "generation_config.json",
+                          read_whole(*manifest.model.from / "generation_config.json"));
+  else if (!ids.bos.is_null() || !ids.eos.is_null())
+    write_file_atomically(partial.path() / "generation_config.json", hf_generation_config_json(ids));
+  result.generation_config = fs::is_regular_file(partial.path() / "generation_config.json", missing);
   if (manifest.data.tokenizer) {
     for (const char* name : kTokenizerFiles) {
       const fs::path source = *manifest.data.tokenizer / name;

@@ -32,6 +32,7 @@ struct HfExport {
   int shards = 0;
   std::uint64_t tensor_bytes = 0;            // the index's total_size
   std::vector<std::string> tokenizer_files;  // copied beside the weights
+  bool generation_config = false;            // generation_config.json written (copied or made)
 };
 
 // Throws ManifestError for a bad OUT_DIR or option, and as run_eval does otherwise.

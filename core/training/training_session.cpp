@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_fingerprint.hpp"
 #include "core/distributed/data_parallel.hpp"
@@ -130,19 +131,27 @@ TrainingSession::TrainingSession(const Manifest& global_manifest, PluginRegistry
   executor_ = placed_.executor.get();
   executor_->observe_host_updates([this](bool on_host) { host_->set_update_on_host(on_host); });
   disk_tier_ = placed_.disk_tier.get();
-  spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host; initialising the weights (seed {})",
-               seconds_since(setup_start), format_bytes(device_->device_memory().live_total()),
-               format_bytes(device_->host_memory().live_total()), train.seed);
+  // A resume loads its trained weights over these; a frozen base stays as loaded here. A Hugging
+  // Face directory holds every base weight, so only the adapters (if any) are drawn before it.
+  const std::optional<std::filesystem::path> starting = manifest_.starting_weights();
+  const std::optional<std::filesystem::path> base =
+      starting && (!options.resume || !stack_.trainable.trains_everything()) ? starting : std::nullopt;
+  const bool whole_base = base && is_hf_directory(*base);
+  spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host; {} (seed {})", seconds_since(setup_start),
+               format_bytes(device_->device_memory().live_total()), format_bytes(device_->host_memory().live_total()),
+               whole_base ? "the base weights come from " + base->string() : std::string("initialising the weights"),
+               train.seed);
   const auto init_start = std::chrono::steady_clock::now();
   // An initialisation, and a resume, write this rank's own rows alone (Model::write_values,
   // load_checkpoint): another rank's are drawn or read, and dropped.
-  model_->init_weights(train.seed);
-  spdlog::info("weights initialised in {:.1f} s", seconds_since(init_start));
-  // A resume loads its trained weights over these; a frozen base stays as loaded here.
-  if (const auto base = manifest_.starting_weights();
-      base && (!options.resume || !stack_.trainable.trains_everything())) {
+  if (whole_base)
+    model_->init_adapters(train.seed);
+  else
+    model_->init_weights(train.seed);
+  if (!whole_base) spdlog::info("weights initialised in {:.1f} s", seconds_since(init_start));
+  if (base) {
     load_weights(*base, *model_);
-    spdlog::info("weights from {}", base->string());
+    spdlog::info("weights from {} in {:.1f} s", base->string(), seconds_since(init_start));
   }
   if (options.print_table && root_) model_->table().print(std::cout);
 

@@ -337,10 +337,11 @@ int command_export(const std::vector<std::string>& arguments) {
       tokenizer_files += (tokenizer_files.empty() ? "" : ", ") + name;
     std::printf(
         "wrote %s: %d tensors (%d with adapters folded in) in %d shard%s, %.1f MiB of %s weights; "
-        "config.json%s%s\n",
+        "config.json%s%s%s\n",
         hf.c_str(), written.tensors, written.merged_matrices, written.shards, written.shards == 1 ? "" : "s",
         static_cast<double>(written.tensor_bytes) / (1024.0 * 1024.0), dtype.c_str(),
-        tokenizer_files.empty() ? "" : "; ", tokenizer_files.c_str());
+        written.generation_config ? ", generation_config.json" : "", tokenizer_files.empty() ? "" : "; ",
+        tokenizer_files.c_str());
     return static_cast<int>(kExitSuccess);
   });
 }
@@ -522,6 +523,24 @@ int command_plan(const std::vector<std::string>& arguments) {
     } else {
       calibration = default_calibration();
     }
+    // --fit ranks stacks by their step time: without a calibration it measures this machine's
+    // once (about 15 s on 2 cores) and keeps it where the next plan looks.
+    if (!calibration && values.count("fit")) {
+      const std::filesystem::path saved = default_calibration_path();
+      spdlog::info(
+          "--fit ranks stacks by their predicted step time and there is no calibration at {}: timing "
+          "this machine's ops now, as `strata calibrate` does",
+          saved.string());
+      calibration = measure_calibration(manifest.train.threads, std::nullopt, [](std::string_view) {});
+      try {
+        save_calibration(*calibration, saved);
+        calibration->path = saved;
+        spdlog::info("kept at {} for the next plan", saved.string());
+      } catch (const std::exception& e) {
+        calibration->path = "this machine, timed now";
+        spdlog::warn("the calibration is not kept ({}); this plan uses it", e.what());
+      }
+    }
     const Calibration* rates = calibration ? &*calibration : nullptr;
     std::optional<std::filesystem::path> html;
     if (values.count("html")) {
@@ -559,11 +578,6 @@ int command_plan(const std::vector<std::string>& arguments) {
       return static_cast<int>(kExitSuccess);
     }
     if (values.count("fit")) {
-      if (rates == nullptr)
-        throw ManifestError(
-            "--fit ranks stacks by their predicted step time: run `strata calibrate` first (no "
-            "calibration at " +
-            default_calibration_path().string() + "), or name one with --calibration");
       return run_fit(manifest, inspected.registry, *rates, values["fit"].as<std::string>(),
                      values.count("allow-numerics") > 0,
                      values.count("write") ? std::optional(values["write"].as<std::string>()) : std::nullopt);

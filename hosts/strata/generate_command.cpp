@@ -99,7 +99,7 @@ int command_generate(const std::vector<std::string>& arguments) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("strata-generate"));
 
   return run_guarded("generate", [&] {
-    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    const Manifest manifest = load_manifest(common.manifest, common.overrides, ManifestUse::generation);
     if (!prompt_file.empty()) {
       check_data_file(prompt_file);
       std::ifstream in(prompt_file, std::ios::binary);

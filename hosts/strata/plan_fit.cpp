@@ -51,7 +51,8 @@ std::string fit_suggestion(const Manifest& manifest, PluginRegistry& registry, c
                            double dry_run_seconds) {
   const std::uint64_t limit = manifest.device.memory_limit;
   const std::string command = "`strata plan " + manifest.path.string() + " --fit device=" + size_text(limit) + "`";
-  if (calibration == nullptr) return "after `strata calibrate`, " + command + " searches for a stack that fits";
+  if (calibration == nullptr)
+    return command + " searches for a stack that fits (timing this machine's ops first: there is no calibration)";
   if (dry_run_seconds > 0.05) return command + " searches for a stack that fits";  // hundreds of dry runs
   const FitResult result = fit_stack(manifest, registry, *calibration, FitBudget{limit, 0, 0}, false);
   if (!result.chosen)

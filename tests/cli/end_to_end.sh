@@ -33,3 +33,8 @@ expected=$(cat "$work/steps.jsonl.val")
 actual=$(echo "$eval_output" | tail -n 1)
 echo "train: val_loss=$expected   eval: $actual"
 [ "$actual" = "eval_loss=$expected" ] || { echo "eval does not reproduce the validation loss"; exit 1; }
+# The checkpoint directory's `latest` file, named itself, means the save it names (it was read as a
+# safetensors file: "header length 3472328499168375923").
+latest_output=$("$strata" eval examples/quickstart.toml --checkpoint "$work/ckpt/latest" | tail -n 1)
+[ "$latest_output" = "$actual" ] || { echo "eval --checkpoint DIR/latest: $latest_output, DIR: $actual"; exit 1; }
+echo "ok: --checkpoint DIR/latest is the save DIR's latest names"

@@ -165,6 +165,39 @@ ours=$("$strata" generate "$run/from.toml" --set "model.from=\"$run/scaled\"" --
   --temperature 0 --ids 2> /dev/null)
 [ "$ours" = "$want" ] || { echo "FAIL: greedy with rope_scaling: strata $ours, numpy $want"; exit 1; }
 echo "ok: greedy generation with rope_scaling = NumPy's"
+# Generation needs the model and its weights, not training data: a manifest of [model] alone.
+printf '[model]\nfrom = "%s"\nseq_len = 32\n' "$run/scaled" > "$run/model-only.toml"
+ours=$("$strata" generate "$run/model-only.toml" --prompt Hello --max-new-tokens 16 --temperature 0 --ids 2> /dev/null)
+[ "$ours" = "$want" ] || { echo "FAIL: generate with a [model]-only manifest: $ours, numpy $want"; exit 1; }
+echo "ok: generate needs no [data] train"
+# examples/finetune-hf.toml (docs/fine-tune-hf.md) on this directory: two steps of LoRA on its base.
+if [ "$arch" = llama ]; then
+  "$strata" train examples/finetune-hf.toml --set "model.from=\"$run/hfdir\"" --set model.seq_len=16 \
+    --set "data.train=\"$work/tokens.bin\"" --set "data.val=\"$work/tokens.bin\"" --set strategy.0.rank=4 \
+    --set train.steps=2 --set train.eval_every=0 --set "checkpoint.dir=\"$work/finetune-hf\"" > "$work/finetune-hf.log" 2>&1 ||
+    { cat "$work/finetune-hf.log"; exit 1; }
+  grep -q "the base weights come from $run/hfdir" "$work/finetune-hf.log" ||
+    { echo "FAIL: the fine-tune drew random base weights before loading $run/hfdir"; cat "$work/finetune-hf.log"; exit 1; }
+  echo "ok: examples/finetune-hf.toml trains from a directory, its base not drawn first"
+fi
+# Exported from a directory ([model] from), the model keeps its own record: config.json's special
+# ids (bos where the tokenizer names none, as Qwen2's; a list of eos ids, as Llama 3.1's) and its
+# generation_config.json as it is; the directory gets the user's umask like any they make (mkdtemp's
+# 0700 before).
+src="$work/with-ids"
+rm -rf "$src" "$work/export-ids" && cp -r "$run/hfdir" "$src"
+edit_ids() { "$python" -c 'import json, sys; f = sys.argv[1]; d = json.load(open(f)); d.update(bos_token_id=7, eos_token_id=[8, 9]); json.dump(d, open(f, "w"))' "$@"; }
+edit_ids "$src/config.json"
+printf '{\n  "do_sample": true,\n  "temperature": 0.6,\n  "eos_token_id": [8, 9]\n}\n' > "$src/generation_config.json"
+(umask 022 && "$strata" export "$run/from.toml" --set "model.from=\"$src\"" --checkpoint "$src" --hf "$work/export-ids" \
+  > "$work/export-ids.log") || { cat "$work/export-ids.log"; exit 1; }
+grep -q "generation_config.json" "$work/export-ids.log" || { echo "FAIL: no generation_config.json reported"; exit 1; }
+cmp -s "$src/generation_config.json" "$work/export-ids/generation_config.json" ||
+  { echo "FAIL: generation_config.json was not carried over as it is"; exit 1; }
+"$python" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert (d["bos_token_id"], d["eos_token_id"]) == (7, [8, 9]), d' \
+  "$work/export-ids/config.json" || { echo "FAIL: the source's special ids were lost"; exit 1; }
+[ "$(stat -c %a "$work/export-ids")" = 755 ] || { echo "FAIL: export directory mode $(stat -c %a "$work/export-ids")"; exit 1; }
+echo "ok: an export from a directory keeps its special ids and generation_config.json, mode 755 under umask 022"
 # A Hugging Face directory that Strata cannot read as written is refused, exit 2, naming the file
 # and the field or tensor.
 refused() {  # CODE TEXT -- COMMAND...
@@ -185,6 +218,11 @@ if [ "$arch" = gemma ]; then
     "$strata" validate "$from" --set model.from=\"$bad\"
   fresh && edit_json "$bad/config.json" 'del d["hidden_activation"]; d["hidden_act"] = "silu"'
   refused 2 "$bad/config.json: hidden_act: \"silu\" is not implemented" -- "$strata" validate "$from" --set model.from=\"$bad\"
+  # The first hub files: hidden_act "gelu" and no hidden_activation, which transformers ran as the
+  # tanh GELU: read as that.
+  fresh && edit_json "$bad/config.json" 'del d["hidden_activation"]; d["hidden_act"] = "gelu"'
+  "$strata" validate "$from" --set model.from=\"$bad\" > /dev/null || { echo "FAIL: hidden_act gelu refused"; exit 1; }
+  echo "ok: hidden_act \"gelu\" without hidden_activation is Gemma's tanh GELU"
   fresh && edit_json "$bad/config.json" 'd["tie_word_embeddings"] = False'
   refused 2 "$bad/config.json: tie_word_embeddings: false is not Gemma" -- \
     "$strata" validate "$from" --set model.from=\"$bad\"

@@ -1,7 +1,8 @@
 // Gemma (first generation) as the registry knows it: LLaMA (core/model/llama/llama_family.hpp) with
-// its own head width (head_dim in [model] and config.json), the tanh GELU in a GeGLU MLP (config.json's
-// hidden_activation, or hidden_act where that is absent, must say "gelu_pytorch_tanh"), and a head
-// always tied to the embeddings; Hugging Face's GemmaForCausalLM. Its files hold LLaMA's names (a
+// its own head width (head_dim in [model] and config.json, 256 where config.json has none, as
+// GemmaConfig), the tanh GELU in a GeGLU MLP (config.json's hidden_activation must say
+// "gelu_pytorch_tanh"; without it, hidden_act may also say "gelu", as transformers read it), and a
+// head always tied to the embeddings; Hugging Face's GemmaForCausalLM. Its files hold LLaMA's names (a
 // tied LLaMA's), so a checkpoint cannot say it is Gemma: [model] arch or config.json does.
 #include "core/model/gemma/gemma_family.hpp"
 
@@ -51,11 +52,14 @@ class GemmaFamily final : public LlamaFamily {
  protected:
   bool ties_by_default() const override { return true; }
   void read_heads_and_activation(const HfConfigFields& fields, HfModelConfig& config) const override {
-    config.own_head_dim = fields.positive_int("head_dim", 0);
-    // transformers has read either field over the years; Gemma's weights were trained with the
-    // tanh approximation, so a file that names exact GELU is refused rather than run as it says.
-    const char* field = fields.has("hidden_activation") ? "hidden_activation" : "hidden_act";
-    fields.require(field, kTanhGelu, "Gemma's MLP is GeGLU with the tanh GELU (\"gelu_pytorch_tanh\")");
+    config.own_head_dim = fields.positive_int("head_dim", 256);  // GemmaConfig's default
+    // hidden_activation names the MLP's GELU. Without it, transformers ran Gemma's MLP with the tanh
+    // GELU whatever hidden_act said (the first hub files say "gelu" there, for weights trained
+    // with the tanh form), so "gelu" is read as that; an explicit exact GELU is refused, not run.
+    if (fields.has("hidden_activation"))
+      fields.require("hidden_activation", kTanhGelu, "Gemma's MLP is GeGLU with the tanh GELU (\"gelu_pytorch_tanh\")");
+    else if (fields.text("hidden_act", kTanhGelu) != "gelu")
+      fields.require("hidden_act", kTanhGelu, "Gemma's MLP is GeGLU with the tanh GELU (\"gelu_pytorch_tanh\")");
     if (!config.tie_embeddings)
       fields.refuse("tie_word_embeddings", "false is not Gemma: its head is always the tied embedding");
   }
