@@ -20,15 +20,21 @@ std::string_view advice_for(MemoryCategory category) {
   }
 }
 
+void describe_live(std::ostringstream& message, const CategoryBytes& live_bytes) {
+  message << " (live:";
+  for (MemoryCategory each : kAllMemoryCategories)
+    message << ' ' << category_name(each) << '=' << format_bytes(live_bytes[category_index(each)]);
+  message << ")";
+}
+
 std::string describe(const std::string& arena, std::uint64_t requested_bytes, MemoryCategory category,
                      std::string_view owner, std::uint64_t limit_bytes, const CategoryBytes& live_bytes) {
   std::ostringstream message;
   message << arena << ": memory limit exceeded: " << owner << " requested " << format_bytes(requested_bytes) << " of "
           << category_name(category) << " with " << format_bytes(total_bytes(live_bytes)) << " live of a "
-          << format_bytes(limit_bytes) << " limit (live:";
-  for (MemoryCategory each : kAllMemoryCategories)
-    message << ' ' << category_name(each) << '=' << format_bytes(live_bytes[category_index(each)]);
-  message << "). Raise device.memory_limit or try " << advice_for(category) << '.';
+          << format_bytes(limit_bytes) << " limit";
+  describe_live(message, live_bytes);
+  message << ". Raise device.memory_limit or try " << advice_for(category) << '.';
   return message.str();
 }
 
@@ -39,6 +45,29 @@ MemoryLimitExceeded::MemoryLimitExceeded(const std::string& arena, std::uint64_t
                                          const CategoryBytes& live_bytes)
     : std::runtime_error(describe(arena, requested_bytes, category, owner, limit_bytes, live_bytes)),
       requested_bytes_(requested_bytes),
-      category_(category) {}
+      category_(category),
+      arena_(arena),
+      limit_bytes_(limit_bytes),
+      live_bytes_(live_bytes) {}
+
+MemoryLimitExceeded::MemoryLimitExceeded(std::string message, const MemoryLimitExceeded& cause)
+    : std::runtime_error(message),
+      requested_bytes_(cause.requested_bytes_),
+      category_(cause.category_),
+      arena_(cause.arena_),
+      limit_bytes_(cause.limit_bytes_),
+      live_bytes_(cause.live_bytes_) {}
+
+MemoryLimitExceeded MemoryLimitExceeded::naming(std::string_view tensor, std::string_view remedy) const {
+  std::ostringstream message;
+  message << arena_ << ": memory limit exceeded: " << tensor << " (" << format_bytes(requested_bytes_) << " of "
+          << category_name(category_) << ") does not fit beside the " << format_bytes(total_bytes(live_bytes_))
+          << " live of a " << format_bytes(limit_bytes_) << " limit";
+  describe_live(message, live_bytes_);
+  message << ". " << (remedy.empty() ? "Try " + std::string(advice_for(category_)) : std::string(remedy))
+          << "; or raise device.memory_limit, or let `strata plan MANIFEST --fit device=SIZE` find a stack that "
+             "fits.";
+  return MemoryLimitExceeded(message.str(), *this);
+}
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "strata/memory_category.hpp"
 
@@ -17,9 +18,17 @@ class MemoryLimitExceeded : public std::runtime_error {
   std::uint64_t requested_bytes() const noexcept { return requested_bytes_; }
   MemoryCategory category() const noexcept { return category_; }
 
+  // The same refusal told of the tensor that asked: its name, and what would make it fit
+  // (`remedy`, in the manifest's words; empty: its category's usual remedy).
+  MemoryLimitExceeded naming(std::string_view tensor, std::string_view remedy) const;
+
  private:
+  MemoryLimitExceeded(std::string message, const MemoryLimitExceeded& cause);
   std::uint64_t requested_bytes_;
   MemoryCategory category_;
+  std::string arena_;
+  std::uint64_t limit_bytes_ = 0;
+  CategoryBytes live_bytes_{};
 };
 
 }  // namespace strata

@@ -13,13 +13,21 @@ void LmHead::declare(const LmHeadShape& shape, const LmHeadRows& rows) {
   shape_ = shape;
   rows_ = rows;
   chunk_columns_ = chunk_columns(shape.channels, shape.padded_vocab);
+  set_logits_mode(mode_);
 }
 
 void LmHead::set_logits_mode(LogitsMode mode) {
   if (store_.residency().allocated(rows_.logits))
     throw std::logic_error("the logits mode changes between micro batches only");
   mode_ = mode;
-  store_.table().row(rows_.logits).shape.back() = mode == LogitsMode::keep ? shape_.padded_vocab : chunk_columns_;
+  TensorRow& logits = store_.table().row(rows_.logits);
+  logits.shape.back() = mode == LogitsMode::keep ? shape_.padded_vocab : chunk_columns_;
+  // What would make the logits fit, for the memory limit's message.
+  logits.remedy = mode == LogitsMode::keep
+                      ? "They are the LM head's logits, every vocabulary chunk kept for the backward pass: "
+                        "`logits = \"recompute\"` in a [[strategy]] plugin = \"checkpoint\" keeps one chunk instead"
+                      : "They are one vocabulary chunk of the LM head's logits, all it keeps: more micro_batches "
+                        "(fewer rows at a time) make it smaller";
 }
 
 float* LmHead::chunk_logits(std::int64_t first) {

@@ -119,6 +119,9 @@ void Transformer::declare(const FamilyTensors& tensors, const ModelOptions& opti
   }
   declare_weight_scratch_and_head(largest_matrix_scratch, LmHeadShape{N, C, tensors.vocab, tensors.padded_vocab},
                                   head_rows);
+  // Without a backward nothing reads the logits again: one vocabulary chunk's room is enough
+  // (the same arithmetic, so the loss is the same bits).
+  if (!training) head_.set_logits_mode(LogitsMode::recompute);
   // Activations are allocated per micro batch.
   if (options.allocation == Allocation::now) store_.residency().allocate_persistent();
 }

@@ -2,6 +2,8 @@
 // their homes, and the disk tier's loans.
 #include "core/residency/residency.hpp"
 
+#include "core/device/memory_limit_exceeded.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -15,6 +17,14 @@ Residency::~Residency() {
       if (move.ticket != 0)
         (void)(move.disk ? disk_tier_->wait(move.ticket) : backend_.copy_stream().wait(move.ticket));
   } catch (...) {
+  }
+}
+
+Buffer Residency::take(const TensorRow& r, Allocator& arena) {
+  try {
+    return arena.allocate(r.bytes(), r.category, "core");
+  } catch (const MemoryLimitExceeded& e) {
+    throw e.naming(r.name, r.remedy);  // the row that did not fit, and what would make it
   }
 }
 
@@ -48,7 +58,7 @@ void Residency::allocate(int row, bool zero) {
   }
   Allocator& arena = r.home == Home::device ? backend_.device_memory() : backend_.host_memory();
   Buffer& buffer = buffers_[static_cast<std::size_t>(row)];
-  buffer = arena.allocate(r.bytes(), r.category, "core");
+  buffer = take(r, arena);
   if (!zero) return;
   if (r.home == Home::device)
     backend_.ops().fill(buffer.data(), 0, r.bytes());
@@ -139,7 +149,7 @@ void Residency::begin_move_rows(const std::vector<int>& rows, Home to) {
     if (zeroed_[static_cast<std::size_t>(row)] != 0 && to == Home::device) {
       // Zeros need no bytes from the host: filled on the device, in stream order before any op
       // that reads them; the host memory goes back to its arena.
-      Buffer zeros = backend_.device_memory().allocate(r.bytes(), r.category, "core");
+      Buffer zeros = take(r, backend_.device_memory());
       {
         auto timer = profiler_.scope(ProfileKind::zero_fill);
         backend_.ops().fill(zeros.data(), 0, r.bytes());
@@ -157,7 +167,7 @@ void Residency::begin_move_rows(const std::vector<int>& rows, Home to) {
     }
     Allocator& arena = to == Home::device ? backend_.device_memory() : backend_.host_memory();
     PendingMove& move = pending_[static_cast<std::size_t>(row)];
-    move.destination = arena.allocate(r.bytes(), r.category, "core");
+    move.destination = take(r, arena);
     move.ticket = backend_.copy_stream().enqueue(move.destination.data(), data(row), r.bytes());
     r.home = to;
     ++moves_in_flight_;
@@ -188,7 +198,7 @@ void Residency::begin_disk_move(int row, Home to) {
     move.ticket = disk_tier_->write(static_cast<std::uint64_t>(disk_offset_[index]), data(row), r.bytes());
     disk_tier_->hold(r.category, r.bytes());
   } else {
-    move.destination = backend_.host_memory().allocate(r.bytes(), r.category, "core");
+    move.destination = take(r, backend_.host_memory());
     move.ticket = disk_tier_->read(static_cast<std::uint64_t>(disk_offset_[index]), move.destination.data(), r.bytes());
     disk_tier_->release(r.category, r.bytes());
   }

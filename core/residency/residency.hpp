@@ -168,6 +168,8 @@ class Residency {
     CopyTicket ticket = 0;
     bool disk = false;
   };
+  // A buffer for row `r` in `arena`; over the limit, MemoryLimitExceeded naming the row.
+  Buffer take(const TensorRow& r, Allocator& arena);
   void begin_disk_move(int row, Home to);
   void drop_to_disk(int row);  // a row in host memory whose disk copy is current: free the memory
   void write_zeros(int row) const noexcept;

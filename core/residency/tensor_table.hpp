@@ -49,6 +49,9 @@ struct TensorRow {
   MemoryCategory category = MemoryCategory::other;
   TensorGroup group = TensorGroup::activations;
   Home home = Home::device;
+  // What makes this row fit when it does not, in the manifest's words (the LM head's logits:
+  // recomputing them); empty: its category's usual remedy (MemoryLimitExceeded).
+  std::string remedy;
 
   std::int64_t elements() const;
   std::uint64_t bytes() const;  // allocated bytes, rounded up to kAllocationGranularity

@@ -38,3 +38,23 @@ echo "train: val_loss=$expected   eval: $actual"
 latest_output=$("$strata" eval examples/quickstart.toml --checkpoint "$work/ckpt/latest" | tail -n 1)
 [ "$latest_output" = "$actual" ] || { echo "eval --checkpoint DIR/latest: $latest_output, DIR: $actual"; exit 1; }
 echo "ok: --checkpoint DIR/latest is the save DIR's latest names"
+# An evaluation keeps one vocabulary chunk of the LM head's logits, since nothing reads them again: a
+# 50,000-token LLaMA's whole logits (48.9 MiB) do not fit in 75 MiB beside its 51.9 MiB of weights,
+# yet it evaluates there, to the bits of the training run's own (whole-logits) validation loss.
+big=(--set model.vocab=50000 --set train.batch=4)
+# Over the limit, the refusal names the tensor and what makes it fit.
+set +e
+refusal=$("$strata" train examples/llama.toml "${big[@]}" --set train.steps=1 --set "checkpoint.dir=\"$work/big\"" 2>&1)
+code=$?
+set -e
+[ $code = 1 ] && grep -qF 'act.logits (48.9 MiB of activations) does not fit' <<< "$refusal" &&
+  grep -qF '`logits = "recompute"` in a [[strategy]] plugin = "checkpoint" keeps one chunk instead' <<< "$refusal" ||
+  { echo "FAIL: the over-budget refusal ($code): $refusal"; exit 1; }
+echo "ok: over the limit, the refusal names act.logits and logits = \"recompute\""
+"$strata" train examples/llama.toml "${big[@]}" --set train.steps=2 --set train.eval_every=2 \
+  --set 'device.memory_limit="1GiB"' \
+  --set "checkpoint.dir=\"$work/big\"" --metrics "$work/big.jsonl" > "$work/big.log" 2>&1 || { cat "$work/big.log"; exit 1; }
+big_val=$(python3 -c 'import json, sys; print("%.6f" % [r for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r][-1]["val_loss"])' "$work/big.jsonl")
+big_eval=$("$strata" eval examples/llama.toml "${big[@]}" --set 'device.memory_limit="75MiB"' --checkpoint "$work/big" | tail -n 1)
+[ "$big_eval" = "eval_loss=$big_val" ] || { echo "eval in 75 MiB: $big_eval, training's val_loss=$big_val"; exit 1; }
+echo "ok: eval keeps one chunk of logits: $big_eval in 75 MiB, as training measured"
