@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "commands.hpp"
+#include "core/manifest/manifest_edit.hpp"
 #include "core/planner/stack_fit.hpp"
 #include "core/util/atomic_file.hpp"
 #include "core/util/format_bytes.hpp"
@@ -43,6 +46,20 @@ std::string size_text(std::uint64_t bytes) {
   if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
   if (bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
   return std::to_string(bytes);
+}
+
+// The chosen stack as the user's own file edited (its comments, key order and untouched values
+// kept: core/manifest/manifest_edit.hpp), or the whole document where that cannot be done.
+std::string written_manifest(const Manifest& manifest, const FitCandidate& chosen) {
+  std::ifstream in(manifest.path, std::ios::binary);
+  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.bad()) {
+    try {
+      if (auto edited = edit_manifest_text(original, toml::parse(chosen.manifest_text))) return *edited;
+    } catch (const toml::parse_error&) {
+    }
+  }
+  return chosen.manifest_text;
 }
 
 }  // namespace
@@ -114,7 +131,7 @@ int run_fit(const Manifest& manifest, PluginRegistry& registry, const Calibratio
               chosen.changes_numerics ? " (changes the numbers: --allow-numerics)" : "");
   if (write) {
     write_file_atomically(*write, "# Written by `strata plan --fit " + budget_spec + "` for " + manifest.path.string() +
-                                      ": " + chosen.description + "\n" + chosen.manifest_text);
+                                      ": " + chosen.description + "\n" + written_manifest(manifest, chosen));
     std::printf("wrote %s\n", write->c_str());
   }
   return kExitSuccess;

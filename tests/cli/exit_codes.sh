@@ -241,7 +241,11 @@ expect 0 "\"ops\"" -- cat "$STRATA_CALIBRATION"
 rm "$STRATA_CALIBRATION"
 expect 0 "wrote $work/fit.toml" -- "$strata" plan $q --fit device=40MiB --calibration "$work/calibration.json" \
   --write "$work/fit.toml"
-expect 0 "memory_limit = 41943040" -- cat "$work/fit.toml"
+# The written manifest is the user's file edited: its comments and untouched values as they were
+# written (lr = 2e-3, not 0.002 or 17 digits), the budget as a size.
+expect 0 'memory_limit = "40MiB"' -- cat "$work/fit.toml"
+expect 0 "$(grep -m1 '^#' "$q")" -- cat "$work/fit.toml"
+expect 0 "$(grep -m1 '^lr = ' "$q")" -- cat "$work/fit.toml"
 expect 0 "peak device memory" -- "$strata" train "$work/fit.toml" --set train.steps=2 --fresh
 expect 1 "nothing fits device 1.0 MiB: the smallest device peak reachable is" -- \
   "$strata" plan $q --fit device=1MiB --calibration "$work/calibration.json"
