@@ -146,6 +146,15 @@ std::string other_family_of(const TensorSource& source, std::string_view arch) {
 
 }  // namespace
 
+bool initialise_before(Model& model, std::uint64_t seed, const std::optional<fs::path>& base) {
+  const bool whole = base && is_hf_directory(*base);
+  if (whole)
+    model.init_adapters(seed);
+  else
+    model.init_weights(seed);
+  return whole;
+}
+
 fs::path resolve_checkpoint(const fs::path& path) {
   // The `latest` file itself, named as the checkpoint, means what its directory means.
   if (path.filename() == "latest" && fs::is_regular_file(path)) return resolve_checkpoint(path.parent_path());

@@ -80,6 +80,12 @@ void load_weights(const std::filesystem::path& path, Model& model);
 TrainerState load_checkpoint(const std::filesystem::path& path, Model& model, const std::string& optimizer = "",
                              const Optimizer* checker = nullptr);
 
+// The initialisation a model gets before `base` (its starting weights, if any) is loaded over it:
+// only the adapters where `base` is a Hugging Face directory, which holds every base weight (its
+// load refuses a missing one), so nothing is drawn only to be overwritten (minutes for a 7B);
+// else the family's whole initialisation. True when the base is whole.
+bool initialise_before(Model& model, std::uint64_t seed, const std::optional<std::filesystem::path>& base);
+
 // `<dir>/latest` resolved to a step directory (also when `path` is that `latest` file); a step
 // directory as it is; throws CheckpointError when there is none.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);

@@ -75,13 +75,6 @@ void set(toml::table& document, const std::string& table, const std::string& key
   document[table].as_table()->insert_or_assign(key, value);
 }
 
-// A size as a user writes it ("40MiB", "2GiB"), or bytes where it is no whole number of those.
-toml::value<std::string> size_value(std::uint64_t bytes) {
-  if (bytes % (std::uint64_t{1} << 30) == 0) return toml::value<std::string>(std::to_string(bytes >> 30) + "GiB");
-  if (bytes % (std::uint64_t{1} << 20) == 0) return toml::value<std::string>(std::to_string(bytes >> 20) + "MiB");
-  return toml::value<std::string>(std::to_string(bytes));
-}
-
 std::string text_of(const toml::table& document) {
   std::ostringstream out;
   out << document << '\n';
@@ -174,7 +167,8 @@ FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Ca
                 add("micro_batches " + std::to_string(m));
                 set(document, "train", "update", toml::value<std::string>(update));
                 if (std::string_view(update) == "fused") add("update fused");
-                if (budget.device > 0) set(document, "device", "memory_limit", size_value(budget.device));
+                if (budget.device > 0)
+                  set(document, "device", "memory_limit", toml::value<std::string>(size_text(budget.device)));
                 FitCandidate candidate;
                 candidate.description = description;
                 candidate.manifest_text = text_of(document);

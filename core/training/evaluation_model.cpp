@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core/checkpoint/checkpoint.hpp"
-#include "core/checkpoint/hf_directory.hpp"
 #include "core/errors/manifest_error.hpp"
 #include "core/model/make_model.hpp"
 
@@ -26,13 +25,9 @@ EvaluationModel open_model(const Manifest& manifest, PluginRegistry& registry, i
           batch, {}, Allocation::now, run.stack.storage_on(*run.device), Purpose::evaluation, run.stack.trainable});
   // A checkpoint of frozen or adapted parameters holds only the trained ones: the run's own
   // initialisation and base come first.
-  // A Hugging Face directory holds every base weight: only the adapters are drawn before it.
   if (!checkpoint || !run.stack.trainable.trains_everything()) {
     const auto base = weights ? weights : manifest.starting_weights();
-    if (base && is_hf_directory(*base))
-      run.model->init_adapters(manifest.train.seed);
-    else
-      run.model->init_weights(manifest.train.seed);
+    initialise_before(*run.model, manifest.train.seed, base);
     if (base) {
       load_weights(*base, *run.model);
       spdlog::info("base weights from {}", base->string());

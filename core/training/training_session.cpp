@@ -13,7 +13,6 @@
 #include <sstream>
 
 #include "core/checkpoint/checkpoint.hpp"
-#include "core/checkpoint/hf_directory.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_fingerprint.hpp"
 #include "core/distributed/data_parallel.hpp"
@@ -136,19 +135,15 @@ TrainingSession::TrainingSession(const Manifest& global_manifest, PluginRegistry
   const std::optional<std::filesystem::path> starting = manifest_.starting_weights();
   const std::optional<std::filesystem::path> base =
       starting && (!options.resume || !stack_.trainable.trains_everything()) ? starting : std::nullopt;
-  const bool whole_base = base && is_hf_directory(*base);
-  spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host; {} (seed {})", seconds_since(setup_start),
-               format_bytes(device_->device_memory().live_total()), format_bytes(device_->host_memory().live_total()),
-               whole_base ? "the base weights come from " + base->string() : std::string("initialising the weights"),
-               train.seed);
+  spdlog::info("allocated in {:.1f} s: {} on the device, {} on the host", seconds_since(setup_start),
+               format_bytes(device_->device_memory().live_total()), format_bytes(device_->host_memory().live_total()));
   const auto init_start = std::chrono::steady_clock::now();
   // An initialisation, and a resume, write this rank's own rows alone (Model::write_values,
   // load_checkpoint): another rank's are drawn or read, and dropped.
-  if (whole_base)
-    model_->init_adapters(train.seed);
+  if (initialise_before(*model_, train.seed, base))
+    spdlog::info("the base weights come from {}: only adapters are initialised (seed {})", base->string(), train.seed);
   else
-    model_->init_weights(train.seed);
-  if (!whole_base) spdlog::info("weights initialised in {:.1f} s", seconds_since(init_start));
+    spdlog::info("weights initialised (seed {}) in {:.1f} s", train.seed, seconds_since(init_start));
   if (base) {
     load_weights(*base, *model_);
     spdlog::info("weights from {} in {:.1f} s", base->string(), seconds_since(init_start));

@@ -28,6 +28,12 @@ std::string format_mib(std::uint64_t bytes) {
   return text;
 }
 
+std::string size_text(std::uint64_t bytes) {
+  if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+  if (bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes);
+}
+
 std::optional<std::uint64_t> parse_bytes(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);

@@ -41,13 +41,6 @@ std::string dominant(const HomePrediction& home) {
          format_bytes(home.peak_total) + ")";
 }
 
-// A size `--fit` reads back: "40MiB", "2GiB", or bytes.
-std::string size_text(std::uint64_t bytes) {
-  if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
-  if (bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
-  return std::to_string(bytes);
-}
-
 // The chosen stack as the user's own file edited (its comments, key order and untouched values
 // kept: core/manifest/manifest_edit.hpp), or the whole document where that cannot be done.
 std::string written_manifest(const Manifest& manifest, const FitCandidate& chosen) {

@@ -186,8 +186,8 @@ fi
 # 0700 before).
 src="$work/with-ids"
 rm -rf "$src" "$work/export-ids" && cp -r "$run/hfdir" "$src"
-edit_ids() { "$python" -c 'import json, sys; f = sys.argv[1]; d = json.load(open(f)); d.update(bos_token_id=7, eos_token_id=[8, 9]); json.dump(d, open(f, "w"))' "$@"; }
-edit_ids "$src/config.json"
+edit_json() { "$python" -c 'import json, sys; f = sys.argv[1]; d = json.load(open(f)); exec(sys.argv[2]); json.dump(d, open(f, "w"))' "$@"; }
+edit_json "$src/config.json" 'd.update(bos_token_id=7, eos_token_id=[8, 9])'
 printf '{\n  "do_sample": true,\n  "temperature": 0.6,\n  "eos_token_id": [8, 9]\n}\n' > "$src/generation_config.json"
 (umask 022 && "$strata" export "$run/from.toml" --set "model.from=\"$src\"" --checkpoint "$src" --hf "$work/export-ids" \
   > "$work/export-ids.log") || { cat "$work/export-ids.log"; exit 1; }
@@ -208,7 +208,6 @@ refused() {  # CODE TEXT -- COMMAND...
   echo "ok ($code): $text"
 }
 bad="$work/bad" from="$work/tied-$tied/from.toml" dir="$work/tied-$tied/hfdir"
-edit_json() { "$python" -c 'import json, sys; f = sys.argv[1]; d = json.load(open(f)); exec(sys.argv[2]); json.dump(d, open(f, "w"))' "$@"; }
 fresh() { rm -rf "$bad" && cp -r "$dir" "$bad"; }
 fresh
 if [ "$arch" = gemma ]; then

@@ -63,10 +63,7 @@ void LlamaModel::block_backward(int l) {
   // MLP: output = swiglu @ W_down^T + residual2
   if (recompute(l, A::swiglu)) gated(l);
   linear_backward(l, ws(W::d_swiglu), overwrite, d_residual, A::swiglu, P::down_proj);
-  if (math_.gelu_mlp)
-    geglu_backward(l, ws(W::d_gate), ws(W::d_up), ws(W::d_swiglu), A::gate, A::up);
-  else
-    swiglu_backward(l, ws(W::d_gate), ws(W::d_up), ws(W::d_swiglu), A::gate, A::up);
+  gated_backward(l, ws(W::d_gate), ws(W::d_up), ws(W::d_swiglu));
   if (recompute(l, A::norm2)) rmsnorm(l, A::norm2, A::norm2_rstd, A::residual2, P::post_attention_norm);
   linear_backward(l, ws(W::d_norm), overwrite, ws(W::d_gate), A::norm2, P::gate_proj);
   linear_backward(l, ws(W::d_norm), accumulate, ws(W::d_up), A::norm2, P::up_proj);

@@ -119,6 +119,12 @@ class LlamaModel : public Transformer {
     else
       swiglu(l, llama::A::swiglu, llama::A::gate, llama::A::up);
   }
+  void gated_backward(int l, float* dgate, float* dup, const float* dy) {
+    if (math_.gelu_mlp)
+      geglu_backward(l, dgate, dup, dy, llama::A::gate, llama::A::up);
+    else
+      swiglu_backward(l, dgate, dup, dy, llama::A::gate, llama::A::up);
+  }
 
   LlamaConfig config_;
   LlamaMath math_;
