@@ -308,7 +308,6 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
   step_ = step;
   phase_ = phase;
   precision_.begin_step(phase);  // the phase's loss scale and compute
-  const int L = model_.n_layer();
   const std::int64_t positions = static_cast<std::int64_t>(model_.batch()) * model_.seq_len();
   // Data parallel: this rank's micro batches are those from rank x count of the step's
   // ranks x count, and the loss is the mean over all of them.
@@ -327,65 +326,76 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     model_.set_pass(step, static_cast<int>(m),
                     {static_cast<std::uint64_t>(step) * micro_batches.size() * ranks + first_micro_batch + m,
                      phase_needs_gradients(phase)});
-    const bool last_micro_batch = m + 1 == micro_batches.size();
     forward_layers(phase_needs_gradients(phase));  // nothing goes backward in a predict step
     mark("head", -1);
     ensure_on_device(kGlobalParameters, TensorGroup::weights);
     // Zero 3: the last block's weights come back for its backward during the head's.
-    if (parallel != nullptr && phase_needs_gradients(phase)) parallel->prefetch_weights(L - 1);
+    if (parallel != nullptr && phase_needs_gradients(phase)) parallel->prefetch_weights(model_.n_layer() - 1);
     // A non-finite loss goes on into backward: its gradients are non-finite too, and the precision
     // policy decides (skip_nonfinite) what the step does.
     loss_sum += model_.head_forward();
-    if (phase_needs_gradients(phase)) {
-      if (parallel != nullptr) parallel->prepare_gradients(kGlobalParameters);
-      ensure_on_device(kGlobalParameters, TensorGroup::grads);
-      if (fusing_) begin_fused_block(kGlobalParameters);
-      model_.head_backward(dloss);
-      // A block whose rows live in host memory is updated by the host once the next block's
-      // backward is issued, so the two overlap (ZeRO-Offload's CPU update); the order changes no
-      // value, since a block's backward reads no weight of the blocks above it.
-      int deferred_step = kNoDeferredStep;
-      for (int l = L - 1; l >= 0; --l) {
-        mark("backward", l);
-        run_hooks(Hook::before_backward, l, true);
-        ensure_on_device(l, TensorGroup::weights);
-        if (parallel != nullptr && l > 0) parallel->prefetch_weights(l - 1);  // zero 3: during this block
-        if (parallel != nullptr) parallel->prepare_gradients(l);
-        ensure_on_device(l, TensorGroup::grads);
-        if (fusing_) begin_fused_block(l);
-        restore_activations(l);
-        if (!model_.layer_activations_present(l)) {
-          ExecutorHookContext context(*this, l);
-          if (Status status = context.recompute_activations(l); !status) throw HookFailed(status.message());
-        }
-        model_.layer_backward(l);
-        model_.free_layer_activations(l, false);
-        run_hooks(Hook::after_backward, l, true);
-        // The sums run on the communicator's thread while the blocks below go backward; the fused
-        // update reads them at once.
-        if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(l);
-        if (parallel != nullptr) parallel->release_weights(l);  // zero 3
-        if (parallel != nullptr && fusing_) parallel->finish_reductions();
-        if (deferred_step != kNoDeferredStep) fused_step_block(std::exchange(deferred_step, kNoDeferredStep));
-        if (fusing_ && defers_fused_step(l))
-          deferred_step = l;
-        else if (fusing_)
-          fused_step_block(l);
-      }
-      ensure_on_device(kGlobalParameters, TensorGroup::grads);
-      if (fusing_) read_fused_state_from_disk(kGlobalParameters);
-      mark("backward", -1);
-      model_.embed_backward();
-      if (deferred_step != kNoDeferredStep) fused_step_block(deferred_step);  // block 0, during the embedding's
-      if (parallel != nullptr && last_micro_batch) parallel->reduce_gradients(kGlobalParameters);
-      if (parallel != nullptr && fusing_) parallel->finish_reductions();
-      if (fusing_) fused_step_block(kGlobalParameters);
-    }
+    if (phase_needs_gradients(phase)) backward_pass(dloss, m + 1 == micro_batches.size());
     if (parallel != nullptr) parallel->release_weights(kGlobalParameters);  // zero 3
     model_.end_micro_batch();
   }
   const double loss = loss_sum / static_cast<double>(micro_batches.size());
   return parallel != nullptr ? parallel->mean(loss) : loss;
+}
+
+// The per-block schedule: every part of the model (the head's and the embedding's gradients
+// are the global parameters', then each block from the top) is opened, goes backward, then is
+// closed: reduced and updated where and when the step's options say.
+void Executor::backward_pass(float dloss, bool last_micro_batch) {
+  open_block(kGlobalParameters);
+  model_.head_backward(dloss);
+  for (int l = model_.n_layer() - 1; l >= 0; --l) {
+    mark("backward", l);
+    run_hooks(Hook::before_backward, l, true);
+    open_block(l);
+    restore_activations(l);
+    if (!model_.layer_activations_present(l)) {
+      ExecutorHookContext context(*this, l);
+      if (Status status = context.recompute_activations(l); !status) throw HookFailed(status.message());
+    }
+    model_.layer_backward(l);
+    model_.free_layer_activations(l, false);
+    run_hooks(Hook::after_backward, l, true);
+    close_block(l, last_micro_batch);
+  }
+  ensure_on_device(kGlobalParameters, TensorGroup::grads);
+  if (update_per_block_) read_fused_state_from_disk(kGlobalParameters);
+  mark("backward", -1);
+  model_.embed_backward();
+  close_block(kGlobalParameters, last_micro_batch);
+}
+
+void Executor::open_block(int layer) {
+  DataParallel* const parallel = options_.data_parallel;
+  if (layer != kGlobalParameters) {
+    ensure_on_device(layer, TensorGroup::weights);
+    if (parallel != nullptr && layer > 0) parallel->prefetch_weights(layer - 1);  // zero 3: during this block
+  }
+  if (parallel != nullptr) parallel->prepare_gradients(layer);  // zero 2: allocate the owned ones
+  ensure_on_device(layer, TensorGroup::grads);
+  if (update_per_block_) begin_fused_block(layer);
+}
+
+void Executor::close_block(int layer, bool last_micro_batch) {
+  // Reduce: the sums run on the communicator's thread while the blocks below go backward.
+  if (DataParallel* const parallel = options_.data_parallel; parallel != nullptr) {
+    if (last_micro_batch) parallel->reduce_gradients(layer);
+    if (layer != kGlobalParameters) parallel->release_weights(layer);  // zero 3
+    if (update_per_block_) parallel->finish_reductions();              // the update reads the sums at once
+  }
+  if (!update_per_block_) return;  // updated after the whole backward (update_after_backward)
+  // Update: a block whose rows live in host memory is updated by the host once the next block's
+  // backward is issued, so the two overlap (ZeRO-Offload's CPU update); the order changes no
+  // value, since a block's backward reads no weight of the blocks above it.
+  if (deferred_update_ != kNoDeferredStep) fused_step_block(std::exchange(deferred_update_, kNoDeferredStep));
+  if (defers_fused_step(layer))
+    deferred_update_ = layer;
+  else
+    fused_step_block(layer);
 }
 
 std::vector<ParamSlot> Executor::parameter_slots(std::optional<int> layer) {
@@ -457,15 +467,16 @@ void Executor::full_update(std::int64_t step, std::span<const MicroBatch> micro_
   TensorStore& store = model_.store();
   store.zero_grads();
   if (options_.update == UpdateMode::fused) {
-    fusing_ = true;
+    update_per_block_ = true;
     fused_sum_of_squares_ = 0.0;
+    deferred_update_ = kNoDeferredStep;
     try {
       outcome.loss = forward_backward(step, micro_batches, outcome.phase);
     } catch (...) {
-      fusing_ = false;
+      update_per_block_ = false;
       throw;
     }
-    fusing_ = false;
+    update_per_block_ = false;
     finish_fused_step(outcome);
     return;
   }

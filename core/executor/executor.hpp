@@ -116,6 +116,18 @@ class Executor {
   // The embedding and every layer forward, with the forward hooks; not the head. Without
   // keep_activations (nothing goes backward), a layer's activations go once the next has run.
   void forward_layers(bool keep_activations);
+  // The backward half of one micro batch, one per-block schedule (docs/architecture.md, "The
+  // step"): the globals' gradients opened, the head's backward, then per block from the top: open,
+  // backward, close; last the embedding's backward, which closes the globals.
+  void backward_pass(float dloss, bool last_micro_batch);
+  // Ready for a block's backward: its weights on the device (zero 3: the block below's gathered
+  // meanwhile) and its gradients where backward writes them (zero 2: the owned ones allocated;
+  // update per block: allocated and zeroed, its state on disk read in).
+  void open_block(int layer);
+  // After a block's backward, where the step's options say: reduce (data parallel, last micro
+  // batch: summed across ranks on the communicator's thread; zero 3: gathered weights released),
+  // then update (update per block: now, or after the next block's backward when the host runs it).
+  void close_block(int layer, bool last_micro_batch);
   std::vector<ParamSlot> parameter_slots(std::optional<int> layer = std::nullopt);
   // The update (core/executor/update.cpp): one schedule for every placement of the rows, and the
   // one place the optimizer's entry points are called. How a call settles the step's lr, gradient
@@ -195,8 +207,9 @@ class Executor {
   std::vector<int> dropped_by_, evicted_by_;  // per block, this micro batch: which strategy, or -1
   std::function<void(std::string_view, int)> mark_observer_;
   std::function<void(bool)> host_update_observer_;
-  bool fusing_ = false;                // this backward pass updates each block after its backward
-  double fused_sum_of_squares_ = 0.0;  // this step's blocks' squared gradient norms so far
+  bool update_per_block_ = false;          // train.update = "fused": each block updates as its backward closes
+  int deferred_update_ = kNoDeferredStep;  // the block whose update waits for the next backward
+  double fused_sum_of_squares_ = 0.0;      // this step's blocks' squared gradient norms so far
   OptimizerReport fused_report_;
   std::optional<double> previous_grad_norm_;
   // Per layer + 1 (the globals first): the optimizer state rows read in from disk for this step's
