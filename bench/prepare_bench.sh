@@ -6,6 +6,9 @@
 # (strata adds eos to each document, and bos where the tokenizer adds one). Rounds alternate the two, and MB/s are input bytes per
 # second of wall time (Node's includes its JSON parsing, as strata's does).
 #   bash bench/prepare_bench.sh [MEGABYTES=100] [ROUNDS=3] [TOKENIZER=gpt2]
+# TOKENIZER names a folder of the references: gpt2, llama3, or hub/NAME (hub/gemma3, hub/llama2, ...).
+# BASELINE=path/to/strata also runs another build's prepare in each round, beside this one's;
+# NODE=0 leaves tokenizers.js out.
 # Needs a build (build/bin/strata) and the tokenizer references CTest makes
 # (build/tests/tokenizer_references, or: bash tests/tokenizers/make_all.sh build/tests/tokenizer_references).
 set -euo pipefail
@@ -68,24 +71,38 @@ JS
 input_mb=$(stat -c %s "$corpus" | awk '{printf "%.1f", $1 / 1e6}')
 echo "corpus: $corpus ($input_mb MB of JSON lines), tokenizer $name; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 printf '%-6s %-34s %10s %12s %10s\n' round implementation "seconds" "tokens" "MB/s"
+binaries=(build/bin/strata)
+[ "${NODE:-1}" = 0 ] && node_bytes=$(/usr/bin/python3 -c "import json,sys; print(sum(len(json.loads(l)['text'].encode()) for l in open(sys.argv[1]) if l.strip()))" "$corpus")
+[ -n "${BASELINE:-}" ] && binaries=("$BASELINE" build/bin/strata)
 for round in $(seq 1 "$rounds"); do
-  node_json=$(node "$work/encode.mjs" "$(realpath "$refs/npm/node_modules")" "$refs/$name" "$corpus")
-  read -r node_tokens node_documents node_bytes node_seconds < <(/usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['tokens'], d['documents'], d['bytes'], d['seconds'])" "$node_json")
-  printf '%-6s %-34s %10.2f %12d %10.1f\n' "$round" "tokenizers.js 0.2.0 (Node $(node --version))" "$node_seconds" "$node_tokens" \
-    "$(echo "$node_bytes / $node_seconds / 1000000" | bc -l)"
+  if [ "${NODE:-1}" != 0 ]; then
+    node_json=$(node "$work/encode.mjs" "$(realpath "$refs/npm/node_modules")" "$refs/$name" "$corpus")
+    read -r node_tokens node_documents node_bytes node_seconds < <(/usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(d['tokens'], d['documents'], d['bytes'], d['seconds'])" "$node_json")
+    printf '%-6s %-34s %10.2f %12d %10.1f\n' "$round" "tokenizers.js 0.2.0 (Node $(node --version))" "$node_seconds" "$node_tokens" \
+      "$(echo "$node_bytes / $node_seconds / 1000000" | bc -l)"
+  fi
+  for binary in "${binaries[@]}"; do
+  label="strata prepare"
+  [ "$binary" != build/bin/strata ] && label="baseline prepare"
   for threads in 1 2; do
     start=$(date +%s.%N)
-    log=$(build/bin/strata prepare --tokenizer "$refs/$name" --out "$work/out.bin" --threads "$threads" "$corpus")
+    log=$("$binary" prepare --tokenizer "$refs/$name" --out "$work/out.bin" --threads "$threads" "$corpus")
     end=$(date +%s.%N)
     tokens=$(echo "$log" | sed -n 's/^wrote .*: \([0-9]*\) tokens.*/\1/p')
     documents=$(echo "$log" | sed -n 's/^\([0-9]*\) documents.*/\1/p')
+    if [ "${NODE:-1}" = 0 ]; then  # no reference counts: the first binary's stand in for them
+      node_documents=${node_documents:-$documents}
+      node_tokens=${node_tokens:-$((tokens - documents))}
+      [ "$tokens" -ge $((node_tokens + documents)) ] || node_tokens=$((tokens - documents))
+    fi
     [ "$documents" = "$node_documents" ] || { echo "documents differ: $documents vs $node_documents"; exit 1; }
     # strata frames each document with eos, and with bos too where the tokenizer adds one (LLaMA 3).
     framing=$((tokens - node_tokens))
     [ "$framing" = "$documents" ] || [ "$framing" = $((2 * documents)) ] ||
       { echo "token counts differ: $tokens (with bos/eos) vs $node_tokens for $documents documents"; exit 1; }
     seconds=$(echo "$end - $start" | bc -l)
-    printf '%-6s %-34s %10.2f %12d %10.1f\n' "$round" "strata prepare, $threads thread(s)" "$seconds" "$((tokens - framing))" \
+    printf '%-6s %-34s %10.2f %12d %10.1f\n' "$round" "$label, $threads thread(s)" "$seconds" "$((tokens - framing))" \
       "$(echo "$node_bytes / $seconds / 1000000" | bc -l)"
+  done
   done
 done

@@ -194,14 +194,18 @@ TEST_F(TokenizerFiles, WhatIsNotImplementedIsRefusedByName) {
   };
   EXPECT_NE(refusal(with("/model/type", "WordPiece")).find("model.type = \"WordPiece\""), std::string::npos);
   EXPECT_NE(refusal(with("/model/type", "Unigram")).find("Unigram"), std::string::npos);
-  EXPECT_NE(refusal(with("/normalizer", Json{{"type", "NFKC"}})).find("normalizer {\"type\":\"NFKC\"}"),
+  EXPECT_NE(refusal(with("/normalizer", Json{{"type", "BertNormalizer"}})).find("normalizer (BertNormalizer)"),
             std::string::npos);
   EXPECT_NE(
       refusal(with("/normalizer", Json{{"type", "Sequence"},
-                                       {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "Lowercase"}}})}}))
-          .find("is not implemented (Strata implements NFC"),
+                                       {"normalizers", Json::array({{{"type", "NFC"}}, {{"type", "Precompiled"}}})}}))
+          .find("normalizer.normalizers[1] (Precompiled) is not implemented"),
       std::string::npos);
-  EXPECT_NE(refusal(with("/decoder", Json{{"type", "Metaspace"}})).find("decoder Metaspace"), std::string::npos);
+  // A byte-level vocabulary decoded by Metaspace would print GPT-2's byte characters.
+  EXPECT_NE(refusal(with("/decoder", Json{{"type", "Metaspace"}})).find("the decoder is not ByteLevel"),
+            std::string::npos);
+  EXPECT_NE(refusal(with("/decoder", Json{{"type", "WordPiece"}})).find("decoder (WordPiece) is not implemented"),
+            std::string::npos);
   EXPECT_NE(refusal(with("/pre_tokenizer", Json{{"type", "Whitespace"}})).find("Whitespace"), std::string::npos);
   EXPECT_NE(refusal(with("/model/continuing_subword_prefix", "##")).find("continuing_subword_prefix"),
             std::string::npos);
@@ -219,7 +223,8 @@ TEST_F(TokenizerFiles, WhatIsNotImplementedIsRefusedByName) {
       {"pretokenizers",
        Json::array({{{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Removed"}, {"invert", false}},
                     {{"type", "ByteLevel"}, {"use_regex", false}}})}};
-  EXPECT_NE(refusal(bad_split).find("behavior \"Removed\""), std::string::npos);
+  bad_split["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways";
+  EXPECT_NE(refusal(bad_split).find("behavior \"Sideways\" is not one of"), std::string::npos);
   Json bad_regex = bad_split;
   bad_regex["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Isolated";
   bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";

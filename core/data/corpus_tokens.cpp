@@ -15,9 +15,11 @@ std::filesystem::path tokenized_cache_path(const std::filesystem::path& text, co
   std::error_code error;
   const auto size = std::filesystem::file_size(text, error);
   const auto modified = std::filesystem::last_write_time(text, error).time_since_epoch().count();
-  // splitmix-style mixing: any change of tokenizer, size or time gives another name.
+  // splitmix-style mixing: any change of tokenizer, of how Strata encodes with it, of size or of
+  // time gives another name.
   std::uint64_t key = tokenizer.fingerprint();
-  for (const std::uint64_t part : {static_cast<std::uint64_t>(size), static_cast<std::uint64_t>(modified)}) {
+  for (const std::uint64_t part :
+       {static_cast<std::uint64_t>(size), static_cast<std::uint64_t>(modified), kTokenizerEncodingVersion}) {
     key ^= part + 0x9E3779B97F4A7C15ull + (key << 6) + (key >> 2);
     key = (key ^ (key >> 31)) * 0xBF58476D1CE4E5B9ull;
   }

@@ -2,12 +2,14 @@
 // The pre-tokenizer's regex (GPT-2's, LLaMA 3's, or the one a tokenizer.json names), compiled once
 // with PCRE2 in UTF and Unicode-property mode and JIT-compiled where the machine allows.
 // `\s`, `\p{L}`, `\p{N}` and `(?i:...)` mean what they mean to the Oniguruma engine the Hugging
-// Face tokenizers were written for; the parity tests against Hugging Face's own implementation
-// (tests/test_tokenizer.cpp) check that on real vocabularies.
+// Face tokenizers were written for, with every class from ICU's tables (Unicode 15.0 on Debian 12)
+// rather than PCRE2's own (Unicode 14); the parity tests against Hugging Face's own implementation
+// (tests/test_tokenizer_parity.cpp) check that on real vocabularies.
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -34,14 +36,18 @@ class PretokenizerRegex {
   PretokenizerRegex& operator=(const PretokenizerRegex&) = delete;
 
   // Splits `text` (valid UTF-8, already checked) as the "Isolated" split behaviour does: every match
-  // is a piece, and so is every stretch between matches. Appends the pieces' end offsets.
+  // is a piece, and so is every stretch between matches.
   class Matcher {
    public:
     explicit Matcher(const PretokenizerRegex& regex);
     ~Matcher();
     Matcher(const Matcher&) = delete;
     Matcher& operator=(const Matcher&) = delete;
-    void split(std::string_view text, std::vector<std::size_t>& piece_ends);
+    // Appends the pieces as [begin, end) offsets plus `base`.
+    void isolate(std::string_view text, std::size_t base, std::vector<std::pair<std::size_t, std::size_t>>& pieces);
+    // Appends every non-empty match of `text`, left to right, as [begin, end) byte offsets; an
+    // empty match splits nothing, and the search goes on from the next character.
+    void find(std::string_view text, std::vector<std::pair<std::size_t, std::size_t>>& matches);
 
    private:
     const PretokenizerRegex& regex_;

@@ -1,5 +1,6 @@
 #include "core/tokenizer/sentencepiece_tokenizer.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include <sentencepiece_processor.h>
@@ -13,11 +14,40 @@ namespace {
 
 class SentencePieceEncoder final : public TokenEncoder {
  public:
-  explicit SentencePieceEncoder(const sentencepiece::SentencePieceProcessor& processor) : processor_(processor) {}
+  SentencePieceEncoder(const sentencepiece::SentencePieceProcessor& processor,
+                       const std::vector<SentencePieceTokenizer::SpecialPiece>& specials)
+      : processor_(processor), specials_(specials) {}
 
   void encode(std::string_view text, std::vector<std::uint32_t>& ids) override {
     if (const auto bad = first_invalid_utf8(text))
       throw TokenizerError("the text is not valid UTF-8 at byte " + std::to_string(*bad));
+    // The control and unknown pieces spelled in the text are their ids, as tokenizer.json readers
+    // treat them (their added tokens); the stretches between them are encoded one by one.
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < text.size();) {
+      const SentencePieceTokenizer::SpecialPiece* special = special_at(text, i);
+      if (special == nullptr) {
+        ++i;
+        continue;
+      }
+      encode_stretch(text.substr(begin, i - begin), ids);
+      ids.push_back(special->id);
+      i += special->piece.size();
+      begin = i;
+    }
+    encode_stretch(text.substr(begin), ids);
+  }
+
+ private:
+  const SentencePieceTokenizer::SpecialPiece* special_at(std::string_view text, std::size_t i) const {
+    if (text[i] != '<') return nullptr;    // every control piece SentencePiece writes is <...>
+    for (const auto& special : specials_)  // longest first
+      if (text.compare(i, special.piece.size(), special.piece) == 0) return &special;
+    return nullptr;
+  }
+
+  void encode_stretch(std::string_view text, std::vector<std::uint32_t>& ids) {
+    if (text.empty()) return;
     scratch_.clear();
     // Encode is const in the library and keeps no state between calls.
     sentencepiece::util::Status status;
@@ -30,8 +60,8 @@ class SentencePieceEncoder final : public TokenEncoder {
     ids.insert(ids.end(), scratch_.begin(), scratch_.end());
   }
 
- private:
   const sentencepiece::SentencePieceProcessor& processor_;
+  const std::vector<SentencePieceTokenizer::SpecialPiece>& specials_;
   std::vector<int> scratch_;
 };
 
@@ -144,6 +174,13 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const s
   if (!status.ok())
     throw TokenizerError(file.string() + ": not a SentencePiece model the library can load: " + status.ToString());
   if (processor_->GetPieceSize() <= 0) throw TokenizerError(file.string() + ": the model has no pieces");
+  for (int id = 0; id < processor_->GetPieceSize(); ++id) {
+    const std::string& piece = processor_->IdToPiece(id);
+    if ((processor_->IsControl(id) || processor_->IsUnknown(id)) && piece.size() > 1 && piece.front() == '<')
+      specials_.push_back({piece, static_cast<std::uint32_t>(id)});
+  }
+  std::stable_sort(specials_.begin(), specials_.end(),
+                   [](const SpecialPiece& a, const SpecialPiece& b) { return a.piece.size() > b.piece.size(); });
 
   const auto named = [&](const char* key, int model_id) -> std::optional<std::uint32_t> {
     if (config.is_object() && config.contains(key) && !config[key].is_null()) {
@@ -212,7 +249,7 @@ std::optional<TextCut> SentencePieceTokenizer::last_exact_cut(std::string_view t
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 std::unique_ptr<TokenEncoder> SentencePieceTokenizer::make_encoder() const {
-  return std::make_unique<SentencePieceEncoder>(*processor_);
+  return std::make_unique<SentencePieceEncoder>(*processor_, specials_);
 }
 
 std::int64_t SentencePieceTokenizer::vocab_size() const {

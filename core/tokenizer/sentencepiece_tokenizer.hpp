@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -41,7 +42,15 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::uint64_t fingerprint() const override { return fingerprint_; }
   std::optional<TextCut> last_exact_cut(std::string_view text) const override;
 
+  // A control or unknown piece (<s>, </s>, <unk>): spelled in a text, it is its id, as a
+  // tokenizer.json reader makes it (its added tokens), whatever the library would make of the text.
+  struct SpecialPiece {
+    std::string piece;
+    std::uint32_t id;
+  };
+
  private:
+  std::vector<SpecialPiece> specials_;  // longest first
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   std::uint64_t fingerprint_;
   enum class CutAtSpace { never, dropping_the_space, keeping_the_space };

@@ -8,7 +8,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "core/tokenizer/byte_level_bpe.hpp"
+#include "core/tokenizer/bpe_tokenizer.hpp"
 #include "core/tokenizer/sentencepiece_tokenizer.hpp"
 
 namespace strata {
@@ -139,7 +139,7 @@ std::unique_ptr<Tokenizer> read_tokenizer_json(std::string_view json_text, std::
   return naming_type_errors(directory, [&]() -> std::unique_ptr<Tokenizer> {
     const auto path = directory / "tokenizer.json";
     const nlohmann::json json = parse_json(std::string(json_text), path);
-    return std::make_unique<ByteLevelBpe>(json, path, parse_config(config_text, directory),
+    return std::make_unique<BpeTokenizer>(json, path, parse_config(config_text, directory),
                                           fingerprint_of(json_text, config_text));
   });
 }
@@ -168,9 +168,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& directory
   if (is_file(json_path)) {
     try {
       return read_tokenizer_json(read_file(json_path), config, directory);
-    } catch (const TokenizerError&) {
-      // LLaMA 2's tokenizer.json (a SentencePiece-style BPE with byte fallback) is not one Strata
-      // reads, but its tokenizer.model beside it is.
+    } catch (const UnsupportedTokenizerModel&) {
+      // A tokenizer.json of another kind (Unigram, WordPiece) beside a SentencePiece model: the
+      // model is read. A broken or unreadable tokenizer.json is an error, never a quiet switch.
       if (!is_file(model_path)) throw;
     }
   }

@@ -1,11 +1,12 @@
 #pragma once
 // Text to token ids and back, as the model a user starts from was trained with. Two kinds are
 // read from a tokenizer directory (a Hugging Face model directory usually is one):
-//   tokenizer.json of the BPE kind with a byte-level pre-tokenizer and decoder (GPT-2, LLaMA 3,
-//     SmolLM): byte_level_bpe.hpp;
-//   tokenizer.model, a SentencePiece model (LLaMA 1/2, Mistral), through libsentencepiece.
+//   tokenizer.json of the BPE kind, byte-level (GPT-2, LLaMA 3, Qwen, DeepSeek V3, GPT-4o) or with
+//     byte fallback (LLaMA 2, Mistral, Gemma): bpe_tokenizer.hpp;
+//   tokenizer.model, a SentencePiece model (LLaMA 1/2, Mistral), through libsentencepiece, read
+//     when there is no tokenizer.json or it is of another kind (Unigram, WordPiece).
 // tokenizer_config.json, when present, names the bos and eos tokens. Anything else a directory
-// may describe (WordPiece, Unigram in tokenizer.json, a normalizer such as NFC) is refused by name.
+// may describe (WordPiece, Unigram in tokenizer.json, a BertNormalizer) is refused by name.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -21,6 +22,11 @@
 #include "core/errors/data_error.hpp"
 
 namespace strata {
+
+// Raised whenever the same tokenizer files may encode a text differently in a new Strata (2: the
+// pre-tokenizers' character classes from ICU's Unicode 15.0 instead of PCRE2's 14), so that token
+// caches made by an older one are not read as this one's (core/data/corpus_tokens.hpp).
+inline constexpr std::uint64_t kTokenizerEncodingVersion = 2;
 
 // A tokenizer directory Strata cannot read, or text it cannot encode; the message names the file
 // and the field. A DataError: bad input, exit 2.
@@ -75,7 +81,8 @@ class Tokenizer {
                                   bool final) const;
   // The largest id it can produce, plus one.
   virtual std::int64_t vocab_size() const = 0;
-  // "byte-level BPE (tokenizer.json)" or "SentencePiece BPE (tokenizer.model)".
+  // "byte-level BPE (tokenizer.json)", "BPE with byte fallback (tokenizer.json)" or
+  // "SentencePiece BPE (tokenizer.model)".
   virtual std::string kind() const = 0;
   // A digest of the files it was read from: a tokenized-data cache made with another is stale.
   virtual std::uint64_t fingerprint() const = 0;
@@ -84,7 +91,8 @@ class Tokenizer {
   // chunks on several threads; nothing when there is none or the tokenizer cannot be cut exactly.
   // Byte-level BPE cuts where a line ends after a non-space character and the next line starts with
   // an ASCII letter (GPT-2's and LLaMA 3's patterns end every piece holding a newline at it);
-  // SentencePiece BPE at a single space between ASCII words (sentencepiece_tokenizer.hpp).
+  // SentencePiece BPE, and tokenizer.json BPE with byte fallback, at a single space between ASCII
+  // words (sentencepiece_tokenizer.hpp, bpe_tokenizer.hpp).
   virtual std::optional<TextCut> last_exact_cut(std::string_view text) const = 0;
   const SpecialTokens& special() const noexcept { return special_; }
 

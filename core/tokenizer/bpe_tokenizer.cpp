@@ -1,12 +1,11 @@
-#include "core/tokenizer/byte_level_bpe.hpp"
+#include "core/tokenizer/bpe_tokenizer.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <queue>
 
-#include <nlohmann/json.hpp>
-
-#include "core/tokenizer/unicode_normalization.hpp"
+#include "core/tokenizer/tokenizer_json_support.hpp"
 #include "core/tokenizer/utf8.hpp"
 
 namespace strata {
@@ -76,14 +75,16 @@ std::string bytes_of_token(const std::string& token) {
   return bytes;
 }
 
-std::string type_of(const Json& node) {
-  return node.is_object() && node.contains("type") && node["type"].is_string() ? node["type"].get<std::string>()
-                                                                               : std::string("?");
+using tokenizer_json::type_of;
+
+constexpr std::string_view kWordMark = "\xE2\x96\x81";  // U+2581, "▁", SentencePiece's space
+
+bool ends_with_word_mark(std::string_view text) {
+  return text.ends_with(kWordMark);
 }
 
 bool flag(const Json& node, const char* key, bool fallback) {
-  if (!node.contains(key) || node[key].is_null()) return fallback;
-  return node[key].get<bool>();
+  return tokenizer_json::flag(node, key, fallback, std::string("tokenizer.json: ") + key);
 }
 
 // A string field that must be empty (or absent, or null) for Strata to implement the model.
@@ -94,19 +95,9 @@ void require_empty(const Json& model, const char* key, const std::filesystem::pa
                        " is not implemented (byte-level BPE has none)");
 }
 
-// The characters the regex must not treat specially in a Split's literal String pattern.
-std::string regex_quote(const std::string& literal) {
-  std::string quoted;
-  for (char c : literal) {
-    if (std::strchr("\\^$.|?*+()[]{}", c) != nullptr) quoted += '\\';
-    quoted += c;
-  }
-  return quoted;
-}
-
 }  // namespace
 
-ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, const Json& config,
+BpeTokenizer::BpeTokenizer(const Json& json, const std::filesystem::path& file, const Json& config,
                            std::uint64_t fingerprint)
     : fingerprint_(fingerprint) {
   const std::string where = file.string();
@@ -114,34 +105,45 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
   if (!json.contains("model") || !json["model"].is_object()) throw TokenizerError(where + ": no \"model\" object");
   const std::string model_type = type_of(json["model"]);
   if (model_type != "BPE")
-    throw TokenizerError(where + ": model.type = \"" + model_type +
-                         "\" is not implemented (Strata reads tokenizer.json of the BPE kind; a SentencePiece "
-                         "tokenizer.model beside it would be read instead)");
-  if (json.contains("normalizer") && !json["normalizer"].is_null()) read_normalizer(json["normalizer"], file);
-  if (!json.contains("pre_tokenizer") || json["pre_tokenizer"].is_null())
-    throw TokenizerError(where + ": no pre_tokenizer: Strata reads byte-level BPE, whose pre-tokenizer is ByteLevel");
-  if (type_of(json.value("decoder", Json())) != "ByteLevel")
-    throw TokenizerError(where + ": decoder " + type_of(json.value("decoder", Json())) +
-                         " is not implemented (byte-level BPE decodes with ByteLevel)");
-  read_pre_tokenizer(json["pre_tokenizer"], file);
+    throw UnsupportedTokenizerModel(where + ": model.type = \"" + model_type +
+                                    "\" is not implemented (Strata reads tokenizer.json of the BPE kind; a "
+                                    "SentencePiece tokenizer.model beside it would be read instead)");
+  normalizer_ = TextNormalizer(json.value("normalizer", Json()), where);
+  pre_tokenizer_ = std::make_unique<PreTokenizer>(json.value("pre_tokenizer", Json()), where);
+  decoder_ = std::make_unique<TokenDecoder>(json.value("decoder", Json()), where);
+  byte_level_ = pre_tokenizer_->byte_level();
+  // A byte-level vocabulary spells bytes through GPT-2's map, which only the ByteLevel decoder reads
+  // back, and the ByteLevel decoder reads nothing else.
+  if (byte_level_ != decoder_->byte_level())
+    throw TokenizerError(where +
+                         (byte_level_ ? ": the pre-tokenizer ends with ByteLevel but the decoder is not "
+                                        "ByteLevel"
+                                      : ": the decoder is ByteLevel but the pre-tokenizer does not end "
+                                        "with ByteLevel") +
+                         ": not implemented");
   check_ids_are_dense(json, file);
   read_model(json["model"], file);
   if (json.contains("added_tokens") && !json["added_tokens"].is_null()) read_added_tokens(json["added_tokens"], file);
   // Chunking a corpus at line starts is exact for the patterns whose newline pieces end at the
-  // newline (tokenizer.hpp), with no prefix space added per chunk and no added token spanning lines.
-  splits_at_line_starts_ = !add_prefix_space_ && !splits_.empty() &&
-                           std::all_of(splits_.begin(), splits_.end(),
-                                       [](const auto& regex) {
-                                         return regex->pattern() == kGpt2PretokenizerPattern ||
-                                                regex->pattern() == kLlama3PretokenizerPattern ||
-                                                regex->pattern() == kQwen2PretokenizerPattern;
-                                       }) &&
-                           std::none_of(added_.begin(), added_.end(), [](const AddedToken& token) {
-                             return token.content.find('\n') != std::string::npos;
-                           });
+  // newline (tokenizer.hpp), with nothing added per chunk (a prefix space, a Prepend), no
+  // normalization that reads across a line end, and no added token spanning lines.
+  const std::vector<std::string_view> patterns = pre_tokenizer_->isolated_patterns();
+  splits_at_line_starts_ =
+      byte_level_ && normalizer_.only_unicode_forms() && normalized_added_.empty() && !patterns.empty() &&
+      std::all_of(patterns.begin(), patterns.end(),
+                  [](std::string_view pattern) {
+                    return pattern == kGpt2PretokenizerPattern || pattern == kLlama3PretokenizerPattern ||
+                           pattern == kQwen2PretokenizerPattern;
+                  }) &&
+      std::none_of(added_.tokens.begin(), added_.tokens.end(),
+                   [](const AddedToken& token) { return token.content.find('\n') != std::string::npos; });
+  read_special_tokens(json, file, config);
+  cut_at_space_ = choose_cut_at_space();
+}
 
-  // bos and eos: tokenizer_config.json names them; a template post-processor that starts every
-  // text with bos (LLaMA 3's) or add_bos_token says whether documents start with it.
+// bos and eos: tokenizer_config.json names them; a template post-processor that starts every
+// text with bos (LLaMA 2's and 3's, Gemma's) or add_bos_token says whether documents start with it.
+void BpeTokenizer::read_special_tokens(const Json& json, const std::filesystem::path& file, const Json& config) {
   const auto named = [&](const char* key) -> std::optional<std::uint32_t> {
     if (!config.is_object() || !config.contains(key) || config[key].is_null()) return std::nullopt;
     const Json& value = config[key];
@@ -149,7 +151,7 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
     const auto id = token_id(content);
     if (!id)
       throw TokenizerError(file.parent_path().string() + "/tokenizer_config.json: " + key + " = \"" + content +
-                           "\" is not a token of " + where);
+                           "\" is not a token of " + file.string());
     return id;
   };
   special_.bos = named("bos_token");
@@ -171,11 +173,11 @@ ByteLevelBpe::ByteLevelBpe(const Json& json, const std::filesystem::path& file, 
   }
 }
 
-ByteLevelBpe::~ByteLevelBpe() = default;
+BpeTokenizer::~BpeTokenizer() = default;
 
 // Ids index tables (id -> bytes), so they must be nearly dense: a file naming id 2,000,000,000 for
 // a handful of tokens would otherwise ask for gigabytes. Real vocabularies have no holes at all.
-void ByteLevelBpe::check_ids_are_dense(const Json& json, const std::filesystem::path& file) {
+void BpeTokenizer::check_ids_are_dense(const Json& json, const std::filesystem::path& file) {
   std::uint64_t largest = 0;
   std::uint64_t defined = 0;
   const auto count = [&](const Json& id) {
@@ -193,52 +195,7 @@ void ByteLevelBpe::check_ids_are_dense(const Json& json, const std::filesystem::
                          std::to_string(defined) + " tokens defined: ids must number the tokens from 0");
 }
 
-void ByteLevelBpe::read_pre_tokenizer(const Json& pre_tokenizer, const std::filesystem::path& file) {
-  const std::string where = file.string();
-  std::vector<Json> steps;
-  if (type_of(pre_tokenizer) == "Sequence") {
-    for (const Json& step : pre_tokenizer.value("pretokenizers", Json::array())) steps.push_back(step);
-  } else {
-    steps.push_back(pre_tokenizer);
-  }
-  if (steps.empty() || type_of(steps.back()) != "ByteLevel")
-    throw TokenizerError(where + ": the pre_tokenizer does not end with ByteLevel (found " +
-                         (steps.empty() ? std::string("none") : type_of(steps.back())) +
-                         "): only byte-level BPE is implemented");
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const Json& step = steps[i];
-    const std::string type = type_of(step);
-    const std::string field = "pre_tokenizer step " + std::to_string(i) + " (" + type + ")";
-    if (type == "ByteLevel") {
-      if (i + 1 != steps.size()) throw TokenizerError(where + ": " + field + " must be the last step");
-      add_prefix_space_ = flag(step, "add_prefix_space", false);
-      if (flag(step, "use_regex", true))
-        splits_.push_back(std::make_unique<PretokenizerRegex>(kGpt2PretokenizerPattern, where + ": " + field));
-    } else if (type == "Split") {
-      const std::string behavior = step.value("behavior", std::string());
-      if (behavior != "Isolated")
-        throw TokenizerError(where + ": " + field + ": behavior \"" + behavior +
-                             "\" is not implemented (only \"Isolated\")");
-      if (flag(step, "invert", false))
-        throw TokenizerError(where + ": " + field + ": invert = true is not implemented");
-      const Json& pattern = step.value("pattern", Json());
-      if (pattern.contains("Regex") && pattern["Regex"].is_string())
-        splits_.push_back(
-            std::make_unique<PretokenizerRegex>(pattern["Regex"].get<std::string>(), where + ": " + field));
-      else if (pattern.contains("String") && pattern["String"].is_string())
-        splits_.push_back(std::make_unique<PretokenizerRegex>(regex_quote(pattern["String"].get<std::string>()),
-                                                              where + ": " + field));
-      else
-        throw TokenizerError(where + ": " + field + ": pattern is neither {\"Regex\": ...} nor {\"String\": ...}");
-    } else {
-      throw TokenizerError(where + ": " + field +
-                           " is not implemented (Strata's byte-level BPE takes Split steps "
-                           "then ByteLevel)");
-    }
-  }
-}
-
-void ByteLevelBpe::read_model(const Json& model, const std::filesystem::path& file) {
+void BpeTokenizer::read_model(const Json& model, const std::filesystem::path& file) {
   const std::string where = file.string();
   if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
     throw TokenizerError(where + ": model.dropout = " + model["dropout"].dump() +
@@ -246,6 +203,8 @@ void ByteLevelBpe::read_model(const Json& model, const std::filesystem::path& fi
   require_empty(model, "continuing_subword_prefix", file);
   require_empty(model, "end_of_word_suffix", file);
   ignore_merges_ = flag(model, "ignore_merges", false);
+  byte_fallback_ = flag(model, "byte_fallback", false);
+  fuse_unknown_ = flag(model, "fuse_unk", false);
   if (!model.contains("vocab") || !model["vocab"].is_object())
     throw TokenizerError(where + ": model.vocab is not an object of token: id");
   std::uint32_t largest = 0;
@@ -262,17 +221,31 @@ void ByteLevelBpe::read_model(const Json& model, const std::filesystem::path& fi
   for (const auto& [token, id] : token_ids_) {
     if (token_defined_[id]) throw TokenizerError(where + ": model.vocab gives id " + std::to_string(id) + " twice");
     token_defined_[id] = true;
-    token_bytes_[id] = bytes_of_token(token);
+    token_bytes_[id] = byte_level_ ? bytes_of_token(token) : token;
     piece_ids_.emplace(token_bytes_[id], id);
+  }
+  if (model.contains("unk_token") && !model["unk_token"].is_null()) {
+    const std::string unknown = model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+    const auto found = token_ids_.find(unknown);
+    if (found == token_ids_.end())
+      throw TokenizerError(where + ": model.unk_token = " + model["unk_token"].dump() + " is not in model.vocab");
+    unknown_id_ = found->second;
   }
   const auto& characters = byte_characters();
   for (std::size_t byte = 0; byte < 256; ++byte) {
+    if (!byte_level_) {
+      char spelled[8];
+      std::snprintf(spelled, sizeof spelled, "<0x%02X>", static_cast<unsigned>(byte));
+      if (const auto found = token_ids_.find(spelled); found != token_ids_.end()) fallback_ids_[byte] = found->second;
+      continue;
+    }
     const auto found = token_ids_.find(characters.spelling[byte]);
     if (found == token_ids_.end())
       throw TokenizerError(where + ": model.vocab lacks the token of byte " + std::to_string(byte) + " (\"" +
                            characters.spelling[byte] + "\"): not a byte-level vocabulary");
     byte_ids_[byte] = found->second;
   }
+  if (!byte_level_) find_joining_tokens();
   if (!model.contains("merges") || !model["merges"].is_array())
     throw TokenizerError(where + ": model.merges is not a list");
   const Json& merges = model["merges"];
@@ -305,20 +278,10 @@ void ByteLevelBpe::read_model(const Json& model, const std::filesystem::path& fi
   }
 }
 
-// NFC, alone or as the one step of a Sequence (Qwen2's); every other normalizer is refused.
-void ByteLevelBpe::read_normalizer(const Json& normalizer, const std::filesystem::path& file) {
-  const bool nfc = type_of(normalizer) == "NFC";
-  const Json steps = type_of(normalizer) == "Sequence" ? normalizer.value("normalizers", Json()) : Json();
-  const bool nfc_sequence = steps.is_array() && steps.size() == 1 && type_of(steps[0]) == "NFC";
-  if (!nfc && !nfc_sequence)
-    throw TokenizerError(file.string() + ": normalizer " + normalizer.dump().substr(0, 200) +
-                         " is not implemented (Strata implements NFC, Qwen2's, alone or as a one-step Sequence)");
-  nfc_ = true;
-}
-
-void ByteLevelBpe::read_added_tokens(const Json& added, const std::filesystem::path& file) {
+void BpeTokenizer::read_added_tokens(const Json& added, const std::filesystem::path& file) {
   const std::string where = file.string();
   if (!added.is_array()) throw TokenizerError(where + ": added_tokens is not a list");
+  std::string scratch;
   for (std::size_t i = 0; i < added.size(); ++i) {
     const Json& token = added[i];
     const std::string field = where + ": added_tokens[" + std::to_string(i) + "]";
@@ -343,20 +306,111 @@ void ByteLevelBpe::read_added_tokens(const Json& added, const std::filesystem::p
     token_defined_[id32] = true;
     token_bytes_[id32] = content;
     token_ids_.emplace(content, id32);
-    added_.push_back({content, id32, flag(token, "lstrip", false), flag(token, "rstrip", false)});
-    added_first_byte_[static_cast<unsigned char>(content[0])] = true;
+    // `normalized` tokens are matched in the normalized text, as they read there (Hugging Face's
+    // default for tokens that are not special).
+    const bool normalized = flag(token, "normalized", !flag(token, "special", false)) && !normalizer_.empty();
+    AddedTokens& kind = normalized ? normalized_added_ : added_;
+    const std::string matched = normalized ? std::string(normalizer_.apply(content, scratch)) : content;
+    if (!matched.empty()) kind.add({matched, id32, flag(token, "lstrip", false), flag(token, "rstrip", false)});
   }
-  std::stable_sort(added_.begin(), added_.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
 }
 
-std::optional<std::uint32_t> ByteLevelBpe::token_id(const std::string& token) const {
+void BpeTokenizer::find_joining_tokens() {
+  constexpr std::size_t kMostJoiningTokens = 256;  // beyond, each cut would cost more than it saves
+  for (const auto& [token, id] : token_ids_) {
+    JoiningToken joining{token, {}};
+    for (auto at = token.find(kWordMark, 1); at != std::string::npos; at = token.find(kWordMark, at + 1))
+      if (!ends_with_word_mark(std::string_view(token).substr(0, at))) joining.joins.push_back(at);
+    if (joining.joins.empty()) continue;
+    if (joining_.size() == kMostJoiningTokens) {
+      joining_.clear();
+      return;
+    }
+    joining_.push_back(std::move(joining));
+  }
+  cuts_words_ = true;
+}
+
+void BpeTokenizer::AddedTokens::add(AddedToken token) {
+  if (by_content.contains(token.content)) return;  // the first of two with one content is matched
+  std::vector<std::size_t>& sizes = lengths[static_cast<unsigned char>(token.content[0])];
+  if (std::find(sizes.begin(), sizes.end(), token.content.size()) == sizes.end()) {
+    sizes.push_back(token.content.size());
+    std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  }
+  by_content.emplace(token.content, tokens.size());
+  tokens.push_back(std::move(token));
+}
+
+const BpeTokenizer::AddedToken* BpeTokenizer::AddedTokens::at(std::string_view text, std::size_t i) const {
+  for (std::size_t size : lengths[static_cast<unsigned char>(text[i])]) {  // longest first
+    if (size > text.size() - i) continue;
+    if (const auto found = by_content.find(text.substr(i, size)); found != by_content.end())
+      return &tokens[found->second];
+  }
+  return nullptr;
+}
+
+std::optional<std::uint32_t> BpeTokenizer::token_id(const std::string& token) const {
   const auto found = token_ids_.find(token);
   if (found == token_ids_.end()) return std::nullopt;
   return found->second;
 }
 
-std::optional<TextCut> ByteLevelBpe::last_exact_cut(std::string_view text) const {
+BpeTokenizer::CutAtSpace BpeTokenizer::choose_cut_at_space() const {
+  if (byte_level_ || !cuts_words_ || !normalizer_.keeps_words_apart() || !pre_tokenizer_->splits_only_at_spaces())
+    return CutAtSpace::never;
+  // A joining token across "▁" between an ASCII letter or digit and a letter could span the cut.
+  for (const JoiningToken& joining : joining_)
+    for (std::size_t join : joining.joins)
+      if (join > 0 && std::isalnum(static_cast<unsigned char>(joining.text[join - 1])) &&
+          join + kWordMark.size() < joining.text.size() &&
+          std::isalpha(static_cast<unsigned char>(joining.text[join + kWordMark.size()])))
+        return CutAtSpace::never;
+  for (const AddedTokens* added : {&added_, &normalized_added_})
+    for (const AddedToken& token : added->tokens)
+      if (token.content.find(' ') != std::string::npos) return CutAtSpace::never;
+  // Whether the part after a cut starts as the whole does after the space: with its "▁" put back by
+  // the normalizer or pre-tokenizer (the space dropped), or with the space kept. Every cut of a few
+  // texts must agree.
+  const auto encoder = make_encoder();
+  const auto ids_of = [&](std::string_view text) {
+    std::vector<std::uint32_t> ids;
+    encoder->encode(text, ids);
+    return ids;
+  };
+  bool dropping = true, keeping = true;
+  for (std::string_view probe : {"a b", "The cat sat on the mat", "x1 y2 z3 w", "one two  three"}) {
+    const std::vector<std::uint32_t> whole = ids_of(probe);
+    for (std::size_t at = 1; at + 1 < probe.size(); ++at) {
+      if (probe[at] != ' ' || !std::isalnum(static_cast<unsigned char>(probe[at - 1])) ||
+          !std::isalpha(static_cast<unsigned char>(probe[at + 1])))
+        continue;
+      const std::vector<std::uint32_t> before = ids_of(probe.substr(0, at));
+      const auto joined = [&](std::size_t resume) {
+        std::vector<std::uint32_t> ids = before;
+        const std::vector<std::uint32_t> after = ids_of(probe.substr(resume));
+        ids.insert(ids.end(), after.begin(), after.end());
+        return ids == whole;
+      };
+      dropping = dropping && joined(at + 1);
+      keeping = keeping && joined(at);
+    }
+  }
+  return dropping ? CutAtSpace::dropping_the_space : keeping ? CutAtSpace::keeping_the_space : CutAtSpace::never;
+}
+
+std::optional<TextCut> BpeTokenizer::last_exact_cut(std::string_view text) const {
+  if (cut_at_space_ != CutAtSpace::never) {
+    // At a single space between ASCII words (a letter or digit before it, a letter after).
+    for (std::size_t at = text.size(); at-- > 1;) {
+      if (at + 1 >= text.size() || text[at] != ' ' || !std::isalnum(static_cast<unsigned char>(text[at - 1])) ||
+          !std::isalpha(static_cast<unsigned char>(text[at + 1])))
+        continue;
+      return TextCut{at, cut_at_space_ == CutAtSpace::dropping_the_space ? at + 1 : at};
+    }
+    return std::nullopt;
+  }
   if (!splits_at_line_starts_) return std::nullopt;
   // After a newline that follows a non-space, before an ASCII letter.
   for (std::size_t p = text.size(); p-- > 2;) {
@@ -367,87 +421,102 @@ std::optional<TextCut> ByteLevelBpe::last_exact_cut(std::string_view text) const
   return std::nullopt;
 }
 
-std::string ByteLevelBpe::decode_raw(std::span<const std::uint32_t> ids) const {
+std::string BpeTokenizer::decode_raw(std::span<const std::uint32_t> ids) const {
   std::string text;
+  std::vector<std::string> tokens;
   for (std::uint32_t id : ids) {
     if (id >= token_bytes_.size() || !token_defined_[id])
       throw TokenizerError("token " + std::to_string(id) + " is not in the tokenizer's vocabulary of " +
                            std::to_string(token_bytes_.size()));
-    text += token_bytes_[id];
+    if (byte_level_)
+      text += token_bytes_[id];
+    else
+      tokens.push_back(token_bytes_[id]);
   }
-  return text;
+  return byte_level_ ? text : decoder_->decode(std::move(tokens));
 }
 
 // ---- encoding ----
 
-class ByteLevelBpeEncoder final : public TokenEncoder {
+class BpeEncoder final : public TokenEncoder {
  public:
-  explicit ByteLevelBpeEncoder(const ByteLevelBpe& bpe) : bpe_(bpe) {
-    for (const auto& regex : bpe.splits_) matchers_.push_back(std::make_unique<PretokenizerRegex::Matcher>(*regex));
-  }
+  explicit BpeEncoder(const BpeTokenizer& bpe) : bpe_(bpe), splitter_(*bpe.pre_tokenizer_) {}
 
   void encode(std::string_view text, std::vector<std::uint32_t>& ids) override {
     if (const auto bad = first_invalid_utf8(text))
       throw TokenizerError("the text is not valid UTF-8 at byte " + std::to_string(*bad));
-    // Cut out the added tokens, then encode the stretches between them.
-    std::size_t stretch = 0;
-    std::size_t i = 0;
-    while (i < text.size()) {
-      const ByteLevelBpe::AddedToken* token = added_token_at(text, i);
-      if (token == nullptr) {
-        ++i;
-        continue;
-      }
-      std::size_t stretch_end = i;
-      if (token->lstrip)
-        while (stretch_end > stretch && is_space(text[stretch_end - 1])) --stretch_end;
-      encode_stretch(text.substr(stretch, stretch_end - stretch), ids);
-      ids.push_back(token->id);
-      i += token->content.size();
-      if (token->rstrip)
-        while (i < text.size() && is_space(text[i])) ++i;
-      stretch = i;
-    }
-    encode_stretch(text.substr(stretch), ids);
+    cut_added_tokens(text, bpe_.added_, ids, [&](std::string_view stretch, bool at_start) {
+      std::string_view normalized = bpe_.normalizer_.apply(stretch, normalized_);
+      cut_added_tokens(normalized, bpe_.normalized_added_, ids, [&](std::string_view part, bool part_at_start) {
+        encode_stretch(part, at_start && part_at_start, ids);
+      });
+    });
   }
 
  private:
   static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-  const ByteLevelBpe::AddedToken* added_token_at(std::string_view text, std::size_t i) const {
-    if (!bpe_.added_first_byte_[static_cast<unsigned char>(text[i])]) return nullptr;
-    for (const auto& token : bpe_.added_)  // longest first
-      if (text.compare(i, token.content.size(), token.content) == 0) return &token;
-    return nullptr;
+  // Cuts `added` tokens out of `text`, leftmost and longest, appending their ids; hands each stretch
+  // between them (with whether it starts the text) to `stretch`.
+  template <typename Stretch>
+  static void cut_added_tokens(std::string_view text, const BpeTokenizer::AddedTokens& added,
+                               std::vector<std::uint32_t>& ids, Stretch&& stretch) {
+    if (added.empty()) {
+      stretch(text, true);
+      return;
+    }
+    std::size_t begin = 0;
+    std::size_t i = 0;
+    while (i < text.size()) {
+      const BpeTokenizer::AddedToken* token =
+          added.lengths[static_cast<unsigned char>(text[i])].empty() ? nullptr : added.at(text, i);
+      if (token == nullptr) {
+        ++i;
+        continue;
+      }
+      std::size_t end = i;
+      if (token->lstrip)
+        while (end > begin && is_space(text[end - 1])) --end;
+      stretch(text.substr(begin, end - begin), begin == 0);
+      ids.push_back(token->id);
+      i += token->content.size();
+      if (token->rstrip)
+        while (i < text.size() && is_space(text[i])) ++i;
+      begin = i;
+    }
+    stretch(text.substr(begin), begin == 0);
   }
 
-  void encode_stretch(std::string_view stretch, std::vector<std::uint32_t>& ids) {
+  void encode_stretch(std::string_view stretch, bool at_text_start, std::vector<std::uint32_t>& ids) {
     if (stretch.empty()) return;
-    if (bpe_.nfc_ && to_nfc(stretch, normalized_)) stretch = normalized_;
-    std::string_view text = stretch;
-    if (bpe_.add_prefix_space_ && stretch.front() != ' ') {
-      prefixed_.assign(1, ' ');
-      prefixed_.append(stretch);
-      text = prefixed_;
-    }
-    // Split by each pre-tokenizer regex in turn; each piece of one is split by the next.
-    pieces_.assign({0, text.size()});
-    for (auto& matcher : matchers_) {
-      next_pieces_.assign(1, 0);
-      for (std::size_t p = 1; p < pieces_.size(); ++p) {
-        const std::size_t begin = pieces_[p - 1];
-        ends_.clear();
-        matcher->split(text.substr(begin, pieces_[p] - begin), ends_);
-        for (std::size_t end : ends_) next_pieces_.push_back(begin + end);
-      }
-      pieces_.swap(next_pieces_);
-    }
-    for (std::size_t p = 1; p < pieces_.size(); ++p)
-      encode_piece(text.substr(pieces_[p - 1], pieces_[p] - pieces_[p - 1]), ids);
+    const std::string_view text = splitter_.split(stretch, at_text_start, pieces_);
+    for (const auto& [begin, end] : pieces_) encode_piece(text.substr(begin, end - begin), ids);
   }
 
   void encode_piece(std::string_view piece, std::vector<std::uint32_t>& ids) {
-    if (piece.size() == 1) {
+    if (bpe_.cuts_words_ && !(bpe_.ignore_merges_ && bpe_.piece_ids_.contains(std::string(piece)))) {
+      std::size_t word = 0;
+      for (auto at = piece.find(kWordMark, 1); at != std::string_view::npos; at = piece.find(kWordMark, at + 1)) {
+        if (ends_with_word_mark(piece.substr(0, at)) || joined_at(piece, at)) continue;
+        encode_word(piece.substr(word, at - word), ids);
+        word = at;
+      }
+      encode_word(piece.substr(word), ids);
+      return;
+    }
+    encode_word(piece, ids);
+  }
+
+  // Whether a joining token lies across the "▁" at `at` in `piece`.
+  bool joined_at(std::string_view piece, std::size_t at) const {
+    for (const auto& joining : bpe_.joining_)
+      for (std::size_t join : joining.joins)
+        if (join <= at && piece.compare(at - join, joining.text.size(), joining.text) == 0) return true;
+    return false;
+  }
+
+  void encode_word(std::string_view piece, std::vector<std::uint32_t>& ids) {
+    if (bpe_.byte_level_ && piece.size() == 1) {
       ids.push_back(bpe_.byte_ids_[static_cast<unsigned char>(piece[0])]);
       return;
     }
@@ -465,22 +534,59 @@ class ByteLevelBpeEncoder final : public TokenEncoder {
       return;
     }
     const std::size_t first = ids.size();
-    merge_bytes(piece, ids);
+    if (bpe_.byte_level_)
+      byte_symbols(piece);
+    else
+      character_symbols(piece);
+    merge_symbols(ids);
     if (piece.size() <= kCachedPieceBytes) {
       if (cache_.size() >= kCacheEntries) cache_.clear();  // a bound on memory, not an LRU
       cache_.emplace(key, std::vector<std::uint32_t>(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end()));
     }
   }
 
+  // Byte-level: one symbol per byte.
+  void byte_symbols(std::string_view piece) {
+    initial_.clear();
+    for (char c : piece) initial_.push_back(bpe_.byte_ids_[static_cast<unsigned char>(c)]);
+  }
+
+  // One symbol per character the vocabulary holds; another is its <0xNN> byte tokens (byte
+  // fallback, when the vocabulary has them all) or the unknown token (one for a run with fuse_unk),
+  // or, with neither, nothing (as Hugging Face's BPE drops it).
+  void character_symbols(std::string_view piece) {
+    initial_.clear();
+    bool previous_unknown = false;
+    for (std::size_t i = 0; i < piece.size();) {
+      const std::size_t length = tokenizer_json::character_length(static_cast<unsigned char>(piece[i]));
+      character_.assign(piece.substr(i, length));
+      i += length;
+      if (const auto found = bpe_.piece_ids_.find(character_); found != bpe_.piece_ids_.end()) {
+        initial_.push_back(found->second);
+        previous_unknown = false;
+        continue;
+      }
+      if (bpe_.byte_fallback_ && std::all_of(character_.begin(), character_.end(), [&](char c) {
+            return bpe_.fallback_ids_[static_cast<unsigned char>(c)].has_value();
+          })) {
+        for (char c : character_) initial_.push_back(*bpe_.fallback_ids_[static_cast<unsigned char>(c)]);
+        previous_unknown = false;
+        continue;
+      }
+      if (!bpe_.unknown_id_) continue;
+      if (!(bpe_.fuse_unknown_ && previous_unknown)) initial_.push_back(*bpe_.unknown_id_);
+      previous_unknown = true;
+    }
+  }
+
   // The merge loop over a linked list of symbols and a heap of candidate pairs ordered by (rank,
   // position): O(n log n) in the piece's bytes, so a long run of spaces or digits stays cheap.
-  void merge_bytes(std::string_view piece, std::vector<std::uint32_t>& ids) {
-    const auto n = static_cast<std::int32_t>(piece.size());
-    symbols_.resize(piece.size());
+  void merge_symbols(std::vector<std::uint32_t>& ids) {
+    const auto n = static_cast<std::int32_t>(initial_.size());
+    if (n == 0) return;
+    symbols_.resize(initial_.size());
     for (std::int32_t i = 0; i < n; ++i)
-      symbols_[static_cast<std::size_t>(i)] = {
-          bpe_.byte_ids_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])], i - 1,
-          i + 1 < n ? i + 1 : -1};
+      symbols_[static_cast<std::size_t>(i)] = {initial_[static_cast<std::size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1};
     heap_ = {};
     const auto push_pair = [&](std::int32_t left) {
       if (left < 0) return;
@@ -527,18 +633,19 @@ class ByteLevelBpeEncoder final : public TokenEncoder {
   static constexpr std::size_t kCachedPieceBytes = 64;
   static constexpr std::size_t kCacheEntries = 1u << 20;
 
-  const ByteLevelBpe& bpe_;
-  std::vector<std::unique_ptr<PretokenizerRegex::Matcher>> matchers_;
+  const BpeTokenizer& bpe_;
+  PreTokenizer::Splitter splitter_;
   std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;
-  std::string prefixed_;
-  std::string normalized_;  // a stretch in NFC
-  std::vector<std::size_t> pieces_, next_pieces_, ends_;
+  std::string normalized_;  // a stretch normalized
+  std::string character_;
+  std::vector<std::pair<std::size_t, std::size_t>> pieces_;
+  std::vector<std::uint32_t> initial_;  // a piece's symbols before merging
   std::vector<Symbol> symbols_;
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;
 };
 
-std::unique_ptr<TokenEncoder> ByteLevelBpe::make_encoder() const {
-  return std::make_unique<ByteLevelBpeEncoder>(*this);
+std::unique_ptr<TokenEncoder> BpeTokenizer::make_encoder() const {
+  return std::make_unique<BpeEncoder>(*this);
 }
 
 }  // namespace strata
