@@ -256,16 +256,20 @@ void add_timelines(AbRun& run, const Manifest& manifest, const std::filesystem::
   for (const std::string& note : notes) run.timeline_note += (run.timeline_note.empty() ? "" : "; ") + note;
 }
 
-// What a manifest's stack trains (describe_training), or nothing when its stack cannot be built
-// here (the run then says why).
-std::optional<std::string> training_of(const Manifest& manifest) {
+// What a manifest's stack trains (describe_training), or why its stack cannot be built here.
+struct TrainingOf {
+  std::optional<std::string> description;
+  std::string problem;  // when there is no description
+};
+
+TrainingOf training_of(const Manifest& manifest) {
   try {
     PluginRegistry registry = load_plugins(manifest);
     HostServicesImpl host(manifest.model.info(), manifest.device.kind);  // outlives the stack's objects
     const Stack stack = build_stack(manifest, registry, host, "");
-    return describe_training(stack.trainable, manifest.model.n_layer());
-  } catch (const std::exception&) {
-    return std::nullopt;
+    return {describe_training(stack.trainable, manifest.model.n_layer()), {}};
+  } catch (const std::exception& error) {
+    return {std::nullopt, error.what()};
   }
 }
 
@@ -431,12 +435,21 @@ int command_ab(const std::vector<std::string>& arguments) {
   }
 
   std::vector<AbVerdict> verdicts = {reference_verdict(runs.front())};
-  const std::optional<std::string> reference_training = training_of(manifests.front());
+  // What trains is compared from the stacks; one that cannot be built here is said, not skipped
+  // in silence (the verdict then cannot know a change of what trains from a failure).
+  const TrainingOf reference_training = training_of(manifests.front());
+  if (!reference_training.description)
+    std::printf("note: what trains is not compared: %s's stack cannot be built here: %s\n",
+                manifests.front().path.string().c_str(), reference_training.problem.c_str());
   for (std::size_t i = 1; i < runs.size(); ++i) {
     AbConditions conditions = compare_conditions(manifests.front(), manifests[i]);
-    if (const std::optional<std::string> training = training_of(manifests[i]);
-        reference_training && training && *training != *reference_training)
-      conditions.training_change = "what trains: " + *reference_training + " vs " + *training;
+    const TrainingOf training = training_of(manifests[i]);
+    if (!training.description && reference_training.description)
+      std::printf("note: what trains is not compared for %s: its stack cannot be built here: %s\n",
+                  manifests[i].path.string().c_str(), training.problem.c_str());
+    if (reference_training.description && training.description &&
+        *training.description != *reference_training.description)
+      conditions.training_change = "what trains: " + *reference_training.description + " vs " + *training.description;
     verdicts.push_back(compare_runs(runs.front(), runs[i], conditions, settings));
   }
   std::printf("\n");
