@@ -8,6 +8,7 @@
 
 #include "core/data/corpus.hpp"
 #include "core/data/token_file.hpp"
+#include "core/tokenizer/unicode_text.hpp"
 
 namespace strata {
 
@@ -15,11 +16,16 @@ std::filesystem::path tokenized_cache_path(const std::filesystem::path& text, co
   std::error_code error;
   const auto size = std::filesystem::file_size(text, error);
   const auto modified = std::filesystem::last_write_time(text, error).time_since_epoch().count();
-  // splitmix-style mixing: any change of tokenizer, of how Strata encodes with it, of size or of
-  // time gives another name.
+  // splitmix-style mixing: any change of tokenizer, of how Strata encodes with it (its version and
+  // the Unicode tables it reads), of size or of time gives another name.
+  static const std::uint64_t tables = [] {  // FNV-1a of the versions: the same in every build and process
+    std::uint64_t hash = 0xCBF29CE484222325ull;
+    for (const char c : unicode_tables_version()) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+    return hash;
+  }();
   std::uint64_t key = tokenizer.fingerprint();
   for (const std::uint64_t part :
-       {static_cast<std::uint64_t>(size), static_cast<std::uint64_t>(modified), kTokenizerEncodingVersion}) {
+       {static_cast<std::uint64_t>(size), static_cast<std::uint64_t>(modified), kTokenizerEncodingVersion, tables}) {
     key ^= part + 0x9E3779B97F4A7C15ull + (key << 6) + (key >> 2);
     key = (key ^ (key >> 31)) * 0xBF58476D1CE4E5B9ull;
   }

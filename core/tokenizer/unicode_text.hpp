@@ -9,6 +9,10 @@ namespace strata {
 
 enum class UnicodeForm { nfc, nfd, nfkc, nfkd };
 
+// The Unicode versions of the tables the tokenizers read at run time ("ICU 15.0, PCRE2 14.0"): a
+// system upgrade may change them, and with them the ids of a text.
+std::string unicode_tables_version();
+
 // When `text` (valid UTF-8) is not already in `form`, sets `out` to it and returns true; returns
 // false, leaving `out` alone, when it is (ASCII always is, and is answered without ICU).
 bool to_unicode_form(std::string_view text, UnicodeForm form, std::string& out);
