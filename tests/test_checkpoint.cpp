@@ -233,6 +233,17 @@ TEST(Checkpoint, OverlappingOrUncoveredRangesAndExtraTensorsAreRefused) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("that no tensor covers"), std::string::npos) << e.what();
   }
+  // A name given twice, both entries valid: the JSON parser alone would keep the second.
+  const auto twice = file_with(
+      "twice.safetensors",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+      8);
+  try {
+    SafetensorsFile::read(twice);
+    FAIL() << "a tensor named twice accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'a' is named twice"), std::string::npos) << e.what();
+  }
   const auto trailing =
       file_with("trailing.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 16);
   EXPECT_THROW(SafetensorsFile::read(trailing), CheckpointError);

@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "core/util/atomic_file.hpp"
@@ -326,7 +327,16 @@ SafetensorsFile SafetensorsFile::parse_storage(std::shared_ptr<const char> stora
   file.path_ = path;
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+    // A name given twice would keep its last entry in silence: refused instead.
+    std::set<std::string> names;
+    const nlohmann::json::parser_callback_t refuse_repeated_names = [&](int depth, nlohmann::json::parse_event_t event,
+                                                                        nlohmann::json& parsed) {
+      if (depth == 1 && event == nlohmann::json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second)
+        throw CheckpointError(where + "corrupt header: tensor '" + parsed.get<std::string>() + "' is named twice");
+      return true;
+    };
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size),
+                                   refuse_repeated_names);
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(where + "corrupt header: " + e.what());
   }

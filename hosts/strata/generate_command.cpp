@@ -6,10 +6,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <stdexcept>
 
 #include "command_support.hpp"
 #include "commands.hpp"
@@ -63,7 +65,7 @@ struct TextCodec {
 
 int command_generate(const std::vector<std::string>& arguments) {
   CommonArguments common;
-  std::string checkpoint, from, prompt, prompt_file;
+  std::string checkpoint, from, prompt, prompt_file, seed_text;
   GenerationOptions generation;
   po::options_description options("generate options");
   add_manifest_options(options, common);
@@ -77,7 +79,7 @@ int command_generate(const std::vector<std::string>& arguments) {
       "top-k", po::value(&generation.sampling.top_k)->default_value(0), "sample among the K likeliest (0: all)")(
       "top-p", po::value(&generation.sampling.top_p)->default_value(1.0f),
       "sample among the likeliest whose probability reaches P (1: all)")(
-      "seed", po::value(&generation.sampling.seed)->default_value(42), "the sampling seed")(
+      "seed", po::value(&seed_text)->default_value("42"), "the sampling seed, 0 to 2^64-1")(
       "ids", "print the new token ids, one line, instead of the text");
   po::variables_map values;
   if (auto code = parse("generate", kSynopsis, options, arguments, values)) return *code;
@@ -89,6 +91,15 @@ int command_generate(const std::vector<std::string>& arguments) {
     return refuse("give exactly one of --prompt and --prompt-file");
   if (!checkpoint.empty() && !from.empty()) return refuse("give --checkpoint or --from, not both");
   if (generation.max_new_tokens < 1) return refuse("--max-new-tokens must be at least 1");
+  // Read as text: a number parser for unsigned values would take "-1" as 2^64-1 in silence.
+  try {
+    std::size_t used = 0;
+    if (seed_text.empty() || !std::isdigit(static_cast<unsigned char>(seed_text[0]))) throw std::invalid_argument("");
+    generation.sampling.seed = std::stoull(seed_text, &used);
+    if (used != seed_text.size()) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    return refuse("--seed " + seed_text + " is not a whole number from 0 to 2^64-1");
+  }
   if (!(generation.sampling.temperature >= 0.0f) || !std::isfinite(generation.sampling.temperature))
     return refuse("--temperature must be 0 or more");
   if (generation.sampling.top_k < 0) return refuse("--top-k must be 0 or more");

@@ -114,6 +114,9 @@ g=(generate "$work/gpt2.toml" --from "$work/gpt2.safetensors")
 fault "generate: both --prompt and --prompt-file" 2 "give exactly one of --prompt and --prompt-file" -- \
   "$strata" "${g[@]}" --prompt a --prompt-file "$work/gpt2.toml"
 fault "generate: --top-p 0" 2 "--top-p must be in (0, 1]" -- "$strata" "${g[@]}" --prompt a --top-p 0
+fault "generate: --seed -1" 2 "--seed -1 is not a whole number from 0 to 2^64-1" -- \
+  "$strata" "${g[@]}" --prompt a --seed -1
+fault "generate: --seed 7x" 2 "--seed 7x is not a whole number" -- "$strata" "${g[@]}" --prompt a --seed 7x
 fault "generate: no weights named" 2 "no weights to generate with" -- "$strata" generate "$work/gpt2.toml" --prompt a
 fault "generate: weights of another shape" 2 "gpt2.safetensors" -- \
   "$strata" generate "$work/gpt2.toml" --from "$work/gpt2.safetensors" --set model.d_model=64 --prompt a
