@@ -1,6 +1,8 @@
 #include "core/data/corpus_tokens.hpp"
 
 #include <spdlog/spdlog.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <chrono>
 #include <cstdio>
@@ -8,7 +10,7 @@
 
 #include "core/data/corpus.hpp"
 #include "core/data/token_file.hpp"
-#include "core/tokenizer/unicode_text.hpp"
+#include "core/tokenizer/pretokenizer_regex.hpp"
 
 namespace strata {
 
@@ -18,10 +20,9 @@ std::filesystem::path tokenized_cache_path(const std::filesystem::path& text, co
   const auto modified = std::filesystem::last_write_time(text, error).time_since_epoch().count();
   // splitmix-style mixing: any change of tokenizer, of how Strata encodes with it (its version and
   // the Unicode tables it reads), of size or of time gives another name.
-  static const std::uint64_t tables = [] {  // FNV-1a of the versions: the same in every build and process
-    std::uint64_t hash = 0xCBF29CE484222325ull;
-    for (const char c : unicode_tables_version()) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
-    return hash;
+  static const std::uint64_t tables = [] {  // the same in every build and process
+    const std::string version = unicode_tables_version();
+    return XXH3_64bits(version.data(), version.size());
   }();
   std::uint64_t key = tokenizer.fingerprint();
   for (const std::uint64_t part :

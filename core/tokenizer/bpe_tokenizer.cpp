@@ -357,60 +357,29 @@ std::optional<std::uint32_t> BpeTokenizer::token_id(const std::string& token) co
   return found->second;
 }
 
-BpeTokenizer::CutAtSpace BpeTokenizer::choose_cut_at_space() const {
+SpaceCut BpeTokenizer::choose_cut_at_space() const {
   if (byte_level_ || !cuts_words_ || !normalizer_.keeps_words_apart() || !pre_tokenizer_->splits_only_at_spaces())
-    return CutAtSpace::never;
+    return SpaceCut::never;
   // A joining token across "▁" between an ASCII letter or digit and a letter could span the cut.
   for (const JoiningToken& joining : joining_)
     for (std::size_t join : joining.joins)
       if (join > 0 && std::isalnum(static_cast<unsigned char>(joining.text[join - 1])) &&
           join + kWordMark.size() < joining.text.size() &&
           std::isalpha(static_cast<unsigned char>(joining.text[join + kWordMark.size()])))
-        return CutAtSpace::never;
+        return SpaceCut::never;
   for (const AddedTokens* added : {&added_, &normalized_added_})
     for (const AddedToken& token : added->tokens)
-      if (token.content.find(' ') != std::string::npos) return CutAtSpace::never;
-  // Whether the part after a cut starts as the whole does after the space: with its "▁" put back by
-  // the normalizer or pre-tokenizer (the space dropped), or with the space kept. Every cut of a few
-  // texts must agree.
+      if (token.content.find(' ') != std::string::npos) return SpaceCut::never;
   const auto encoder = make_encoder();
-  const auto ids_of = [&](std::string_view text) {
+  return probe_space_cut([&](std::string_view text) {
     std::vector<std::uint32_t> ids;
     encoder->encode(text, ids);
     return ids;
-  };
-  bool dropping = true, keeping = true;
-  for (std::string_view probe : {"a b", "The cat sat on the mat", "x1 y2 z3 w", "one two  three"}) {
-    const std::vector<std::uint32_t> whole = ids_of(probe);
-    for (std::size_t at = 1; at + 1 < probe.size(); ++at) {
-      if (probe[at] != ' ' || !std::isalnum(static_cast<unsigned char>(probe[at - 1])) ||
-          !std::isalpha(static_cast<unsigned char>(probe[at + 1])))
-        continue;
-      const std::vector<std::uint32_t> before = ids_of(probe.substr(0, at));
-      const auto joined = [&](std::size_t resume) {
-        std::vector<std::uint32_t> ids = before;
-        const std::vector<std::uint32_t> after = ids_of(probe.substr(resume));
-        ids.insert(ids.end(), after.begin(), after.end());
-        return ids == whole;
-      };
-      dropping = dropping && joined(at + 1);
-      keeping = keeping && joined(at);
-    }
-  }
-  return dropping ? CutAtSpace::dropping_the_space : keeping ? CutAtSpace::keeping_the_space : CutAtSpace::never;
+  });
 }
 
 std::optional<TextCut> BpeTokenizer::last_exact_cut(std::string_view text) const {
-  if (cut_at_space_ != CutAtSpace::never) {
-    // At a single space between ASCII words (a letter or digit before it, a letter after).
-    for (std::size_t at = text.size(); at-- > 1;) {
-      if (at + 1 >= text.size() || text[at] != ' ' || !std::isalnum(static_cast<unsigned char>(text[at - 1])) ||
-          !std::isalpha(static_cast<unsigned char>(text[at + 1])))
-        continue;
-      return TextCut{at, cut_at_space_ == CutAtSpace::dropping_the_space ? at + 1 : at};
-    }
-    return std::nullopt;
-  }
+  if (cut_at_space_ != SpaceCut::never) return last_space_cut(text, cut_at_space_);
   if (!splits_at_line_starts_) return std::nullopt;
   // After a newline that follows a non-space, before an ASCII letter.
   for (std::size_t p = text.size(); p-- > 2;) {

@@ -128,9 +128,8 @@ class BpeTokenizer final : public Tokenizer {
   // Where a corpus text of a tokenizer that is not byte-level may be cut: at a single space between
   // two ASCII words, the part after it resuming after the space (a Prepend or Metaspace puts its
   // "▁" back) or at it; never when some step could read across (choose_cut_at_space).
-  enum class CutAtSpace { never, dropping_the_space, keeping_the_space };
-  CutAtSpace cut_at_space_ = CutAtSpace::never;
-  CutAtSpace choose_cut_at_space() const;
+  SpaceCut cut_at_space_ = SpaceCut::never;
+  SpaceCut choose_cut_at_space() const;
   bool ignore_merges_ = false;
   bool splits_at_line_starts_ = false;
 };

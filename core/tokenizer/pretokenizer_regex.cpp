@@ -35,7 +35,7 @@ std::string spelled_class(std::string_view icu_set, bool negated, bool in_class,
   return body.empty() ? std::string("(?!)") : "[" + body + "]";
 }
 
-// The Unicode version of PCRE2's own tables ("14.0" in PCRE2 10.42).
+// The Unicode version of PCRE2's own tables, major.minor ("14.0" in PCRE2 10.42).
 std::string pcre2_unicode_version() {
   char version[32] = {};
   if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, version) <= 0) return "0.0";
@@ -81,11 +81,11 @@ bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-// `pattern` with every character class escape spelled out from ICU's tables (unicode_text.hpp), so
-// that \p{L} holds the letters of the Unicode version the rest of the tokenizer uses rather than
-// PCRE2's built-in (Unicode 14 in PCRE2 10.42): \p{..}, \P{..} and \pX; \s and \S as Oniguruma's
-// White_Space; \d, \w and their negations as Oniguruma's Unicode classes; Oniguruma's \uHHHH as
-// PCRE2's \x{HHHH}.
+// `pattern` with its character class escapes brought to ICU's tables (unicode_text.hpp), so that
+// \p{L} holds the letters of the Unicode version the normalizers use rather than only PCRE2's
+// (Unicode 14 in PCRE2 10.42): a general category (\p{..}, \pX, \d) as PCRE2's class plus ICU's
+// characters assigned since (growing_class), any other (\P{..}, other properties, \w, \D, \W)
+// spelled out from ICU; \s and \S as Oniguruma's White_Space; Oniguruma's \uHHHH as PCRE2's \x{HHHH}.
 std::string with_icu_classes(std::string_view pattern, const std::string& where) {
   std::string out;
   bool in_class = false;
@@ -183,6 +183,10 @@ PretokenizerRegex::PretokenizerRegex(std::string_view pattern, const std::string
 
 PretokenizerRegex::~PretokenizerRegex() = default;
 
+std::string unicode_tables_version() {
+  return "ICU " + icu_unicode_version() + ", PCRE2 " + pcre2_unicode_version();
+}
+
 PretokenizerRegex::Matcher::Matcher(const PretokenizerRegex& regex)
     : regex_(regex), data_(std::make_unique<MatchData>()) {
   data_->data = pcre2_match_data_create_from_pattern(regex_.code_->code, nullptr);
@@ -191,51 +195,45 @@ PretokenizerRegex::Matcher::Matcher(const PretokenizerRegex& regex)
 
 PretokenizerRegex::Matcher::~Matcher() = default;
 
-void PretokenizerRegex::Matcher::isolate(std::string_view text, std::size_t base,
-                                         std::vector<std::pair<std::size_t, std::size_t>>& pieces) {
-  // find() inlined into the pieces: the common pre-tokenizer step, on every byte of a corpus.
+// Calls on_match(start, end) for every non-empty match of `text`, left to right; an empty match
+// splits nothing, and the search goes on from the next character. A template, so that the caller's
+// work per match is inlined: isolate() runs on every byte of a corpus.
+template <typename OnMatch>
+void for_each_match(pcre2_code* code, pcre2_match_data* data, std::string_view text, OnMatch&& on_match) {
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  std::size_t piece_start = 0;
   std::size_t search_from = 0;
   while (search_from < text.size()) {
-    const int found =
-        pcre2_match(regex_.code_->code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data_->data, nullptr);
+    // The text was checked once for UTF-8; checking it again per match would cost O(n) each.
+    const int found = pcre2_match(code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data, nullptr);
     if (found == PCRE2_ERROR_NOMATCH) break;
     if (found < 0) fail_at(found, search_from);
-    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data_->data);
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     const std::size_t start = ovector[0];
     const std::size_t end = ovector[1];
     if (end == start) {
       search_from = next_character(text, start);
       continue;
     }
+    on_match(start, end);
+    search_from = end;
+  }
+}
+
+void PretokenizerRegex::Matcher::isolate(std::string_view text, std::size_t base,
+                                         std::vector<std::pair<std::size_t, std::size_t>>& pieces) {
+  std::size_t piece_start = 0;
+  for_each_match(regex_.code_->code, data_->data, text, [&](std::size_t start, std::size_t end) {
     if (start > piece_start) pieces.emplace_back(base + piece_start, base + start);  // the stretch before
     pieces.emplace_back(base + start, base + end);
-    piece_start = search_from = end;
-  }
+    piece_start = end;
+  });
   if (piece_start < text.size()) pieces.emplace_back(base + piece_start, base + text.size());
 }
 
 void PretokenizerRegex::Matcher::find(std::string_view text,
                                       std::vector<std::pair<std::size_t, std::size_t>>& matches) {
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  std::size_t search_from = 0;
-  while (search_from < text.size()) {
-    // The text was checked once for UTF-8; checking it again per match would cost O(n) each.
-    const int found =
-        pcre2_match(regex_.code_->code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data_->data, nullptr);
-    if (found == PCRE2_ERROR_NOMATCH) break;
-    if (found < 0) fail_at(found, search_from);
-    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data_->data);
-    const std::size_t start = ovector[0];
-    const std::size_t end = ovector[1];
-    if (end == start) {
-      search_from = next_character(text, start);
-      continue;
-    }
-    matches.emplace_back(start, end);
-    search_from = end;
-  }
+  for_each_match(regex_.code_->code, data_->data, text,
+                 [&](std::size_t start, std::size_t end) { matches.emplace_back(start, end); });
 }
 
 }  // namespace strata

@@ -2,9 +2,9 @@
 // The pre-tokenizer's regex (GPT-2's, LLaMA 3's, or the one a tokenizer.json names), compiled once
 // with PCRE2 in UTF and Unicode-property mode and JIT-compiled where the machine allows.
 // `\s`, `\p{L}`, `\p{N}` and `(?i:...)` mean what they mean to the Oniguruma engine the Hugging
-// Face tokenizers were written for, with every class from ICU's tables (Unicode 15.0 on Debian 12)
-// rather than PCRE2's own (Unicode 14); the parity tests against Hugging Face's own implementation
-// (tests/test_tokenizer_parity.cpp) check that on real vocabularies.
+// Face tokenizers were written for, with the characters ICU's tables (Unicode 15.0 on Debian 12)
+// assigned after PCRE2's own (Unicode 14) added to each class; the parity tests against Hugging Face's
+// own implementation (tests/test_tokenizer_parity.cpp) check that on real vocabularies.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -25,6 +25,10 @@ inline constexpr std::string_view kLlama3PretokenizerPattern =
 // Qwen2's: LLaMA 3's with single digits.
 inline constexpr std::string_view kQwen2PretokenizerPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The Unicode versions of the tables the tokenizers read at run time ("ICU 15.0, PCRE2 14.0"): a
+// system upgrade may change them, and with them the ids of a text.
+std::string unicode_tables_version();
 
 class PretokenizerRegex {
  public:

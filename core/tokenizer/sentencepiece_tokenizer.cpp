@@ -134,12 +134,6 @@ bool joins_words(std::string_view piece) {
   return false;
 }
 
-// Single spaces between ASCII words in a text: the places a cut may go.
-bool cuttable_space(std::string_view text, std::size_t at) {
-  return at > 0 && at + 1 < text.size() && text[at] == ' ' && std::isalnum(static_cast<unsigned char>(text[at - 1])) &&
-         std::isalpha(static_cast<unsigned char>(text[at + 1]));
-}
-
 }  // namespace
 
 std::optional<int> sentencepiece_model_type(std::string_view model) {
@@ -205,45 +199,21 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const s
   cut_at_space_ = choose_cut_at_space(bytes);
 }
 
-SentencePieceTokenizer::CutAtSpace SentencePieceTokenizer::choose_cut_at_space(std::string_view model) const {
+SpaceCut SentencePieceTokenizer::choose_cut_at_space(std::string_view model) const {
   constexpr int kBpe = 2;
-  if (sentencepiece_model_type(model) != kBpe) return CutAtSpace::never;
+  if (sentencepiece_model_type(model) != kBpe) return SpaceCut::never;
   for (int id = 0; id < processor_->GetPieceSize(); ++id) {
-    if (joins_words(processor_->IdToPiece(id))) return CutAtSpace::never;
+    if (joins_words(processor_->IdToPiece(id))) return SpaceCut::never;
   }
-  // Whether the part after a cut starts as the whole does after the space: through the model's dummy
-  // prefix (the space dropped), or with the space kept. Every cut of a few texts must agree.
-  const auto ids_of = [&](std::string_view text) {
+  return probe_space_cut([&](std::string_view text) {
     std::vector<int> ids;
-    if (!processor_->Encode(text, &ids).ok()) ids.assign(1, -1);
-    return ids;
-  };
-  bool dropping = true, keeping = true;
-  for (std::string_view probe : {"a b", "The cat sat on the mat", "x1 y2 z3 w", "one two  three"}) {
-    const std::vector<int> whole = ids_of(probe);
-    for (std::size_t at = 0; at < probe.size(); ++at) {
-      if (!cuttable_space(probe, at)) continue;
-      std::vector<int> before = ids_of(probe.substr(0, at));
-      const auto joined = [&](std::size_t resume) {
-        std::vector<int> ids = before;
-        const std::vector<int> after = ids_of(probe.substr(resume));
-        ids.insert(ids.end(), after.begin(), after.end());
-        return ids == whole;
-      };
-      dropping = dropping && joined(at + 1);
-      keeping = keeping && joined(at);
-    }
-  }
-  return dropping ? CutAtSpace::dropping_the_space : keeping ? CutAtSpace::keeping_the_space : CutAtSpace::never;
+    if (!processor_->Encode(text, &ids).ok()) return std::vector<std::uint32_t>{0xFFFFFFFFu};
+    return std::vector<std::uint32_t>(ids.begin(), ids.end());
+  });
 }
 
 std::optional<TextCut> SentencePieceTokenizer::last_exact_cut(std::string_view text) const {
-  if (cut_at_space_ == CutAtSpace::never) return std::nullopt;
-  for (std::size_t at = text.size(); at-- > 0;) {
-    if (!cuttable_space(text, at)) continue;
-    return TextCut{at, cut_at_space_ == CutAtSpace::dropping_the_space ? at + 1 : at};
-  }
-  return std::nullopt;
+  return last_space_cut(text, cut_at_space_);
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

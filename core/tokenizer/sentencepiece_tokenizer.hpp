@@ -53,9 +53,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<SpecialPiece> specials_;  // longest first
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   std::uint64_t fingerprint_;
-  enum class CutAtSpace { never, dropping_the_space, keeping_the_space };
-  CutAtSpace choose_cut_at_space(std::string_view model) const;
-  CutAtSpace cut_at_space_ = CutAtSpace::never;
+  SpaceCut choose_cut_at_space(std::string_view model) const;
+  SpaceCut cut_at_space_ = SpaceCut::never;
 };
 
 // ModelProto.trainer_spec.model_type of a serialized model (1 unigram, 2 BPE, 3 word, 4 char; 1

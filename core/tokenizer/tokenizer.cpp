@@ -1,5 +1,6 @@
 #include "core/tokenizer/tokenizer.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <iterator>
 #include <utility>
@@ -55,6 +56,38 @@ std::string Tokenizer::decode_continuation(std::span<const std::uint32_t> prompt
   if (!clean_up_spaces_) return raw;
   if (!final) raw.resize(settled_length(raw));
   return clean_up_tokenization(raw);
+}
+
+bool is_cuttable_space(std::string_view text, std::size_t at) {
+  return at > 0 && at + 1 < text.size() && text[at] == ' ' && std::isalnum(static_cast<unsigned char>(text[at - 1])) &&
+         std::isalpha(static_cast<unsigned char>(text[at + 1]));
+}
+
+SpaceCut probe_space_cut(const std::function<std::vector<std::uint32_t>(std::string_view)>& ids_of) {
+  bool dropping = true, keeping = true;
+  for (std::string_view probe : {"a b", "The cat sat on the mat", "x1 y2 z3 w", "one two  three"}) {
+    const std::vector<std::uint32_t> whole = ids_of(probe);
+    for (std::size_t at = 0; at < probe.size(); ++at) {
+      if (!is_cuttable_space(probe, at)) continue;
+      const std::vector<std::uint32_t> before = ids_of(probe.substr(0, at));
+      const auto joined = [&](std::size_t resume) {
+        std::vector<std::uint32_t> ids = before;
+        const std::vector<std::uint32_t> after = ids_of(probe.substr(resume));
+        ids.insert(ids.end(), after.begin(), after.end());
+        return ids == whole;
+      };
+      dropping = dropping && joined(at + 1);
+      keeping = keeping && joined(at);
+    }
+  }
+  return dropping ? SpaceCut::dropping_the_space : keeping ? SpaceCut::keeping_the_space : SpaceCut::never;
+}
+
+std::optional<TextCut> last_space_cut(std::string_view text, SpaceCut cut) {
+  if (cut == SpaceCut::never) return std::nullopt;
+  for (std::size_t at = text.size(); at-- > 0;)
+    if (is_cuttable_space(text, at)) return TextCut{at, cut == SpaceCut::dropping_the_space ? at + 1 : at};
+  return std::nullopt;
 }
 
 std::size_t settled_length(std::string_view text) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -119,6 +120,18 @@ std::string clean_up_tokenization(std::string_view text);
 // each by a rule 2 to 4 characters long that starts at a space, so no rule can match across such
 // a boundary, before or after earlier rules have run.
 std::size_t settled_length(std::string_view text);
+
+// Cutting a corpus text at a single space between ASCII words (a letter or digit before it, a
+// letter after), for tokenizers whose pieces never join two words: the part after the cut resumes
+// after the space (the tokenizer puts its word mark back, as a SentencePiece dummy prefix or a
+// Prepend does) or at it.
+enum class SpaceCut { never, dropping_the_space, keeping_the_space };
+bool is_cuttable_space(std::string_view text, std::size_t at);
+// Which of the two gives the whole's ids at every such cut of a few probe texts encoded by
+// `ids_of`, dropping first; never when neither does.
+SpaceCut probe_space_cut(const std::function<std::vector<std::uint32_t>(std::string_view)>& ids_of);
+// The last such cut in `text`, or nothing (always nothing for SpaceCut::never).
+std::optional<TextCut> last_space_cut(std::string_view text, SpaceCut cut);
 
 // Reads DIR's tokenizer.json when it describes a kind Strata implements, else DIR's
 // tokenizer.model; throws TokenizerError naming what it found and could not use.

@@ -7,9 +7,6 @@
 #include <unicode/uniset.h>
 #include <unicode/uversion.h>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -54,14 +51,10 @@ void append_code_point(std::string& out, UChar32 code) {
 
 }  // namespace
 
-std::string unicode_tables_version() {
-  UVersionInfo icu{};
-  u_getUnicodeVersion(icu);
-  char icu_text[U_MAX_VERSION_STRING_LENGTH] = {};
-  u_versionToString(icu, icu_text);
-  char pcre2_text[32] = {};
-  pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, pcre2_text);
-  return std::string("ICU ") + icu_text + ", PCRE2 " + pcre2_text;
+std::string icu_unicode_version() {
+  UVersionInfo version{};
+  u_getUnicodeVersion(version);
+  return std::to_string(version[0]) + "." + std::to_string(version[1]);
 }
 
 bool to_unicode_form(std::string_view text, UnicodeForm form, std::string& out) {

@@ -1,7 +1,7 @@
 #pragma once
 // What tokenizer.json's steps need of Unicode, from the system's ICU (Debian 12: ICU 72, Unicode
-// 15.0), so that every table (normalization forms, case, character classes) is one version: the
-// normalization forms, lower case, White_Space, and a property's characters as a PCRE2 class.
+// 15.0): the normalization forms, lower case, White_Space, and a set's characters as a PCRE2 class
+// (what pretokenizer_regex adds to PCRE2's older tables).
 #include <string>
 #include <string_view>
 
@@ -9,9 +9,8 @@ namespace strata {
 
 enum class UnicodeForm { nfc, nfd, nfkc, nfkd };
 
-// The Unicode versions of the tables the tokenizers read at run time ("ICU 15.0, PCRE2 14.0"): a
-// system upgrade may change them, and with them the ids of a text.
-std::string unicode_tables_version();
+// The Unicode version of ICU's tables, major.minor ("15.0").
+std::string icu_unicode_version();
 
 // When `text` (valid UTF-8) is not already in `form`, sets `out` to it and returns true; returns
 // false, leaving `out` alone, when it is (ASCII always is, and is answered without ICU).
