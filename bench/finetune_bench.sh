@@ -4,7 +4,8 @@
 # (bench/finetune/base.toml, 1000 steps), then adapted for 300 steps to corpus B, the license texts
 # every Debian system ships in /usr/share/common-licenses (legal English instead of 17th-century
 # scripture), by each stack in bench/finetune/: full fine-tune, LoRA r = 8, LoRA + checkpointing,
-# LoRA on an int8 base, sparse layers (first 2 + last 2) frozen or skipped; seeds 42 43 44.
+# LoRA on a bf16, an int8 and an NF4 base (QLoRA), sparse layers (first 2 + last 2) frozen or
+# skipped; seeds 42 43 44.
 # Learning rates (in the manifests): 3e-3 for the full and sparse fine-tunes, 1e-2 for LoRA, each
 # the better of two tried on seed 42 (full 1e-3: 1.8035, 3e-3: 1.7718; LoRA 3e-3: 1.9626, 1e-2: 1.8427).
 # For each run: validation loss on B (the run's own split), forgetting on A (`strata eval --data` on
@@ -19,7 +20,7 @@ steps=${2:-300}
 strata=${STRATA_BIN:-./build/bin/strata}
 dir=${FINETUNE_DIR:-runs/bench-finetune}
 seeds=${SEEDS:-42 43 44}
-configs=${CONFIGS:-full lora lora-checkpoint lora-int8 sparse-freeze sparse-skip}
+configs=${CONFIGS:-full lora lora-checkpoint lora-bf16 lora-int8 lora-nf4 sparse-freeze sparse-skip}
 mkdir -p "$dir"
 where=(--set "train.init_from=\"$dir/base\"" --set "data.train=\"$dir/licenses.txt\"")
 

@@ -2,13 +2,15 @@
 forgetting on corpus A (loss on A's probe after fine-tuning minus the base's), the allocator's peak
 device MiB (total and by category, from each run's JSONL summary), the trainable parameters (the
 elements its checkpoint's model.safetensors holds: frozen weights are left out) and the median
-ms/step; then LoRA's gap to the full fine-tune and its share of the full fine-tune's peak.
+ms/step; then LoRA's gap to the full fine-tune and its share of the full fine-tune's peak, and the
+bases under LoRA (f32, bf16, int8, NF4): weights against the f32 base's, validation loss against LoRA
+on bf16's (QLoRA's target: within 2%).
 
   finetune_summary.py DIR   (runs/bench-finetune)"""
 import glob, json, os, statistics, struct, sys
 
 directory = sys.argv[1]
-configs = ["full", "lora", "lora-checkpoint", "lora-int8", "sparse-freeze", "sparse-skip"]
+configs = ["full", "lora", "lora-checkpoint", "lora-bf16", "lora-int8", "lora-nf4", "sparse-freeze", "sparse-skip"]
 base_a = float(open(os.path.join(directory, "base-on-A.txt")).read())
 base_b = float(open(os.path.join(directory, "base-on-B.txt")).read())
 
@@ -72,3 +74,13 @@ if "full" in rows:
             peak = max(r["peak"] for r in rows[config])
             print(f"{config}: val loss {100 * (val - full_val) / full_val:+.2f}% of the full fine-tune's "
                   f"(target within 5%), peak {peak / full_peak:.2f}x of its peak (target <= 0.35)")
+if "lora" in rows and "lora-bf16" in rows:
+    print()
+    weights_f32 = max(r["by"]["weights"] for r in rows["lora"])
+    bf16_val = statistics.mean(r["val"] for r in rows["lora-bf16"])
+    for config in ("lora", "lora-bf16", "lora-int8", "lora-nf4"):
+        if config in rows:
+            weights = max(r["by"]["weights"] for r in rows[config])
+            val = statistics.mean(r["val"] for r in rows[config])
+            print(f"{config}: weights {weights / mib:.2f} MiB, {weights / weights_f32:.3f}x the f32 base's; val loss "
+                  f"{100 * (val - bf16_val) / bf16_val:+.2f}% of LoRA on bf16's")

@@ -6,6 +6,9 @@
 // - LoRA's dropout mask (plugins/lora/dropout_mask.hpp), overwriting and accumulating;
 // - int8 weight quantization (codes and scales, every group kind, zero and non-finite groups), and
 //   its dequantization into bf16 against the CPU's f32 values rounded to bf16;
+// - nf4 weight quantization (codes, the absmax mean, scales and indices, with and without double
+//   quantization, a short last block, zero and non-finite blocks), and its dequantization into bf16
+//   against the CPU's f32 values rounded to bf16;
 // - fp16's conversions (to and from binary16, operands rounded to binary16 or bf16), NaN payloads
 //   aside;
 // and within a bound where the GPU rounds differently:
@@ -29,6 +32,7 @@
 #include "plugins/fp16/cpu/fp16_matmul_cpu.hpp"
 #include "plugins/int8/cpu/int8_weights_cpu.hpp"
 #include "plugins/lora/dropout_mask.hpp"
+#include "plugins/nf4/cpu/nf4_weights_cpu.hpp"
 #include "plugins/sgd/cpu/sgd_cpu.hpp"
 
 #if STRATA_HAVE_CUDA
@@ -40,6 +44,7 @@
 #include "plugins/fp16/cuda/fp16_cuda.hpp"
 #include "plugins/int8/cuda/int8_weights_cuda.hpp"
 #include "plugins/lora/cuda/lora_dropout_cuda.hpp"
+#include "plugins/nf4/cuda/nf4_weights_cuda.hpp"
 #include "plugins/sgd/cuda/sgd_cuda.hpp"
 #endif
 
@@ -223,6 +228,55 @@ TEST(CudaPluginKernels, Int8QuantizationIsBitwiseTheCpus) {
       EXPECT_EQ(mismatched, 0u) << "dequantized bf16 values";
     }
   }
+#endif
+}
+
+TEST(CudaPluginKernels, Nf4QuantizationIsBitwiseTheCpus) {
+  STRATA_SKIP_WITHOUT_CUDA();
+#if STRATA_HAVE_CUDA
+  const std::unique_ptr<Backend> gpu = make_backend("cuda:0", 0);
+  const auto stream = static_cast<cudaStream_t>(gpu->kernel_target().stream);
+  // 300 blocks of 64 and a short one: two groups of absmax; block 0 zero, an infinity in block 7.
+  const std::int64_t elements = 64 * 300 + 22;
+  for (const bool double_quant : {true, false})
+    for (const bool finite : {true, false}) {
+      SCOPED_TRACE(std::string(double_quant ? "double quantized" : "f32 absmax") + (finite ? "" : ", an infinity"));
+      const nf4::Nf4Format format{64, double_quant};
+      std::vector<float> master = cpu::test::random_vector<float>(static_cast<std::size_t>(elements), 43, 0.05);
+      std::fill(master.begin(), master.begin() + 64, 0.0f);
+      for (std::size_t i = 100; i < master.size(); i += 997) master[i] *= 40.0f;
+      if (!finite) master[7 * 64 + 3] = INFINITY;
+      const std::size_t code_bytes = static_cast<std::size_t>((elements + 1) / 2);
+      const std::size_t side_floats = (nf4::side_bytes(elements, format) + 3) / 4;
+      std::vector<std::uint8_t> codes(code_bytes);
+      std::vector<float> side(side_floats, 0.0f);
+      nf4::quantize({codes.data(), side.data(), format}, master.data(), elements);
+      std::vector<float> dequantized(master.size());
+      nf4::dequantize(dequantized.data(), {codes.data(), side.data(), format}, elements, 0, elements);
+
+      test::BackendBuffers on_gpu(*gpu);
+      const float* d_master = on_gpu.upload(master);
+      std::uint8_t* d_codes = on_gpu.upload(std::vector<std::uint8_t>(code_bytes, 0xab));
+      float* d_side = on_gpu.upload(std::vector<float>(side_floats, 0.0f));
+      float* d_scratch = on_gpu.upload(
+          std::vector<float>(static_cast<std::size_t>(nf4::cuda::quantize_scratch_floats(elements, format)), -1.0f));
+      std::uint16_t* d_bf16 = on_gpu.upload(std::vector<std::uint16_t>(master.size(), 0xdead));
+      nf4::cuda::quantize(stream, {d_codes, d_side, format}, d_master, elements, d_scratch);
+      nf4::cuda::dequantize_bf16(stream, d_bf16, {d_codes, d_side, format}, elements);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      EXPECT_EQ(differing(codes, on_gpu.download(d_codes, codes.size())), 0u) << "codes";
+      EXPECT_EQ(differing(side, on_gpu.download(d_side, side.size())), 0u) << "absmax, mean, scales and indices";
+      const std::vector<std::uint16_t> gpu_bf16 = on_gpu.download(d_bf16, master.size());
+      std::size_t mismatched = 0, nan = 0;
+      for (std::size_t i = 0; i < dequantized.size(); ++i) {
+        const float widened = bf16_to_f32(gpu_bf16[i]);
+        nan += std::isnan(widened) ? 1 : 0;
+        if (std::isnan(dequantized[i]) ? !std::isnan(widened) : gpu_bf16[i] != f32_to_bf16(dequantized[i]))
+          ++mismatched;
+      }
+      EXPECT_EQ(mismatched, 0u) << "dequantized bf16 values";
+      EXPECT_EQ(nan, finite ? 0u : double_quant ? dequantized.size() : 64u);
+    }
 #endif
 }
 

@@ -198,12 +198,14 @@ TEST(Lora, CheckpointingAndStreamingAreBitwiseNeutralAndAdaptersStillTrain) {
   }
 }
 
-// A bf16 or int8 base is frozen in its storage dtype with no master; the adapters train in f32.
-TEST(Lora, TrainsOnBf16AndInt8Bases) {
+// A bf16, int8 or nf4 base (QLoRA) is frozen in its storage dtype with no master; the adapters
+// train in f32.
+TEST(Lora, TrainsOnBf16Int8AndNf4Bases) {
   for (const auto& family : kFamilies) {
     SCOPED_TRACE(family.name);
     for (const std::string precision :
-         {"[precision]\nplugin = \"bf16\"\n", "[precision]\nplugin = \"int8\"\nblock_size = 16\n"}) {
+         {"[precision]\nplugin = \"bf16\"\n", "[precision]\nplugin = \"int8\"\nblock_size = 16\n",
+          "[precision]\nplugin = \"nf4\"\n"}) {
       SCOPED_TRACE(precision);
       const StackRun initial = run_stack(family, "lora_lowbit_initial", lora_table(family.name), 0, precision);
       const StackRun trained = run_stack(family, "lora_lowbit", lora_table(family.name), 3, precision);

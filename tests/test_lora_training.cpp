@@ -183,6 +183,8 @@ TEST(LoraTraining, MergedExportEvaluatesAsTheAdaptedModel) {
   // The int8 base is written as the values its matmuls computed with.
   expect_merged_export_evaluates_as_adapted("lora_merge_int8", "[precision]\nplugin = \"int8\"\nblock_size = 16\n",
                                             1e-4);
+  // QLoRA: the NF4 base is written dequantized, as its matmuls saw it.
+  expect_merged_export_evaluates_as_adapted("lora_merge_nf4", "[precision]\nplugin = \"nf4\"\n", 1e-4);
 }
 
 TEST(LoraTraining, AdaptersOntoADifferentBaseAreRefused) {

@@ -1,4 +1,4 @@
-// Low-bit storage through the real plugins: int8 block matrices (precision "int8"), 8-bit AdamW
+// Low-bit storage through the real plugins: int8 and NF4 block matrices ("int8", "nf4"), 8-bit AdamW
 // moments ("adamw8bit") and f16 matrices with f16 matmul operands and dynamic loss scaling
 // ("fp16"). They change the numbers, so each is bounded against f32; they must cut the bytes they
 // claim, as the allocator counts them; the memory strategies stay bitwise neutral on top of them;
@@ -30,6 +30,8 @@ using test::StackRun;
 
 const std::string kInt8 = "[precision]\nplugin = \"int8\"\nactivations = \"f32\"\nembeddings = \"f32\"\n";
 const std::string kInt8Blocks = "[precision]\nplugin = \"int8\"\nblock_size = 16\n";
+const std::string kNf4 = "[precision]\nplugin = \"nf4\"\nactivations = \"f32\"\nembeddings = \"f32\"\n";
+const std::string kNf4Single = "[precision]\nplugin = \"nf4\"\nblock_size = 32\ndouble_quant = false\n";
 const std::string kAdamW8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 256\nblock_size = 256\n";
 const std::string kFp16 = "[precision]\nplugin = \"fp16\"\n";
 
@@ -74,6 +76,45 @@ TEST(Int8Storage, CheckpointOffloadAndStreamingKeepTheInt8MathBitwise) {
       expect_bitwise_equal(plain, run_stack(family, "int8_strategy", strategy, 3, kInt8Blocks));
     const StackRun offloaded = run_stack(family, "int8_offload", kOptimizerOffload, 3, kInt8Blocks);
     EXPECT_EQ(peak(offloaded.device, MemoryCategory::optimizer), 0u) << "the masters live on the host";
+  }
+}
+
+// nf4 ----------------------------------------------------------------------------------------------
+
+// 16 levels per block's absmax move the weights more than int8's 255 do: the first step's loss stays
+// within 2% of f32's; the codes, the 8-bit absmax and their scales take about an eighth of f32's bytes.
+TEST(Nf4Storage, FirstStepStaysNearF32AndTheBlockMatricesTakeAnEighthOfTheBytes) {
+  for (const auto& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun f32 = run_stack(family, "f32_one_step", "", 1);
+    for (const std::string& precision : {kNf4, kNf4Single}) {
+      const StackRun nf4 = run_stack(family, "nf4_one_step", "", 1, precision);
+      const double loss_gap = std::abs(nf4.losses[0] - f32.losses[0]) / f32.losses[0];
+      const double grad_gap = max_relative_difference(f32.grads, nf4.grads);
+      const double bytes = static_cast<double>(nf4.layer_matrix_bytes) / static_cast<double>(f32.layer_matrix_bytes);
+      std::printf("%s %s: loss %.6f vs %.6f (%.2e), gradients within %.2e of their scale, %.4fx the bytes\n",
+                  family.name.c_str(), precision == kNf4 ? "double quantized" : "f32 absmax per 32", nf4.losses[0],
+                  f32.losses[0], loss_gap, grad_gap, bytes);
+      EXPECT_NE(nf4.losses[0], f32.losses[0]) << "the nf4 matmuls ran";
+      EXPECT_LT(loss_gap, 2e-2);
+      EXPECT_LT(grad_gap, 0.5);
+      // Half a byte a value, plus per 64 values a byte of absmax index and per 256 absmax a scale
+      // (0.129x), or an f32 absmax per 32 (0.156x). These matrices are small (32 x 96): each side row
+      // is rounded up to the allocator's alignment, which adds up to 0.012x; large ones are 0.129x
+      // (Nf4Kernels.StoresFourPointOneThreeBitsAValueWithDoubleQuantization).
+      EXPECT_LT(bytes, precision == kNf4 ? 0.1415 : 0.1563);
+      EXPECT_GT(bytes, 0.125);
+    }
+  }
+}
+
+// The strategies move codes, their side data and the f32 masters like any rows: bitwise neutral.
+TEST(Nf4Storage, CheckpointOffloadAndStreamingKeepTheNf4MathBitwise) {
+  for (const auto& family : kFamilies) {
+    SCOPED_TRACE(family.name);
+    const StackRun plain = run_stack(family, "nf4_plain", "", 3, kNf4);
+    for (const std::string& strategy : {kBlockCheckpoint, kOptimizerOffload, kStreaming})
+      expect_bitwise_equal(plain, run_stack(family, "nf4_strategy", strategy, 3, kNf4));
   }
 }
 
@@ -140,6 +181,11 @@ TEST(LowBitStorage, RefusesWhatItCannotHoldBeforeTraining) {
   const std::string small_block = refusal("[optimizer]\nplugin = \"adamw8bit\"\nblock_size = 128\n");
   EXPECT_NE(small_block.find("block_size"), std::string::npos) << small_block;
   EXPECT_EQ(refusal(kInt8Blocks), "") << "block_size 16 divides every matrix";
+  const std::string odd = refusal("[precision]\nplugin = \"nf4\"\nblock_size = 63\n");
+  EXPECT_NE(odd.find("block_size"), std::string::npos) << odd;
+  EXPECT_NE(odd.find("must be even"), std::string::npos) << odd;
+  EXPECT_EQ(refusal("[precision]\nplugin = \"nf4\"\nblock_size = 96\n"), "")
+      << "nf4 reads a matrix flat: a block need not divide its rows";
 }
 
 // fp16 ----------------------------------------------------------------------------------------------

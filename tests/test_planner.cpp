@@ -64,7 +64,7 @@ RandomStack random_stack(std::mt19937& random, const std::filesystem::path& disk
     stack.overrides.push_back("model.n_kv_head=" + std::to_string(n_head == 1 ? 1 : n_head / 2));
     stack.overrides.push_back("model.d_ff=" + std::to_string(16 * pick(random, std::vector<int>{2, 3, 5})));
   }
-  const std::string precision = pick(random, std::vector<std::string>{"fp32", "bf16", "fp16", "int8"});
+  const std::string precision = pick(random, std::vector<std::string>{"fp32", "bf16", "fp16", "int8", "nf4"});
   const std::string optimizer = pick(random, std::vector<std::string>{"adamw", "sgd", "adamw8bit"});
   stack.tables = "[optimizer]\nplugin = \"" + optimizer + "\"\n" +
                  (optimizer == "adamw8bit" ? "block_size = 256\n" : "") + "[precision]\nplugin = \"" + precision +

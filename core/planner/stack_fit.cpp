@@ -119,7 +119,7 @@ FitResult fit_stack(const Manifest& manifest, PluginRegistry& registry, const Ca
   std::vector<std::string> precisions{precision};
   std::vector<std::string> optimizers{optimizer};
   if (allow_numerics) {
-    for (const char* other : {"bf16", "int8"})
+    for (const char* other : {"bf16", "int8", "nf4"})
       if (precision != other) precisions.push_back(other);
     if (optimizer == "adamw") optimizers.push_back("adamw8bit");
   }

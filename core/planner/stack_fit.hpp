@@ -1,7 +1,7 @@
 #pragma once
 // `strata plan --fit` (docs/architecture.md, "The planner"): the stacks the installed plugins
 // offer for a manifest — checkpointing, offload and streaming, the disk tier, flash attention,
-// micro-batches, the fused update, and with `allow_numerics` bf16, int8 and 8-bit state — each
+// micro-batches, the fused update, and with `allow_numerics` bf16, int8, nf4 and 8-bit state — each
 // planned by the dry run and priced by the calibration; the ones on the memory x time Pareto
 // front, and the fastest that fits a budget.
 #include <cstdint>

@@ -489,7 +489,8 @@ int command_plan(const std::vector<std::string>& arguments) {
       "the machine's calibration for the step time (default: where `strata calibrate` writes it)")(
       "fit", po::value<std::string>(),
       "device=SIZE[,host=SIZE][,disk=SIZE]: search the stacks the plugins offer for the fastest that fits")(
-      "allow-numerics", "with --fit, also try bf16, int8 and 8-bit optimizer state (they change the numbers)")(
+      "allow-numerics",
+      "with --fit, also try bf16, int8 and nf4 storage and 8-bit optimizer state (they change the numbers)")(
       "write", po::value<std::string>(), "with --fit, write the stack chosen as a manifest")(
       "html", po::value<std::string>(), "also write the prediction, with its within-step memory, as an HTML page")(
       "ranks", po::value<int>(), "predict each rank's memory of a data-parallel run of N ranks ([distributed] zero)");

@@ -67,7 +67,7 @@ std::string fit_suggestion(const Manifest& manifest, PluginRegistry& registry, c
   const FitResult result = fit_stack(manifest, registry, *calibration, FitBudget{limit, 0, 0}, false);
   if (!result.chosen)
     return "no stack of the installed plugins fits it with these numerics; " + command +
-           " --allow-numerics tries bf16, int8 and 8-bit state";
+           " --allow-numerics tries bf16, int8, nf4 and 8-bit state";
   const FitCandidate& chosen = result.candidates[*result.chosen];
   char step[32];
   std::snprintf(step, sizeof step, "%.1f ms", chosen.step_ms());

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # LoRA through the CLI (examples/lora.toml): fine-tune a trained quickstart base, evaluate the
 # adapter checkpoint, export the merged Hugging Face file and evaluate it without the plugin (the
-# same loss), and refuse bad input with exit 2: a target the family lacks, rank 0, and adapters
+# same loss), the same on an NF4 base (examples/qlora.toml), and refuse bad input with exit 2: a target the family lacks, rank 0, and adapters
 # loaded onto a different base.
 set -euo pipefail
 strata=$1
@@ -33,6 +33,24 @@ grep -q "(16 with adapters folded in) in 1 shard" "$work/export-hf.txt" || { ech
 from_hf=$("$strata" eval examples/quickstart.toml "${small[@]}" --set "model.from=\"$work/merged-hf\"" \
   --checkpoint "$work/merged-hf" | tail -n 1)
 [ "$from_hf" = "$merged" ] || { echo "export --hf: $from_hf, the merged file: $merged"; exit 1; }
+
+# QLoRA (examples/qlora.toml): the same adapters on the base stored as NF4; the merged directory
+# holds the dequantized base with the adapters folded in, and evaluates as the adapted model.
+qlora=(examples/qlora.toml --set "train.init_from=\"$work/base\"" "${small[@]}")
+"$strata" train "${qlora[@]}" --set train.steps=20 --set "checkpoint.dir=\"$work/qlora\"" > "$work/qlora.log" 2>&1 ||
+  { cat "$work/qlora.log"; exit 1; }
+q_adapted=$("$strata" eval "${qlora[@]}" --checkpoint "$work/qlora" 2>/dev/null | tail -n 1)
+"$strata" export "${qlora[@]}" --checkpoint "$work/qlora" --hf "$work/qlora-hf" > /dev/null
+q_merged=$("$strata" eval examples/quickstart.toml "${small[@]}" --set "model.from=\"$work/qlora-hf\"" \
+  --checkpoint "$work/qlora-hf" | tail -n 1)
+echo "qlora: adapted $q_adapted   merged directory: $q_merged"
+python3 - "$q_adapted" "$q_merged" "$base" "$adapted" <<'PY'
+import sys
+q_adapted, q_merged, base, adapted = (float(a.split("=")[1]) for a in sys.argv[1:])
+assert abs(q_adapted - q_merged) < 1e-4, (q_adapted, q_merged)
+assert q_adapted < base, "QLoRA did not lower the loss of the base"
+assert abs(q_adapted - adapted) < 0.05 * adapted, "QLoRA strays from LoRA on the f32 base"
+PY
 
 expect_refusal() {  # message, then the command
   local message=$1

@@ -1,18 +1,19 @@
 #include "cpu/int8_weights_cpu.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 
 #include "strata/cpu_clones.hpp"
-#include "strata/kernels_common.hpp"
+#include "strata/plugin_support/dequantizing_matmul_cpu.hpp"
 
 namespace strata::int8 {
 
 namespace {
+
+using plugin_support::stored_shape;
+using plugin_support::StoredShape;
 
 constexpr float kQuantMax = 127.0f;
 
@@ -22,17 +23,6 @@ constexpr std::int64_t kTaskValues = std::int64_t{1} << 14;
 
 // Columns per task when in_out keeps one scale per output feature (a stored column).
 constexpr std::int64_t kColumnBlock = 256;
-
-// The matrix as stored: in_out keeps input features as rows, out_in output features.
-struct StoredShape {
-  std::int64_t rows;
-  std::int64_t row_length;
-};
-
-StoredShape stored_shape(std::int64_t in_features, std::int64_t out_features, WeightLayout layout) {
-  return layout == WeightLayout::in_out ? StoredShape{in_features, out_features}
-                                        : StoredShape{out_features, in_features};
-}
 
 // in_out with one scale per output feature: a stored row times the scales vector. Otherwise every
 // scale covers `block_length` consecutive values of a stored row.
@@ -162,11 +152,6 @@ void dequantize_rows(float* out, ConstInt8Matrix in, StoredShape stored, WeightL
   }
 }
 
-// Stored rows per dequantized chunk: as many whole rows as the scratch holds, at least one.
-std::int64_t chunk_rows(StoredShape stored, std::int64_t scratch_elements) {
-  return std::clamp<std::int64_t>(scratch_elements / stored.row_length, 1, stored.rows);
-}
-
 }  // namespace
 
 std::int64_t scale_count(std::int64_t in_features, std::int64_t out_features, WeightLayout /*layout*/,
@@ -203,76 +188,21 @@ void dequantize(float* out, ConstInt8Matrix in, std::int64_t in_features, std::i
 
 void matmul_forward(float* out, const float* inp, ConstInt8Matrix weight, const float* bias, const MatmulShape& shape,
                     float* scratch, std::int64_t scratch_elements) {
-  const int n = static_cast<int>(shape.rows);
-  const int c = static_cast<int>(shape.in_features);
-  const int oc = static_cast<int>(shape.out_features);
   const StoredShape stored = stored_shape(shape.in_features, shape.out_features, shape.layout);
-  const std::int64_t step = chunk_rows(stored, scratch_elements);
-  if (bias != nullptr) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t row = 0; row < shape.rows; ++row)
-      std::copy(bias, bias + shape.out_features, out + row * shape.out_features);
-  }
-  if (shape.layout == WeightLayout::in_out) {
-    // out (N,OC) = sum over input chunks k of inp[:, k] (N,kc) @ W[k, :] (kc,OC)
-    for (std::int64_t k0 = 0; k0 < shape.in_features; k0 += step) {
-      const std::int64_t kc = std::min(step, shape.in_features - k0);
-      dequantize_rows(scratch, weight, stored, shape.layout, k0, kc);
-      const float beta = (k0 == 0 && bias == nullptr) ? 0.0f : 1.0f;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, oc, static_cast<int>(kc), 1.0f, inp + k0, c, scratch,
-                  oc, beta, out, oc);
-    }
-    return;
-  }
-  // out[:, o] (N,oc) = inp (N,C) @ W[o, :]^T (C,oc): each chunk of output features its own columns
-  const float beta = bias == nullptr ? 0.0f : 1.0f;
-  for (std::int64_t o0 = 0; o0 < shape.out_features; o0 += step) {
-    const std::int64_t width = std::min(step, shape.out_features - o0);
-    dequantize_rows(scratch, weight, stored, shape.layout, o0, width);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(width), c, 1.0f, inp, c, scratch, c, beta,
-                out + o0, oc);
-  }
+  plugin_support::dequantizing_matmul_forward(out, inp, bias, shape, scratch, scratch_elements,
+                                              [&](float* rows, std::int64_t first, std::int64_t count) {
+                                                dequantize_rows(rows, weight, stored, shape.layout, first, count);
+                                              });
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      ConstInt8Matrix weight, const MatmulShape& shape, float* scratch, std::int64_t scratch_elements,
                      GradientWrite dinp_write) {
-  const int n = static_cast<int>(shape.rows);
-  const int c = static_cast<int>(shape.in_features);
-  const int oc = static_cast<int>(shape.out_features);
-  if (dinp != nullptr) {
-    const StoredShape stored = stored_shape(shape.in_features, shape.out_features, shape.layout);
-    const std::int64_t step = chunk_rows(stored, scratch_elements);
-    const float beta = dinp_write == GradientWrite::accumulate ? 1.0f : 0.0f;
-    if (shape.layout == WeightLayout::in_out) {
-      // dinp[:, k] (N,kc) (+)= dout (N,OC) @ W[k, :]^T (OC,kc): each chunk writes its own columns
-      for (std::int64_t k0 = 0; k0 < shape.in_features; k0 += step) {
-        const std::int64_t kc = std::min(step, shape.in_features - k0);
-        dequantize_rows(scratch, weight, stored, shape.layout, k0, kc);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, static_cast<int>(kc), oc, 1.0f, dout, oc, scratch, oc,
-                    beta, dinp + k0, c);
-      }
-    } else {
-      // dinp (N,C) (+)= sum over output chunks o of dout[:, o] (N,oc) @ W[o, :] (oc,C)
-      for (std::int64_t o0 = 0; o0 < shape.out_features; o0 += step) {
-        const std::int64_t width = std::min(step, shape.out_features - o0);
-        dequantize_rows(scratch, weight, stored, shape.layout, o0, width);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, static_cast<int>(width), 1.0f, dout + o0, oc,
-                    scratch, c, o0 == 0 ? beta : 1.0f, dinp, c);
-      }
-    }
-  }
-  // The weight and bias gradients do not read the weight: the products of the f32 path.
-  if (dweight != nullptr) {
-    if (shape.layout == WeightLayout::in_out) {
-      // dW (C,OC) += inp^T (C,N) @ dout (N,OC)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, oc, n, 1.0f, inp, c, dout, oc, 1.0f, dweight, oc);
-    } else {
-      // dW (OC,C) += dout^T (OC,N) @ inp (N,C)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dout, oc, inp, c, 1.0f, dweight, c);
-    }
-  }
-  if (dbias != nullptr) kernels::bias_backward(dbias, dout, shape.rows, shape.out_features);
+  const StoredShape stored = stored_shape(shape.in_features, shape.out_features, shape.layout);
+  plugin_support::dequantizing_matmul_backward(dinp, dweight, dbias, dout, inp, shape, scratch, scratch_elements,
+                                               dinp_write, [&](float* rows, std::int64_t first, std::int64_t count) {
+                                                 dequantize_rows(rows, weight, stored, shape.layout, first, count);
+                                               });
 }
 
 }  // namespace strata::int8

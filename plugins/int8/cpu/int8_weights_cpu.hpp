@@ -13,14 +13,10 @@
 // An all-zero group has scale 0 and q 0. A group holding an infinity or a NaN gets a NaN scale and
 // q 0, so its dequantized values are NaN and the next all-finite check sees them.
 //
-// The matmuls have the contract of the built-in bf16-weight ones: inp is (N, C), out is (N, OC),
-// out = inp @ W + bias (in_out) or inp @ W^T + bias (out_in). The weight is dequantized a few whole
-// stored rows at a time into `scratch` (at least one stored row, at most `scratch_elements` floats,
-// rounded down to whole rows), so no f32 copy of the matrix exists. Backward overwrites or adds into
-// dinp as told, adds into dweight (f32, the stored layout: the gradient of the master copy) and
-// dbias (column sums of dout); any of the three may be null, and dweight and dbias do not read the
-// weight. Quantization and dequantization give the same bits for any thread count; the products are
-// OpenBLAS's threaded sgemm, as on the built-in f32 path, whose last bits follow the thread count.
+// The matmuls (strata/plugin_support/dequantizing_matmul_cpu.hpp, shared with nf4) dequantize a few
+// whole stored rows at a time into `scratch` and multiply them with sgemm, so no f32 copy of the
+// matrix exists; their contract is the built-in bf16-weight ones'. Quantization and dequantization
+// give the same bits for any thread count.
 #include <cstdint>
 
 #include "strata/ops.hpp"
