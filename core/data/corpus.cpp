@@ -32,12 +32,12 @@ struct Unit {
   bool document_start;
   bool document_end;
   std::vector<std::uint32_t> ids;
+  std::size_t prompt_ids = 0;  // prompt and completion lines: how many of `ids` are the prompt's
 };
 
 class Batcher {
  public:
-  Batcher(const Tokenizer& tokenizer, const CorpusOptions& options, std::uint64_t bytes_total,
-          const std::function<void(std::span<const std::uint32_t>, bool)>& emit)
+  Batcher(const Tokenizer& tokenizer, const CorpusOptions& options, std::uint64_t bytes_total, const CorpusEmit& emit)
       : tokenizer_(tokenizer), options_(options), emit_(emit) {
     summary_.totals.bytes_total = bytes_total;
     val_from_ = static_cast<std::uint64_t>(static_cast<double>(bytes_total) * (1.0 - options.val_fraction));
@@ -58,9 +58,16 @@ class Batcher {
       const bool to_validation = options_.val_fraction > 0.0 && unit.offset >= val_from_;
       frame_.clear();
       if (unit.document_start && tokenizer_.special().add_bos) frame_.push_back(*tokenizer_.special().bos);
+      const std::size_t not_targets = frame_.size() + unit.prompt_ids;  // bos and the prompt
       frame_.insert(frame_.end(), unit.ids.begin(), unit.ids.end());
       if (unit.document_end && tokenizer_.special().eos) frame_.push_back(*tokenizer_.special().eos);
-      emit_(frame_, to_validation);
+      targets_.clear();
+      if (options_.prompt_completion) {
+        targets_.assign(frame_.size(), 1);
+        std::fill_n(targets_.begin(), static_cast<std::ptrdiff_t>(not_targets), std::uint8_t{0});
+        summary_.targets += frame_.size() - not_targets;
+      }
+      emit_(frame_, targets_, to_validation);
       (to_validation ? summary_.val_tokens : summary_.train_tokens) += frame_.size();
       summary_.totals.tokens += frame_.size();
       summary_.totals.bytes_done += unit.text.size();
@@ -109,6 +116,10 @@ class Batcher {
       } catch (const nlohmann::json::exception& error) {
         throw DataError(where + ": not a JSON line: " + error.what());
       }
+      if (options_.prompt_completion) {
+        encode_prompt_completion(encoder, unit, object, where);
+        return;
+      }
       if (!object.is_object() || !object.contains(options_.field) || !object[options_.field].is_string())
         throw DataError(where + ": no string field \"" + options_.field + "\" (--field names another)");
       field_text = object[options_.field].get<std::string>();
@@ -125,14 +136,34 @@ class Batcher {
     }
   }
 
+  // The prompt's ids, then the completion's (each encoded on its own, as a fine-tuning library does).
+  static void encode_prompt_completion(TokenEncoder& encoder, Unit& unit, const nlohmann::json& object,
+                                       const std::string& where) {
+    for (const char* field : {"prompt", "completion"})
+      if (!object.is_object() || !object.contains(field) || !object[field].is_string())
+        throw DataError(where + ": no string field \"" + field +
+                        "\" (--prompt-completion reads lines of {\"prompt\": ..., \"completion\": ...})");
+    std::vector<std::uint32_t> completion;
+    try {
+      encoder.encode(object["prompt"].get<std::string>(), unit.ids);
+      encoder.encode(object["completion"].get<std::string>(), completion);
+    } catch (const TokenizerError& error) {
+      throw DataError(where + ": " + error.what() + " of its prompt or completion");
+    }
+    if (completion.empty()) throw DataError(where + ": an empty completion: nothing would be learned from it");
+    unit.prompt_ids = unit.ids.size();
+    unit.ids.insert(unit.ids.end(), completion.begin(), completion.end());
+  }
+
   const Tokenizer& tokenizer_;
   const CorpusOptions& options_;
-  const std::function<void(std::span<const std::uint32_t>, bool)>& emit_;
+  const CorpusEmit& emit_;
   std::vector<std::unique_ptr<TokenEncoder>> encoders_;
   std::vector<Unit> units_;
   std::size_t pending_bytes_ = 0;
   std::uint64_t val_from_ = 0;
   std::vector<std::uint32_t> frame_;
+  std::vector<std::uint8_t> targets_;
   CorpusSummary summary_;
 };
 
@@ -175,7 +206,8 @@ void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, st
         if (window >= rest.size()) break;
       }
       if (!cut) break;
-      batcher.add(Unit{std::string(rest.substr(0, cut->end)), &path, 0, offset, offset - file_start, first, false, {}});
+      batcher.add(
+          Unit{std::string(rest.substr(0, cut->end)), &path, 0, offset, offset - file_start, first, false, {}, 0});
       offset += cut->resume;
       done += cut->resume;
       first = false;
@@ -191,7 +223,7 @@ void read_text(const std::filesystem::path& path, const Tokenizer& tokenizer, st
     }
   }
   const std::uint64_t size = pending.size();
-  batcher.add(Unit{std::move(pending), &path, 0, offset, offset - file_start, first, true, {}});
+  batcher.add(Unit{std::move(pending), &path, 0, offset, offset - file_start, first, true, {}, 0});
   offset += size;
 }
 
@@ -206,7 +238,7 @@ void read_jsonl(const std::filesystem::path& path, std::uint64_t& offset, Batche
     offset += end + skip;
     pending.erase(0, end + skip);
     if (text.find_first_not_of(" \t\r") == std::string::npos) return;  // a blank line is no document
-    batcher.add(Unit{std::move(text), &path, line, start, 0, true, true, {}});
+    batcher.add(Unit{std::move(text), &path, line, start, 0, true, true, {}, 0});
   };
   while (file.read_more(pending)) {
     for (std::size_t newline; (newline = pending.find('\n')) != std::string::npos;) take_line(newline, 1);
@@ -225,13 +257,14 @@ std::optional<CorpusFormat> corpus_format(const std::filesystem::path& path) {
 }
 
 CorpusSummary tokenize_corpus(const std::vector<std::filesystem::path>& inputs, const Tokenizer& tokenizer,
-                              const CorpusOptions& options,
-                              const std::function<void(std::span<const std::uint32_t>, bool)>& emit) {
+                              const CorpusOptions& options, const CorpusEmit& emit) {
   std::uint64_t total = 0;
   for (const auto& input : inputs) {
     check_data_file(input);
     if (!corpus_format(input))
       throw DataError(input.string() + ": a .json file is not a corpus: one JSON object per line is (.jsonl)");
+    if (options.prompt_completion && *corpus_format(input) != CorpusFormat::jsonl)
+      throw DataError(input.string() + ": prompt and completion lines come in a .jsonl file, one object per line");
     total += std::filesystem::file_size(input);
   }
   Batcher batcher(tokenizer, options, total, emit);

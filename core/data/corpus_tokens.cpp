@@ -75,9 +75,10 @@ TokenSequence load_corpus_tokens(const std::filesystem::path& path, int vocab, c
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::uint32_t> tokens;
-  tokenize_corpus({path}, *tokenizer, CorpusOptions{}, [&](std::span<const std::uint32_t> ids, bool) {
-    tokens.insert(tokens.end(), ids.begin(), ids.end());
-  });
+  tokenize_corpus({path}, *tokenizer, CorpusOptions{},
+                  [&](std::span<const std::uint32_t> ids, std::span<const std::uint8_t>, bool) {
+                    tokens.insert(tokens.end(), ids.begin(), ids.end());
+                  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{}: {} tokens by the {} tokenizer in {:.1f} s", path.string(), tokens.size(), tokenizer->kind(),
                seconds);

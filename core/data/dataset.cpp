@@ -41,9 +41,23 @@ void Dataset::train_batch(std::uint64_t seed, std::int64_t step, int micro_batch
     const auto start = static_cast<std::size_t>(key % starts);
     for (std::int64_t t = 0; t < T; ++t) {
       inputs[row * T + t] = static_cast<std::int32_t>(train_[start + static_cast<std::size_t>(t)]);
-      targets[row * T + t] = static_cast<std::int32_t>(train_[start + static_cast<std::size_t>(t) + 1]);
+      const std::size_t next = start + static_cast<std::size_t>(t) + 1;
+      targets[row * T + t] = train_.is_target(next) ? static_cast<std::int32_t>(train_[next]) : kNoTarget;
     }
   }
+}
+
+std::int64_t Dataset::train_targets() const noexcept {
+  if (!train_.has_loss_mask()) return train_tokens();
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i < train_.size(); ++i) count += train_.is_target(i) ? 1 : 0;
+  return count;
+}
+
+std::int64_t target_count(std::span<const std::int32_t> targets) noexcept {
+  std::int64_t count = 0;
+  for (const std::int32_t target : targets) count += target >= 0 ? 1 : 0;
+  return count;
 }
 
 std::int64_t window_count(const TokenSequence& tokens, int seq_len) {
@@ -56,7 +70,8 @@ void window_at(const TokenSequence& tokens, int seq_len, std::int64_t window, st
   const std::size_t start = static_cast<std::size_t>(window) * static_cast<std::size_t>(seq_len + 1);
   for (int t = 0; t < seq_len; ++t) {
     inputs[t] = static_cast<std::int32_t>(tokens[start + static_cast<std::size_t>(t)]);
-    targets[t] = static_cast<std::int32_t>(tokens[start + static_cast<std::size_t>(t) + 1]);
+    const std::size_t next = start + static_cast<std::size_t>(t) + 1;
+    targets[t] = tokens.is_target(next) ? static_cast<std::int32_t>(tokens[next]) : kNoTarget;
   }
 }
 

@@ -4,15 +4,23 @@
 // Training batches are random windows chosen by a counter-based hash of (seed, step, micro batch,
 // row): no generator state to carry, so a resumed run draws exactly the batches the uninterrupted
 // run would. Evaluation uses consecutive non-overlapping windows of seq_len+1 tokens from the start.
+// A target its token file's loss mask leaves out is kNoTarget (core/data/loss_mask.hpp).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/data/token_sequence.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
 namespace strata {
+
+// A position without a target: no loss and no gradient (the cross-entropy ops' negative target).
+inline constexpr std::int32_t kNoTarget = -1;
+
+// The positions of `targets` that have one.
+std::int64_t target_count(std::span<const std::int32_t> targets) noexcept;
 
 struct DataOptions {
   std::filesystem::path train;
@@ -32,6 +40,10 @@ class Dataset {
 
   std::int64_t train_tokens() const noexcept { return static_cast<std::int64_t>(train_.size()); }
   std::int64_t val_tokens() const noexcept { return static_cast<std::int64_t>(val_.size()); }
+  // Whether the training tokens have a loss mask (then some targets may be kNoTarget).
+  bool loss_masked() const noexcept { return train_.has_loss_mask() || val_.has_loss_mask(); }
+  // The training tokens that are targets (all without a mask).
+  std::int64_t train_targets() const noexcept;
 
   // (batch, seq_len) inputs and targets for one micro batch of one step.
   void train_batch(std::uint64_t seed, std::int64_t step, int micro_batch, std::int32_t* inputs,

@@ -11,6 +11,9 @@
 #include "core/errors/data_error.hpp"
 #include "core/util/atomic_file.hpp"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace strata {
 
 void check_data_file(const std::filesystem::path& path) {
@@ -147,8 +150,18 @@ std::string token_file_header(bool wide, std::int64_t count) {
 
 }  // namespace
 
-TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, bool wide) : path_(path), wide_(wide), file_(path) {
+TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, bool wide)
+    : path_(path),
+      wide_(wide),
+      file_(path),
+      hash_(XXH3_createState(), [](void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); }) {
+  if (hash_ == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(hash_.get()));
   file_.append(token_file_header(wide_, 0));
+}
+
+std::uint64_t TokenFileWriter::token_hash() const noexcept {
+  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(hash_.get()));
 }
 
 void TokenFileWriter::append(std::span<const std::uint32_t> ids) {
@@ -169,6 +182,7 @@ void TokenFileWriter::append(std::span<const std::uint32_t> ids) {
     }
   }
   file_.append(buffer_);
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(hash_.get()), buffer_.data(), buffer_.size());
   count_ += static_cast<std::int64_t>(ids.size());
 }
 

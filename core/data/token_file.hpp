@@ -7,6 +7,7 @@
 // The file size must match the count exactly; a shorter or longer file is refused.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,6 +66,9 @@ class TokenFileWriter {
   std::int64_t count() const noexcept { return count_; }
   // Writes the count into the header and moves the file into place.
   void commit();
+  // XXH3-64 of the token bytes written so far (TokenSequence::token_hash() of the file): what a
+  // loss mask is written for.
+  std::uint64_t token_hash() const noexcept;
 
  private:
   std::filesystem::path path_;
@@ -72,6 +76,7 @@ class TokenFileWriter {
   AtomicFileWriter file_;
   std::int64_t count_ = 0;
   std::string buffer_;
+  std::unique_ptr<void, void (*)(void*)> hash_;  // xxHash's streaming XXH3 state
 };
 
 }  // namespace strata

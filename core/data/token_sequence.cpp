@@ -10,8 +10,12 @@
 #include <span>
 #include <string>
 
+#include "core/data/loss_mask.hpp"
 #include "core/data/token_file.hpp"
 #include "core/errors/data_error.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace strata {
 
@@ -67,13 +71,25 @@ TokenSequence TokenSequence::map_token_file(const std::filesystem::path& path, i
     if (end > aligned + page) ::madvise(reinterpret_cast<void*>(aligned), (end - aligned) / page * page, MADV_DONTNEED);
   }
   ::madvise(address, file_size, MADV_RANDOM);
+  const std::filesystem::path mask = loss_mask_path(path);
+  std::error_code error;
+  if (std::filesystem::exists(mask, error) && mask != path) {
+    MappedLossMask mapped = map_loss_mask(mask, path, sequence.size_, sequence.token_hash());
+    sequence.mask_storage_ = std::move(mapped.storage);
+    sequence.mask_ = mapped.targets.data();
+  }
   return sequence;
+}
+
+std::uint64_t TokenSequence::token_hash() const noexcept {
+  return XXH3_64bits(data_, size_ * width_);
 }
 
 TokenSequence TokenSequence::slice(std::size_t begin, std::size_t end) const {
   TokenSequence part = *this;
   part.data_ = data_ + begin * width_;
   part.size_ = end - begin;
+  if (mask_ != nullptr) part.mask_ = mask_ + begin;
   return part;
 }
 

@@ -285,6 +285,14 @@ double DataParallel::mean(double mine) {
   return sum / static_cast<double>(all.size());
 }
 
+std::int64_t DataParallel::total(std::int64_t mine) {
+  const auto value = static_cast<double>(mine);
+  const std::vector<double> all = all_gather_doubles(communicator_, {&value, 1});
+  double sum = 0.0;
+  for (double count : all) sum += count;
+  return static_cast<std::int64_t>(sum);
+}
+
 int DataParallel::largest(int mine) {
   const double value = mine;
   const std::vector<double> all = all_gather_doubles(communicator_, {&value, 1});

@@ -89,6 +89,8 @@ class DataParallel {
 
   // The mean over ranks of each rank's value (added in rank order), and the largest.
   double mean(double mine);
+  // The sum of every rank's count (exact: counts below 2^53).
+  std::int64_t total(std::int64_t mine);
   int largest(int mine);
 
  private:

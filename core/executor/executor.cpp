@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "core/data/dataset.hpp"
 #include "core/device/memory_limit_exceeded.hpp"
 #include "core/distributed/data_parallel.hpp"
 #include "core/executor/hook_failed.hpp"
@@ -314,9 +315,19 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
   DataParallel* const parallel = options_.data_parallel;
   const std::uint64_t ranks = parallel != nullptr ? static_cast<std::uint64_t>(parallel->ranks()) : 1;
   const std::uint64_t first_micro_batch = parallel != nullptr ? parallel->rank() * micro_batches.size() : 0;
-  // Mean over every position of every micro batch, times the precision policy's loss scale.
-  const auto dloss = static_cast<float>(
-      precision_.loss_scale() / (static_cast<double>(positions) * static_cast<double>(micro_batches.size() * ranks)));
+  // The loss is the mean over the step's targets, every micro batch's on every rank, counted before
+  // the backward so that accumulation and data parallel equal the big batch. Without a loss mask
+  // every position is a target: the count is positions x micro batches x ranks, the same double as
+  // their product, and the loss's factor below is exactly 1. A step without a target (a window of
+  // prompt alone) has no gradient: its count stands at 1, its loss at 0.
+  const std::int64_t all_positions = positions * static_cast<std::int64_t>(micro_batches.size() * ranks);
+  std::int64_t targets = 0;
+  for (const MicroBatch& batch : micro_batches) targets += target_count(batch.targets);
+  if (parallel != nullptr) targets = parallel->total(targets);
+  last_target_tokens_ = targets;
+  const double loss_denominator = static_cast<double>(std::max<std::int64_t>(targets, 1));
+  // Mean over every target of every micro batch, times the precision policy's loss scale.
+  const auto dloss = static_cast<float>(precision_.loss_scale() / loss_denominator);
   double loss_sum = 0.0;
   micro_batches_ = static_cast<int>(micro_batches.size());
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
@@ -339,7 +350,8 @@ double Executor::forward_backward(std::int64_t step, std::span<const MicroBatch>
     model_.end_micro_batch();
   }
   const double loss = loss_sum / static_cast<double>(micro_batches.size());
-  return parallel != nullptr ? parallel->mean(loss) : loss;
+  // Each pass's loss is its mean over all its positions (masked ones add 0): rescaled to the targets'.
+  return (parallel != nullptr ? parallel->mean(loss) : loss) * (static_cast<double>(all_positions) / loss_denominator);
 }
 
 // The per-block schedule: every part of the model (the head's and the embedding's gradients
@@ -453,6 +465,7 @@ StepOutcome Executor::train_step(std::int64_t step, std::span<const MicroBatch> 
     full_update(step, micro_batches, outcome);
   else
     predicted_update(step, micro_batches, outcome);
+  outcome.target_tokens = last_target_tokens_;
   if (controller != nullptr) {
     const StepObservation observed{step,           options_.total_steps,     outcome.phase,
                                    outcome.loss,   outcome.report.grad_norm, outcome.report.lr,

@@ -49,8 +49,9 @@ struct StepOutcome {
   bool skipped = false;     // precision policy found non-finite gradients
   double loss_scale = 1.0;  // what the loss was multiplied by for backward
   Phase phase = Phase::full;
-  bool rolled_back = false;   // a predict step's guardrail restored the phase-start weights
-  double predictor_ms = 0.0;  // the phase controller's calls, device work included
+  bool rolled_back = false;        // a predict step's guardrail restored the phase-start weights
+  double predictor_ms = 0.0;       // the phase controller's calls, device work included
+  std::int64_t target_tokens = 0;  // the positions the loss is the mean over, every rank's
 };
 
 class Executor {
@@ -210,6 +211,7 @@ class Executor {
   bool update_per_block_ = false;          // train.update = "fused": each block updates as its backward closes
   int deferred_update_ = kNoDeferredStep;  // the block whose update waits for the next backward
   double fused_sum_of_squares_ = 0.0;      // this step's blocks' squared gradient norms so far
+  std::int64_t last_target_tokens_ = 0;    // the last forward_backward's targets, every rank's
   OptimizerReport fused_report_;
   std::optional<double> previous_grad_norm_;
   // Per layer + 1 (the globals first): the optimizer state rows read in from disk for this step's

@@ -30,12 +30,14 @@ std::unique_ptr<Tokenizer> tokenizer_for(const Manifest& manifest) {
   return tokenizer;
 }
 
-// Mean cross-entropy over windows, `rows` windows per forward pass, the last pass padded.
+// Mean cross-entropy over the windows' targets (every position without a loss mask), `rows`
+// windows per forward pass, the last pass padded.
 double mean_window_loss(Executor& executor, std::int64_t windows, int rows, int seq_len,
                         const std::function<void(std::int64_t, std::int32_t*, std::int32_t*)>& window_at_index) {
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(rows) * seq_len);
   std::vector<std::int32_t> targets(inputs.size());
   double sum = 0.0;
+  std::int64_t target_total = 0;
   for (std::int64_t first = 0; first < windows; first += rows) {
     const int real_rows = static_cast<int>(std::min<std::int64_t>(rows, windows - first));
     for (int row = 0; row < rows; ++row) {
@@ -44,8 +46,10 @@ double mean_window_loss(Executor& executor, std::int64_t windows, int rows, int 
                       targets.data() + static_cast<std::size_t>(row) * seq_len);
     }
     sum += executor.forward_loss_sum({inputs, targets}, real_rows);
+    target_total += target_count(std::span(targets).first(static_cast<std::size_t>(real_rows) * seq_len));
   }
-  return sum / (static_cast<double>(windows) * seq_len);
+  // Windows of prompt alone have no target: their loss is 0, not a division by zero.
+  return sum / static_cast<double>(std::max<std::int64_t>(target_total, 1));
 }
 
 // The validation loss as training reports it and `strata eval` reproduces it: the first

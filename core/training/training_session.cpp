@@ -15,6 +15,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_fingerprint.hpp"
+#include "core/data/loss_mask.hpp"
 #include "core/distributed/data_parallel.hpp"
 #include "core/distributed/device_communicator.hpp"
 #include "core/errors/manifest_error.hpp"
@@ -97,10 +98,20 @@ TrainingSession::TrainingSession(const Manifest& global_manifest, PluginRegistry
   const TrainSpec& train = manifest_.train;
   tokenizer_ = tokenizer_for(manifest_);
   dataset_.emplace(data_options(manifest_, tokenizer_.get()));
+  if (dataset_->loss_masked() && root_)
+    spdlog::info("loss mask: {} of {} training tokens are targets ({:.1f}%); the loss is their mean",
+                 dataset_->train_targets(), dataset_->train_tokens(),
+                 100.0 * static_cast<double>(dataset_->train_targets()) /
+                     static_cast<double>(std::max<std::int64_t>(dataset_->train_tokens(), 1)));
   if (train.sample_every > 0) sampler_.emplace(manifest_, tokenizer_.get(), *dataset_);  // its prompt checked now
   // What a save records of the data, and a resume compares: its content, not only its path, and
   // the tokenizer that turned text into tokens.
-  if (manifest_.checkpoint.dir || options.resume) data_identity_ = data_fingerprint(manifest_.data.train);
+  if (manifest_.checkpoint.dir || options.resume) {
+    data_identity_ = data_fingerprint(manifest_.data.train);
+    // A loss mask beside a token file decides which positions train: a resume checks it too.
+    const std::filesystem::path mask = loss_mask_path(manifest_.data.train);
+    if (dataset_->loss_masked() && std::filesystem::exists(mask)) data_identity_ += ",mask:" + data_fingerprint(mask);
+  }
   if (!data_identity_.empty() && tokenizer_)
     data_identity_ += ",tokenizer:" + std::to_string(tokenizer_->fingerprint());
   // The checkpoint directory: writable (checked now, not at the first save), this run's alone, and
