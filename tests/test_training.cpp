@@ -143,8 +143,8 @@ TEST(Training, LlamaResumeContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_llama_bf16", "[precision]\nplugin = \"bf16\"\n", kLlama);
 }
 
-// 8-bit moments are saved as their codes and block scales, int8 weights as their f32 masters (the
-// int8 values are re-quantized from them): both resume bitwise, alone, together and offloaded.
+// 8-bit moments are saved as their codes and block scales, int8 and nf4 weights as their f32
+// masters (the codes are re-quantized from them): all resume bitwise, alone, together and offloaded.
 TEST(Training, ResumeWithLowBitStorageContinuesBitwiseIdentically) {
   const std::string adamw8bit = "[optimizer]\nplugin = \"adamw8bit\"\nmin_8bit_size = 256\nblock_size = 256\n";
   const std::string int8 = "[precision]\nplugin = \"int8\"\nblock_size = 16\n";
@@ -153,6 +153,8 @@ TEST(Training, ResumeWithLowBitStorageContinuesBitwiseIdentically) {
   expect_resume_bitwise("resume_low_bit_offloaded",
                         adamw8bit + int8 + "[[strategy]]\nplugin = \"offload\"\noptimizer_state = \"host\"\n");
   expect_resume_bitwise("resume_llama_low_bit", adamw8bit + int8, kLlama);
+  // nf4 weights likewise, re-quantized from their saved f32 masters.
+  expect_resume_bitwise("resume_nf4", "[precision]\nplugin = \"nf4\"\n");
 }
 
 // Frozen parameters have no optimizer state: a checkpoint holds their weights only, and a resumed
@@ -230,6 +232,7 @@ void expect_eval_gives_training_val_loss(const std::string& name, const std::str
 
 TEST(Training, EvalOfAnInt8CheckpointGivesTheTrainingValidationLoss) {
   expect_eval_gives_training_val_loss("eval_int8", "[precision]\nplugin = \"int8\"\nblock_size = 16\n");
+  expect_eval_gives_training_val_loss("eval_nf4", "[precision]\nplugin = \"nf4\"\n");
 }
 
 // The same for f16 matrices: rounded from the checkpoint's f32 values as the model loads them.
