@@ -8,9 +8,10 @@ trap 'rm -f "$table"' EXIT
 # The tokenizer script reads the references CTest makes (tests/tokenizers/make_all.sh).
 references=build/tests/tokenizer_references
 [ -d "$references/gpt2" ] || bash tests/tokenizers/make_all.sh "$references" > /dev/null
-for script in exit_codes reliability reliability_saves reliability_inputs disk_tier data_parallel tokenizer generate; do
+for script in exit_codes reliability reliability_saves reliability_inputs disk_tier data_parallel tokenizer generate \
+  prompt_completion; do
   extra=()
-  [ "$script" = tokenizer ] && extra=("$references")
+  [ "$script" = tokenizer ] || [ "$script" = prompt_completion ] && extra=("$references")
   RELIABILITY_TABLE=$table OMP_WAIT_POLICY=PASSIVE bash "tests/cli/$script.sh" build/bin/strata "build/tests/table_$script" \
     "${extra[@]}" > /dev/null || { echo "tests/cli/$script.sh failed; the table was not written"; exit 1; }
 done

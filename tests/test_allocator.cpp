@@ -28,6 +28,45 @@ TEST(Allocator, EnforcesLimitWithATypedErrorNamingTheBreakdown) {
   EXPECT_EQ(arena.live_total(), 768u) << "a refused request must not change live bytes";
 }
 
+// A resource that gives no more than `capacity` bytes, as a full machine would.
+class SmallResource final : public MemoryResource {
+ public:
+  explicit SmallResource(std::uint64_t capacity) : capacity_(capacity) {}
+  void* allocate(std::uint64_t bytes) override {
+    if (bytes > capacity_ - used_) throw std::bad_alloc();
+    used_ += bytes;
+    return host_->allocate(bytes);
+  }
+  void deallocate(void* pointer, std::uint64_t bytes) noexcept override {
+    used_ -= bytes;
+    host_->deallocate(pointer, bytes);
+  }
+
+ private:
+  std::uint64_t capacity_, used_ = 0;
+  std::unique_ptr<MemoryResource> host_ = make_aligned_host_resource();
+};
+
+// No limit set and the memory itself runs out: the message says so, not "a 0 B limit".
+TEST(Allocator, SaysTheMemoryRanOutWhenNoLimitIsSet) {
+  Allocator arena("test arena", std::make_unique<SmallResource>(4096));
+  try {
+    (void)arena.allocate(1u << 20, MemoryCategory::weights, "wte");
+    FAIL() << "the resource's refusal was not raised";
+  } catch (const MemoryLimitExceeded& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find("0 B limit"), std::string::npos) << message;
+    EXPECT_NE(message.find("test arena: out of memory: wte requested 1.0 MiB of weights, which the memory itself "
+                           "could not provide, with 0 B live and 0 B held (no memory_limit is set)"),
+              std::string::npos)
+        << message;
+    const std::string named = e.naming("wte", "").what();
+    EXPECT_NE(named.find("out of memory: wte (1.0 MiB of weights), which the memory itself could not provide"),
+              std::string::npos)
+        << named;
+  }
+}
+
 TEST(Allocator, TracksLivePeakWindowAndOwners) {
   Allocator arena("test arena", make_aligned_host_resource());
   {

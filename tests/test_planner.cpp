@@ -305,16 +305,26 @@ TEST(PlannerCalibration, RoundTripsThroughItsFileAndNamesABadOne) {
     EXPECT_NE(std::string(e.what()).find((dir / "bad.json").string()), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)load_calibration(dir / "missing.json"), std::invalid_argument);
+  // A calibration of one op with one point, `point` ("[work, seconds]"): the refusal, or "".
+  const auto refusal = [&](const std::string& name, const std::string& op, const std::string& point) {
+    test::write_text(dir / name,
+                     "{\"machine\": \"m\", \"measured_at\": \"t\", \"threads\": 1, "
+                     "\"disk_read_bytes_per_second\": 0, \"disk_write_bytes_per_second\": 0, \"ops\": {\"" +
+                         op + "\": [" + point + "]}}");
+    try {
+      (void)load_calibration(dir / name);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
   // A size of 0 would price every op of that name as infinite (log 0): refused, naming the op.
-  test::write_text(dir / "zero.json",
-                   "{\"machine\": \"m\", \"measured_at\": \"t\", \"threads\": 1, \"disk_read_bytes_per_second\": 0,"
-                   " \"disk_write_bytes_per_second\": 0, \"ops\": {\"gelu_forward\": [[0, 1e-6]]}}");
-  try {
-    (void)load_calibration(dir / "zero.json");
-    FAIL() << "a point of size 0 was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("gelu_forward"), std::string::npos) << e.what();
-  }
+  const std::string zero = refusal("zero.json", "gelu_forward", "[0, 1e-6]");
+  EXPECT_NE(zero.find("gelu_forward"), std::string::npos) << zero;
+  // A time of 0 would price the step at nothing (every op at 0 s predicted a 0.02 ms step): refused.
+  const std::string instant = refusal("instant.json", "matmul_forward", "[1e6, 0]");
+  EXPECT_NE(instant.find("op 'matmul_forward' has a point of work 1000000.000000 in 0.000000 s"), std::string::npos)
+      << instant;
 }
 
 // The dry run's forward products, priced at one flop per nanosecond, are the model's own flop

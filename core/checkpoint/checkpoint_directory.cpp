@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,23 +41,36 @@ void check_checkpoint_directory(const fs::path& directory) {
 
 namespace {
 
-// The PID after ".tmp-" or ".old-" in a partial save's name, or in the temporary file a `latest`
-// being replaced is written to; 0 when the name is not one.
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The PID in the name of what a save leaves while it is written or replaced: ".step_N.tmp-PID",
+// ".step_N.old-PID" (N of 8 digits or more, as saves are named) or "latest.tmp-PID"; 0 for any
+// other name, which is not Strata's to remove (a user's ".step_notes.tmp-1" among them).
 pid_t partial_save_owner(const std::string& name) {
-  if (!name.starts_with(".step_") && !name.starts_with("latest.tmp-")) return 0;
-  for (const char* marker : {".tmp-", ".old-"}) {
-    const std::size_t at = name.rfind(marker);
-    if (at == std::string::npos) continue;
-    try {
-      return static_cast<pid_t>(std::stol(name.substr(at + 5)));
-    } catch (const std::exception&) {
-      return 0;
-    }
+  std::string_view rest = name;
+  if (rest.starts_with("latest.tmp-")) {
+    rest.remove_prefix(std::string_view("latest.tmp-").size());
+  } else {
+    if (!rest.starts_with(".step_")) return 0;
+    rest.remove_prefix(std::string_view(".step_").size());
+    const std::size_t dot = rest.find('.');
+    if (dot == std::string_view::npos || dot < 8 || !all_digits(rest.substr(0, dot))) return 0;
+    rest.remove_prefix(dot);
+    if (!rest.starts_with(".tmp-") && !rest.starts_with(".old-")) return 0;
+    rest.remove_prefix(5);
   }
-  return 0;
+  if (!all_digits(rest) || rest.size() > 10) return 0;
+  const long long pid = std::stoll(std::string(rest));
+  return pid <= std::numeric_limits<pid_t>::max() ? static_cast<pid_t>(pid) : 0;
 }
 
 }  // namespace
+
+bool is_save_name(std::string_view name) {
+  return name.starts_with("step_") && name.size() >= 13 && all_digits(name.substr(5));
+}
 
 int remove_stale_partial_saves(const fs::path& directory) {
   std::error_code error;
@@ -92,7 +106,7 @@ std::vector<fs::path> step_directories(const fs::path& directory, std::error_cod
   std::vector<fs::path> saves;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
     std::error_code status_error;
-    if (entry.path().filename().string().starts_with("step_") && entry.is_directory(status_error))
+    if (is_save_name(entry.path().filename().string()) && entry.is_directory(status_error))
       saves.push_back(entry.path());
   }
   std::sort(saves.begin(), saves.end());

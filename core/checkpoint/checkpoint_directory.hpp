@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -18,6 +19,10 @@ void check_checkpoint_directory(const std::filesystem::path& directory);
 // `latest` temporaries of other processes; returns how many it removed. Call it holding the
 // directory's lock (CheckpointDirectoryLock): then they are all stale, whatever runs with that PID.
 int remove_stale_partial_saves(const std::filesystem::path& directory);
+
+// Whether `name` is a save's: "step_" and 8 digits or more, nothing else (a user's
+// "step_00000006.bak" copy is not one, so pruning never touches it).
+bool is_save_name(std::string_view name);
 
 // The step_N save directories of a checkpoint directory, sorted by step (step_%08lld names sort
 // so). A directory that cannot be listed sets `error` and gives what was listed.

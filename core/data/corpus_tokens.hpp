@@ -1,8 +1,9 @@
 #pragma once
 // The tokens of one data file, however it is stored: an llm.c token file as it is; with a
 // tokenizer, a .txt or .jsonl file tokenized (core/data/corpus.hpp) into a token file cached beside
-// it, named by the tokenizer's fingerprint and the text's size and modification time, so the next
-// run reads the cache; without one, text as bytes (one token per byte), as ever.
+// it, named by the tokenizer's fingerprint and the text's content hash, so the next run reads the
+// cache, once its tokens match the hash written in its header; without one, text as bytes (one
+// token per byte), as ever.
 #include <cstdint>
 #include <filesystem>
 #include <vector>

@@ -49,7 +49,9 @@ TokenFileLayout token_file_layout(std::span<const char> head, std::uint64_t file
                     ": the version-" + std::to_string(version) + " header promises " + std::to_string(count) +
                     (version == kTokenFileVersionU16 ? " uint16" : " uint32") + " tokens (expected " +
                     std::to_string(expected) + " bytes) but the file has " + std::to_string(file_size) + " bytes");
-  return {count, width, header_bytes};
+  const std::uint64_t token_hash = static_cast<std::uint64_t>(static_cast<std::uint32_t>(header[3])) |
+                                   static_cast<std::uint64_t>(static_cast<std::uint32_t>(header[4])) << 32;
+  return {count, width, header_bytes, token_hash};
 }
 
 namespace {
@@ -140,11 +142,13 @@ void write_token_file(const std::filesystem::path& path, const std::vector<std::
 
 namespace {
 
-std::string token_file_header(bool wide, std::int64_t count) {
+std::string token_file_header(bool wide, std::int64_t count, std::uint64_t token_hash) {
   std::array<std::int32_t, kTokenFileHeaderInts> header{};
   header[0] = kTokenFileMagic;
   header[1] = wide ? kTokenFileVersionU32 : kTokenFileVersionU16;
   header[2] = static_cast<std::int32_t>(count);
+  header[3] = static_cast<std::int32_t>(static_cast<std::uint32_t>(token_hash));
+  header[4] = static_cast<std::int32_t>(static_cast<std::uint32_t>(token_hash >> 32));
   return std::string(reinterpret_cast<const char*>(header.data()), sizeof header);
 }
 
@@ -157,7 +161,7 @@ TokenFileWriter::TokenFileWriter(const std::filesystem::path& path, bool wide)
       hash_(XXH3_createState(), [](void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); }) {
   if (hash_ == nullptr) throw std::bad_alloc();
   XXH3_64bits_reset(static_cast<XXH3_state_t*>(hash_.get()));
-  file_.append(token_file_header(wide_, 0));
+  file_.append(token_file_header(wide_, 0, 0));
 }
 
 std::uint64_t TokenFileWriter::token_hash() const noexcept {
@@ -187,7 +191,7 @@ void TokenFileWriter::append(std::span<const std::uint32_t> ids) {
 }
 
 void TokenFileWriter::commit() {
-  file_.overwrite(0, token_file_header(wide_, count_));
+  file_.overwrite(0, token_file_header(wide_, count_, token_hash()));
   file_.commit();
 }
 

@@ -37,11 +37,14 @@ void check_data_file(const std::filesystem::path& path);
 
 // Where a token file's tokens are: `head` holds at least its first 1024 bytes (the header) and
 // `file_size` is its whole size. Throws DataError on a wrong magic, an unknown version, or a size
-// other than the header promises.
+// other than the header promises. Strata writes the XXH3-64 of the token bytes into header ints 3
+// and 4 (low word first; llm.c leaves them 0, and reads no further than the count): `token_hash`,
+// 0 when the file does not record one.
 struct TokenFileLayout {
   std::size_t count;
   std::size_t width;        // 2 (version 1) or 4 (version 2)
   std::size_t first_token;  // byte offset
+  std::uint64_t token_hash = 0;
 };
 TokenFileLayout token_file_layout(std::span<const char> head, std::uint64_t file_size,
                                   const std::filesystem::path& path);
@@ -64,7 +67,7 @@ class TokenFileWriter {
   TokenFileWriter(const std::filesystem::path& path, bool wide);
   void append(std::span<const std::uint32_t> ids);
   std::int64_t count() const noexcept { return count_; }
-  // Writes the count into the header and moves the file into place.
+  // Writes the count and the tokens' hash into the header and moves the file into place.
   void commit();
   // XXH3-64 of the token bytes written so far (TokenSequence::token_hash() of the file): what a
   // loss mask is written for.

@@ -52,6 +52,7 @@ TokenSequence TokenSequence::map_token_file(const std::filesystem::path& path, i
   sequence.data_ = static_cast<const unsigned char*>(address) + layout.first_token;
   sequence.size_ = layout.count;
   sequence.width_ = layout.width;
+  sequence.recorded_hash_ = layout.token_hash;
   // One pass over every id, read ahead in order, each 64 MiB dropped from this process's pages once
   // checked (the page cache keeps them while memory allows): checking a corpus larger than memory
   // costs no resident memory. Batches then read their windows' pages as they need them.

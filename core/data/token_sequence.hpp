@@ -34,8 +34,10 @@ class TokenSequence {
   // Whether token i is a target: its mask's byte, or true without a mask.
   bool is_target(std::size_t i) const noexcept { return mask_ == nullptr || mask_[i] != 0; }
   bool has_loss_mask() const noexcept { return mask_ != nullptr; }
-  // XXH3-64 of the token bytes as stored (what a loss mask is written for).
+  // XXH3-64 of the token bytes as stored (what a loss mask is written for), and the hash the token
+  // file's header recorded when it was written (0: none recorded; a slice keeps its file's).
   std::uint64_t token_hash() const noexcept;
+  std::uint64_t recorded_hash() const noexcept { return recorded_hash_; }
   // Tokens [begin, end), sharing this sequence's storage.
   TokenSequence slice(std::size_t begin, std::size_t end) const;
   std::vector<std::uint32_t> to_vector() const;
@@ -47,6 +49,7 @@ class TokenSequence {
   std::size_t width_ = sizeof(std::uint32_t);
   std::shared_ptr<const void> mask_storage_;  // the loss mask's mapping, when there is one
   const std::uint8_t* mask_ = nullptr;
+  std::uint64_t recorded_hash_ = 0;
 };
 
 }  // namespace strata

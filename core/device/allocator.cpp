@@ -113,8 +113,8 @@ Buffer Allocator::allocate(std::uint64_t bytes, MemoryCategory category, std::st
         } catch (const std::bad_alloc&) {
           // The memory itself is full (a GPU without a limit, or a limit above what it has): the
           // same typed error, with what the resource did give standing for the limit.
-          throw MemoryLimitExceeded(name_ + " (the memory itself is exhausted)", size, category, owner, stats_.reserved,
-                                    stats_.live);
+          throw MemoryLimitExceeded::exhausted(name_, size, category, owner, stats_.reserved, stats_.limit,
+                                               stats_.live);
         }
       }
       stats_.reserved += size;

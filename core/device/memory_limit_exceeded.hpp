@@ -14,6 +14,12 @@ class MemoryLimitExceeded : public std::runtime_error {
  public:
   MemoryLimitExceeded(const std::string& arena, std::uint64_t requested_bytes, MemoryCategory category,
                       std::string_view owner, std::uint64_t limit_bytes, const CategoryBytes& live_bytes);
+  // The memory itself ran out (a GPU without a limit, a limit above what the machine has, a
+  // request larger than the host can give): `reserved` bytes were held, `limit_bytes` 0 when no
+  // limit is set.
+  static MemoryLimitExceeded exhausted(const std::string& arena, std::uint64_t requested_bytes, MemoryCategory category,
+                                       std::string_view owner, std::uint64_t reserved, std::uint64_t limit_bytes,
+                                       const CategoryBytes& live_bytes);
 
   std::uint64_t requested_bytes() const noexcept { return requested_bytes_; }
   MemoryCategory category() const noexcept { return category_; }
@@ -29,6 +35,8 @@ class MemoryLimitExceeded : public std::runtime_error {
   std::string arena_;
   std::uint64_t limit_bytes_ = 0;
   CategoryBytes live_bytes_{};
+  std::uint64_t exhausted_reserved_ = 0;  // the memory itself ran out with this many bytes held
+  bool exhausted_ = false;
 };
 
 }  // namespace strata

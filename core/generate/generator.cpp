@@ -24,7 +24,10 @@ GenerationResult generate(Model& model, std::span<const std::int32_t> prompt, co
   start = Clock::now();
   std::int64_t length = prompt_length;  // positions in the cache
   for (int step = 0; step < options.max_new_tokens; ++step) {
-    const std::int32_t token = sample_token(logits, options.sampling, static_cast<std::uint64_t>(step));
+    std::span<const float> candidates = logits;
+    if (options.vocabulary > 0 && static_cast<std::size_t>(options.vocabulary) < logits.size())
+      candidates = candidates.first(static_cast<std::size_t>(options.vocabulary));
+    const std::int32_t token = sample_token(candidates, options.sampling, static_cast<std::uint64_t>(step));
     result.tokens.push_back(token);
     on_token(token);
     if (options.stop_token && token == *options.stop_token) {

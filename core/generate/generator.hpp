@@ -19,6 +19,7 @@ struct GenerationOptions {
   SamplingOptions sampling;
   int max_new_tokens = 64;
   std::optional<std::int32_t> stop_token;  // generated, it ends the continuation (and is kept)
+  int vocabulary = 0;  // > 0: sample among the first `vocabulary` ids only (what a tokenizer can write)
 };
 
 enum class StopReason { max_new_tokens, stop_token, context };

@@ -302,6 +302,10 @@ ManifestReading parse_manifest_collecting(std::string_view text, const std::file
     shape.vocab = keys.integer("vocab", family.default_vocab(), 2, kMaxVocab, hf ? hf->vocab : 0, "vocab_size");
     shape.seq_len =
         static_cast<int>(model.get_int("seq_len", hf ? described.default_seq_len(hf->max_positions) : 1024, 1, 65536));
+    if (hf && !model.has("seq_len") && described.default_seq_len(hf->max_positions) > 65536)
+      model.report_error("from", config_file + "'s " + field("seq_len") + " = " + std::to_string(hf->max_positions) +
+                                     " is outside the range of seq_len (1 to 65536): set seq_len");
+    if (hf) spec.notes = hf->notes;
     if (hf && model.has("seq_len"))
       if (const std::string problem = described.seq_len_problem(shape.seq_len, hf->max_positions, config_file);
           !problem.empty())

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/errors/manifest_error.hpp"
 #include "core/model/model_shape.hpp"
@@ -16,6 +17,9 @@ namespace strata {
 struct HfModelConfig : ModelShape {
   std::string arch;
   int max_positions = 0;
+  // What config.json asks that Strata does not do, said as a warning where it is read (GPT-2's
+  // dropouts).
+  std::vector<std::string> notes;
 };
 
 // config.json's fields, each read with its name in any message: ManifestError naming the file and
@@ -38,6 +42,14 @@ class HfConfigFields {
     return static_cast<int>(value.get<std::int64_t>());
   }
   int positive_int(const std::string& field, int fallback) const { return has(field) ? positive_int(field) : fallback; }
+  // A probability in [0, 1) (dropouts); `fallback` when absent.
+  double probability(const std::string& field, double fallback) const {
+    if (!has(field)) return fallback;
+    const nlohmann::json& value = config_.at(field);
+    if (!value.is_number() || !(value.get<double>() >= 0.0 && value.get<double>() < 1.0))
+      refuse(field, value.dump() + " is not a probability in [0, 1)");
+    return value.get<double>();
+  }
   double positive_number(const std::string& field, double fallback) const {
     if (!has(field)) return fallback;
     const nlohmann::json& value = config_.at(field);

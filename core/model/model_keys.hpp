@@ -45,12 +45,25 @@ class ModelKeys {
     return written;
   }
   int integer(const char* key, int fallback, int min_value, int max_value, int configured, const char* field) {
+    if (config_ && (configured < min_value || configured > max_value))
+      out_of_range(key, configured, min_value, max_value, field);
     return agree(key, static_cast<int>(view_.get_int(key, config_ ? configured : fallback, min_value, max_value)),
                  configured, field);
   }
   double number(const char* key, double fallback, double min_value, double max_value, double configured,
                 const char* field) {
+    if (config_ && !(configured >= min_value && configured <= max_value))
+      out_of_range(key, configured, min_value, max_value, field);
     return agree(key, view_.get_double(key, config_ ? configured : fallback, min_value, max_value), configured, field);
+  }
+  // config.json's value where the manifest would refuse the same written: the manifest's ranges
+  // hold for the model's own values too (reported at `from`).
+  template <typename T>
+  void out_of_range(const char* key, T configured, T min_value, T max_value, const char* field) {
+    view_.report_error("from", config_file_ + "'s " + field + " = " + (std::ostringstream() << configured).str() +
+                                   " is outside the range of " + key + " (" +
+                                   (std::ostringstream() << min_value).str() + " to " +
+                                   (std::ostringstream() << max_value).str() + ")");
   }
   bool flag(const char* key, bool fallback, bool configured, const char* field) {
     return agree(key, view_.get_bool(key, config_ ? configured : fallback), configured, field);

@@ -18,6 +18,8 @@ struct ModelSpec {
   // A Hugging Face model directory ([model] from): its config.json gave the keys below, and its
   // weights are the run's starting weights (core/checkpoint/hf_directory.hpp).
   std::optional<std::filesystem::path> from;
+  // What its config.json asks that Strata does not do (GPT-2's dropouts): the commands warn.
+  std::vector<std::string> notes;
   std::string arch = "gpt2";  // a family of core/model/model_families.cpp
   // GPT-2 124M's shape, as [model] gives it without keys.
   ModelShape shape = {12, 12, 12, 768, 3072, 50257, 1024, 10000.0, {}, 1e-5, true, false};

@@ -285,10 +285,11 @@ Calibration load_calibration(const std::filesystem::path& path) {
       for (const auto& point : points) {
         const double work = point.at(0).get<double>();
         const double seconds = point.at(1).get<double>();
-        if (!(work > 0.0) || !(seconds >= 0.0) || !std::isfinite(work) || !std::isfinite(seconds))
+        // A measured op never takes 0 s: a time of 0 would price the step at nothing.
+        if (!(work > 0.0) || !(seconds > 0.0) || !std::isfinite(work) || !std::isfinite(seconds))
           throw std::invalid_argument(path.string() + ": op '" + name + "' has a point of work " +
                                       std::to_string(work) + " in " + std::to_string(seconds) +
-                                      " s: sizes must be positive and times finite (run `strata calibrate` again)");
+                                      " s: sizes and times must be positive and finite (run `strata calibrate` again)");
         list.emplace_back(work, seconds);
       }
       std::sort(list.begin(), list.end());

@@ -145,9 +145,9 @@ BpeTokenizer::BpeTokenizer(const Json& json, const std::filesystem::path& file, 
 // text with bos (LLaMA 2's and 3's, Gemma's) or add_bos_token says whether documents start with it.
 void BpeTokenizer::read_special_tokens(const Json& json, const std::filesystem::path& file, const Json& config) {
   const auto named = [&](const char* key) -> std::optional<std::uint32_t> {
-    if (!config.is_object() || !config.contains(key) || config[key].is_null()) return std::nullopt;
-    const Json& value = config[key];
-    const std::string content = value.is_object() ? value.value("content", std::string()) : value.get<std::string>();
+    const std::optional<std::string> text = config_token_text(config, key, file.parent_path());
+    if (!text) return std::nullopt;
+    const std::string& content = *text;
     const auto id = token_id(content);
     if (!id)
       throw TokenizerError(file.parent_path().string() + "/tokenizer_config.json: " + key + " = \"" + content +
@@ -157,8 +157,8 @@ void BpeTokenizer::read_special_tokens(const Json& json, const std::filesystem::
   special_.bos = named("bos_token");
   special_.eos = named("eos_token");
   read_common_config(config, file.parent_path());
-  if (config.is_object() && config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
-    special_.add_bos = config["add_bos_token"].get<bool>() && special_.bos.has_value();
+  if (const std::optional<bool> add_bos = config_add_bos(config, file.parent_path())) {
+    special_.add_bos = *add_bos && special_.bos.has_value();
   } else if (special_.bos && json.contains("post_processor")) {
     // The template may stand alone or inside a Sequence of processors (LLaMA 3: ByteLevel, then it).
     std::vector<Json> processors{json["post_processor"]};

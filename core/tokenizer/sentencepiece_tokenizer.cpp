@@ -177,9 +177,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const s
                    [](const SpecialPiece& a, const SpecialPiece& b) { return a.piece.size() > b.piece.size(); });
 
   const auto named = [&](const char* key, int model_id) -> std::optional<std::uint32_t> {
-    if (config.is_object() && config.contains(key) && !config[key].is_null()) {
-      const nlohmann::json& value = config[key];
-      const std::string content = value.is_object() ? value.value("content", std::string()) : value.get<std::string>();
+    if (const std::optional<std::string> text = config_token_text(config, key, file.parent_path())) {
+      const std::string& content = *text;
       const int id = processor_->PieceToId(content);
       if (id < 0 || processor_->IdToPiece(id) != content)
         throw TokenizerError(file.parent_path().string() + "/tokenizer_config.json: " + key + " = \"" + content +
@@ -194,8 +193,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& bytes, const s
   read_common_config(config, file.parent_path());
   // LLaMA's tokenizers start every text with bos unless tokenizer_config.json says otherwise.
   special_.add_bos = special_.bos.has_value();
-  if (config.is_object() && config.contains("add_bos_token") && config["add_bos_token"].is_boolean())
-    special_.add_bos = config["add_bos_token"].get<bool>() && special_.bos.has_value();
+  if (const std::optional<bool> add_bos = config_add_bos(config, file.parent_path()))
+    special_.add_bos = *add_bos && special_.bos.has_value();
   cut_at_space_ = choose_cut_at_space(bytes);
 }
 

@@ -106,6 +106,27 @@ void Tokenizer::read_common_config(const nlohmann::json& config, const std::file
   clean_up_spaces_ = flag.get<bool>();
 }
 
+std::optional<std::string> Tokenizer::config_token_text(const nlohmann::json& config, const char* key,
+                                                        const std::filesystem::path& directory) {
+  if (!config.is_object() || !config.contains(key) || config[key].is_null()) return std::nullopt;
+  const nlohmann::json& value = config[key];
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object() && value.contains("content") && value["content"].is_string())
+    return value["content"].get<std::string>();
+  throw TokenizerError((directory / "tokenizer_config.json").string() + ": " + key + " = " + value.dump() +
+                       " is neither a token's text nor an object with its \"content\"");
+}
+
+std::optional<bool> Tokenizer::config_add_bos(const nlohmann::json& config, const std::filesystem::path& directory) {
+  if (!config.is_object() || !config.contains("add_bos_token") || config["add_bos_token"].is_null())
+    return std::nullopt;
+  const nlohmann::json& flag = config["add_bos_token"];
+  if (!flag.is_boolean())
+    throw TokenizerError((directory / "tokenizer_config.json").string() + ": add_bos_token = " + flag.dump() +
+                         " is not true or false");
+  return flag.get<bool>();
+}
+
 std::string clean_up_tokenization(std::string_view text) {
   std::string out(text);
   const auto replace_all = [&out](std::string_view from, std::string_view to) {

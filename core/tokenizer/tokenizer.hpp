@@ -105,6 +105,12 @@ class Tokenizer {
   // and eos: clean_up_tokenization_spaces, false when absent (Hugging Face's default since
   // transformers 4.45). `directory` names the file in messages.
   void read_common_config(const nlohmann::json& config, const std::filesystem::path& directory);
+  // tokenizer_config.json's `key` (bos_token, eos_token): a string, or an object whose "content"
+  // is one; nothing when absent or null. Another type is a TokenizerError naming the file and key.
+  static std::optional<std::string> config_token_text(const nlohmann::json& config, const char* key,
+                                                      const std::filesystem::path& directory);
+  // tokenizer_config.json's add_bos_token: true or false; nothing when absent or null.
+  static std::optional<bool> config_add_bos(const nlohmann::json& config, const std::filesystem::path& directory);
 
   SpecialTokens special_;
   bool clean_up_spaces_ = false;

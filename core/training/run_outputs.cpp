@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <string>
 
@@ -86,6 +87,16 @@ RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& 
     const fs::path path = value->get();
     const std::string where = sink.label + " path = \"" + path.string() + "\": ";
     refuse_inputs(path, where);
+    // A FIFO nobody reads would block the run at its first line, silently: refused. One with a
+    // reader (a pipe into another program) is written through, as a device is.
+    if (fs::is_fifo(path, error)) {
+      const int probe = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (probe < 0 && errno == ENXIO)
+        throw ManifestError(where +
+                            "is a FIFO that no program is reading: the run would block at its first "
+                            "line; start the reader first, or write telemetry to a file");
+      if (probe >= 0) ::close(probe);
+    }
     // A device (/dev/null) is written through, not replaced, and runs may share it.
     if (fs::exists(path, error) && !fs::is_regular_file(path, error)) continue;
     for (const Output& earlier : outputs_)

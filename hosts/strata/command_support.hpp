@@ -26,6 +26,11 @@ std::optional<int> parse(const std::string& name, const std::string& synopsis,
 void add_manifest_options(boost::program_options::options_description& options, CommonArguments& common);
 // The plugins on the manifest's search path; a library that fails to load is warned about by name.
 PluginRegistry load_plugins(const Manifest& manifest);
+
+// load_manifest, and a warning for each of the model's notes (what its config.json asks that
+// Strata does not do).
+Manifest load_command_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides,
+                               ManifestUse use = ManifestUse::training);
 // Runs a command body: invalid input (manifest, data, checkpoint) is exit 2, a failed run exit 1.
 int run_guarded(const std::string& name, const std::function<int()>& body);
 

@@ -101,6 +101,13 @@ void check_output_file(const std::string& option, const std::filesystem::path& p
                         error.message() + ")");
 }
 
+Manifest load_command_manifest(const std::filesystem::path& path, const std::vector<std::string>& overrides,
+                               ManifestUse use) {
+  Manifest manifest = load_manifest(path, overrides, use);
+  for (const std::string& note : manifest.model.notes) spdlog::warn("{}", note);
+  return manifest;
+}
+
 // A library on the search path that fails to load is named: a broken copy would otherwise be
 // skipped in silence while a built-in of the same name serves instead.
 PluginRegistry load_plugins(const Manifest& manifest) {
@@ -118,7 +125,7 @@ namespace {
 // Plugin objects keep a reference to the host services, so both live here together.
 struct InspectedStack {
   InspectedStack(const CommonArguments& common, const std::string& default_telemetry)
-      : manifest(load_manifest(common.manifest, common.overrides)),
+      : manifest(load_command_manifest(common.manifest, common.overrides)),
         registry(load_plugins(manifest)),
         host(manifest.model.info(), manifest.device.kind),
         stack(build_stack(manifest, registry, host, default_telemetry)) {}
@@ -206,7 +213,7 @@ int command_train(const std::vector<std::string>& arguments) {
   const std::string name =
       ranks > 1 ? "train (rank " + std::to_string(rank) + " of " + std::to_string(ranks) + ")" : std::string("train");
   const int code = run_guarded(name, [&] {
-    Manifest manifest = load_manifest(common.manifest, common.overrides);
+    Manifest manifest = load_command_manifest(common.manifest, common.overrides);
     if (values.count("metrics")) {
       check_output_file("--metrics", values["metrics"].as<std::string>());
       append_telemetry(manifest, "jsonl", {{"path", values["metrics"].as<std::string>()}});
@@ -269,7 +276,7 @@ int command_eval(const std::vector<std::string>& arguments) {
   po::variables_map values;
   if (auto code = parse("eval", "MANIFEST --checkpoint PATH [--data FILE]", options, arguments, values)) return *code;
   return run_guarded("eval", [&] {
-    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    const Manifest manifest = load_command_manifest(common.manifest, common.overrides);
     PluginRegistry registry = load_plugins(manifest);
     std::optional<std::filesystem::path> data_path;
     if (!data.empty()) data_path = data;
@@ -311,7 +318,7 @@ int command_export(const std::vector<std::string>& arguments) {
       throw ManifestError("export: --dtype and --shard-size go with --hf; --merge writes one f32 file");
     const std::string& out = merge.empty() ? hf : merge;
     const std::string option = merge.empty() ? "--hf" : "--merge";
-    const Manifest manifest = load_manifest(common.manifest, common.overrides);
+    const Manifest manifest = load_command_manifest(common.manifest, common.overrides);
     if (!merge.empty()) check_output_file("--merge", merge);
     // The output must not land on what the export reads (a save's own model.safetensors).
     if (path_is_inside(out, checkpoint))
@@ -357,6 +364,7 @@ int command_validate(const std::vector<std::string>& arguments) {
     // any faulty key at its default), the data, the device and the checkpoint directory.
     ManifestReading reading = read_manifest(common.manifest, common.overrides);
     const Manifest& manifest = reading.manifest;
+    for (const std::string& note : manifest.model.notes) spdlog::warn("{}", note);
     std::vector<std::string> problems = std::move(reading.problems);
     const auto gather = [&problems](auto&& check) {
       try {

@@ -110,7 +110,7 @@ int command_generate(const std::vector<std::string>& arguments) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("strata-generate"));
 
   return run_guarded("generate", [&] {
-    const Manifest manifest = load_manifest(common.manifest, common.overrides, ManifestUse::generation);
+    const Manifest manifest = load_command_manifest(common.manifest, common.overrides, ManifestUse::generation);
     if (!prompt_file.empty()) {
       check_data_file(prompt_file);
       std::ifstream in(prompt_file, std::ios::binary);
@@ -137,15 +137,26 @@ int command_generate(const std::vector<std::string>& arguments) {
     }
     if (prompt_ids.empty()) throw DataError("the prompt is empty, and the tokenizer has no bos or eos to start from");
     const std::int64_t context = manifest.model.seq_len();
-    if (static_cast<std::int64_t>(prompt_ids.size()) >= context) {
-      // Keep the end, which the continuation follows, and room for one new token.
-      const auto dropped = static_cast<std::int64_t>(prompt_ids.size()) - (context - 1);
+    // Keep the end, which the continuation follows, and a position for the first new token to be
+    // read at (a context of one position keeps the last token: one new token, then it is full).
+    const std::int64_t kept = std::max<std::int64_t>(context - 1, 1);
+    if (static_cast<std::int64_t>(prompt_ids.size()) > kept) {
+      const auto dropped = static_cast<std::int64_t>(prompt_ids.size()) - kept;
       spdlog::warn("the prompt is {} tokens, the context {}: its first {} tokens are dropped", prompt_ids.size(),
                    context, dropped);
       prompt_ids.erase(prompt_ids.begin(), prompt_ids.begin() + dropped);
     }
     if (codec.tokenizer && codec.tokenizer->special().eos)
       generation.stop_token = static_cast<std::int32_t>(*codec.tokenizer->special().eos);
+    // A model whose vocabulary is larger than its tokenizer's (rows padded for speed, or an
+    // embedding grown past the tokenizer) samples text among the ids the tokenizer can write (an
+    // id past them stopped the text, exit 2); --ids prints whatever it samples. Bytes write an id
+    // past 255 as U+FFFD.
+    if (codec.tokenizer && !print_ids && codec.tokenizer->vocab_size() < manifest.model.vocab()) {
+      generation.vocabulary = static_cast<int>(codec.tokenizer->vocab_size());
+      spdlog::info("the model has {} ids, its tokenizer {}: sampling among the tokenizer's", manifest.model.vocab(),
+                   generation.vocabulary);
+    }
 
     PluginRegistry registry = load_plugins(manifest);
     std::optional<std::filesystem::path> checkpoint_path, weights_path;

@@ -131,6 +131,9 @@ mkfifo "$work/fifo.bin"
 fault "FIFO as data (validate)" 2 "fifo.bin: not a regular file" -- "$strata" validate $q --set data.train=\"$work/fifo.bin\"
 fault "FIFO as data (train)" 2 "fifo.bin: not a regular file" -- "$strata" train $q --set data.train=\"$work/fifo.bin\"
 fault "FIFO as checkpoint (eval)" 2 "fifo.bin: not a regular file" -- "$strata" eval $q --checkpoint "$work/fifo.bin"
+# A telemetry path that is a FIFO nobody reads would block the run at its first line: refused.
+fault "FIFO nobody reads as the jsonl telemetry path" 2 "is a FIFO that no program is reading" -- \
+  timeout 60 "$strata" train $q --set train.steps=2 --set telemetry.1.path=\"$work/fifo.bin\"
 # An unwritable checkpoint directory is refused at start, by validate and by train.
 touch "$work/a_file"
 fault "checkpoint.dir not creatable (validate)" 2 "([checkpoint] dir)" -- "$strata" validate $q --set checkpoint.dir=\"$work/a_file/ckpt\"

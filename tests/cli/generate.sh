@@ -85,6 +85,14 @@ grep -q "| 9 new tokens" <<< "$output" || fail "40 prompt tokens in 48 positions
 expect 0 "its first 13 tokens are dropped" -- "$strata" generate "$work/gpt2.toml" --from "$work/gpt2.safetensors" \
   --prompt "$(printf 'y%.0s' $(seq 60))" --max-new-tokens 2 --temperature 0
 
+# A context of one position keeps the prompt's last token and gives one new one (the prompt was
+# dropped whole: an internal error, exit 1).
+{ sed 's/^seq_len = 48$/seq_len = 1/' "$work/gpt2.toml"; } > "$work/gpt2_one.toml"
+"$python" tests/hf/hf_gpt2_numpy.py make-weights "$work/gpt2_one.safetensors" 2 2 32 300 1 4
+fault "generate: a model of one position (seq_len 1)" 0 "| 1 new tokens" -- "$strata" generate "$work/gpt2_one.toml" --from "$work/gpt2_one.safetensors" \
+  --prompt "In the" --max-new-tokens 5 --temperature 0
+echo "ok: a context of one position"
+
 # train.sample_every: a greedy sample in the training log, and a prompt the run cannot encode refused.
 "$strata" train "$work/gpt2.toml" --set train.steps=4 --set train.batch=2 --set train.sample_every=2 \
   --set 'train.sample_prompt="In the"' --set train.sample_tokens=5 > "$work/sample.log" 2>&1 ||

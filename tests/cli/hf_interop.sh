@@ -59,6 +59,36 @@ output=$("$strata" validate "$work/from.toml" --set model.seq_len=8 2>&1)
 set -e
 grep -qF "seq_len = 8 disagrees with $work/hfdir/config.json's n_positions = $positions" <<< "$output" ||
   { echo "FAIL: a seq_len other than GPT-2's n_positions was not refused: $output"; exit 1; }
+# config.json's values get the manifest's ranges (they passed validate before), and Hugging Face's
+# dropouts, which Strata does not apply, are said.
+edit_config() {  # FIELD=JSON_VALUE... -> a copy of hfdir with those fields, at $work/hfedit
+  rm -rf "$work/hfedit" && cp -r "$work/hfdir" "$work/hfedit"
+  "$python" - "$work/hfedit/config.json" "$@" <<'PY'
+import json, sys
+path = sys.argv[1]
+config = json.load(open(path))
+for assignment in sys.argv[2:]:
+    field, value = assignment.split('=', 1)
+    config[field] = json.loads(value)
+json.dump(config, open(path, 'w'))
+PY
+}
+for case in "n_layer=5000:n_layer = 5000 is outside the range of n_layer (1 to 1024)" \
+            "n_embd=131072:n_embd = 131072 is outside the range of d_model (1 to 65536)" \
+            "n_positions=100000:n_positions = 100000 is outside the range of seq_len (1 to 65536)"; do
+  edit_config "${case%%:*}"
+  set +e
+  output=$("$strata" validate "$work/from.toml" --set "model.from=\"$work/hfedit\"" 2>&1)
+  code=$?
+  set -e
+  [ "$code" = 2 ] && grep -qF "$work/hfedit/config.json's ${case#*:}" <<< "$output" ||
+    { echo "FAIL: config.json's ${case%%:*} was not refused (exit $code): $output"; exit 1; }
+done
+edit_config resid_pdrop=0.1 attn_pdrop=0.1
+output=$("$strata" validate "$work/from.toml" --set "model.from=\"$work/hfedit\"" 2>&1)
+grep -qF "config.json: attn_pdrop = 0.1, resid_pdrop = 0.1: Strata's GPT-2 trains without dropout" <<< "$output" ||
+  { echo "FAIL: GPT-2's dropouts went unsaid: $output"; exit 1; }
+echo "ok: config.json's values are range-checked, its dropouts said"
 # The same tokens as a version-2 (uint32) token file mean the same to both.
 "$python" "$reference" make-tokens "$work/tokens_v2.bin" 4000 $vocab 1 2
 strata_loss=$("$strata" eval "$work/m.toml" --checkpoint "$work/hf.safetensors" --data "$work/tokens_v2.bin" | tail -n 1)

@@ -92,10 +92,10 @@ echo "ok: training reads the mask, the loss falls, eval agrees"
 
 # Bad input.
 printf '{"prompt": "a", "completion": "b"}\n{"prompt": "no answer"}\n' > "$work/bad.jsonl"
-expect 2 "bad.jsonl:2: no string field \"completion\"" -- \
+fault "prepare --prompt-completion: a line without a completion" 2 "bad.jsonl:2: no string field \"completion\"" -- \
   "$strata" prepare --prompt-completion --tokenizer "$refs/gpt2" --out "$work/bad.bin" "$work/bad.jsonl"
 [ ! -e "$work/bad.bin" ] && [ ! -e "$work/bad.mask" ] || fail "a refused prepare wrote files"
-expect 2 "--field names the text of plain lines" -- \
+fault "prepare: --field with --prompt-completion" 2 "--field names the text of plain lines" -- \
   "$strata" prepare --prompt-completion --field text --tokenizer "$refs/gpt2" --out "$work/x.bin" "$work/pairs.jsonl"
 cp "$work/val.bin" "$work/val.bin.saved"
 "$python" - "$work/val.bin" <<'PY'
@@ -105,7 +105,7 @@ data = bytearray(open(path, 'rb').read())
 data[1024] ^= 1  # the first token, another id
 open(path, 'wb').write(bytes(data))
 PY
-expect 2 "val.mask (the loss mask of $work/val.bin): written for other tokens" -- \
+fault "eval: a loss mask whose token file changed" 2 "val.mask (the loss mask of $work/val.bin): written for other tokens" -- \
   "$strata" eval "$work/m.toml" --checkpoint "$work/ckpt"
 cp "$work/val.bin.saved" "$work/val.bin"
 # A resume checks the mask too: one prompt token made a target is another run's data.
@@ -117,10 +117,10 @@ data = bytearray(open(path, 'rb').read())
 data[1024 + data[1024:].index(0)] = 1
 open(path, 'wb').write(bytes(data))
 PY
-expect 2 "changed since the save" -- "$strata" train "$work/m.toml" --resume --set train.steps=41
+fault "train --resume over an edited loss mask" 2 "changed since the save" -- "$strata" train "$work/m.toml" --resume --set train.steps=41
 cp "$work/train.mask.saved" "$work/train.mask"
 printf '{"text": "In the beginning"}\n' > "$work/plain.jsonl"
-expect 0 "removed $work/val.mask" -- \
+fault "prepare without --prompt-completion over an --out with a mask" 0 "removed $work/val.mask" -- \
   "$strata" prepare --tokenizer "$refs/gpt2" --out "$work/plain.bin" --val-out "$work/val.bin" --val-fraction 0.5 \
   "$work/plain.jsonl" "$work/plain.jsonl"
 [ ! -e "$work/val.mask" ] || fail "the old mask is still beside a token file written without one"

@@ -233,3 +233,15 @@ if chattr +i "$work/split/step_00000002" 2> /dev/null; then
 else
   echo "skipped: chattr +i is not supported here (the failed --fresh case needs an immutable save)"
 fi
+# Files in a checkpoint directory that are not Strata's saves stay: a user's copy named like a save
+# (step_00000003.bak) was pruned by keep_last, and a file named like a partial save
+# (.step_notes.tmp-1) was deleted at the next start.
+fresh mine 3 --set checkpoint.every=1
+cp -r "$work/mine/step_00000003" "$work/mine/step_00000003.bak"
+echo "my notes" > "$work/mine/.step_notes.tmp-1"
+before=$(digest "$work/mine/step_00000003.bak" "$work/mine/.step_notes.tmp-1")
+fault "a user's step_N.bak copy and a .step_notes.tmp-1 file in the checkpoint directory" 0 "saved to" -- \
+  resume mine 5 --set checkpoint.every=1
+unchanged "a user's files beside the saves" "$before" "$work/mine/step_00000003.bak" "$work/mine/.step_notes.tmp-1"
+[ "$(cat "$work/mine/latest")" = step_00000005 ] && [ ! -d "$work/mine/step_00000003" ] ||
+  fail "keep_last = 1 should keep step 5 alone among the saves"

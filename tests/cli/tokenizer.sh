@@ -92,6 +92,22 @@ echo "ok: .jsonl documents and a validation split (SentencePiece)"
 printf 'fine\n\xC3(\n' > "$work/bad_utf8.txt"
 fault "prepare: text that is not UTF-8" 2 "bad_utf8.txt: the text is not valid UTF-8 at byte 5" -- \
   "$strata" prepare --tokenizer "$refs/gpt2" --out "$work/never.bin" "$work/bad_utf8.txt"
+# tokenizer_config.json fields of the wrong type, named with their file (they were a bare JSON type
+# error, or, for add_bos_token, read as absent).
+for edit in 'eos_token=5:eos_token = 5 is neither a token'"'"'s text nor an object with its "content"' \
+            'add_bos_token="yes":add_bos_token = "yes" is not true or false'; do
+  rm -rf "$work/badconfig" && cp -r "$refs/gpt2" "$work/badconfig"
+  "$python" - "$work/badconfig/tokenizer_config.json" "${edit%%:*}" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+field, value = sys.argv[2].split('=', 1)
+config[field] = json.loads(value)
+json.dump(config, open(sys.argv[1], 'w'))
+PY
+  fault "prepare: tokenizer_config.json's ${edit%%=*} of the wrong type" 2 \
+    "$work/badconfig/tokenizer_config.json: ${edit#*:}" -- \
+    "$strata" prepare --tokenizer "$work/badconfig" --out "$work/never.bin" "$work/bad_utf8.txt"
+done
 # Past the first 8 MiB read (a later chunk): the offset is still the file's.
 "$python" -c 'import sys; open(sys.argv[1], "wb").write(b"plain words on a line\n" * 500000 + b"bad \xff here\n")' \
   "$work/late_bad_utf8.txt"
@@ -146,6 +162,31 @@ PY
 "$strata" train "$work/tok.toml" > "$work/tok2.log" 2>&1 || fail "second train: $(cat "$work/tok2.log")"
 grep -q "tokens from the cache" "$work/tok2.log" || fail "the second run did not read the cache"
 echo "ok: [data] tokenizer trains and caches"
+# The cache follows the text's content, not its size and time: a text edited in place with both
+# restored is tokenized again; and a cache whose ids were edited is not used.
+cache=$(ls "$work"/kjv.txt.tokens-*.bin)
+stamp=$(stat -c %y "$work/kjv.txt")
+"$python" - "$work/kjv.txt" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], 'rb').read())
+data[100:103] = b'XYZ'  # same size
+open(sys.argv[1], 'wb').write(bytes(data))
+PY
+touch -d "$stamp" "$work/kjv.txt"
+"$strata" train "$work/tok.toml" --set train.steps=1 > "$work/tok4.log" 2>&1 || fail "train: $(cat "$work/tok4.log")"
+grep -q "tokens from the cache" "$work/tok4.log" && fail "a text edited with its size and time kept used the old cache"
+edited=$(ls -t "$work"/kjv.txt.tokens-*.bin | head -n 1)
+[ "$edited" != "$cache" ] || fail "the edited text's cache has the old name"
+"$python" - "$edited" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], 'rb').read())
+first = int.from_bytes(data[1024:1026], 'little')
+data[1024:1026] = (1 if first == 0 else 0).to_bytes(2, 'little')  # another id, still in the vocabulary
+open(sys.argv[1], 'wb').write(bytes(data))
+PY
+fault "train: a token cache whose ids were edited" 0 "the cache's tokens are not those written" -- \
+  "$strata" train "$work/tok.toml" --set train.steps=1
+echo "ok: the cache follows the text's content and is checked"
 # export --hf carries the tokenizer: its files are the run's byte for byte, config.json has its bos
 # and eos, and a manifest whose [model] from is the exported directory finds the tokenizer there.
 "$strata" train "$work/tok.toml" --set train.steps=2 --set "checkpoint.dir=\"$work/tok-ckpt\"" > "$work/tok3.log" 2>&1 ||
@@ -165,6 +206,18 @@ printf '[model]\nfrom = "%s"\n[data]\ntrain = "%s"\n' "$work/tok-hf" "$work/kjv.
 grep -q "base weights from $work/tok-hf" "$work/generate.log" && grep -q "^prompt 3 tokens" "$work/generate.log" &&
   [ -s "$work/generated.txt" ] || fail "generate from the export: $(cat "$work/generate.log" "$work/generated.txt")"
 echo "ok: export --hf carries the tokenizer, and generation reads it from the exported directory"
+# A model of 60000 ids with GPT-2's 50257-id tokenizer samples text among the tokenizer's ids: one
+# of the others stopped the text mid-way (exit 2); a sixth of the ids are past the tokenizer's.
+"$strata" train "$work/tok.toml" --set model.vocab=60000 --set train.steps=2 --set "checkpoint.dir=\"$work/wide\"" \
+  > "$work/wide.log" 2>&1 || fail "train with 60000 ids: $(cat "$work/wide.log")"
+fault "generate: a model with more ids (60000) than its tokenizer (50257)" 0 "sampling among the tokenizer's" -- \
+  "$strata" generate "$work/tok.toml" --set model.vocab=60000 --checkpoint "$work/wide" --prompt "In the beginning" \
+  --max-new-tokens 40 --temperature 1.5 --seed 1
+for seed in 2 3; do
+  expect 0 "its tokenizer 50257: sampling among the tokenizer's" -- "$strata" generate "$work/tok.toml" \
+    --set model.vocab=60000 --checkpoint "$work/wide" --prompt "In the beginning" --max-new-tokens 40 \
+    --temperature 1.5 --seed $seed
+done
 fault "train: a tokenizer larger than model.vocab" 2 "is larger than model.vocab = 50000" -- \
   "$strata" train "$work/tok.toml" --set model.vocab=50000
 fault "validate: a tokenizer larger than model.vocab" 2 "is larger than model.vocab = 50000" -- \

@@ -63,6 +63,15 @@ class Gpt2Family final : public ModelFamily {
     fields.require("scale_attn_by_inverse_layer_idx", false, "attention scores are scaled by 1/sqrt(head_dim) only");
     fields.require("reorder_and_upcast_attn", false, "not a GPT-2 variant Strata builds");
     fields.require("scale_attn_weights", true, "attention scores are scaled by 1/sqrt(head_dim)");
+    // Hugging Face's GPT-2 drops 10% in three places while it trains; Strata's does not.
+    std::string dropouts;
+    for (const char* field : {"embd_pdrop", "attn_pdrop", "resid_pdrop"})
+      if (const double p = fields.probability(field, 0.0); p > 0.0)
+        dropouts += (dropouts.empty() ? "" : ", ") + std::string(field) + " = " + nlohmann::json(p).dump();
+    if (!dropouts.empty())
+      config.notes.push_back(fields.file() + ": " + dropouts +
+                             ": Strata's GPT-2 trains without dropout (the lora plugin's `dropout` drops on its "
+                             "adapters)");
     return config;
   }
   nlohmann::ordered_json hf_config(const ModelShape& shape, int max_positions) const override {
