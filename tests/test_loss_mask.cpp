@@ -34,7 +34,7 @@ std::vector<std::uint32_t> corpus_bytes(std::size_t count) {
   return tokens;
 }
 
-// Writes tokens.bin and, unless `mask` is empty, tokens.mask beside it.
+// Writes tokens.bin and, unless `mask` is empty, tokens.bin.mask beside it.
 fs::path write_tokens(const fs::path& dir, const std::vector<std::uint32_t>& tokens,
                       const std::vector<std::uint8_t>& mask) {
   fs::create_directories(dir);
@@ -71,7 +71,7 @@ TEST(LossMask, RoundTripsAndIsRefusedWhenItDoesNotBelongToItsTokens) {
   const std::vector<std::uint32_t> tokens = corpus_bytes(5000);
   const std::vector<std::uint8_t> mask = striped_mask(tokens.size(), 0);
   const fs::path path = write_tokens(dir, tokens, mask);
-  EXPECT_TRUE(is_loss_mask_file(dir / "tokens.mask"));
+  EXPECT_TRUE(is_loss_mask_file(dir / "tokens.bin.mask"));
   const TokenSequence sequence = TokenSequence::map_token_file(path, 256);
   ASSERT_TRUE(sequence.has_loss_mask());
   for (std::size_t i = 0; i < tokens.size(); ++i) ASSERT_EQ(sequence.is_target(i), mask[i] != 0) << i;
@@ -79,7 +79,7 @@ TEST(LossMask, RoundTripsAndIsRefusedWhenItDoesNotBelongToItsTokens) {
   for (std::size_t i = 0; i < 1000; ++i) ASSERT_EQ(tail.is_target(i), mask[1000 + i] != 0) << "a slice's mask";
 
   const auto load = [&] { (void)TokenSequence::map_token_file(path, 256); };
-  const fs::path mask_file = dir / "tokens.mask";
+  const fs::path mask_file = dir / "tokens.bin.mask";
   // The token file written again with one token changed: the mask is another's.
   std::vector<std::uint32_t> edited = tokens;
   edited[17] = 'Q';
@@ -89,7 +89,7 @@ TEST(LossMask, RoundTripsAndIsRefusedWhenItDoesNotBelongToItsTokens) {
     writer.commit();
   }
   std::string why = refusal(load);
-  EXPECT_NE(why.find("tokens.mask (the loss mask of " + path.string() + "): written for other tokens"),
+  EXPECT_NE(why.find("tokens.bin.mask (the loss mask of " + path.string() + "): written for other tokens"),
             std::string::npos)
       << why;
   // Fewer tokens than the mask has positions.

@@ -1,5 +1,6 @@
 #include "core/data/dataset.hpp"
 
+#include <cstdio>
 #include <string>
 
 #include "core/data/corpus_tokens.hpp"
@@ -52,6 +53,14 @@ std::int64_t Dataset::train_targets() const noexcept {
   std::int64_t count = 0;
   for (std::size_t i = 0; i < train_.size(); ++i) count += train_.is_target(i) ? 1 : 0;
   return count;
+}
+
+std::string Dataset::loss_mask_identity() const {
+  if (!loss_masked()) return {};
+  char text[48];
+  std::snprintf(text, sizeof text, "%016llx,%016llx", static_cast<unsigned long long>(train_.mask_hash()),
+                static_cast<unsigned long long>(val_.mask_hash()));
+  return text;
 }
 
 std::int64_t target_count(std::span<const std::int32_t> targets) noexcept {

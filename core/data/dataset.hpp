@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/data/token_sequence.hpp"
@@ -44,6 +45,9 @@ class Dataset {
   bool loss_masked() const noexcept { return train_.has_loss_mask() || val_.has_loss_mask(); }
   // The training tokens that are targets (all without a mask).
   std::int64_t train_targets() const noexcept;
+  // What a save records of the masks (core/data/loss_mask.hpp): the hash of every byte of the
+  // training and validation masks, "" without one.
+  std::string loss_mask_identity() const;
 
   // (batch, seq_len) inputs and targets for one micro batch of one step.
   void train_batch(std::uint64_t seed, std::int64_t step, int micro_batch, std::int32_t* inputs,

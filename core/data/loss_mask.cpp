@@ -33,8 +33,9 @@ std::string header_bytes(std::int64_t count, std::uint64_t token_hash) {
 }  // namespace
 
 std::filesystem::path loss_mask_path(const std::filesystem::path& token_file) {
-  std::filesystem::path mask = token_file;
-  return mask.replace_extension(".mask");
+  // Appended, not a replaced extension: train.bin and train.u32, or an --out and a --val-out that
+  // differ in their extension alone, must not share a mask.
+  return std::filesystem::path(token_file.string() + ".mask");
 }
 
 bool is_loss_mask_file(const std::filesystem::path& path) {

@@ -1,8 +1,8 @@
 #pragma once
 // A loss mask: which positions of a token file are targets. Chat data trains on the assistant's
 // turns and not on the prompts that lead to them; a completion dataset on the completions. The mask
-// lives beside its token file, with the token file's extension replaced by `.mask` (train.bin:
-// train.mask), and is read with it wherever the token file is read (training, validation,
+// lives beside its token file, its name with `.mask` appended (train.bin: train.bin.mask), and is
+// read with it wherever the token file is read (training, validation,
 // `strata eval --data`). Without one every position is a target, as ever.
 //
 // Format (little-endian), after llm.c's token files: a header of 256 int32 — magic 20261208,

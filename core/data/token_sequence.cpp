@@ -86,6 +86,10 @@ std::uint64_t TokenSequence::token_hash() const noexcept {
   return XXH3_64bits(data_, size_ * width_);
 }
 
+std::uint64_t TokenSequence::mask_hash() const noexcept {
+  return mask_ != nullptr ? XXH3_64bits(mask_, size_) : 0;
+}
+
 TokenSequence TokenSequence::slice(std::size_t begin, std::size_t end) const {
   TokenSequence part = *this;
   part.data_ = data_ + begin * width_;

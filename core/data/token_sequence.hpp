@@ -38,6 +38,8 @@ class TokenSequence {
   // file's header recorded when it was written (0: none recorded; a slice keeps its file's).
   std::uint64_t token_hash() const noexcept;
   std::uint64_t recorded_hash() const noexcept { return recorded_hash_; }
+  // XXH3-64 of this sequence's loss-mask bytes, every one of them; 0 without a mask.
+  std::uint64_t mask_hash() const noexcept;
   // Tokens [begin, end), sharing this sequence's storage.
   TokenSequence slice(std::size_t begin, std::size_t end) const;
   std::vector<std::uint32_t> to_vector() const;

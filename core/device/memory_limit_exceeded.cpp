@@ -98,8 +98,9 @@ MemoryLimitExceeded MemoryLimitExceeded::naming(std::string_view tensor, std::st
             << " live of a " << format_bytes(limit_bytes_) << " limit";
   describe_live(message, live_bytes_);
   message << ". " << (remedy.empty() ? "Try " + std::string(advice_for(category_)) : std::string(remedy))
-          << "; or raise device.memory_limit, or let `strata plan MANIFEST --fit device=SIZE` find a stack that "
-             "fits.";
+          << (exhausted_ ? "; or let `strata plan MANIFEST --fit device=SIZE` find a stack that fits."
+                         : "; or raise device.memory_limit, or let `strata plan MANIFEST --fit device=SIZE` find a "
+                           "stack that fits.");
   return MemoryLimitExceeded(message.str(), *this);
 }
 

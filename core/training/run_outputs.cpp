@@ -95,7 +95,9 @@ RunOutputs::RunOutputs(const Manifest& manifest, const std::optional<fs::path>& 
         throw ManifestError(where +
                             "is a FIFO that no program is reading: the run would block at its first "
                             "line; start the reader first, or write telemetry to a file");
-      if (probe >= 0) ::close(probe);
+      // Held open for the run: closing it would leave the reader without a writer, and most
+      // readers end there (end of file) before the sink opens the FIFO itself.
+      if (probe >= 0) lock_descriptors_.push_back(probe);
     }
     // A device (/dev/null) is written through, not replaced, and runs may share it.
     if (fs::exists(path, error) && !fs::is_regular_file(path, error)) continue;

@@ -15,7 +15,6 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/checkpoint/safetensors.hpp"
 #include "core/data/data_fingerprint.hpp"
-#include "core/data/loss_mask.hpp"
 #include "core/distributed/data_parallel.hpp"
 #include "core/distributed/device_communicator.hpp"
 #include "core/errors/manifest_error.hpp"
@@ -108,9 +107,8 @@ TrainingSession::TrainingSession(const Manifest& global_manifest, PluginRegistry
   // the tokenizer that turned text into tokens.
   if (manifest_.checkpoint.dir || options.resume) {
     data_identity_ = data_fingerprint(manifest_.data.train);
-    // A loss mask beside a token file decides which positions train: a resume checks it too.
-    const std::filesystem::path mask = loss_mask_path(manifest_.data.train);
-    if (dataset_->loss_masked() && std::filesystem::exists(mask)) data_identity_ += ",mask:" + data_fingerprint(mask);
+    // A loss mask beside a token file decides which positions train: a resume checks all of it.
+    if (dataset_->loss_masked()) data_identity_ += ",mask:" + dataset_->loss_mask_identity();
   }
   if (!data_identity_.empty() && tokenizer_)
     data_identity_ += ",tokenizer:" + std::to_string(tokenizer_->fingerprint());

@@ -80,7 +80,7 @@ int command_prepare(const std::vector<std::string>& arguments) {
       "field", po::value(&field), "the text field of .jsonl lines (default text)")(
       "prompt-completion",
       ".jsonl lines of {\"prompt\": ..., \"completion\": ...}: the loss is taken on the completions (and eos) "
-      "alone, through a loss mask written beside each token file (TRAIN.mask)")(
+      "alone, through a loss mask written beside each token file (TRAIN.bin.mask)")(
       "threads", po::value(&threads), "tokenizing threads (default: every core)")(
       "input", po::value(&inputs)->composing(), ".txt files (one document each) and .jsonl files (one per line)");
   po::positional_options_description positional;

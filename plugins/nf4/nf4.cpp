@@ -67,7 +67,13 @@ class Nf4Quantizer final : public WeightQuantizer {
 #if STRATA_NF4_CUDA
     if (on_cuda_) {
       float* scratch = workspace_.floats(nf4::cuda::quantize_scratch_floats(elements, format_));
-      if (scratch == nullptr) return;  // logged; the matmuls then fill NaN
+      if (scratch == nullptr) {
+        // Logged. The old codes must not stand for the updated master: all-ones bytes make the side
+        // data NaN (the mean, or every absmax), so the matrix dequantizes to NaN and the step's
+        // finiteness check stops the run.
+        host_.ops().fill(out.scales, 0xff, nf4::side_bytes(elements, format_));
+        return;
+      }
       nf4::cuda::quantize(static_cast<cudaStream_t>(stream()), matrix, master, elements, scratch);
       plugin_support::log_failed_launch(host_, "nf4's quantization kernels");
       return;

@@ -134,6 +134,14 @@ fault "FIFO as checkpoint (eval)" 2 "fifo.bin: not a regular file" -- "$strata" 
 # A telemetry path that is a FIFO nobody reads would block the run at its first line: refused.
 fault "FIFO nobody reads as the jsonl telemetry path" 2 "is a FIFO that no program is reading" -- \
   timeout 60 "$strata" train $q --set train.steps=2 --set telemetry.1.path=\"$work/fifo.bin\"
+# One with a reader is written through, the reader kept until the run's last line.
+mkfifo "$work/piped.jsonl"
+cat "$work/piped.jsonl" > "$work/piped.out" &
+reader=$!
+expect 0 "" -- timeout 120 "$strata" train $q --set train.steps=2 --set telemetry.1.path=\"$work/piped.jsonl\" \
+  --set checkpoint.dir=\"$work/piped-ckpt\"
+wait $reader
+grep -q '"record":"summary"' "$work/piped.out" || fail "the FIFO's reader did not get the run's summary: $(cat "$work/piped.out")"
 # An unwritable checkpoint directory is refused at start, by validate and by train.
 touch "$work/a_file"
 fault "checkpoint.dir not creatable (validate)" 2 "([checkpoint] dir)" -- "$strata" validate $q --set checkpoint.dir=\"$work/a_file/ckpt\"

@@ -24,10 +24,10 @@ with open(sys.argv[1], 'w', encoding='utf-8') as out:
 PY
 "$strata" prepare --prompt-completion --tokenizer "$refs/gpt2" --out "$work/train.bin" --val-out "$work/val.bin" \
   --threads 2 "$work/pairs.jsonl" > "$work/prepare.log" || fail "prepare: $(cat "$work/prepare.log")"
-grep -q "wrote $work/train.mask: .* tokens are targets (the completions and eos)" "$work/prepare.log" ||
+grep -q "wrote $work/train.bin.mask: .* tokens are targets (the completions and eos)" "$work/prepare.log" ||
   fail "no mask reported: $(cat "$work/prepare.log")"
-[ -f "$work/val.mask" ] || fail "no validation mask"
-"$python" - "$work/train.bin" "$work/train.mask" <<'PY' || fail "the mask does not frame prompts and completions"
+[ -f "$work/val.bin.mask" ] || fail "no validation mask"
+"$python" - "$work/train.bin" "$work/train.bin.mask" <<'PY' || fail "the mask does not frame prompts and completions"
 import struct, sys
 data, mask = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read()
 magic, version, count = struct.unpack('<3i', data[:12])
@@ -94,7 +94,7 @@ echo "ok: training reads the mask, the loss falls, eval agrees"
 printf '{"prompt": "a", "completion": "b"}\n{"prompt": "no answer"}\n' > "$work/bad.jsonl"
 fault "prepare --prompt-completion: a line without a completion" 2 "bad.jsonl:2: no string field \"completion\"" -- \
   "$strata" prepare --prompt-completion --tokenizer "$refs/gpt2" --out "$work/bad.bin" "$work/bad.jsonl"
-[ ! -e "$work/bad.bin" ] && [ ! -e "$work/bad.mask" ] || fail "a refused prepare wrote files"
+[ ! -e "$work/bad.bin" ] && [ ! -e "$work/bad.bin.mask" ] || fail "a refused prepare wrote files"
 fault "prepare: --field with --prompt-completion" 2 "--field names the text of plain lines" -- \
   "$strata" prepare --prompt-completion --field text --tokenizer "$refs/gpt2" --out "$work/x.bin" "$work/pairs.jsonl"
 cp "$work/val.bin" "$work/val.bin.saved"
@@ -105,12 +105,12 @@ data = bytearray(open(path, 'rb').read())
 data[1024] ^= 1  # the first token, another id
 open(path, 'wb').write(bytes(data))
 PY
-fault "eval: a loss mask whose token file changed" 2 "val.mask (the loss mask of $work/val.bin): written for other tokens" -- \
+fault "eval: a loss mask whose token file changed" 2 "val.bin.mask (the loss mask of $work/val.bin): written for other tokens" -- \
   "$strata" eval "$work/m.toml" --checkpoint "$work/ckpt"
 cp "$work/val.bin.saved" "$work/val.bin"
 # A resume checks the mask too: one prompt token made a target is another run's data.
-cp "$work/train.mask" "$work/train.mask.saved"
-"$python" - "$work/train.mask" <<'PY'
+cp "$work/train.bin.mask" "$work/train.bin.mask.saved"
+"$python" - "$work/train.bin.mask" <<'PY'
 import sys
 path = sys.argv[1]
 data = bytearray(open(path, 'rb').read())
@@ -118,10 +118,10 @@ data[1024 + data[1024:].index(0)] = 1
 open(path, 'wb').write(bytes(data))
 PY
 fault "train --resume over an edited loss mask" 2 "changed since the save" -- "$strata" train "$work/m.toml" --resume --set train.steps=41
-cp "$work/train.mask.saved" "$work/train.mask"
+cp "$work/train.bin.mask.saved" "$work/train.bin.mask"
 printf '{"text": "In the beginning"}\n' > "$work/plain.jsonl"
-fault "prepare without --prompt-completion over an --out with a mask" 0 "removed $work/val.mask" -- \
+fault "prepare without --prompt-completion over an --out with a mask" 0 "removed $work/val.bin.mask" -- \
   "$strata" prepare --tokenizer "$refs/gpt2" --out "$work/plain.bin" --val-out "$work/val.bin" --val-fraction 0.5 \
   "$work/plain.jsonl" "$work/plain.jsonl"
-[ ! -e "$work/val.mask" ] || fail "the old mask is still beside a token file written without one"
+[ ! -e "$work/val.bin.mask" ] || fail "the old mask is still beside a token file written without one"
 echo "prompt_completion: all passed"

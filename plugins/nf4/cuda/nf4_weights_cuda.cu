@@ -115,10 +115,12 @@ __global__ void dequantize_bf16_kernel(std::uint16_t* out, const std::uint8_t* c
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < elements;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t block = i / block_size;
-    float absmax = side[block];
-    if (double_quant) {
+    float absmax;
+    if (double_quant) {  // side holds the mean, the scales and a byte per block: no f32 per block
       const float scaled = t.map[indices[block]] * side[1 + block / kAbsmaxGroup];
       absmax = scaled + side[0];
+    } else {
+      absmax = side[block];
     }
     const int code = (codes[i >> 1] >> ((i & 1) << 2)) & 0xf;
     out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(t.levels[code] * absmax));
