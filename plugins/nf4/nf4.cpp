@@ -22,6 +22,7 @@
 
 #include "cpu/nf4_weights_cpu.hpp"
 #include "strata/plugin.hpp"
+#include "strata/plugin_support/device_dequantized_matmul.hpp"
 #include "strata/plugin_support/device_workspace.hpp"
 #include "strata/plugin_support/kernel_backends.hpp"
 #include "strata/plugin_support/storage_precision.hpp"
@@ -83,29 +84,18 @@ class Nf4Quantizer final : public WeightQuantizer {
   }
 
   void matmul_forward(const op::MatmulForward& call) noexcept override {
+    if (on_cuda_)
+      return plugin_support::device_matmul_forward(
+          host_.ops(), call, [this](const Weight& w, const MatmulShape& s) { return dequantize_on_device(w, s); });
     const auto& [out, inp, weight, bias, shape, scratch] = call;
-    if (on_cuda_) {
-      if (const Weight dequantized = dequantize_on_device(weight, shape); dequantized.data != nullptr)
-        host_.ops().matmul_forward(out, inp, dequantized, bias, shape, {});
-      else
-        plugin_support::fill_nan(host_.ops(), out, shape.rows * shape.out_features);
-      return;
-    }
     nf4::matmul_forward(out, inp, matrix(weight), bias, shape, scratch.data, scratch.elements);
   }
 
   void matmul_backward(const op::MatmulBackward& call) noexcept override {
+    if (on_cuda_)
+      return plugin_support::device_matmul_backward(
+          host_.ops(), call, [this](const Weight& w, const MatmulShape& s) { return dequantize_on_device(w, s); });
     const auto& [dinp, dweight, dbias, dout, inp, weight, shape, scratch, dinp_write] = call;
-    if (on_cuda_) {
-      // dweight and dbias do not read the weight: without dinp there is nothing to dequantize.
-      const Weight dequantized = dinp != nullptr ? dequantize_on_device(weight, shape) : Weight{nullptr, DType::bf16};
-      if (dinp != nullptr && dequantized.data == nullptr) {
-        plugin_support::fill_nan(host_.ops(), dinp, shape.rows * shape.in_features);
-        return;
-      }
-      host_.ops().matmul_backward(dinp, dweight, dbias, dout, inp, dequantized, shape, {}, dinp_write);
-      return;
-    }
     nf4::matmul_backward(dinp, dweight, dbias, dout, inp, matrix(weight), shape, scratch.data, scratch.elements,
                          dinp_write);
   }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "nf4_nearest.hpp"
 #include "strata/plugin_support/dequantizing_matmul_cpu.hpp"
 
 namespace strata::nf4 {
@@ -15,22 +16,6 @@ namespace {
 // so no value's result depends on which thread ran it.
 constexpr std::int64_t kTaskValues = std::int64_t{1} << 14;
 constexpr std::uint8_t kZeroLevel = 7;  // kLevels[7] == 0
-
-// The index of the nearest of `count` sorted values; ties to the larger, NaN to 0. The CUDA kernels
-// run the same comparisons (cuda/nf4_weights_cuda.cu).
-std::uint8_t nearest(const float* values, int count, float ratio) {
-  if (!(ratio > values[0])) return 0;
-  if (ratio >= values[count - 1]) return static_cast<std::uint8_t>(count - 1);
-  int low = 0, high = count - 1;  // values[low] < ratio < values[high]
-  while (high - low > 1) {
-    const int middle = (low + high) / 2;
-    if (values[middle] <= ratio)
-      low = middle;
-    else
-      high = middle;
-  }
-  return static_cast<std::uint8_t>(ratio - values[low] < values[high] - ratio ? low : high);
-}
 
 // Where the side data's parts start (nf4_weights_cpu.hpp).
 struct Side {
@@ -130,11 +115,11 @@ const std::array<float, 256>& dynamic_map() {
 }
 
 std::uint8_t nearest_level(float ratio) {
-  return nearest(kLevels.data(), static_cast<int>(kLevels.size()), ratio);
+  return nearest_index(kLevels.data(), static_cast<int>(kLevels.size()), ratio);
 }
 
 std::uint8_t nearest_map_index(float ratio) {
-  return nearest(dynamic_map().data(), 256, ratio);
+  return nearest_index(dynamic_map().data(), 256, ratio);
 }
 
 std::int64_t block_count(std::int64_t elements, Nf4Format format) {

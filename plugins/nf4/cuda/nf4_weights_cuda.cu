@@ -2,6 +2,8 @@
 
 #include <cuda_bf16.h>
 
+#include "nf4_nearest.hpp"
+
 // Launch shapes:
 // - the values' codes: one warp per NF4 block, a warp-wide max of |x| and an any-non-finite flag (a
 //   max and an or: any order gives the same bits), then each lane codes whole bytes;
@@ -32,21 +34,6 @@ Tables tables() {
   return t;
 }
 
-// The CPU's nearest() (cpu/nf4_weights_cpu.cpp), comparison for comparison.
-__device__ std::uint8_t nearest(const float* values, int count, float ratio) {
-  if (!(ratio > values[0])) return 0;
-  if (ratio >= values[count - 1]) return static_cast<std::uint8_t>(count - 1);
-  int low = 0, high = count - 1;
-  while (high - low > 1) {
-    const int middle = (low + high) / 2;
-    if (values[middle] <= ratio)
-      low = middle;
-    else
-      high = middle;
-  }
-  return static_cast<std::uint8_t>(ratio - values[low] < values[high] - ratio ? low : high);
-}
-
 __global__ void quantize_blocks_kernel(std::uint8_t* codes, float* absmax, const float* master, std::int64_t elements,
                                        std::int64_t block_size, Tables t) {
   const std::int64_t block = blockIdx.x;
@@ -67,8 +54,10 @@ __global__ void quantize_blocks_kernel(std::uint8_t* codes, float* absmax, const
   const bool usable = scale > 0.0f;
   const float divisor = usable ? scale : 1.0f;
   for (std::int64_t i = begin + 2 * threadIdx.x; i < end; i += 2 * kWarp) {
-    const std::uint8_t low = usable ? nearest(t.levels, 16, master[i] / divisor) : kZeroLevel;
-    const std::uint8_t high = i + 1 >= end ? 0 : usable ? nearest(t.levels, 16, master[i + 1] / divisor) : kZeroLevel;
+    const std::uint8_t low = usable ? nearest_index(t.levels, 16, master[i] / divisor) : kZeroLevel;
+    const std::uint8_t high = i + 1 >= end ? 0
+                              : usable     ? nearest_index(t.levels, 16, master[i + 1] / divisor)
+                                           : kZeroLevel;
     codes[i >> 1] = static_cast<std::uint8_t>(low | (high << 4));
   }
 }
@@ -105,7 +94,7 @@ __global__ void __launch_bounds__(kGroupThreads)
   if (isnan(mean)) scale = __int_as_float(0x7fc00000);
   if (threadIdx.x == 0) scales[blockIdx.x] = scale;
   const float divisor = scale > 0.0f ? scale : 1.0f;
-  if (b < blocks) indices[b] = isnan(mean) ? 0 : nearest(t.map, 256, centred / divisor);
+  if (b < blocks) indices[b] = isnan(mean) ? 0 : nearest_index(t.map, 256, centred / divisor);
 }
 
 __global__ void dequantize_bf16_kernel(std::uint16_t* out, const std::uint8_t* codes, const float* side,
